@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+// kidledger: a local-first, peer-to-peer family allowance ledger.
+// No Swift package dependencies; C libraries come from Debian packages (see README).
+import PackageDescription
+
+let package = Package(
+    name: "kidledger",
+    products: [
+        .executable(name: "kidledger", targets: ["kidledger"]),
+    ],
+    targets: [
+        // C libraries through system-library targets.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+
+        // Pure domain: money, ids, clocks, records, merge rules, canonical encoding. Imports nothing of ours.
+        .target(name: "KidLedgerDomain"),
+
+        // The replica's state machine over an abstract ordered key-value store (pure; no I/O of its own).
+        .target(name: "KidLedgerReplica", dependencies: ["KidLedgerDomain"]),
+
+        // The durable key-value store on LMDB.
+        .target(name: "KidLedgerLMDB", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica"]),
+
+        // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
+        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
+
+        // Thin executable.
+        .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
+
+        .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
+        .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
+        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
