@@ -1,0 +1,208 @@
+/// Canonical binary encoding used for records, changes and store keys.
+///
+/// Integers in keys are fixed-width big-endian so that byte order equals numeric order;
+/// integers in values are LEB128 varints (zigzag for signed) to keep records and frames small.
+/// Every read is bounds-checked and throws ``DecodeError`` instead of trapping.
+public struct ByteWriter: Sendable {
+    /// The bytes written so far.
+    public private(set) var bytes: [UInt8]
+
+    /// Creates an empty writer, optionally reserving capacity.
+    public init(capacity: Int = 64) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Appends one byte.
+    public mutating func write(_ byte: UInt8) { bytes.append(byte) }
+
+    /// Appends raw bytes without a length prefix.
+    public mutating func write(raw: some Sequence<UInt8>) { bytes.append(contentsOf: raw) }
+
+    /// Appends a fixed-width big-endian unsigned integer.
+    public mutating func write(bigEndian value: UInt64) {
+        var v = value.bigEndian
+        withUnsafeBytes(of: &v) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends a fixed-width big-endian unsigned 32-bit integer.
+    public mutating func write(bigEndian value: UInt32) {
+        var v = value.bigEndian
+        withUnsafeBytes(of: &v) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends a fixed-width signed integer in big-endian order with the sign bit flipped, so that
+    /// byte order equals numeric order (used for timestamps in keys).
+    public mutating func write(orderedSigned value: Int64) {
+        write(bigEndian: UInt64(bitPattern: value) ^ (1 << 63))
+    }
+
+    /// Appends an unsigned LEB128 varint.
+    public mutating func write(varint value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    /// Appends a zigzag-encoded signed varint.
+    public mutating func write(zigzag value: Int64) {
+        write(varint: UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// Appends a length-prefixed byte string.
+    public mutating func write(blob: some Collection<UInt8>) {
+        write(varint: UInt64(blob.count))
+        bytes.append(contentsOf: blob)
+    }
+
+    /// Appends a length-prefixed UTF-8 string.
+    public mutating func write(string: String) {
+        write(blob: Array(string.utf8))
+    }
+
+    /// Appends a Boolean as one byte (0 or 1).
+    public mutating func write(bool: Bool) { bytes.append(bool ? 1 : 0) }
+
+    /// Appends a 16-byte record id.
+    public mutating func write(id: RecordID) {
+        write(bigEndian: id.high)
+        write(bigEndian: id.low)
+    }
+}
+
+/// Why a byte string could not be decoded.
+public enum DecodeError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The input ended before the value did.
+    case truncated(String)
+    /// A value was out of its allowed range or not canonical.
+    case invalid(String)
+    /// Bytes were left over after the value.
+    case trailingBytes(Int)
+
+    /// A readable sentence.
+    public var description: String {
+        switch self {
+        case .truncated(let what): "truncated input while reading \(what)"
+        case .invalid(let what): "invalid \(what)"
+        case .trailingBytes(let n): "\(n) unexpected trailing bytes"
+        }
+    }
+}
+
+/// A bounds-checked reader over a byte buffer.
+public struct ByteReader: Sendable {
+    /// The bytes being read.
+    public let bytes: [UInt8]
+    /// The index of the next byte.
+    public private(set) var offset: Int
+
+    /// Creates a reader positioned at the start of `bytes`.
+    public init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        offset = 0
+    }
+
+    /// Whether every byte has been consumed.
+    public var isAtEnd: Bool { offset == bytes.count }
+
+    /// How many bytes are left.
+    public var remaining: Int { bytes.count - offset }
+
+    /// Throws unless every byte has been consumed.
+    public func expectEnd() throws(DecodeError) {
+        if offset != bytes.count { throw .trailingBytes(bytes.count - offset) }
+    }
+
+    /// Reads one byte.
+    public mutating func readByte(_ what: String = "byte") throws(DecodeError) -> UInt8 {
+        guard offset < bytes.count else { throw .truncated(what) }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    /// Reads `count` raw bytes.
+    public mutating func readRaw(count: Int, _ what: String = "bytes") throws(DecodeError) -> [UInt8] {
+        guard count >= 0, count <= remaining else { throw .truncated(what) }
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+
+    /// Reads a fixed-width big-endian UInt64.
+    public mutating func readBigEndianUInt64(_ what: String = "integer") throws(DecodeError) -> UInt64 {
+        guard remaining >= 8 else { throw .truncated(what) }
+        var v: UInt64 = 0
+        for i in 0..<8 { v = (v << 8) | UInt64(bytes[offset + i]) }
+        offset += 8
+        return v
+    }
+
+    /// Reads a fixed-width big-endian UInt32.
+    public mutating func readBigEndianUInt32(_ what: String = "integer") throws(DecodeError) -> UInt32 {
+        guard remaining >= 4 else { throw .truncated(what) }
+        var v: UInt32 = 0
+        for i in 0..<4 { v = (v << 8) | UInt32(bytes[offset + i]) }
+        offset += 4
+        return v
+    }
+
+    /// Reads a value written by ``ByteWriter/write(orderedSigned:)``.
+    public mutating func readOrderedSigned(_ what: String = "integer") throws(DecodeError) -> Int64 {
+        Int64(bitPattern: try readBigEndianUInt64(what) ^ (1 << 63))
+    }
+
+    /// Reads an unsigned LEB128 varint (at most 10 bytes, canonical).
+    public mutating func readVarint(_ what: String = "varint") throws(DecodeError) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        for index in 0..<10 {
+            let byte = try readByte(what)
+            if index == 9 && byte > 1 { throw .invalid(what) }
+            result |= UInt64(byte & 0x7f) << shift
+            if byte & 0x80 == 0 {
+                if byte == 0 && index > 0 { throw .invalid("\(what) (non-canonical varint)") }
+                return result
+            }
+            shift += 7
+        }
+        throw .invalid(what)
+    }
+
+    /// Reads a zigzag-encoded signed varint.
+    public mutating func readZigzag(_ what: String = "integer") throws(DecodeError) -> Int64 {
+        let raw = try readVarint(what)
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    /// Reads a length-prefixed byte string of at most `maxCount` bytes.
+    public mutating func readBlob(maxCount: Int, _ what: String = "bytes") throws(DecodeError) -> [UInt8] {
+        let count = try readVarint(what)
+        guard count <= UInt64(maxCount) else { throw .invalid("\(what) (length \(count) exceeds \(maxCount))") }
+        return try readRaw(count: Int(count), what)
+    }
+
+    /// Reads a length-prefixed UTF-8 string of at most `maxBytes` bytes; invalid UTF-8 is an error.
+    public mutating func readString(maxBytes: Int, _ what: String = "string") throws(DecodeError) -> String {
+        let raw = try readBlob(maxCount: maxBytes, what)
+        guard let s = String(validating: raw, as: UTF8.self) else { throw .invalid("\(what) (not UTF-8)") }
+        return s
+    }
+
+    /// Reads a Boolean byte (0 or 1 only).
+    public mutating func readBool(_ what: String = "flag") throws(DecodeError) -> Bool {
+        switch try readByte(what) {
+        case 0: return false
+        case 1: return true
+        default: throw .invalid(what)
+        }
+    }
+
+    /// Reads a 16-byte record id.
+    public mutating func readID(_ what: String = "id") throws(DecodeError) -> RecordID {
+        let high = try readBigEndianUInt64(what)
+        let low = try readBigEndianUInt64(what)
+        return RecordID(high: high, low: low)
+    }
+}

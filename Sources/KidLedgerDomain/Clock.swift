@@ -1,0 +1,98 @@
+/// Identifies one replica: one copy of the ledger on one device (a fresh one after a restore
+/// from stale files). Random 64-bit values, drawn from an injected generator.
+public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The raw 64-bit value.
+    public let rawValue: UInt64
+
+    /// Wraps a raw value.
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// Orders by the raw value.
+    public static func < (a: ReplicaID, b: ReplicaID) -> Bool { a.rawValue < b.rawValue }
+
+    /// Sixteen lowercase hex digits.
+    public var description: String {
+        let hex = String(rawValue, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// Parses sixteen (or fewer) hex digits.
+    public init?(hex: String) {
+        guard !hex.isEmpty, hex.count <= 16, let v = UInt64(hex, radix: 16) else { return nil }
+        rawValue = v
+    }
+}
+
+/// A hybrid logical clock reading: wall-clock milliseconds plus a counter that orders events
+/// within one millisecond or while the wall clock lags behind a clock already seen.
+public struct HLC: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Milliseconds since the Unix epoch (as seen by the clock that issued it, or later).
+    public var millis: Int64
+    /// Tie-breaking counter within one millisecond.
+    public var counter: UInt32
+
+    /// Creates a reading.
+    public init(millis: Int64, counter: UInt32 = 0) {
+        self.millis = millis
+        self.counter = counter
+    }
+
+    /// The reading before any event.
+    public static let zero = HLC(millis: 0, counter: 0)
+
+    /// Orders by milliseconds, then counter.
+    public static func < (a: HLC, b: HLC) -> Bool {
+        (a.millis, a.counter) < (b.millis, b.counter)
+    }
+
+    /// The reading for a local event: later than `self` and not earlier than `now`.
+    public func tick(now: Int64) -> HLC {
+        if now > millis { return HLC(millis: now, counter: 0) }
+        if counter == .max { return HLC(millis: millis + 1, counter: 0) }
+        return HLC(millis: millis, counter: counter + 1)
+    }
+
+    /// The reading after receiving `remote`: later than both `self` and `remote`, not earlier than `now`.
+    public func receive(_ remote: HLC, now: Int64) -> HLC {
+        let base = max(self, remote)
+        if now > base.millis { return HLC(millis: now, counter: 0) }
+        if base.counter == .max { return HLC(millis: base.millis + 1, counter: 0) }
+        return HLC(millis: base.millis, counter: base.counter + 1)
+    }
+
+    /// "millis.counter".
+    public var description: String { "\(millis).\(counter)" }
+}
+
+/// Where time comes from. Injected: the CLI passes the system clock, the simulator a virtual one.
+public protocol WallClock: Sendable {
+    /// Milliseconds since the Unix epoch.
+    func nowMillis() -> Int64
+}
+
+/// A clock that always reads a fixed value (tests).
+public struct FixedClock: WallClock {
+    /// The value every reading returns.
+    public var millis: Int64
+    /// Creates a clock that reads `millis`.
+    public init(millis: Int64) { self.millis = millis }
+    /// Returns ``millis``.
+    public func nowMillis() -> Int64 { millis }
+}
+
+/// A small, fast, seedable generator (SplitMix64). Deterministic: the same seed gives the same stream.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    /// Creates a generator from a seed.
+    public init(seed: UInt64) { state = seed }
+
+    /// The next 64 random bits.
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

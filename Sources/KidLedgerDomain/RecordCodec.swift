@@ -1,0 +1,198 @@
+/// Canonical binary encoding of records, operations and changes.
+///
+/// The same bytes are stored in LMDB, sent on the wire and hashed into the state digest, so the
+/// encoding is canonical: one value has exactly one encoding, and decoding re-validates every
+/// field (a hostile peer's bytes go through the same checks as user input).
+public enum RecordCodec {
+    enum OperationTag: UInt8 {
+        case createHousehold = 1, createChild = 2, setField = 3, addTransaction = 4
+    }
+
+    enum ValueTag: UInt8 {
+        case text = 1, flag = 2, integer = 3
+    }
+
+    // MARK: Field values
+
+    /// Appends a register value.
+    public static func encode(_ value: FieldValue, into w: inout ByteWriter) {
+        switch value {
+        case .text(let s):
+            w.write(ValueTag.text.rawValue)
+            w.write(string: s)
+        case .flag(let b):
+            w.write(ValueTag.flag.rawValue)
+            w.write(bool: b)
+        case .integer(let i):
+            w.write(ValueTag.integer.rawValue)
+            w.write(zigzag: i)
+        }
+    }
+
+    /// The canonical bytes of a register value (its last tie-break).
+    public static func encode(_ value: FieldValue) -> [UInt8] {
+        var w = ByteWriter(capacity: 16)
+        encode(value, into: &w)
+        return w.bytes
+    }
+
+    /// Reads a register value.
+    public static func decodeValue(_ r: inout ByteReader) throws(DecodeError) -> FieldValue {
+        switch try r.readByte("value tag") {
+        case ValueTag.text.rawValue: return .text(try r.readString(maxBytes: Limits.nameBytesMax, "name"))
+        case ValueTag.flag.rawValue: return .flag(try r.readBool("flag value"))
+        case ValueTag.integer.rawValue: return .integer(try r.readZigzag("integer value"))
+        default: throw .invalid("value tag")
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Appends a transaction.
+    public static func encode(_ t: LedgerTransaction, into w: inout ByteWriter) {
+        w.write(id: t.id)
+        w.write(id: t.childID)
+        w.write(zigzag: t.amountCents)
+        w.write(zigzag: t.createdAtMillis)
+        w.write(string: t.note)
+        w.write(string: t.source)
+        if let reverses = t.reverses {
+            w.write(1)
+            w.write(id: reverses)
+        } else {
+            w.write(0)
+        }
+    }
+
+    /// The canonical bytes of a transaction.
+    public static func encode(_ t: LedgerTransaction) -> [UInt8] {
+        var w = ByteWriter(capacity: 64 + t.note.utf8.count)
+        encode(t, into: &w)
+        return w.bytes
+    }
+
+    /// Reads and validates a transaction.
+    public static func decodeTransaction(_ r: inout ByteReader) throws(DecodeError) -> LedgerTransaction {
+        let id = try r.readID("transaction id")
+        let child = try r.readID("child id")
+        let amount = try r.readZigzag("amount")
+        let created = try r.readZigzag("createdAt")
+        let note = try r.readString(maxBytes: Limits.noteBytesMax, "note")
+        let source = try r.readString(maxBytes: Limits.sourceBytesMax, "source")
+        let reverses: RecordID? = try r.readBool("reverses flag") ? try r.readID("reversed id") : nil
+        let t = LedgerTransaction(id: id, childID: child, amountCents: amount, createdAtMillis: created,
+                                  note: note, source: source, reverses: reverses)
+        if let problem = Validation.problem(with: t) { throw .invalid(problem) }
+        return t
+    }
+
+    /// Decodes a whole buffer as one transaction.
+    public static func decodeTransaction(_ bytes: [UInt8]) throws(DecodeError) -> LedgerTransaction {
+        var r = ByteReader(bytes)
+        let t = try decodeTransaction(&r)
+        try r.expectEnd()
+        return t
+    }
+
+    // MARK: Operations
+
+    /// Appends an operation.
+    public static func encode(_ op: Operation, into w: inout ByteWriter) {
+        switch op {
+        case .createHousehold(let h):
+            w.write(OperationTag.createHousehold.rawValue)
+            w.write(id: h.id)
+            w.write(zigzag: h.createdAtMillis)
+        case .createChild(let c):
+            w.write(OperationTag.createChild.rawValue)
+            w.write(id: c.id)
+            w.write(zigzag: c.createdAtMillis)
+        case .setField(let entity, let field, let value):
+            w.write(OperationTag.setField.rawValue)
+            w.write(id: entity)
+            w.write(field.rawValue)
+            encode(value, into: &w)
+        case .addTransaction(let t):
+            w.write(OperationTag.addTransaction.rawValue)
+            encode(t, into: &w)
+        }
+    }
+
+    /// Reads and validates an operation.
+    public static func decodeOperation(_ r: inout ByteReader) throws(DecodeError) -> Operation {
+        switch try r.readByte("operation tag") {
+        case OperationTag.createHousehold.rawValue:
+            return .createHousehold(Household(id: try r.readID("household id"), createdAtMillis: try r.readZigzag("createdAt")))
+        case OperationTag.createChild.rawValue:
+            return .createChild(ChildRecord(id: try r.readID("child id"), createdAtMillis: try r.readZigzag("createdAt")))
+        case OperationTag.setField.rawValue:
+            let entity = try r.readID("entity id")
+            guard let field = Field(rawValue: try r.readByte("field")) else { throw .invalid("field") }
+            let value = try decodeValue(&r)
+            guard value.fits(field) else { throw .invalid("value for \(field)") }
+            return .setField(entity: entity, field: field, value: value)
+        case OperationTag.addTransaction.rawValue:
+            return .addTransaction(try decodeTransaction(&r))
+        default:
+            throw .invalid("operation tag")
+        }
+    }
+
+    // MARK: Changes
+
+    /// Appends a change.
+    public static func encode(_ c: Change, into w: inout ByteWriter) {
+        w.write(bigEndian: c.origin.rawValue)
+        w.write(varint: c.sequence)
+        w.write(zigzag: c.hlc.millis)
+        w.write(varint: UInt64(c.hlc.counter))
+        w.write(varint: UInt64(c.operations.count))
+        for op in c.operations { encode(op, into: &w) }
+    }
+
+    /// The canonical bytes of a change.
+    public static func encode(_ c: Change) -> [UInt8] {
+        var w = ByteWriter(capacity: 32 + 80 * c.operations.count)
+        encode(c, into: &w)
+        return w.bytes
+    }
+
+    /// Reads and validates a change.
+    public static func decodeChange(_ r: inout ByteReader) throws(DecodeError) -> Change {
+        let origin = ReplicaID(try r.readBigEndianUInt64("origin"))
+        let sequence = try r.readVarint("sequence")
+        guard sequence >= 1 else { throw .invalid("sequence 0") }
+        let millis = try r.readZigzag("hlc")
+        let counter = try r.readVarint("hlc counter")
+        guard counter <= UInt64(UInt32.max) else { throw .invalid("hlc counter") }
+        let count = try r.readVarint("operation count")
+        guard count >= 1, count <= UInt64(Limits.operationsPerChangeMax) else { throw .invalid("operation count \(count)") }
+        var ops: [Operation] = []
+        ops.reserveCapacity(Int(count))
+        for _ in 0..<count { ops.append(try decodeOperation(&r)) }
+        return Change(origin: origin, sequence: sequence, hlc: HLC(millis: millis, counter: UInt32(counter)), operations: ops)
+    }
+
+    /// Decodes a whole buffer as one change.
+    public static func decodeChange(_ bytes: [UInt8]) throws(DecodeError) -> Change {
+        var r = ByteReader(bytes)
+        let c = try decodeChange(&r)
+        try r.expectEnd()
+        return c
+    }
+}
+
+/// Domain checks shared by user input and decoded records.
+public enum Validation {
+    /// Why `t` is not a valid transaction, or nil.
+    public static func problem(with t: LedgerTransaction) -> String? {
+        if t.amountCents == 0 { return "transaction amount of zero" }
+        if t.amountCents == .min { return "transaction amount out of range" }
+        if t.note.utf8.count > Limits.noteBytesMax { return "note longer than \(Limits.noteBytesMax) bytes" }
+        if t.source.isEmpty || t.source.utf8.count > Limits.sourceBytesMax { return "transaction source" }
+        if let original = t.reverses, t.id != LedgerTransaction.undoID(for: original) {
+            return "undo entry id not derived from the reversed transaction"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,163 @@
+/// Limits on user-supplied text and batches (TigerBeetle style: a limit on everything).
+public enum Limits {
+    /// Longest household or child name, in UTF-8 bytes.
+    public static let nameBytesMax = 200
+    /// Longest transaction note, in UTF-8 bytes.
+    public static let noteBytesMax = 1_000
+    /// Longest transaction source tag, in UTF-8 bytes.
+    public static let sourceBytesMax = 32
+    /// Most operations in one change (a give-all batch over many children).
+    public static let operationsPerChangeMax = 10_000
+}
+
+/// The household: created once by its owner; only its name (a register) changes later.
+public struct Household: Hashable, Sendable {
+    /// Stable id.
+    public var id: RecordID
+    /// Creation time, Unix milliseconds.
+    public var createdAtMillis: Int64
+
+    /// Creates a household record.
+    public init(id: RecordID, createdAtMillis: Int64) {
+        self.id = id
+        self.createdAtMillis = createdAtMillis
+    }
+}
+
+/// A child's immutable creation record. Its mutable fields are registers (``ChildField``).
+public struct ChildRecord: Hashable, Sendable {
+    /// Stable id, random at creation.
+    public var id: RecordID
+    /// Creation time, Unix milliseconds.
+    public var createdAtMillis: Int64
+
+    /// Creates a child creation record.
+    public init(id: RecordID, createdAtMillis: Int64) {
+        self.id = id
+        self.createdAtMillis = createdAtMillis
+    }
+}
+
+/// A last-writer-wins register of a record: which field of which entity.
+public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// The household's display name (text).
+    case householdName = 1
+    /// A child's name (text).
+    case childName = 2
+    /// Whether a child is archived (flag).
+    case childArchived = 3
+    /// A child's position in lists (integer).
+    case childSortOrder = 4
+
+    /// The field's name in messages and JSON.
+    public var description: String {
+        switch self {
+        case .householdName: "householdName"
+        case .childName: "name"
+        case .childArchived: "archived"
+        case .childSortOrder: "sortOrder"
+        }
+    }
+}
+
+/// The value of a register.
+public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
+    /// A name.
+    case text(String)
+    /// A yes/no flag.
+    case flag(Bool)
+    /// A signed integer.
+    case integer(Int64)
+
+    /// The value as a user would read it.
+    public var description: String {
+        switch self {
+        case .text(let s): s
+        case .flag(let b): b ? "true" : "false"
+        case .integer(let i): String(i)
+        }
+    }
+
+    /// Whether this kind of value belongs to `field`.
+    public func fits(_ field: Field) -> Bool {
+        switch (field, self) {
+        case (.householdName, .text(let s)), (.childName, .text(let s)):
+            return !s.isEmpty && s.utf8.count <= Limits.nameBytesMax
+        case (.childArchived, .flag): return true
+        case (.childSortOrder, .integer): return true
+        default: return false
+        }
+    }
+}
+
+/// One ledger entry: immutable once written; a member of a grow-only set keyed by ``id``.
+public struct LedgerTransaction: Hashable, Sendable {
+    /// Stable id (random, or UUIDv5 of provenance for undo entries and imports).
+    public var id: RecordID
+    /// The child whose balance it changes.
+    public var childID: RecordID
+    /// Signed cents: positive adds, negative removes. Never zero, never `Int64.min`.
+    public var amountCents: Int64
+    /// Creation time, Unix milliseconds.
+    public var createdAtMillis: Int64
+    /// Free text, possibly empty.
+    public var note: String
+    /// Where it came from: "give", "take", "give-all", "take-all", "undo", "import".
+    public var source: String
+    /// For an undo entry: the transaction it compensates.
+    public var reverses: RecordID?
+
+    /// Creates a transaction.
+    public init(id: RecordID, childID: RecordID, amountCents: Int64, createdAtMillis: Int64,
+                note: String = "", source: String, reverses: RecordID? = nil) {
+        self.id = id
+        self.childID = childID
+        self.amountCents = amountCents
+        self.createdAtMillis = createdAtMillis
+        self.note = note
+        self.source = source
+        self.reverses = reverses
+    }
+
+    /// Whether this is an undo (compensating) entry.
+    public var isUndo: Bool { reverses != nil }
+
+    /// The deterministic id of the undo entry for `original`: two devices undoing the same
+    /// transaction produce the same id, so it is compensated at most once.
+    public static func undoID(for original: RecordID) -> RecordID {
+        RecordID.v5(namespace: RecordID.namespaceKidLedger, name: "undo:" + original.description)
+    }
+}
+
+/// One replicated mutation. A change carries one or more operations that apply atomically.
+public enum Operation: Hashable, Sendable {
+    /// Creates the household (owner, once).
+    case createHousehold(Household)
+    /// Creates a child.
+    case createChild(ChildRecord)
+    /// Writes a register of an entity (household or child).
+    case setField(entity: RecordID, field: Field, value: FieldValue)
+    /// Adds a transaction to the grow-only set.
+    case addTransaction(LedgerTransaction)
+}
+
+/// A unit of replication: the operations of one local action, stamped with the replica that made
+/// it, its sequence number there (1, 2, 3, … without gaps) and a hybrid logical clock reading.
+public struct Change: Hashable, Sendable {
+    /// The replica that made the change.
+    public var origin: ReplicaID
+    /// Its position in the origin's history, from 1.
+    public var sequence: UInt64
+    /// When it was made; orders register writes.
+    public var hlc: HLC
+    /// What it does; applied all or nothing.
+    public var operations: [Operation]
+
+    /// Creates a change.
+    public init(origin: ReplicaID, sequence: UInt64, hlc: HLC, operations: [Operation]) {
+        self.origin = origin
+        self.sequence = sequence
+        self.hlc = hlc
+        self.operations = operations
+    }
+}

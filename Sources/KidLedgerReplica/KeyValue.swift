@@ -1,0 +1,76 @@
+/// One named, ordered table of the replica's key-value store. Keys sort by unsigned bytes.
+public struct Table: Hashable, Sendable, CustomStringConvertible {
+    /// The table's name (an LMDB named database).
+    public let name: String
+
+    /// Names a table.
+    public init(_ name: String) { self.name = name }
+
+    /// The name.
+    public var description: String { name }
+}
+
+/// Read access inside one transaction of a ``KeyValueStore``.
+public protocol KeyValueReader {
+    /// The value stored under `key`, or nil.
+    func get(_ table: Table, _ key: [UInt8]) throws -> [UInt8]?
+
+    /// Visits the entries whose key starts with `prefix`, in key order (or reverse key order).
+    ///
+    /// Forward: starts at the first key `>= start` (or the first key with the prefix when `start`
+    /// is nil). Reverse: starts at the last key `<= start` (or the last key with the prefix).
+    /// The visit stops when `body` returns false or the keys leave the prefix. Keys and values
+    /// passed to `body` are copies, valid after the transaction ends.
+    func scan(_ table: Table, prefix: [UInt8], from start: [UInt8]?, reverse: Bool,
+              _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws
+
+    /// How many entries the table holds.
+    func count(_ table: Table) throws -> Int
+}
+
+/// Read and write access inside one write transaction of a ``KeyValueStore``.
+public protocol KeyValueWriter: KeyValueReader {
+    /// Stores `value` under `key`, replacing any previous value.
+    func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws
+
+    /// Removes `key`; removing a missing key is not an error.
+    func delete(_ table: Table, _ key: [UInt8]) throws
+}
+
+/// An ordered key-value store with atomic, isolated transactions: LMDB in the product, an
+/// in-memory map in fast simulations. The replica logic is written once against this interface.
+public protocol KeyValueStore: AnyObject {
+    /// Runs `body` in a read-only snapshot.
+    func read<T>(_ body: (any KeyValueReader) throws -> T) throws -> T
+
+    /// Runs `body` in one write transaction: committed (durably, where the store is durable) when
+    /// `body` returns, aborted when it throws. Never both.
+    func write<T>(_ body: (any KeyValueWriter) throws -> T) throws -> T
+}
+
+extension KeyValueReader {
+    /// Visits every entry with `prefix` in forward key order.
+    public func scan(_ table: Table, prefix: [UInt8] = [],
+                     _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {
+        try scan(table, prefix: prefix, from: nil, reverse: false, body)
+    }
+}
+
+/// Byte helpers for keys.
+public enum KeyBytes {
+    /// Whether `key` starts with `prefix`.
+    @inlinable
+    public static func hasPrefix(_ key: [UInt8], _ prefix: [UInt8]) -> Bool {
+        guard key.count >= prefix.count else { return false }
+        for i in 0..<prefix.count where key[i] != prefix[i] { return false }
+        return true
+    }
+
+    /// Unsigned lexicographic comparison.
+    @inlinable
+    public static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        let n = min(a.count, b.count)
+        for i in 0..<n where a[i] != b[i] { return a[i] < b[i] ? -1 : 1 }
+        return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+    }
+}
