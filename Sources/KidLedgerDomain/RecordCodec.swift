@@ -196,3 +196,37 @@ public enum Validation {
         return nil
     }
 }
+
+extension RecordCodec {
+    /// The canonical stored bytes of a household creation record.
+    public static func encodeRecord(_ h: Household) -> [UInt8] {
+        var w = ByteWriter(capacity: 24)
+        w.write(id: h.id)
+        w.write(zigzag: h.createdAtMillis)
+        return w.bytes
+    }
+
+    /// The canonical stored bytes of a child creation record.
+    public static func encodeRecord(_ c: ChildRecord) -> [UInt8] {
+        var w = ByteWriter(capacity: 24)
+        w.write(id: c.id)
+        w.write(zigzag: c.createdAtMillis)
+        return w.bytes
+    }
+
+    /// Decodes ``encodeRecord(_:)-(Household)``.
+    public static func decodeHousehold(_ bytes: [UInt8]) throws(DecodeError) -> Household {
+        var r = ByteReader(bytes)
+        let h = Household(id: try r.readID("household id"), createdAtMillis: try r.readZigzag("createdAt"))
+        try r.expectEnd()
+        return h
+    }
+
+    /// Decodes ``encodeRecord(_:)-(ChildRecord)``.
+    public static func decodeChild(_ bytes: [UInt8]) throws(DecodeError) -> ChildRecord {
+        var r = ByteReader(bytes)
+        let c = ChildRecord(id: try r.readID("child id"), createdAtMillis: try r.readZigzag("createdAt"))
+        try r.expectEnd()
+        return c
+    }
+}

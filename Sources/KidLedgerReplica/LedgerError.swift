@@ -1,0 +1,56 @@
+import KidLedgerDomain
+
+/// Expected failures of ledger operations, each with a readable message. The CLI maps them to
+/// sysexits codes (see docs/ERRORS.md).
+public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// No household has been created in this home yet.
+    case noHousehold
+    /// `init` on a home that already holds a household.
+    case householdExists(name: String)
+    /// No child matches the name or id prefix.
+    case unknownChild(String)
+    /// More than one child matches; the candidates are listed.
+    case ambiguousChild(String, candidates: [String])
+    /// The child is archived and cannot receive transactions.
+    case archived(String)
+    /// The child is already archived / already active.
+    case unchanged(String)
+    /// A name is empty or too long.
+    case badName(String)
+    /// A note is too long.
+    case badNote
+    /// An amount was rejected.
+    case badAmount(MoneyError)
+    /// The transaction would take a balance outside the Int64 range.
+    case overflow(child: String)
+    /// give-all / take-all with no active child.
+    case noActiveChildren
+    /// Nothing is eligible for undo.
+    case nothingToUndo
+    /// A stored record failed to decode: the store is damaged.
+    case corrupted(String)
+    /// The store was written by an incompatible schema version.
+    case schemaMismatch(found: UInt64, expected: UInt64)
+
+    /// A readable sentence.
+    public var description: String {
+        switch self {
+        case .noHousehold: "no household here yet: run `kidledger init NAME` first"
+        case .householdExists(let name): "this home already holds the household \"\(name)\""
+        case .unknownChild(let q): "no child named \"\(q)\" (see `kidledger children --all`)"
+        case .ambiguousChild(let q, let candidates):
+            "\"\(q)\" matches more than one child: \(candidates.joined(separator: ", ")); name one by its id prefix"
+        case .archived(let name): "\(name) is archived: run `kidledger child restore \(name)` first"
+        case .unchanged(let what): what
+        case .badName(let why): why
+        case .badNote: "note is longer than \(Limits.noteBytesMax) bytes"
+        case .badAmount(let e): e.description
+        case .overflow(let child): "that would take \(child)'s balance out of range"
+        case .noActiveChildren: "there are no active children"
+        case .nothingToUndo: "nothing to undo: every transaction is already undone or is itself an undo"
+        case .corrupted(let what): "the ledger store is damaged: \(what); run `kidledger verify`"
+        case .schemaMismatch(let found, let expected):
+            "the store has schema version \(found), this kidledger reads version \(expected)"
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import KidLedgerDomain
+
+/// What happened to one change offered to ``Replica/apply(_:in:now:)``.
+public enum ApplyOutcome: Equatable, Sendable {
+    /// New: written and merged.
+    case applied
+    /// Already held (its sequence is covered by the version vector): nothing written.
+    case duplicate
+    /// Its predecessor from the same origin is missing: nothing written; it will be resent.
+    case gap
+}
+
+extension Replica {
+    /// Merges one change into the state inside write transaction `w`. Idempotent: a change whose
+    /// sequence is already covered is a no-op; one that would leave a gap is refused.
+    static func apply(_ change: Change, in w: any KeyValueWriter, now: Int64) throws -> ApplyOutcome {
+        let originKey = Keys.origin(change.origin)
+        let held = Bytes.u64(try w.get(Tables.vector, originKey)) ?? 0
+        if change.sequence <= held { return .duplicate }
+        if change.sequence != held + 1 { return .gap }
+        try w.put(Tables.changes, Keys.change(change.origin, change.sequence), RecordCodec.encode(change))
+        try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
+        try storeHLC(try lastHLC(w).receive(change.hlc, now: now), w)
+
+        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        for op in change.operations {
+            try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
+        }
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        return .applied
+    }
+
+    static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256) throws {
+        switch op {
+        case .createHousehold(let h):
+            let payload = RecordCodec.encodeRecord(h)
+            if try mergeImmutable(Tables.households, id: h.id, payload: payload, kind: Conflict.household, in: w,
+                                  digestRecord: { DigestRecord.household(try RecordCodec.decodeHousehold($0)) },
+                                  digest: &digest) {
+                if try w.get(Tables.meta, Keys.household) == nil {
+                    try w.put(Tables.meta, Keys.household, Keys.id(h.id))
+                }
+            }
+        case .createChild(let c):
+            let payload = RecordCodec.encodeRecord(c)
+            let isNew = try w.get(Tables.children, Keys.id(c.id)) == nil
+            _ = try mergeImmutable(Tables.children, id: c.id, payload: payload, kind: Conflict.child, in: w,
+                                   digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
+                                   digest: &digest)
+            if isNew { try releaseDeferred(child: c.id, in: w) }
+        case .setField(let entity, let field, let value):
+            try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, in: w, digest: &digest)
+        case .addTransaction(let t):
+            try mergeTransaction(t, in: w, digest: &digest)
+        }
+    }
+
+    /// Merges an immutable creation record. Same id, different payload: the smaller canonical
+    /// payload wins everywhere and the loser is kept in the conflicts table. Returns whether the
+    /// record is new.
+    static func mergeImmutable(_ table: Table, id: RecordID, payload: [UInt8], kind: UInt8,
+                               in w: any KeyValueWriter, digestRecord: ([UInt8]) throws -> [UInt8],
+                               digest: inout Digest256) throws -> Bool {
+        let key = Keys.id(id)
+        guard let existing = try w.get(table, key) else {
+            try w.put(table, key, payload)
+            digest.insert(try digestRecord(payload))
+            return true
+        }
+        if existing == payload { return false }
+        let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
+        try w.put(Tables.conflicts, Keys.conflict(kind: kind, id: id, payload: loser), loser)
+        if winner != existing {
+            digest.remove(try digestRecord(existing))
+            digest.insert(try digestRecord(winner))
+            try w.put(table, key, winner)
+        }
+        return false
+    }
+
+    /// Merges a register write: the highest (HLC, origin, value bytes) wins.
+    static func mergeRegister(entity: RecordID, field: Field, value: FieldValue, stamp: Stamp,
+                              in w: any KeyValueWriter, digest: inout Digest256) throws {
+        let key = Keys.register(entity, field)
+        let incoming = StoredRegister(stamp: stamp, value: value)
+        let encoded = incoming.encoded()
+        if let raw = try w.get(Tables.registers, key) {
+            let current = try StoredRegister.decode(raw)
+            guard incoming.wins(over: current) else { return }
+            digest.remove(DigestRecord.register(key: key, stored: raw))
+        }
+        try w.put(Tables.registers, key, encoded)
+        digest.insert(DigestRecord.register(key: key, stored: encoded))
+    }
+
+    /// Merges a transaction into the grow-only set.
+    static func mergeTransaction(_ t: LedgerTransaction, in w: any KeyValueWriter, digest: inout Digest256) throws {
+        let key = Keys.id(t.id)
+        let payload = RecordCodec.encode(t)
+        guard let existing = try w.get(Tables.transactions, key) else {
+            try w.put(Tables.transactions, key, payload)
+            digest.insert(DigestRecord.transaction(payload))
+            try place(t, in: w)
+            return
+        }
+        if existing == payload { return }
+        let old = try decodeStoredTransaction(existing)
+        let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
+        // Two devices undoing the same original write the same id with different notes or times:
+        // that is the designed merge, not a conflict worth alarming anyone about.
+        let isUndoMerge = old.reverses != nil && old.reverses == t.reverses
+            && old.amountCents == t.amountCents && old.childID == t.childID
+        try w.put(Tables.conflicts, Keys.conflict(kind: isUndoMerge ? Conflict.undoMerge : Conflict.transaction,
+                                                 id: t.id, payload: loser), loser)
+        guard winner != existing else { return }
+        try unplace(old, in: w)
+        digest.remove(DigestRecord.transaction(existing))
+        digest.insert(DigestRecord.transaction(winner))
+        try w.put(Tables.transactions, key, winner)
+        try place(t, in: w)
+    }
+
+    /// Indexes a winning transaction and adds it to its child's aggregate, or defers it when the
+    /// child has not arrived yet.
+    static func place(_ t: LedgerTransaction, in w: any KeyValueWriter) throws {
+        guard try w.get(Tables.children, Keys.id(t.childID)) != nil else {
+            try w.put(Tables.deferred, Keys.deferred(t), [])
+            return
+        }
+        try w.put(Tables.byTime, Keys.byTime(t), [])
+        try w.put(Tables.byChild, Keys.byChild(t), [])
+        var aggregate = try Aggregate.load(t.childID, w)
+        aggregate.add(t)
+        try aggregate.store(t.childID, w)
+    }
+
+    /// The inverse of ``place(_:in:)``.
+    static func unplace(_ t: LedgerTransaction, in w: any KeyValueWriter) throws {
+        guard try w.get(Tables.children, Keys.id(t.childID)) != nil else {
+            try w.delete(Tables.deferred, Keys.deferred(t))
+            return
+        }
+        try w.delete(Tables.byTime, Keys.byTime(t))
+        try w.delete(Tables.byChild, Keys.byChild(t))
+        var aggregate = try Aggregate.load(t.childID, w)
+        aggregate.remove(t)
+        try aggregate.store(t.childID, w)
+    }
+
+    /// Applies every deferred transaction of a child that has just arrived.
+    static func releaseDeferred(child: RecordID, in w: any KeyValueWriter) throws {
+        var ids: [RecordID] = []
+        try w.scan(Tables.deferred, prefix: Keys.id(child)) { key, _ in
+            ids.append(Keys.trailingID(key))
+            return true
+        }
+        for id in ids {
+            guard let raw = try w.get(Tables.transactions, Keys.id(id)) else {
+                throw LedgerError.corrupted("deferred transaction \(id) missing")
+            }
+            let t = try decodeStoredTransaction(raw)
+            try w.delete(Tables.deferred, Keys.deferred(t))
+            try place(t, in: w)
+        }
+    }
+
+    static func decodeStoredTransaction(_ raw: [UInt8]) throws -> LedgerTransaction {
+        do { return try RecordCodec.decodeTransaction(raw) } catch {
+            throw LedgerError.corrupted("transaction record: \(error)")
+        }
+    }
+}
+
+/// Kinds of same-id conflicts, the first byte of a conflicts-table key.
+enum Conflict {
+    static let household: UInt8 = 1
+    static let child: UInt8 = 2
+    static let transaction: UInt8 = 3
+    /// Two undo entries for one original: merged by design, not counted as a conflict.
+    static let undoMerge: UInt8 = 4
+}
+
+/// The order of register writes: hybrid logical clock, then origin replica.
+public struct Stamp: Hashable, Comparable, Sendable {
+    /// When.
+    public var hlc: HLC
+    /// Who (which replica).
+    public var origin: ReplicaID
+
+    /// Orders by HLC, then replica id.
+    public static func < (a: Stamp, b: Stamp) -> Bool { (a.hlc, a.origin) < (b.hlc, b.origin) }
+}

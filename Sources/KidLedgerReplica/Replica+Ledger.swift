@@ -1,0 +1,188 @@
+import KidLedgerDomain
+
+/// The result of giving to or taking from one child.
+public struct Posting: Equatable, Sendable {
+    /// The written transaction.
+    public var transaction: LedgerTransaction
+    /// The child's name.
+    public var childName: String
+    /// The child's balance after it.
+    public var balanceCents: Int128
+}
+
+/// The result of an undo.
+public struct UndoResult: Equatable, Sendable {
+    /// The compensating entry.
+    public var undo: LedgerTransaction
+    /// The transaction it reverses.
+    public var original: LedgerTransaction
+    /// The child's name.
+    public var childName: String
+    /// The child's balance after it.
+    public var balanceCents: Int128
+}
+
+extension Replica {
+    /// Creates the household this replica holds.
+    ///
+    /// - Throws: ``LedgerError/householdExists(name:)``, ``LedgerError/badName(_:)``.
+    @discardableResult
+    public func createHousehold(name: String) throws -> HouseholdSummary {
+        let name = try Self.validName(name, what: "household name")
+        let id = newID()
+        try commitLocal { w, hlc in
+            if let existing = try Self.household(w) { throw LedgerError.householdExists(name: existing.name) }
+            return ([.createHousehold(Household(id: id, createdAtMillis: hlc.millis)),
+                     .setField(entity: id, field: .householdName, value: .text(name))], ())
+        }
+        return HouseholdSummary(id: id, name: name, createdAtMillis: try household()?.createdAtMillis ?? 0)
+    }
+
+    /// Adds a child (refusing a second active child with the same name).
+    @discardableResult
+    public func addChild(name: String) throws -> ChildSummary {
+        let name = try Self.validName(name, what: "child name")
+        let id = newID()
+        try commitLocal { w, hlc in
+            _ = try Self.requireHousehold(w)
+            let existing = try Self.children(w, includeArchived: true)
+            if existing.contains(where: { !$0.isArchived && $0.name.lowercased() == name.lowercased() }) {
+                throw LedgerError.badName("there is already a child named \"\(name)\"")
+            }
+            let order = (existing.map(\.sortOrder).max() ?? -1) + 1
+            return ([.createChild(ChildRecord(id: id, createdAtMillis: hlc.millis)),
+                     .setField(entity: id, field: .childName, value: .text(name)),
+                     .setField(entity: id, field: .childArchived, value: .flag(false)),
+                     .setField(entity: id, field: .childSortOrder, value: .integer(order))], ())
+        }
+        return try store.read { r in try Self.child(id, r)! }
+    }
+
+    /// Renames a child.
+    @discardableResult
+    public func renameChild(_ query: String, to newName: String) throws -> ChildSummary {
+        let name = try Self.validName(newName, what: "child name")
+        let (_, id) = try commitLocal { w, _ in
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
+            if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
+            return ([.setField(entity: child.id, field: .childName, value: .text(name))], child.id)
+        }
+        return try store.read { r in try Self.child(id, r)! }
+    }
+
+    /// Archives (`true`) or restores (`false`) a child. History is kept either way.
+    @discardableResult
+    public func setArchived(_ query: String, _ archived: Bool) throws -> ChildSummary {
+        let (_, id) = try commitLocal { w, _ in
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
+            if child.isArchived == archived {
+                throw LedgerError.unchanged("\(child.name) is already \(archived ? "archived" : "active")")
+            }
+            return ([.setField(entity: child.id, field: .childArchived, value: .flag(archived))], child.id)
+        }
+        return try store.read { r in try Self.child(id, r)! }
+    }
+
+    /// Adds `signedCents` to one active child, checking that the balance stays within Int64.
+    @discardableResult
+    public func post(_ query: String, signedCents: Int64, note: String, source: String) throws -> Posting {
+        guard note.utf8.count <= Limits.noteBytesMax else { throw LedgerError.badNote }
+        precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
+        let id = newID()
+        let (_, posting) = try commitLocal { w, hlc in
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
+            if child.isArchived { throw LedgerError.archived(child.name) }
+            let balance = try Self.checkedBalance(child, adding: signedCents)
+            let t = LedgerTransaction(id: id, childID: child.id, amountCents: signedCents,
+                                      createdAtMillis: hlc.millis, note: note, source: source)
+            return ([.addTransaction(t)], Posting(transaction: t, childName: child.name, balanceCents: balance))
+        }
+        return posting
+    }
+
+    /// Adds `signedCents` to every active child as one atomic change: every balance is validated
+    /// before anything is written, and replicas apply the batch all or nothing.
+    @discardableResult
+    public func postAll(signedCents: Int64, note: String, source: String) throws -> [Posting] {
+        guard note.utf8.count <= Limits.noteBytesMax else { throw LedgerError.badNote }
+        precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
+        var generator = random
+        let (_, postings) = try commitLocal { w, hlc in
+            _ = try Self.requireHousehold(w)
+            let active = try Self.children(w, includeArchived: false)
+            if active.isEmpty { throw LedgerError.noActiveChildren }
+            guard active.count <= Limits.operationsPerChangeMax else { throw LedgerError.noActiveChildren }
+            var postings: [Posting] = []
+            for child in active {
+                let balance = try Self.checkedBalance(child, adding: signedCents)
+                let t = LedgerTransaction(id: RecordID.random(using: &generator), childID: child.id,
+                                          amountCents: signedCents, createdAtMillis: hlc.millis,
+                                          note: note, source: source)
+                postings.append(Posting(transaction: t, childName: child.name, balanceCents: balance))
+            }
+            return (postings.map { .addTransaction($0.transaction) }, postings)
+        }
+        random = generator
+        return postings
+    }
+
+    /// Reverses the newest eligible transaction this replica knows, across all children: not an
+    /// undo entry itself and not already reversed. The compensating entry's id is derived from
+    /// the original's, so two devices undoing the same entry merge into one.
+    @discardableResult
+    public func undo() throws -> UndoResult {
+        let (_, result) = try commitLocal { w, hlc in
+            _ = try Self.requireHousehold(w)
+            guard let original = try Self.newestUndoable(w) else { throw LedgerError.nothingToUndo }
+            guard let child = try Self.child(original.childID, w) else { throw LedgerError.corrupted("child of indexed transaction") }
+            let amount = -original.amountCents
+            let balance = try Self.checkedBalance(child, adding: amount)
+            let note = String(("undo " + (original.note.isEmpty ? Money.format(cents: original.amountCents) : original.note))
+                .utf8.prefix(Limits.noteBytesMax)) ?? "undo"
+            let t = LedgerTransaction(id: LedgerTransaction.undoID(for: original.id), childID: original.childID,
+                                      amountCents: amount, createdAtMillis: hlc.millis, note: note,
+                                      source: "undo", reverses: original.id)
+            return ([.addTransaction(t)], UndoResult(undo: t, original: original, childName: child.name, balanceCents: balance))
+        }
+        return result
+    }
+
+    static func newestUndoable(_ r: any KeyValueReader) throws -> LedgerTransaction? {
+        var found: LedgerTransaction?
+        try r.scan(Tables.byTime, prefix: [], from: nil, reverse: true) { key, _ in
+            let id = Keys.trailingID(key)
+            guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
+                throw LedgerError.corrupted("indexed transaction \(id) missing")
+            }
+            let t = try decodeStoredTransaction(raw)
+            if t.isUndo { return true }
+            if try r.get(Tables.transactions, Keys.id(LedgerTransaction.undoID(for: t.id))) != nil { return true }
+            found = t
+            return false
+        }
+        return found
+    }
+
+    static func checkedBalance(_ child: ChildSummary, adding cents: Int64) throws -> Int128 {
+        let result = child.balanceCents + Int128(cents)
+        guard result >= Int128(Int64.min), result <= Int128(Int64.max) else {
+            throw LedgerError.overflow(child: child.name)
+        }
+        return result
+    }
+
+    static func validName(_ raw: String, what: String) throws -> String {
+        let name = Text.trimmed(raw)
+        if name.isEmpty { throw LedgerError.badName("\(what) must not be empty") }
+        if name.utf8.count > Limits.nameBytesMax {
+            throw LedgerError.badName("\(what) is longer than \(Limits.nameBytesMax) bytes")
+        }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw LedgerError.badName("\(what) must not contain control characters")
+        }
+        return name
+    }
+}

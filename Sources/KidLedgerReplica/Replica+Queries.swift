@@ -1,0 +1,211 @@
+import KidLedgerDomain
+
+/// A household as users see it.
+public struct HouseholdSummary: Equatable, Sendable {
+    /// Stable id.
+    public var id: RecordID
+    /// Current name (the register's winner).
+    public var name: String
+    /// Creation time, Unix milliseconds.
+    public var createdAtMillis: Int64
+}
+
+/// A child as users see it: merged registers plus derived balance.
+public struct ChildSummary: Equatable, Sendable {
+    /// Stable id.
+    public var id: RecordID
+    /// Current name.
+    public var name: String
+    /// Whether archived.
+    public var isArchived: Bool
+    /// Position in lists.
+    public var sortOrder: Int64
+    /// Creation time, Unix milliseconds.
+    public var createdAtMillis: Int64
+    /// Sum of the child's applied transactions.
+    public var balanceCents: Int128
+    /// How many applied transactions.
+    public var transactionCount: UInt64
+}
+
+/// One line of history.
+public struct HistoryEntry: Equatable, Sendable {
+    /// The transaction.
+    public var transaction: LedgerTransaction
+    /// Its child's current name.
+    public var childName: String
+    /// Whether an undo entry for it exists.
+    public var isReversed: Bool
+}
+
+extension Replica {
+    /// The household, or nil before `init`.
+    public func household() throws -> HouseholdSummary? {
+        try store.read { r in try Self.household(r) }
+    }
+
+    static func household(_ r: any KeyValueReader) throws -> HouseholdSummary? {
+        guard let idBytes = try r.get(Tables.meta, Keys.household) else { return nil }
+        let id = RecordID(bytes: idBytes)
+        guard let raw = try r.get(Tables.households, idBytes) else { throw LedgerError.corrupted("household record missing") }
+        let h: Household
+        do { h = try RecordCodec.decodeHousehold(raw) } catch { throw LedgerError.corrupted("household record") }
+        let name = try register(id, .householdName, r).flatMap { if case .text(let s) = $0 { s } else { nil } } ?? ""
+        return HouseholdSummary(id: id, name: name, createdAtMillis: h.createdAtMillis)
+    }
+
+    static func requireHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary {
+        guard let h = try household(r) else { throw LedgerError.noHousehold }
+        return h
+    }
+
+    static func register(_ entity: RecordID, _ field: Field, _ r: any KeyValueReader) throws -> FieldValue? {
+        guard let raw = try r.get(Tables.registers, Keys.register(entity, field)) else { return nil }
+        return try StoredRegister.decode(raw).value
+    }
+
+    static func child(_ id: RecordID, _ r: any KeyValueReader) throws -> ChildSummary? {
+        guard let raw = try r.get(Tables.children, Keys.id(id)) else { return nil }
+        let record: ChildRecord
+        do { record = try RecordCodec.decodeChild(raw) } catch { throw LedgerError.corrupted("child record") }
+        var summary = ChildSummary(id: id, name: "(unnamed)", isArchived: false, sortOrder: 0,
+                                   createdAtMillis: record.createdAtMillis, balanceCents: 0, transactionCount: 0)
+        if case .text(let s)? = try register(id, .childName, r) { summary.name = s }
+        if case .flag(let b)? = try register(id, .childArchived, r) { summary.isArchived = b }
+        if case .integer(let i)? = try register(id, .childSortOrder, r) { summary.sortOrder = i }
+        let aggregate = try Aggregate.load(id, r)
+        summary.balanceCents = aggregate.sumCents
+        summary.transactionCount = aggregate.count
+        return summary
+    }
+
+    /// Every child (or only active ones), ordered by sort order, then name, then id.
+    public func children(includeArchived: Bool = false) throws -> [ChildSummary] {
+        try store.read { r in try Self.children(r, includeArchived: includeArchived) }
+    }
+
+    static func children(_ r: any KeyValueReader, includeArchived: Bool) throws -> [ChildSummary] {
+        var ids: [RecordID] = []
+        try r.scan(Tables.children) { key, _ in
+            ids.append(RecordID(bytes: key))
+            return true
+        }
+        var result: [ChildSummary] = []
+        for id in ids {
+            guard let c = try child(id, r) else { continue }
+            if includeArchived || !c.isArchived { result.append(c) }
+        }
+        return result.sorted { ($0.sortOrder, $0.name, $0.id) < ($1.sortOrder, $1.name, $1.id) }
+    }
+
+    /// Finds a child by name (case-insensitive) or by id prefix (at least 4 hex digits).
+    ///
+    /// - Throws: ``LedgerError/unknownChild(_:)`` or ``LedgerError/ambiguousChild(_:candidates:)``.
+    public func resolveChild(_ query: String) throws -> ChildSummary {
+        try store.read { r in try Self.resolveChild(query, r) }
+    }
+
+    static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
+        let all = try children(r, includeArchived: true)
+        let wanted = Text.trimmed(query).lowercased()
+        var matches = all.filter { $0.name.lowercased() == wanted }
+        if matches.isEmpty {
+            let hex = wanted.filter { $0 != "-" }
+            if hex.count >= 4, hex.allSatisfy(\.isHexDigit) {
+                matches = all.filter { $0.id.hex.hasPrefix(hex) }
+            }
+        }
+        switch matches.count {
+        case 1: return matches[0]
+        case 0: throw LedgerError.unknownChild(query)
+        default:
+            throw LedgerError.ambiguousChild(query, candidates: matches.map {
+                "\($0.name) (\(String($0.id.hex.prefix(8)))\($0.isArchived ? ", archived" : ""))"
+            })
+        }
+    }
+
+    /// A child's balance.
+    public func balance(of child: RecordID) throws -> Int128 {
+        try store.read { r in try Aggregate.load(child, r).sumCents }
+    }
+
+    /// Newest-first history of one child or of all, at most `limit` entries.
+    public func history(child: RecordID? = nil, limit: Int = .max) throws -> [HistoryEntry] {
+        try store.read { r in
+            var names: [RecordID: String] = [:]
+            var entries: [HistoryEntry] = []
+            let table = child == nil ? Tables.byTime : Tables.byChild
+            let prefix = child.map(Keys.id) ?? []
+            try r.scan(table, prefix: prefix, from: nil, reverse: true) { key, _ in
+                guard entries.count < limit else { return false }
+                let id = Keys.trailingID(key)
+                guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
+                    throw LedgerError.corrupted("indexed transaction \(id) missing")
+                }
+                let t = try Self.decodeStoredTransaction(raw)
+                if names[t.childID] == nil { names[t.childID] = try Self.child(t.childID, r)?.name ?? "?" }
+                let reversed = try r.get(Tables.transactions, Keys.id(LedgerTransaction.undoID(for: t.id))) != nil
+                entries.append(HistoryEntry(transaction: t, childName: names[t.childID]!, isReversed: reversed))
+                return true
+            }
+            return entries
+        }
+    }
+
+    /// Every transaction in the set (applied or deferred), in id order: for export.
+    public func allTransactions() throws -> [LedgerTransaction] {
+        try store.read { r in
+            var result: [LedgerTransaction] = []
+            try r.scan(Tables.transactions) { _, value in
+                result.append(try Self.decodeStoredTransaction(value))
+                return true
+            }
+            return result
+        }
+    }
+
+    /// The state digest: equal on two replicas exactly when their merged ledgers are equal.
+    public func digest() throws -> Digest256 {
+        try store.read { r in Digest256(bytes: try r.get(Tables.meta, Keys.digest)) ?? .zero }
+    }
+
+    /// Counts for status displays.
+    public func counts() throws -> ReplicaCounts {
+        try store.read { r in
+            var conflicts = 0
+            try r.scan(Tables.conflicts) { key, _ in
+                if key.first != Conflict.undoMerge { conflicts += 1 }
+                return true
+            }
+            return ReplicaCounts(transactions: try r.count(Tables.transactions), children: try r.count(Tables.children),
+                                 deferred: try r.count(Tables.deferred), conflicts: conflicts,
+                                 changes: try r.count(Tables.changes))
+        }
+    }
+}
+
+/// Sizes of the replica's state.
+public struct ReplicaCounts: Equatable, Sendable {
+    /// Transactions in the set (applied and deferred).
+    public var transactions: Int
+    /// Children.
+    public var children: Int
+    /// Transactions waiting for their child.
+    public var deferred: Int
+    /// Same-id payload conflicts seen (excluding merged concurrent undos).
+    public var conflicts: Int
+    /// Changes in the log.
+    public var changes: Int
+}
+
+/// Text helpers that need no Foundation.
+public enum Text {
+    /// `s` without leading and trailing white space.
+    public static func trimmed(_ s: String) -> String {
+        let scalars = s.unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
+        return String(scalars[first...last])
+    }
+}

@@ -1,0 +1,97 @@
+import KidLedgerDomain
+
+/// One replica of a household ledger: the merge rules and queries of the product, written once
+/// against a ``KeyValueStore`` (LMDB in the product, ``MemoryStore`` in fast simulations).
+///
+/// Every mutation (its records, its change-log entry, which doubles as the pending-sync entry,
+/// and the local sequence number) is one write transaction. Time and randomness are injected.
+public final class Replica {
+    /// The store layout version this code reads and writes.
+    public static let schemaVersion: UInt64 = 1
+
+    /// The underlying store.
+    public let store: any KeyValueStore
+    /// This replica's id (stable across restarts, new after a restore from stale files).
+    public private(set) var replicaID: ReplicaID
+    let clock: any WallClock
+    var random: any RandomNumberGenerator
+
+    /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
+    ///
+    /// - Throws: ``LedgerError/schemaMismatch(found:expected:)`` when the store was written by an
+    ///   incompatible version; store errors when it can't be read.
+    public init(store: any KeyValueStore, clock: any WallClock, random: any RandomNumberGenerator) throws {
+        self.store = store
+        self.clock = clock
+        self.random = random
+        let existing: (UInt64?, UInt64?) = try store.read { r in
+            (Bytes.u64(try r.get(Tables.meta, Keys.schema)), Bytes.u64(try r.get(Tables.meta, Keys.replica)))
+        }
+        if let schema = existing.0 {
+            guard schema == Self.schemaVersion else {
+                throw LedgerError.schemaMismatch(found: schema, expected: Self.schemaVersion)
+            }
+            guard let id = existing.1 else { throw LedgerError.corrupted("replica id missing") }
+            replicaID = ReplicaID(id)
+        } else {
+            var generator = random
+            let fresh = ReplicaID(generator.next() | 1)
+            self.random = generator
+            replicaID = try store.write { w in
+                // Another process may have initialized the store meanwhile.
+                if let id = Bytes.u64(try w.get(Tables.meta, Keys.replica)) { return ReplicaID(id) }
+                try w.put(Tables.meta, Keys.schema, Bytes.u64(Self.schemaVersion))
+                try w.put(Tables.meta, Keys.replica, Bytes.u64(fresh.rawValue))
+                try w.put(Tables.meta, Keys.digest, Digest256.zero.bytes)
+                return fresh
+            }
+        }
+    }
+
+    /// Draws a random record id from the injected generator.
+    func newID() -> RecordID {
+        RecordID.random(using: &random)
+    }
+
+    // MARK: Local changes
+
+    /// Stamps `operations` as the next local change and applies it, in one write transaction.
+    ///
+    /// `build` runs inside the transaction and returns the operations (it may validate against
+    /// current state and throw, in which case nothing is written). It may run more than once.
+    @discardableResult
+    func commitLocal<T>(_ build: (any KeyValueWriter, HLC) throws -> ([Operation], T)) throws -> (Change, T) {
+        let now = clock.nowMillis()
+        let origin = replicaID
+        return try store.write { w in
+            let last = try Self.lastHLC(w)
+            let hlc = last.tick(now: now)
+            let (operations, extra) = try build(w, hlc)
+            precondition(!operations.isEmpty, "a local change needs at least one operation")
+            let sequence = (Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0) + 1
+            let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
+            let outcome = try Self.apply(change, in: w, now: now)
+            precondition(outcome == .applied, "a fresh local change must apply")
+            return (change, extra)
+        }
+    }
+
+    static func lastHLC(_ r: any KeyValueReader) throws -> HLC {
+        guard let raw = try r.get(Tables.meta, Keys.hlc) else { return .zero }
+        var reader = ByteReader(raw)
+        do {
+            let millis = try reader.readOrderedSigned("hlc")
+            let counter = try reader.readBigEndianUInt32("hlc")
+            return HLC(millis: millis, counter: counter)
+        } catch {
+            throw LedgerError.corrupted("clock state")
+        }
+    }
+
+    static func storeHLC(_ hlc: HLC, _ w: any KeyValueWriter) throws {
+        var writer = ByteWriter(capacity: 12)
+        writer.write(orderedSigned: hlc.millis)
+        writer.write(bigEndian: hlc.counter)
+        try w.put(Tables.meta, Keys.hlc, writer.bytes)
+    }
+}

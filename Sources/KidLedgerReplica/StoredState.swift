@@ -1,0 +1,101 @@
+import KidLedgerDomain
+
+/// A register's stored winner: its stamp and value.
+struct StoredRegister: Equatable {
+    var stamp: Stamp
+    var value: FieldValue
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 32)
+        w.write(zigzag: stamp.hlc.millis)
+        w.write(varint: UInt64(stamp.hlc.counter))
+        w.write(bigEndian: stamp.origin.rawValue)
+        RecordCodec.encode(value, into: &w)
+        return w.bytes
+    }
+
+    static func decode(_ raw: [UInt8]) throws -> StoredRegister {
+        var r = ByteReader(raw)
+        do {
+            let millis = try r.readZigzag("stamp")
+            let counter = try r.readVarint("stamp")
+            guard counter <= UInt64(UInt32.max) else { throw DecodeError.invalid("stamp counter") }
+            let origin = ReplicaID(try r.readBigEndianUInt64("stamp origin"))
+            let value = try RecordCodec.decodeValue(&r)
+            try r.expectEnd()
+            return StoredRegister(stamp: Stamp(hlc: HLC(millis: millis, counter: UInt32(counter)), origin: origin), value: value)
+        } catch {
+            throw LedgerError.corrupted("register: \(error)")
+        }
+    }
+
+    /// The deterministic last-writer-wins order: stamp, then the value's canonical bytes.
+    func wins(over other: StoredRegister) -> Bool {
+        if stamp != other.stamp { return stamp > other.stamp }
+        return KeyBytes.compare(RecordCodec.encode(value), RecordCodec.encode(other.value)) > 0
+    }
+}
+
+/// A child's running totals over its applied transactions: recomputable, and checked by `verify`.
+public struct Aggregate: Equatable, Sendable {
+    /// How many transactions.
+    public var count: UInt64 = 0
+    /// Their sum in cents (wide: a merged sum can exceed Int64 even when each write was checked).
+    public var sumCents: Int128 = 0
+    /// XOR of the first 16 bytes of SHA-256 of each transaction id.
+    public var idHash: [UInt8] = [UInt8](repeating: 0, count: 16)
+
+    /// An empty aggregate.
+    public init() {}
+
+    mutating func add(_ t: LedgerTransaction) {
+        count += 1
+        sumCents += Int128(t.amountCents)
+        mix(t.id)
+    }
+
+    mutating func remove(_ t: LedgerTransaction) {
+        count -= 1
+        sumCents -= Int128(t.amountCents)
+        mix(t.id)
+    }
+
+    private mutating func mix(_ id: RecordID) {
+        let h = SHA256.hash(id.bytes)
+        for i in 0..<16 { idHash[i] ^= h[i] }
+    }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 40)
+        w.write(varint: count)
+        w.write(bigEndian: UInt64(truncatingIfNeeded: sumCents >> 64))
+        w.write(bigEndian: UInt64(truncatingIfNeeded: sumCents))
+        w.write(raw: idHash)
+        return w.bytes
+    }
+
+    static func decode(_ raw: [UInt8]) throws -> Aggregate {
+        var r = ByteReader(raw)
+        do {
+            var a = Aggregate()
+            a.count = try r.readVarint("count")
+            let high = try r.readBigEndianUInt64("sum")
+            let low = try r.readBigEndianUInt64("sum")
+            a.sumCents = (Int128(Int64(bitPattern: high)) << 64) | Int128(low)
+            a.idHash = try r.readRaw(count: 16, "id hash")
+            try r.expectEnd()
+            return a
+        } catch {
+            throw LedgerError.corrupted("child totals: \(error)")
+        }
+    }
+
+    static func load(_ child: RecordID, _ r: any KeyValueReader) throws -> Aggregate {
+        guard let raw = try r.get(Tables.aggregates, Keys.id(child)) else { return Aggregate() }
+        return try decode(raw)
+    }
+
+    func store(_ child: RecordID, _ w: any KeyValueWriter) throws {
+        try w.put(Tables.aggregates, Keys.id(child), encoded())
+    }
+}

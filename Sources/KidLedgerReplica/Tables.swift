@@ -1,0 +1,120 @@
+import KidLedgerDomain
+
+/// The replica's tables and the layout of their keys. Integers in keys are big-endian so byte
+/// order is numeric order. See docs/ARCHITECTURE.md for the full layout.
+public enum Tables {
+    /// Schema version, replica id, household id, local sequence, last HLC, digest, counters.
+    public static let meta = Table("meta")
+    /// The change log: origin (8) + sequence (8) → encoded ``Change``. Also the pending-sync queue.
+    public static let changes = Table("changes")
+    /// The version vector: origin (8) → highest contiguous sequence held (8).
+    public static let vector = Table("vector")
+    /// Household creation records: id (16) → encoded record.
+    public static let households = Table("households")
+    /// Child creation records: id (16) → encoded record.
+    public static let children = Table("children")
+    /// LWW registers: entity (16) + field (1) → stamp + value.
+    public static let registers = Table("registers")
+    /// The grow-only transaction set (winning payload per id): id (16) → encoded transaction.
+    public static let transactions = Table("transactions")
+    /// Applied transactions by time: createdAt (8, ordered) + id (16) → empty.
+    public static let byTime = Table("byTime")
+    /// Applied transactions by child and time: child (16) + createdAt (8) + id (16) → empty.
+    public static let byChild = Table("byChild")
+    /// Per-child aggregate: child (16) → count, sum (Int128), id hash.
+    public static let aggregates = Table("aggregates")
+    /// Transactions whose child has not arrived: child (16) + id (16) → empty.
+    public static let deferred = Table("deferred")
+    /// Losing payloads of same-id conflicts: kind (1) + id (16) + payload hash (16) → payload.
+    public static let conflicts = Table("conflicts")
+
+    /// Every table, for opening the store.
+    public static let all: [Table] = [meta, changes, vector, households, children, registers,
+                                      transactions, byTime, byChild, aggregates, deferred, conflicts]
+}
+
+/// Key builders.
+enum Keys {
+    static func id(_ id: RecordID) -> [UInt8] {
+        var w = ByteWriter(capacity: 16)
+        w.write(id: id)
+        return w.bytes
+    }
+
+    static func change(_ origin: ReplicaID, _ sequence: UInt64) -> [UInt8] {
+        var w = ByteWriter(capacity: 16)
+        w.write(bigEndian: origin.rawValue)
+        w.write(bigEndian: sequence)
+        return w.bytes
+    }
+
+    static func origin(_ origin: ReplicaID) -> [UInt8] {
+        var w = ByteWriter(capacity: 8)
+        w.write(bigEndian: origin.rawValue)
+        return w.bytes
+    }
+
+    static func register(_ entity: RecordID, _ field: Field) -> [UInt8] {
+        var w = ByteWriter(capacity: 17)
+        w.write(id: entity)
+        w.write(field.rawValue)
+        return w.bytes
+    }
+
+    static func byTime(_ t: LedgerTransaction) -> [UInt8] {
+        var w = ByteWriter(capacity: 24)
+        w.write(orderedSigned: t.createdAtMillis)
+        w.write(id: t.id)
+        return w.bytes
+    }
+
+    static func byChild(_ t: LedgerTransaction) -> [UInt8] {
+        var w = ByteWriter(capacity: 40)
+        w.write(id: t.childID)
+        w.write(orderedSigned: t.createdAtMillis)
+        w.write(id: t.id)
+        return w.bytes
+    }
+
+    static func deferred(_ t: LedgerTransaction) -> [UInt8] {
+        var w = ByteWriter(capacity: 32)
+        w.write(id: t.childID)
+        w.write(id: t.id)
+        return w.bytes
+    }
+
+    static func conflict(kind: UInt8, id: RecordID, payload: [UInt8]) -> [UInt8] {
+        var w = ByteWriter(capacity: 33)
+        w.write(kind)
+        w.write(id: id)
+        w.write(raw: SHA256.hash(payload).prefix(16))
+        return w.bytes
+    }
+
+    /// The trailing 16-byte id of an index key.
+    static func trailingID(_ key: [UInt8]) -> RecordID {
+        RecordID(bytes: key[(key.count - 16)...])
+    }
+
+    static let schema: [UInt8] = Array("schema".utf8)
+    static let replica: [UInt8] = Array("replica".utf8)
+    static let household: [UInt8] = Array("household".utf8)
+    static let sequence: [UInt8] = Array("sequence".utf8)
+    static let hlc: [UInt8] = Array("hlc".utf8)
+    static let digest: [UInt8] = Array("digest".utf8)
+}
+
+/// Fixed-width integer helpers for values.
+enum Bytes {
+    static func u64(_ v: UInt64) -> [UInt8] {
+        var w = ByteWriter(capacity: 8)
+        w.write(bigEndian: v)
+        return w.bytes
+    }
+
+    static func u64(_ bytes: [UInt8]?) -> UInt64? {
+        guard let bytes, bytes.count == 8 else { return nil }
+        var r = ByteReader(bytes)
+        return try? r.readBigEndianUInt64()
+    }
+}
