@@ -61,18 +61,34 @@ public final class Replica {
     /// current state and throw, in which case nothing is written). It may run more than once.
     @discardableResult
     func commitLocal<T>(_ build: (any KeyValueWriter, HLC) throws -> ([Operation], T)) throws -> (Change, T) {
+        let (changes, extra) = try commitLocalBatch { w, hlc in
+            let (operations, extra) = try build(w, hlc)
+            return ([operations], extra)
+        }
+        return (changes[0], extra)
+    }
+
+    /// Like ``commitLocal(_:)`` for several changes (each a list of operations) in one write
+    /// transaction: all are written or none. Used where one change would exceed its size limit.
+    @discardableResult
+    func commitLocalBatch<T>(_ build: (any KeyValueWriter, HLC) throws -> ([[Operation]], T)) throws -> ([Change], T) {
         let now = clock.nowMillis()
         let origin = replicaID
         return try store.write { w in
-            let last = try Self.lastHLC(w)
-            let hlc = last.tick(now: now)
-            let (operations, extra) = try build(w, hlc)
-            precondition(!operations.isEmpty, "a local change needs at least one operation")
-            let sequence = (Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0) + 1
-            let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-            let outcome = try Self.apply(change, in: w, now: now)
-            precondition(outcome == .applied, "a fresh local change must apply")
-            return (change, extra)
+            var hlc = try Self.lastHLC(w).tick(now: now)
+            let (batches, extra) = try build(w, hlc)
+            var sequence = Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0
+            var changes: [Change] = []
+            for operations in batches where !operations.isEmpty {
+                precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
+                sequence += 1
+                let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
+                let outcome = try Self.apply(change, in: w, now: now)
+                precondition(outcome == .applied, "a fresh local change must apply")
+                changes.append(change)
+                hlc = hlc.tick(now: now)
+            }
+            return (changes, extra)
         }
     }
 

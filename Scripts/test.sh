@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs what is missing, builds, and runs `swift test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+Scripts/setup.sh
+swift build --build-tests 2>&1 | tail -n 3
+swift test "$@"

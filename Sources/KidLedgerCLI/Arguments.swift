@@ -1,0 +1,98 @@
+/// A parsed command line: positionals, options with values, and flags.
+public struct ParsedArguments: Sendable {
+    /// Words that are not options, in order (after the command words).
+    public var positionals: [String] = []
+    /// Options that take a value, by name without dashes.
+    public var values: [String: String] = [:]
+    /// Flags present, by name without dashes.
+    public var flags: Set<String> = []
+
+    /// Whether `--name` was given.
+    public func has(_ name: String) -> Bool { flags.contains(name) }
+}
+
+/// What a command accepts.
+public struct CommandSpec: Sendable {
+    /// The command words, e.g. "child add".
+    public var name: String
+    /// The argument synopsis, e.g. "CHILD AMOUNT [--note T]".
+    public var synopsis: String
+    /// One line for the command list.
+    public var summary: String
+    /// More text for `--help`.
+    public var details: String
+    /// Options that take a value (without dashes).
+    public var valueOptions: [String] = []
+    /// Flags (without dashes).
+    public var flagOptions: [String] = []
+    /// Positional argument count range.
+    public var arguments: ClosedRange<Int> = 0...0
+
+    /// The full help text.
+    public var help: String {
+        var text = "usage: kidledger \(name)\(synopsis.isEmpty ? "" : " " + synopsis)\n\n\(summary)\n"
+        if !details.isEmpty { text += "\n\(details)\n" }
+        text += "\nGlobal options:\n  --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)\n"
+        text += "  --json       machine-readable output\n  --help       show this help\n"
+        return text
+    }
+}
+
+/// Splits raw arguments for one command. Global options (`--home DIR`, `--json`, `--help`) are
+/// accepted anywhere; `--name=value` and `--name value` both work; `--` ends options.
+public enum ArgumentParser {
+    /// Parses `words` (the words after the command name) against `spec`.
+    ///
+    /// - Throws: a usage ``CLIError`` naming the problem.
+    public static func parse(_ words: [String], spec: CommandSpec) throws(CLIError) -> ParsedArguments {
+        var parsed = ParsedArguments()
+        let valueOptions = Set(spec.valueOptions + ["home"])
+        let flagOptions = Set(spec.flagOptions + ["json", "help"])
+        var i = 0
+        var optionsEnded = false
+        while i < words.count {
+            let word = words[i]
+            i += 1
+            if optionsEnded || !word.hasPrefix("-") || word == "-" || isNegativeNumber(word) {
+                parsed.positionals.append(word)
+                continue
+            }
+            if word == "--" { optionsEnded = true; continue }
+            if word == "-h" { parsed.flags.insert("help"); continue }
+            guard word.hasPrefix("--") else { throw .usage("unknown option \(word) for `\(spec.name)` (see `kidledger \(spec.name) --help`)") }
+            var name = String(word.dropFirst(2))
+            var inlineValue: String?
+            if let eq = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            }
+            if valueOptions.contains(name) {
+                if let inlineValue {
+                    parsed.values[name] = inlineValue
+                } else {
+                    guard i < words.count else { throw .usage("--\(name) needs a value") }
+                    parsed.values[name] = words[i]
+                    i += 1
+                }
+            } else if flagOptions.contains(name) {
+                guard inlineValue == nil else { throw .usage("--\(name) takes no value") }
+                parsed.flags.insert(name)
+            } else {
+                throw .usage("unknown option --\(name) for `\(spec.name)` (see `kidledger \(spec.name) --help`)")
+            }
+        }
+        if parsed.has("help") { return parsed }
+        if !spec.arguments.contains(parsed.positionals.count) {
+            let expected = spec.arguments.lowerBound == spec.arguments.upperBound
+                ? "\(spec.arguments.lowerBound)" : "\(spec.arguments.lowerBound) to \(spec.arguments.upperBound)"
+            throw .usage("`\(spec.name)` takes \(expected) argument\(spec.arguments.upperBound == 1 ? "" : "s"), got \(parsed.positionals.count)\nusage: kidledger \(spec.name) \(spec.synopsis)")
+        }
+        return parsed
+    }
+
+    /// "-5" and "-1.25" are positionals (so `take` can explain that amounts are positive).
+    static func isNegativeNumber(_ word: String) -> Bool {
+        let rest = word.dropFirst()
+        return word.hasPrefix("-") && !rest.isEmpty && rest.allSatisfy { $0.isNumber || $0 == "." || $0 == "$" }
+    }
+}

@@ -1,0 +1,108 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// The `kidledger` command line: parses arguments, runs one command, prints, returns the exit code.
+public enum CLI {
+    /// The version printed by `--version`.
+    public static let version = "0.1.0"
+
+    /// A command: what it accepts and what it does.
+    struct Command: Sendable {
+        var spec: CommandSpec
+        var run: @Sendable (Context, ParsedArguments) throws -> Void
+    }
+
+    /// Every command, in help order.
+    static let commands: [Command] = LedgerCommands.all + DataCommands.all
+
+    /// Runs the command line `arguments` (without the program name).
+    public static func run(arguments: [String], environment: [String: String], console: Console,
+                           clock: any WallClock = SystemClock()) -> Int32 {
+        do {
+            return try dispatch(arguments, environment: environment, console: console, clock: clock).rawValue
+        } catch {
+            let failure = CLIError.from(error)
+            console.err("kidledger: \(failure.message)\n")
+            return failure.code.rawValue
+        }
+    }
+
+    static func dispatch(_ arguments: [String], environment: [String: String], console: Console,
+                         clock: any WallClock) throws -> ExitCode {
+        let words = commandWords(arguments)
+        if arguments.contains("--version") {
+            console.out("kidledger \(version)\n")
+            return .ok
+        }
+        guard let command = match(words) else {
+            if words.isEmpty {
+                console.out(overview())
+                return arguments.contains("--help") || arguments.contains("-h") ? .ok : .usage
+            }
+            throw CLIError.usage("unknown command `\(words.prefix(2).joined(separator: " "))`\n\n" + overview())
+        }
+        // Remove the command words (first occurrences, in order) and parse the rest.
+        var rest = arguments
+        for word in command.spec.name.split(separator: " ") {
+            if let i = rest.firstIndex(of: String(word)) { rest.remove(at: i) }
+        }
+        let parsed = try ArgumentParser.parse(rest, spec: command.spec)
+        if parsed.has("help") {
+            console.out(command.spec.help)
+            return .ok
+        }
+        let home = parsed.values["home"] ?? environment["KIDLEDGER_HOME"] ?? ((environment["HOME"] ?? ".") + "/.kidledger")
+        guard !home.isEmpty else { throw CLIError.usage("--home needs a directory") }
+        let context = Context(home: home, json: parsed.has("json"), console: console, clock: clock)
+        try command.run(context, parsed)
+        return .ok
+    }
+
+    /// Options of any command that take a value: their values are not command words.
+    static let valueOptionNames: Set<String> = Set(commands.flatMap(\.spec.valueOptions) + ["home"])
+
+    /// The words that are neither options nor option values.
+    static func commandWords(_ arguments: [String]) -> [String] {
+        var words: [String] = []
+        var i = 0
+        while i < arguments.count {
+            let word = arguments[i]
+            i += 1
+            if word == "--" { words += arguments[i...]; break }
+            if word.hasPrefix("--") {
+                let name = String(word.dropFirst(2))
+                if valueOptionNames.contains(name) { i += 1 }
+                continue
+            }
+            if word.hasPrefix("-") && !ArgumentParser.isNegativeNumber(word) { continue }
+            words.append(word)
+        }
+        return words
+    }
+
+    /// The longest command whose words start the non-option words.
+    static func match(_ words: [String]) -> Command? {
+        var best: Command?
+        for command in commands {
+            let name = command.spec.name.split(separator: " ").map(String.init)
+            if words.count >= name.count && Array(words.prefix(name.count)) == name {
+                if best == nil || name.count > best!.spec.name.split(separator: " ").count { best = command }
+            }
+        }
+        return best
+    }
+
+    /// The list of commands.
+    static func overview() -> String {
+        var text = "usage: kidledger [--home DIR] [--json] COMMAND [ARGS]\n\nA local-first family allowance ledger.\n\nCommands:\n"
+        let width = commands.map { $0.spec.name.count + 1 + $0.spec.synopsis.count }.max() ?? 20
+        for c in commands {
+            let left = c.spec.name + (c.spec.synopsis.isEmpty ? "" : " " + c.spec.synopsis)
+            text += "  " + left + String(repeating: " ", count: max(2, width - left.count + 2)) + c.spec.summary + "\n"
+        }
+        text += "\nAmounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).\n"
+        text += "A child is named by name (any case) or by an id prefix.\n"
+        text += "Run `kidledger COMMAND --help` for details. Exit codes: docs/ERRORS.md.\n"
+        return text
+    }
+}

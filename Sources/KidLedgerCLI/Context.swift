@@ -1,0 +1,144 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerLMDB
+
+/// Where the CLI writes: standard output and standard error, or a buffer in tests.
+public protocol Console: AnyObject {
+    /// Writes to standard output.
+    func out(_ text: String)
+    /// Writes to standard error.
+    func err(_ text: String)
+}
+
+/// The process's standard streams.
+public final class StandardConsole: Console {
+    /// Creates a console on stdout/stderr.
+    public init() {}
+    /// Writes to stdout.
+    public func out(_ text: String) { fputs(text, stdout) }
+    /// Writes to stderr.
+    public func err(_ text: String) { fputs(text, stderr) }
+}
+
+/// A console that keeps what was written (tests).
+public final class BufferConsole: Console {
+    /// Everything written to stdout.
+    public private(set) var stdout = ""
+    /// Everything written to stderr.
+    public private(set) var stderr = ""
+    /// Creates an empty buffer.
+    public init() {}
+    /// Appends to ``stdout``.
+    public func out(_ text: String) { stdout += text }
+    /// Appends to ``stderr``.
+    public func err(_ text: String) { stderr += text }
+}
+
+/// The system wall clock, for the CLI only (the core and simulator take injected clocks).
+public struct SystemClock: WallClock {
+    /// Creates the clock.
+    public init() {}
+    /// CLOCK_REALTIME in milliseconds.
+    public func nowMillis() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
+
+/// What every command gets: the home, the output mode, the console.
+public final class Context {
+    /// The ledger home directory.
+    public let home: String
+    /// Whether `--json` was given.
+    public let json: Bool
+    /// Where output goes.
+    public let console: Console
+    let clock: any WallClock
+
+    init(home: String, json: Bool, console: Console, clock: any WallClock) {
+        self.home = home
+        self.json = json
+        self.console = console
+        self.clock = clock
+    }
+
+    /// The LMDB environment directory inside the home.
+    public var storePath: String { home + "/ledger" }
+
+    /// Opens the replica. With `creating` false, a home without a store is "no household yet"
+    /// and nothing is created on disk.
+    public func openReplica(creating: Bool = false) throws -> Replica {
+        if !creating && !FileSystem.exists(storePath + "/data.mdb") { throw LedgerError.noHousehold }
+        if creating { try FileSystem.makeDirectory(home) }
+        let environment = try LMDBEnvironment(directory: storePath, tables: Tables.all)
+        return try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator())
+    }
+
+    /// Prints a line of text (or nothing in JSON mode).
+    public func say(_ text: String) {
+        if !json { console.out(text + "\n") }
+    }
+
+    /// Prints a JSON document (only in JSON mode).
+    public func emit(_ value: JSON) {
+        if json { console.out(value.rendered() + "\n") }
+    }
+}
+
+/// Small file-system helpers over Glibc.
+enum FileSystem {
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw CLIError("\(path) exists and is not a directory", code: .ioError) }
+            return
+        }
+        let parent = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        if !parent.isEmpty && !exists(parent) { try makeDirectory(parent) }
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw CLIError("cannot create \(path): \(String(cString: strerror(errno)))", code: .ioError)
+        }
+    }
+
+    static func readFile(_ path: String) throws -> String {
+        guard let file = fopen(path, "rb") else {
+            throw CLIError("cannot read \(path): \(String(cString: strerror(errno)))", code: .ioError)
+        }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, file)
+            if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
+            if n < buffer.count { break }
+        }
+        if ferror(file) != 0 { throw CLIError("cannot read \(path)", code: .ioError) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Writes `text` to `path` atomically (temporary file, fsync, rename).
+    static func writeFile(_ path: String, _ text: String) throws {
+        let temporary = path + ".tmp-\(getpid())"
+        guard let file = fopen(temporary, "wb") else {
+            throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", code: .ioError)
+        }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
+        let flushed = fflush(file) == 0 && fsync(fileno(file)) == 0
+        fclose(file)
+        guard written == bytes.count, flushed, rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw CLIError("cannot write \(path): \(reason)", code: .ioError)
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// Process exit codes, following sysexits(3). See docs/ERRORS.md.
+public enum ExitCode: Int32, Sendable {
+    /// Success.
+    case ok = 0
+    /// EX_USAGE: the command line is wrong.
+    case usage = 64
+    /// EX_DATAERR: bad input data (amount, unknown child, bad CSV) or a ledger rule refused it.
+    case dataError = 65
+    /// EX_UNAVAILABLE: no peer reachable.
+    case unavailable = 69
+    /// EX_SOFTWARE: internal error (a bug, or a store that can't be opened or is damaged).
+    case software = 70
+    /// EX_IOERR: a file could not be read or written.
+    case ioError = 74
+    /// EX_TEMPFAIL: temporary failure (disk or map full, store busy); try again.
+    case temporaryFailure = 75
+    /// EX_NOPERM: not permitted (revoked, attention required).
+    case notPermitted = 77
+}
+
+/// A failure the CLI reports: a message and an exit code.
+public struct CLIError: Error, Sendable, CustomStringConvertible {
+    /// What to print after "kidledger: ".
+    public var message: String
+    /// The exit code.
+    public var code: ExitCode
+
+    /// Creates an error.
+    public init(_ message: String, code: ExitCode) {
+        self.message = message
+        self.code = code
+    }
+
+    /// A usage error (exit 64).
+    public static func usage(_ message: String) -> CLIError { CLIError(message, code: .usage) }
+
+    /// The message.
+    public var description: String { message }
+
+    /// Maps any error thrown by the layers below to a message and exit code.
+    public static func from(_ error: any Error) -> CLIError {
+        switch error {
+        case let e as CLIError: return e
+        case let e as LedgerError:
+            switch e {
+            case .corrupted, .schemaMismatch: return CLIError(e.description, code: .software)
+            default: return CLIError(e.description, code: .dataError)
+            }
+        case let e as MoneyError: return CLIError(e.description, code: .dataError)
+        case let e as CSVError: return CLIError(e.description, code: .dataError)
+        case let e as DecodeError: return CLIError("damaged record: \(e)", code: .software)
+        default:
+            if let mapped = storeError(error) { return mapped }
+            return CLIError("internal error: \(error)", code: .software)
+        }
+    }
+}

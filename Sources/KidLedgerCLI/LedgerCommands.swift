@@ -1,0 +1,148 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// The household, children and money commands.
+enum LedgerCommands {
+    static let all: [CLI.Command] = [initCommand, childAdd, childRename, childArchive, childRestore, childrenList,
+                                     give, take, giveAll, takeAll, balance, history, undo]
+
+    static let initCommand = CLI.Command(spec: CommandSpec(
+        name: "init", synopsis: "NAME", summary: "create a household that this device owns",
+        details: "Creates the ledger home (if missing) and a household named NAME in it.\nA home holds one household; running init again is refused.",
+        arguments: 1...1)) { ctx, args in
+        let replica = try ctx.openReplica(creating: true)
+        let h = try replica.createHousehold(name: args.positionals[0])
+        ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
+        ctx.emit(Render.household(h))
+    }
+
+    static let childAdd = CLI.Command(spec: CommandSpec(
+        name: "child add", synopsis: "NAME", summary: "add a child", details: "", arguments: 1...1)) { ctx, args in
+        let c = try ctx.openReplica().addChild(name: args.positionals[0])
+        ctx.say("Added \(c.name) (id \(Render.shortID(c.id))).")
+        ctx.emit(Render.child(c))
+    }
+
+    static let childRename = CLI.Command(spec: CommandSpec(
+        name: "child rename", synopsis: "CHILD NAME", summary: "rename a child", details: "", arguments: 2...2)) { ctx, args in
+        let replica = try ctx.openReplica()
+        let old = try replica.resolveChild(args.positionals[0]).name
+        let c = try replica.renameChild(args.positionals[0], to: args.positionals[1])
+        ctx.say("Renamed \(old) to \(c.name).")
+        ctx.emit(Render.child(c))
+    }
+
+    static let childArchive = CLI.Command(spec: CommandSpec(
+        name: "child archive", synopsis: "CHILD", summary: "archive a child (history is kept)",
+        details: "An archived child is hidden from lists and give-all, and keeps every transaction.", arguments: 1...1)) { ctx, args in
+        let c = try ctx.openReplica().setArchived(args.positionals[0], true)
+        ctx.say("Archived \(c.name); history is kept (`kidledger child restore \(c.name)` brings it back).")
+        ctx.emit(Render.child(c))
+    }
+
+    static let childRestore = CLI.Command(spec: CommandSpec(
+        name: "child restore", synopsis: "CHILD", summary: "restore an archived child", details: "", arguments: 1...1)) { ctx, args in
+        let c = try ctx.openReplica().setArchived(args.positionals[0], false)
+        ctx.say("Restored \(c.name).")
+        ctx.emit(Render.child(c))
+    }
+
+    static let childrenList = CLI.Command(spec: CommandSpec(
+        name: "children", synopsis: "[--all]", summary: "list children with balances",
+        details: "  --all   include archived children", flagOptions: ["all"])) { ctx, args in
+        let replica = try ctx.openReplica()
+        _ = try requireHousehold(replica)
+        let list = try replica.children(includeArchived: args.has("all"))
+        ctx.emit(.object([("children", .array(list.map(Render.child)))]))
+        if list.isEmpty { ctx.say("No children yet: `kidledger child add NAME`."); return }
+        ctx.say(Render.table(header: ["NAME", "BALANCE", "ID", ""], rightAligned: [1], rows: list.map {
+            [$0.name, Money.format(cents: $0.balanceCents), Render.shortID($0.id), $0.isArchived ? "archived" : ""]
+        }))
+    }
+
+    static func amountCommand(_ name: String, sign: Int64, summary: String, verb: String, preposition: String) -> CLI.Command {
+        CLI.Command(spec: CommandSpec(
+            name: name, synopsis: "CHILD AMOUNT [--note T]", summary: summary,
+            details: "AMOUNT is positive: dollars (1.25, $0.10, 5) or a coin (penny, nickel, dime, quarter, half, dollar).\n  --note T   a note kept with the transaction",
+            valueOptions: ["note"], arguments: 2...2)) { ctx, args in
+            let cents = try Money.parseAmount(args.positionals[1])
+            let p = try ctx.openReplica().post(args.positionals[0], signedCents: sign * cents,
+                                               note: args.values["note"] ?? "", source: name)
+            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(p.childName). Balance: \(Money.format(cents: p.balanceCents))")
+            ctx.emit(Render.posting(p))
+        }
+    }
+
+    static let give = amountCommand("give", sign: 1, summary: "give money to a child", verb: "Gave", preposition: "to")
+    static let take = amountCommand("take", sign: -1, summary: "take money from a child", verb: "Took", preposition: "from")
+
+    static func allCommand(_ name: String, sign: Int64, summary: String, verb: String, preposition: String) -> CLI.Command {
+        CLI.Command(spec: CommandSpec(
+            name: name, synopsis: "AMOUNT [--note T]", summary: summary,
+            details: "One atomic batch over every active child: if any balance would go out of range, nothing is written.\n  --note T   a note kept with each transaction",
+            valueOptions: ["note"], arguments: 1...1)) { ctx, args in
+            let cents = try Money.parseAmount(args.positionals[0])
+            let postings = try ctx.openReplica().postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
+            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(postings.count) \(postings.count == 1 ? "child" : "children"):")
+            ctx.say(Render.table(header: nil, rightAligned: [1], rows: postings.map {
+                ["  " + $0.childName, Money.format(cents: $0.balanceCents)]
+            }))
+            ctx.emit(.object([("postings", .array(postings.map(Render.posting)))]))
+        }
+    }
+
+    static let giveAll = allCommand("give-all", sign: 1, summary: "give every active child the same amount", verb: "Gave", preposition: "to")
+    static let takeAll = allCommand("take-all", sign: -1, summary: "take the same amount from every active child", verb: "Took", preposition: "from")
+
+    static let balance = CLI.Command(spec: CommandSpec(
+        name: "balance", synopsis: "[CHILD]", summary: "show balances", details: "", arguments: 0...1)) { ctx, args in
+        let replica = try ctx.openReplica()
+        _ = try requireHousehold(replica)
+        let list = args.positionals.isEmpty ? try replica.children() : [try replica.resolveChild(args.positionals[0])]
+        if list.count == 1 && !args.positionals.isEmpty {
+            ctx.say("\(list[0].name): \(Money.format(cents: list[0].balanceCents))")
+            ctx.emit(Render.child(list[0]))
+            return
+        }
+        ctx.emit(.object([("children", .array(list.map(Render.child)))]))
+        if list.isEmpty { ctx.say("No children yet: `kidledger child add NAME`."); return }
+        ctx.say(Render.table(header: nil, rightAligned: [1], rows: list.map { [$0.name, Money.format(cents: $0.balanceCents)] }))
+    }
+
+    static let history = CLI.Command(spec: CommandSpec(
+        name: "history", synopsis: "[CHILD] [--limit N]", summary: "list transactions, newest first",
+        details: "  --limit N   show at most N entries (default 20; 0 for all)", valueOptions: ["limit"], arguments: 0...1)) { ctx, args in
+        var limit = 20
+        if let raw = args.values["limit"] {
+            guard let n = Int(raw), n >= 0 else { throw CLIError.usage("--limit takes a whole number, got \"\(raw)\"") }
+            limit = n == 0 ? .max : n
+        }
+        let replica = try ctx.openReplica()
+        _ = try requireHousehold(replica)
+        let child = try args.positionals.first.map { try replica.resolveChild($0) }
+        let entries = try replica.history(child: child?.id, limit: limit)
+        ctx.emit(.object([("transactions", .array(entries.map(Render.entry)))]))
+        if entries.isEmpty { ctx.say("No transactions yet."); return }
+        ctx.say(Render.table(header: ["WHEN (UTC)", "CHILD", "AMOUNT", "SOURCE", "NOTE"], rightAligned: [2], rows: entries.map { e in
+            let t = e.transaction
+            let amount = (t.amountCents > 0 ? "+" : "") + Money.format(cents: t.amountCents)
+            return [Timestamp.short(millis: t.createdAtMillis), e.childName, amount, t.source,
+                    t.note + (e.isReversed ? " (undone)" : "")]
+        }))
+    }
+
+    static let undo = CLI.Command(spec: CommandSpec(
+        name: "undo", synopsis: "", summary: "reverse the newest transaction not yet undone",
+        details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.")) { ctx, _ in
+        let u = try ctx.openReplica().undo()
+        let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
+        ctx.say("Undid \(amount) for \(u.childName) (\(Timestamp.short(millis: u.original.createdAtMillis))). Balance: \(Money.format(cents: u.balanceCents))")
+        ctx.emit(.object([("undo", Render.transaction(u.undo)), ("original", Render.transaction(u.original)),
+                          ("childName", .string(u.childName)), ("balanceCents", .integer(u.balanceCents))]))
+    }
+
+    static func requireHousehold(_ replica: Replica) throws -> HouseholdSummary {
+        guard let h = try replica.household() else { throw LedgerError.noHousehold }
+        return h
+    }
+}

@@ -1,0 +1,55 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// Text tables and JSON shapes shared by the commands. JSON keys are camelCase; amounts are
+/// integer cents in keys ending in `Cents`; times are Unix milliseconds in keys ending in `Millis`.
+enum Render {
+    static func shortID(_ id: RecordID) -> String { String(id.hex.prefix(8)) }
+
+    static func household(_ h: HouseholdSummary) -> JSON {
+        .object([("id", .string(h.id.description)), ("name", .string(h.name)), ("createdAtMillis", .int(h.createdAtMillis))])
+    }
+
+    static func child(_ c: ChildSummary) -> JSON {
+        .object([("id", .string(c.id.description)), ("name", .string(c.name)), ("archived", .bool(c.isArchived)),
+                 ("sortOrder", .int(c.sortOrder)), ("balanceCents", .integer(c.balanceCents)),
+                 ("transactionCount", .int(c.transactionCount)), ("createdAtMillis", .int(c.createdAtMillis))])
+    }
+
+    static func transaction(_ t: LedgerTransaction) -> JSON {
+        .object([("id", .string(t.id.description)), ("childId", .string(t.childID.description)),
+                 ("amountCents", .int(t.amountCents)), ("createdAtMillis", .int(t.createdAtMillis)),
+                 ("note", .string(t.note)), ("source", .string(t.source)),
+                 ("reverses", t.reverses.map { .string($0.description) } ?? .null)])
+    }
+
+    static func posting(_ p: Posting) -> JSON {
+        .object([("transaction", transaction(p.transaction)), ("childName", .string(p.childName)),
+                 ("balanceCents", .integer(p.balanceCents))])
+    }
+
+    static func entry(_ e: HistoryEntry) -> JSON {
+        .object([("transaction", transaction(e.transaction)), ("childName", .string(e.childName)),
+                 ("reversed", .bool(e.isReversed))])
+    }
+
+    /// Columns padded to their widest cell; `rightAligned` columns are padded on the left.
+    /// Trailing white space is trimmed from every line.
+    static func table(header: [String]?, rightAligned: Set<Int>, rows: [[String]]) -> String {
+        let all = (header.map { [$0] } ?? []) + rows
+        guard let columns = all.map(\.count).max() else { return "" }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in all { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        let lines = all.map { row -> String in
+            var line = ""
+            for (i, cell) in row.enumerated() {
+                let pad = String(repeating: " ", count: widths[i] - cell.count)
+                if i > 0 { line += "  " }
+                line += rightAligned.contains(i) ? pad + cell : cell + pad
+            }
+            while line.last == " " { line.removeLast() }
+            return line
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,98 @@
+import KidLedgerDomain
+
+/// What an import did.
+public struct ImportResult: Equatable, Sendable {
+    /// Transactions added.
+    public var added = 0
+    /// Rows whose transaction was already in the ledger (re-imports add nothing).
+    public var alreadyPresent = 0
+    /// Children created because no child of that name or id existed.
+    public var childrenCreated: [String] = []
+}
+
+extension Replica {
+    /// Imports rows in one write transaction: all or nothing.
+    ///
+    /// A row's id is the file's `id` column when present; otherwise it is derived (UUIDv5) from
+    /// the row's content and its occurrence among identical rows, so importing the same file
+    /// twice adds nothing. A child is found by id, then by name; a missing one is created.
+    public func importTransactions(_ rows: [ImportRow]) throws -> ImportResult {
+        var generator = random
+        let (_, result) = try commitLocalBatch { w, hlc in
+            _ = try Self.requireHousehold(w)
+            var result = ImportResult()
+            var operations: [Operation] = []
+            var created: [String: RecordID] = [:]
+            var balances: [RecordID: Int128] = [:]
+            var names: [RecordID: String] = [:]
+            var seen: [String: Int] = [:]
+            var idsInFile = Set<RecordID>()
+            let existing = try Self.children(w, includeArchived: true)
+            for row in rows {
+                let childID: RecordID
+                if let id = row.childID, let c = existing.first(where: { $0.id == id }) {
+                    childID = c.id
+                    names[c.id] = c.name
+                } else {
+                    let matches = existing.filter { $0.name.lowercased() == row.childName.lowercased() }
+                    if matches.count > 1 { throw LedgerError.ambiguousChild(row.childName, candidates: matches.map(\.name)) }
+                    if let c = matches.first {
+                        childID = c.id
+                        names[c.id] = c.name
+                    } else if let id = created[row.childName.lowercased()] {
+                        childID = id
+                    } else {
+                        let name = try Self.validName(row.childName.isEmpty ? "Child \(String(row.childID!.hex.prefix(8)))" : row.childName,
+                                                      what: "child name (line \(row.line))")
+                        childID = RecordID.random(using: &generator)
+                        created[name.lowercased()] = childID
+                        names[childID] = name
+                        result.childrenCreated.append(name)
+                        let order = Int64(existing.count + result.childrenCreated.count - 1)
+                        operations += [.createChild(ChildRecord(id: childID, createdAtMillis: hlc.millis)),
+                                       .setField(entity: childID, field: .childName, value: .text(name)),
+                                       .setField(entity: childID, field: .childArchived, value: .flag(false)),
+                                       .setField(entity: childID, field: .childSortOrder, value: .integer(order))]
+                    }
+                }
+                let id: RecordID
+                if let given = row.id {
+                    id = given
+                } else if let original = row.reverses {
+                    id = LedgerTransaction.undoID(for: original)
+                } else {
+                    let content = "csv:\(row.childName.lowercased())|\(row.amountCents)|\(row.createdAtMillis)|\(row.note)|\(row.source)"
+                    let occurrence = seen[content, default: 0]
+                    seen[content] = occurrence + 1
+                    id = RecordID.v5(namespace: .namespaceKidLedger, name: content + "#\(occurrence)")
+                }
+                if try w.get(Tables.transactions, Keys.id(id)) != nil || !idsInFile.insert(id).inserted {
+                    result.alreadyPresent += 1
+                    continue
+                }
+                if balances[childID] == nil { balances[childID] = try Aggregate.load(childID, w).sumCents }
+                let balance = balances[childID]! + Int128(row.amountCents)
+                guard balance >= Int128(Int64.min), balance <= Int128(Int64.max) else {
+                    throw LedgerError.overflow(child: names[childID] ?? row.childName)
+                }
+                balances[childID] = balance
+                operations.append(.addTransaction(LedgerTransaction(
+                    id: id, childID: childID, amountCents: row.amountCents, createdAtMillis: row.createdAtMillis,
+                    note: row.note, source: row.source, reverses: row.reverses)))
+                result.added += 1
+            }
+            var batches: [[Operation]] = []
+            var start = 0
+            while start < operations.count {
+                var end = min(start + Limits.operationsPerChangeMax, operations.count)
+                // Keep a child's creation and its registers in one change.
+                while end < operations.count, case .setField = operations[end] { end -= 1 }
+                batches.append(Array(operations[start..<end]))
+                start = end
+            }
+            return (batches, result)
+        }
+        random = generator
+        return result
+    }
+}

@@ -1,0 +1,141 @@
+import KidLedgerDomain
+
+/// What `verify` found.
+public struct VerifyReport: Equatable, Sendable {
+    /// Problems found; empty means the replica is intact.
+    public var problems: [String] = []
+    /// Transactions checked.
+    public var transactions = 0
+    /// Children checked.
+    public var children = 0
+    /// Changes checked.
+    public var changes = 0
+    /// The digest recomputed from the records.
+    public var digest = Digest256.zero
+
+    /// Whether nothing is wrong.
+    public var isIntact: Bool { problems.isEmpty }
+}
+
+extension Replica {
+    /// A full integrity check: every record decodes and validates, every index and per-child total
+    /// matches the transactions, the stored digest matches one recomputed from the records, the
+    /// change log is contiguous per origin and agrees with the version vector, and every change
+    /// in the log is reflected in the merged state. Reads only.
+    public func verify() throws -> VerifyReport {
+        try store.read { r in
+            var report = VerifyReport()
+            func problem(_ text: String) { if report.problems.count < 100 { report.problems.append(text) } }
+            var digest = Digest256.zero
+
+            try r.scan(Tables.households) { key, value in
+                if let h = try? RecordCodec.decodeHousehold(value), Keys.id(h.id) == key {
+                    digest.insert(DigestRecord.household(h))
+                } else { problem("household record \(key.count == 16 ? RecordID(bytes: key).description : "?") is damaged") }
+                return true
+            }
+            var childIDs = Set<RecordID>()
+            try r.scan(Tables.children) { key, value in
+                if let c = try? RecordCodec.decodeChild(value), Keys.id(c.id) == key {
+                    childIDs.insert(c.id)
+                    digest.insert(DigestRecord.child(c))
+                } else { problem("child record is damaged") }
+                return true
+            }
+            report.children = childIDs.count
+            try r.scan(Tables.registers) { key, value in
+                if key.count == 17, Field(rawValue: key[16]) != nil, let stored = try? StoredRegister.decode(value),
+                   stored.value.fits(Field(rawValue: key[16])!) {
+                    digest.insert(DigestRecord.register(key: key, stored: value))
+                } else { problem("register is damaged") }
+                return true
+            }
+
+            var aggregates: [RecordID: Aggregate] = [:]
+            var placed = 0, deferred = 0
+            try r.scan(Tables.transactions) { key, value in
+                report.transactions += 1
+                guard let t = try? RecordCodec.decodeTransaction(value), Keys.id(t.id) == key else {
+                    problem("transaction record is damaged")
+                    return true
+                }
+                digest.insert(DigestRecord.transaction(value))
+                if childIDs.contains(t.childID) {
+                    placed += 1
+                    aggregates[t.childID, default: Aggregate()].add(t)
+                    if try r.get(Tables.byTime, Keys.byTime(t)) == nil { problem("transaction \(t.id) missing from the time index") }
+                    if try r.get(Tables.byChild, Keys.byChild(t)) == nil { problem("transaction \(t.id) missing from the child index") }
+                } else {
+                    deferred += 1
+                    if try r.get(Tables.deferred, Keys.deferred(t)) == nil { problem("transaction \(t.id) of an unknown child is not deferred") }
+                }
+                return true
+            }
+            if try r.count(Tables.byTime) != placed { problem("time index has \(try r.count(Tables.byTime)) entries, expected \(placed)") }
+            if try r.count(Tables.byChild) != placed { problem("child index has \(try r.count(Tables.byChild)) entries, expected \(placed)") }
+            if try r.count(Tables.deferred) != deferred { problem("deferred table has \(try r.count(Tables.deferred)) entries, expected \(deferred)") }
+            for child in childIDs {
+                let stored = try? Aggregate.load(child, r)
+                if stored != (aggregates[child] ?? Aggregate()) { problem("totals of child \(child) do not match its transactions") }
+            }
+
+            report.digest = digest
+            let storedDigest = Digest256(bytes: try r.get(Tables.meta, Keys.digest))
+            if storedDigest != digest { problem("stored digest \(storedDigest?.description ?? "missing") does not match the records (\(digest))") }
+
+            try verifyChangeLog(r, report: &report, problem: problem)
+            return report
+        }
+    }
+
+    private func verifyChangeLog(_ r: any KeyValueReader, report: inout VerifyReport, problem: (String) -> Void) throws {
+        var lastByOrigin: [ReplicaID: UInt64] = [:]
+        var changes = 0
+        try r.scan(Tables.changes) { key, value in
+            changes += 1
+            guard key.count == 16, let change = try? RecordCodec.decodeChange(value),
+                  Keys.change(change.origin, change.sequence) == key else {
+                problem("change log entry is damaged")
+                return true
+            }
+            let expected = (lastByOrigin[change.origin] ?? 0) + 1
+            if change.sequence != expected { problem("change log of \(change.origin) jumps from \(expected - 1) to \(change.sequence)") }
+            lastByOrigin[change.origin] = change.sequence
+            for op in change.operations { try checkReflected(op, change: change, r, problem: problem) }
+            return true
+        }
+        report.changes = changes
+        var vectorEntries = 0
+        try r.scan(Tables.vector) { key, value in
+            vectorEntries += 1
+            let origin = ReplicaID(Bytes.u64(key) ?? 0)
+            if Bytes.u64(value) != lastByOrigin[origin] { problem("version vector entry of \(origin) does not match the change log") }
+            return true
+        }
+        if vectorEntries != lastByOrigin.count { problem("version vector has \(vectorEntries) origins, the change log \(lastByOrigin.count)") }
+    }
+
+    private func checkReflected(_ op: Operation, change: Change, _ r: any KeyValueReader, problem: (String) -> Void) throws {
+        switch op {
+        case .createHousehold(let h):
+            if try r.get(Tables.households, Keys.id(h.id)) == nil { problem("household \(h.id) of change \(change.origin)/\(change.sequence) is missing") }
+        case .createChild(let c):
+            if try r.get(Tables.children, Keys.id(c.id)) == nil { problem("child \(c.id) of change \(change.origin)/\(change.sequence) is missing") }
+        case .setField(let entity, let field, let value):
+            guard let raw = try r.get(Tables.registers, Keys.register(entity, field)),
+                  let stored = try? StoredRegister.decode(raw) else {
+                problem("register \(field) of \(entity) is missing")
+                return
+            }
+            let written = StoredRegister(stamp: Stamp(hlc: change.hlc, origin: change.origin), value: value)
+            if written.wins(over: stored) { problem("register \(field) of \(entity) holds a value older than change \(change.origin)/\(change.sequence)") }
+        case .addTransaction(let t):
+            guard let raw = try r.get(Tables.transactions, Keys.id(t.id)) else {
+                problem("transaction \(t.id) of change \(change.origin)/\(change.sequence) is missing")
+                return
+            }
+            let payload = RecordCodec.encode(t)
+            if raw != payload && KeyBytes.compare(raw, payload) > 0 { problem("transaction \(t.id) does not hold the winning payload") }
+        }
+    }
+}
