@@ -18,9 +18,19 @@ public final class StandardConsole: Console {
     /// Creates a console on stdout/stderr.
     public init() {}
     /// Writes to stdout.
-    public func out(_ text: String) { fputs(text, stdout) }
+    public func out(_ text: String) { Self.write(text, to: 1) }
     /// Writes to stderr.
-    public func err(_ text: String) { fputs(text, stderr) }
+    public func err(_ text: String) { Self.write(text, to: 2) }
+
+    static func write(_ text: String, to descriptor: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            bytes = bytes.dropFirst(n)
+        }
+    }
 }
 
 /// A console that keeps what was written (tests).
