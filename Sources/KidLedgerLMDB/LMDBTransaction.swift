@@ -1,0 +1,196 @@
+import CLMDB
+import KidLedgerReplica
+
+/// One LMDB transaction as the ``KeyValueReader`` / ``KeyValueWriter`` that a store's `read` or
+/// `write` body receives. It lives only while the body runs: afterwards every call throws
+/// ``LMDBError/badTxn``. Keys and values it hands out are copies, valid after the transaction ends.
+final class LMDBTransaction: KeyValueWriter {
+    /// The LMDB transaction, nil once it has ended.
+    private var txn: OpaquePointer?
+    /// The tables' database handles.
+    private let dbis: [Table: MDB_dbi]
+    /// The longest key LMDB accepts.
+    private let maxKeySize: Int
+    /// Whether some LMDB call of this transaction failed with `MDB_MAP_FULL`: the transaction is
+    /// then unusable, whatever the body did with the error, and the store grows the map and retries.
+    private(set) var sawMapFull = false
+
+    init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int) {
+        self.txn = txn
+        self.dbis = dbis
+        self.maxKeySize = maxKeySize
+    }
+
+    // MARK: Ending
+
+    /// Aborts the transaction (a no-op once it has ended).
+    func abort() {
+        if let txn { mdb_txn_abort(txn) }
+        txn = nil
+    }
+
+    /// Commits the transaction and returns LMDB's code. The transaction has ended either way:
+    /// a failed `mdb_txn_commit` frees it, so it must not be aborted afterwards.
+    func commit() -> Int32 {
+        guard let txn else { return MDB_BAD_TXN }
+        self.txn = nil
+        return mdb_txn_commit(txn)
+    }
+
+    // MARK: Plumbing
+
+    /// The live transaction, or ``LMDBError/badTxn`` once it has ended.
+    private func live() throws(LMDBError) -> OpaquePointer {
+        guard let txn else { throw .badTxn }
+        return txn
+    }
+
+    /// The handle of a table declared when the environment opened.
+    private func dbi(_ table: Table) throws(LMDBError) -> MDB_dbi {
+        guard let dbi = dbis[table] else { throw .badDBI }
+        return dbi
+    }
+
+    /// ``check(_:)`` that also remembers a full map.
+    private func call(_ rc: Int32) throws(LMDBError) {
+        if rc == MDB_MAP_FULL { sawMapFull = true }
+        try check(rc)
+    }
+
+    /// Opens (creating) the named database for `table` in this write transaction.
+    func openTable(_ table: Table) throws(LMDBError) -> MDB_dbi {
+        let txn = try live()
+        var dbi: MDB_dbi = 0
+        try call(mdb_dbi_open(txn, table.name, UInt32(MDB_CREATE), &dbi))
+        return dbi
+    }
+
+    /// Entries and B-tree depth of `table`.
+    func stat(_ table: Table) throws(LMDBError) -> MDB_stat {
+        let txn = try live()
+        var stat = MDB_stat()
+        try call(mdb_stat(txn, try dbi(table), &stat))
+        return stat
+    }
+
+    // MARK: KeyValueReader
+
+    func get(_ table: Table, _ key: [UInt8]) throws -> [UInt8]? {
+        let txn = try live(), dbi = try dbi(table)
+        if key.isEmpty { return nil }  // LMDB keys are never empty (and it rejects empty lookups).
+        var value = MDB_val()
+        let rc = withValue(key) { k in mdb_get(txn, dbi, &k, &value) }
+        if rc == MDB_NOTFOUND { return nil }
+        try call(rc)
+        return bytes(value)
+    }
+
+    func count(_ table: Table) throws -> Int {
+        Int(try stat(table).ms_entries)
+    }
+
+    func scan(_ table: Table, prefix: [UInt8], from start: [UInt8]?, reverse: Bool,
+              _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {
+        let txn = try live(), dbi = try dbi(table)
+        var cursor: OpaquePointer?
+        try call(mdb_cursor_open(txn, dbi, &cursor))
+        guard let cursor else { throw LMDBError.badTxn }
+        defer { mdb_cursor_close(cursor) }
+
+        var entry: (key: [UInt8], value: [UInt8])?
+        if !reverse {
+            // First key >= max(prefix, start).
+            let seek = start.map { KeyBytes.compare($0, prefix) > 0 ? $0 : prefix } ?? prefix
+            entry = seek.isEmpty ? try move(cursor, MDB_FIRST) : try move(cursor, MDB_SET_RANGE, seek)
+        } else if let start {
+            // Last key <= start (not clamped to the prefix, exactly like MemoryStore).
+            if start.isEmpty { return }  // No key is <= the empty key.
+            if let found = try move(cursor, MDB_SET_RANGE, start) {
+                entry = found.key == start ? found : try move(cursor, MDB_PREV)
+            } else {
+                entry = try move(cursor, MDB_LAST)
+            }
+        } else if let past = Self.successor(prefix) {
+            // Last key with the prefix: one before the first key past the prefix range.
+            entry = try move(cursor, MDB_SET_RANGE, past) != nil ? try move(cursor, MDB_PREV)
+                                                                 : try move(cursor, MDB_LAST)
+        } else {
+            // Empty or all-0xFF prefix: nothing sorts past the range.
+            entry = try move(cursor, MDB_LAST)
+        }
+        let step = reverse ? MDB_PREV : MDB_NEXT
+        while let current = entry, KeyBytes.hasPrefix(current.key, prefix) {
+            if try !body(current.key, current.value) { return }
+            entry = try move(cursor, step)
+        }
+    }
+
+    /// The smallest key greater than every key that starts with `prefix`: drop trailing 0xFF
+    /// bytes and increment the last one. Nil when there is none (empty or all-0xFF prefix).
+    static func successor(_ prefix: [UInt8]) -> [UInt8]? {
+        var upper = prefix
+        while let last = upper.last, last == 0xFF { upper.removeLast() }
+        guard !upper.isEmpty else { return nil }
+        upper[upper.count - 1] += 1
+        return upper
+    }
+
+    /// Moves `cursor` with `op` (seeking `key` when given) and copies the entry it lands on;
+    /// nil when there is none.
+    private func move(_ cursor: OpaquePointer, _ op: MDB_cursor_op,
+                      _ key: [UInt8]? = nil) throws(LMDBError) -> (key: [UInt8], value: [UInt8])? {
+        var found = MDB_val(), value = MDB_val()
+        let rc: Int32
+        if let key {
+            rc = withValue(key) { k in
+                let rc = mdb_cursor_get(cursor, &k, &value, op)
+                found = k  // LMDB points `k` at the key it found, inside the map.
+                return rc
+            }
+        } else {
+            rc = mdb_cursor_get(cursor, &found, &value, op)
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        try call(rc)
+        return (bytes(found), bytes(value))
+    }
+
+    // MARK: KeyValueWriter
+
+    func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
+        let txn = try live(), dbi = try dbi(table)
+        guard (1...maxKeySize).contains(key.count) else {
+            throw LMDBError.badValueSize  // Checked here so the transaction stays usable.
+        }
+        let rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, 0) } }
+        try call(rc)
+    }
+
+    func delete(_ table: Table, _ key: [UInt8]) throws {
+        let txn = try live(), dbi = try dbi(table)
+        if key.isEmpty { return }  // No such key can exist.
+        let rc = withValue(key) { k in mdb_del(txn, dbi, &k, nil) }
+        if rc == MDB_NOTFOUND { return }
+        try call(rc)
+    }
+}
+
+/// One byte that empty keys and values point at, so LMDB never sees a null pointer.
+nonisolated(unsafe) private let emptyBytes = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+
+/// Runs `body` with an `MDB_val` that points at `bytes` (never a null pointer, even when empty).
+@inline(__always)
+private func withValue<R>(_ bytes: [UInt8], _ body: (inout MDB_val) -> R) -> R {
+    bytes.withUnsafeBytes { buffer in
+        var value = MDB_val(mv_size: buffer.count,
+                            mv_data: buffer.baseAddress.map { UnsafeMutableRawPointer(mutating: $0) } ?? emptyBytes)
+        return body(&value)
+    }
+}
+
+/// A copy of the bytes an `MDB_val` points at.
+@inline(__always)
+private func bytes(_ value: MDB_val) -> [UInt8] {
+    guard value.mv_size > 0, let data = value.mv_data else { return [] }
+    return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
+}

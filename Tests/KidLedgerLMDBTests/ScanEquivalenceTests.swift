@@ -1,0 +1,154 @@
+import Testing
+import KidLedgerLMDB
+import KidLedgerReplica
+
+/// Bytes biased towards the edges of the byte range and towards collisions.
+private let alphabet: [UInt8] = [0x00, 0x00, 0x01, 0x41, 0x42, 0x7F, 0x80, 0xFE, 0xFF, 0xFF]
+
+private func randomBytes(_ rng: inout SplitMix64, length: ClosedRange<Int>) -> [UInt8] {
+    let n = Int.random(in: length, using: &rng)
+    return (0..<n).map { _ in
+        Int.random(in: 0..<8, using: &rng) == 0 ? UInt8.random(in: 0...255, using: &rng)
+                                                 : alphabet.randomElement(using: &rng)!
+    }
+}
+
+/// A key: often an existing key's prefix extended, so keys share prefixes.
+private func randomKey(_ rng: inout SplitMix64, existing: [[UInt8]]) -> [UInt8] {
+    if !existing.isEmpty, Bool.random(using: &rng) {
+        let base = existing.randomElement(using: &rng)!
+        let keep = Int.random(in: 0...base.count, using: &rng)
+        let key = Array(base.prefix(keep)) + randomBytes(&rng, length: 0...3)
+        return key.isEmpty ? [0x00] : key
+    }
+    return randomBytes(&rng, length: 1...6)
+}
+
+/// A prefix or start: empty, a piece of an existing key, a neighbour of one, or random.
+private func randomProbe(_ rng: inout SplitMix64, existing: [[UInt8]]) -> [UInt8] {
+    switch Int.random(in: 0..<6, using: &rng) {
+    case 0: return []
+    case 1 where !existing.isEmpty, 2 where !existing.isEmpty:
+        let base = existing.randomElement(using: &rng)!
+        return Array(base.prefix(Int.random(in: 0...base.count, using: &rng)))
+    case 3 where !existing.isEmpty:
+        var probe = existing.randomElement(using: &rng)!
+        if Bool.random(using: &rng) { probe.append(alphabet.randomElement(using: &rng)!) }
+        else { probe[probe.count - 1] &+= Bool.random(using: &rng) ? 1 : 255 }
+        return probe
+    case 4: return [UInt8](repeating: 0xFF, count: Int.random(in: 1...3, using: &rng))
+    default: return randomBytes(&rng, length: 0...4)
+    }
+}
+
+/// The entries a scan visits, stopping after `limit` of them.
+private func collect(_ store: any KeyValueStore, _ table: Table, prefix: [UInt8], start: [UInt8]?,
+                    reverse: Bool, limit: Int) throws -> [[UInt8]] {
+    try store.read { reader in
+        var visited: [[UInt8]] = []
+        try reader.scan(table, prefix: prefix, from: start, reverse: reverse) { key, value in
+            visited.append(key)
+            visited.append(value)
+            return visited.count / 2 < limit
+        }
+        return visited
+    }
+}
+
+/// `scan` on LMDB must match `MemoryStore` exactly, for every prefix, start and direction.
+@Suite("LMDB scan matches MemoryStore")
+struct ScanEquivalenceTests {
+    @Test(arguments: [1, 2, 3, 42, 1234, 0xDEAD_BEEF] as [UInt64])
+    func randomQueriesMatch(seed: UInt64) throws {
+        try withTemporaryDirectory { dir throws in
+            var rng = SplitMix64(seed: seed)
+            let lmdb = try LMDBEnvironment(directory: dir.path, tables: [tableA])
+            let memory = MemoryStore()
+            var keys: [[UInt8]] = []
+            for round in 0..<6 {
+                // The same random puts and deletes into both stores, in one transaction each.
+                var ops: [(key: [UInt8], value: [UInt8]?)] = []
+                for _ in 0..<Int.random(in: 20...80, using: &rng) {
+                    if !keys.isEmpty, Int.random(in: 0..<5, using: &rng) == 0 {
+                        ops.append((keys.randomElement(using: &rng)!, nil))
+                    } else {
+                        let key = randomKey(&rng, existing: keys)
+                        keys.append(key)
+                        ops.append((key, randomBytes(&rng, length: 0...3)))
+                    }
+                }
+                for store in [lmdb, memory] as [any KeyValueStore] {
+                    try store.write { w in
+                        for op in ops {
+                            if let value = op.value { try w.put(tableA, op.key, value) }
+                            else { try w.delete(tableA, op.key) }
+                        }
+                    }
+                }
+                #expect(try lmdb.read { try $0.count(tableA) } == memory.read { try $0.count(tableA) })
+
+                for query in 0..<300 {
+                    let prefix = randomProbe(&rng, existing: keys)
+                    let start = Bool.random(using: &rng) ? nil : randomProbe(&rng, existing: keys)
+                    let reverse = Bool.random(using: &rng)
+                    let limit = Int.random(in: 0..<4, using: &rng) == 0 ? Int.random(in: 1...3, using: &rng) : .max
+                    let expected = try collect(memory, tableA, prefix: prefix, start: start, reverse: reverse, limit: limit)
+                    let actual = try collect(lmdb, tableA, prefix: prefix, start: start, reverse: reverse, limit: limit)
+                    #expect(actual == expected,
+                            "seed \(seed) round \(round) query \(query): prefix \(prefix) start \(String(describing: start)) reverse \(reverse) limit \(limit)")
+                }
+            }
+        }
+    }
+
+    @Test func edgeCases() throws {
+        try withTemporaryDirectory { dir throws in
+            let lmdb = try LMDBEnvironment(directory: dir.path, tables: [tableA, tableB])
+            let memory = MemoryStore()
+            let keys: [[UInt8]] = [[0x00], [0x00, 0x00], [0x01], [0x01, 0xFF], [0x01, 0xFF, 0xFF], [0x02],
+                                   [0xFF], [0xFF, 0x00], [0xFF, 0xFF], [0xFF, 0xFF, 0xFF]]
+            for store in [lmdb, memory] as [any KeyValueStore] {
+                try store.write { w in for key in keys { try w.put(tableA, key, key) } }
+            }
+            let long = [UInt8](repeating: 0x01, count: 600)  // longer than any key may be
+            let probes: [[UInt8]] = [[], [0x00], [0x01], [0x01, 0xFF], [0xFF], [0xFF, 0xFF], [0xFF, 0xFF, 0xFF, 0xFF],
+                                     [0x03], long, [0xFF] + long]
+            for table in [tableA, tableB] {
+                for prefix in probes {
+                    for start in [nil] + probes.map(Optional.some) {
+                        for reverse in [false, true] {
+                            let expected = try collect(memory, table, prefix: prefix, start: start,
+                                                                            reverse: reverse, limit: .max)
+                            let actual = try collect(lmdb, table, prefix: prefix, start: start,
+                                                                          reverse: reverse, limit: .max)
+                            #expect(actual == expected, "prefix \(prefix.count) bytes, start \(String(describing: start?.count)), reverse \(reverse)")
+                        }
+                    }
+                }
+            }
+            // An all-0xFF prefix in reverse starts at the very last key.
+            let last = try collect(lmdb, tableA, prefix: [0xFF, 0xFF], start: nil, reverse: true, limit: .max)
+            #expect(last == [[0xFF, 0xFF, 0xFF], [0xFF, 0xFF, 0xFF], [0xFF, 0xFF], [0xFF, 0xFF]])
+        }
+    }
+
+    @Test func bodyMayThrowMidScan() throws {
+        struct Stop: Error {}
+        try withTemporaryDirectory { dir throws in
+            let lmdb = try LMDBEnvironment(directory: dir.path, tables: [tableA])
+            try lmdb.write { w in for i: UInt8 in 1...5 { try w.put(tableA, [i], [i]) } }
+            var seen = 0
+            #expect(throws: Stop.self) {
+                try lmdb.read { r in
+                    try r.scan(tableA) { _, _ in
+                        seen += 1
+                        if seen == 2 { throw Stop() }
+                        return true
+                    }
+                }
+            }
+            #expect(seen == 2)
+            #expect(try lmdb.read { try $0.count(tableA) } == 5)
+        }
+    }
+}
