@@ -22,6 +22,9 @@ let package = Package(
         // The replica's state machine over an abstract ordered key-value store (pure; no I/O of its own).
         .target(name: "KidLedgerReplica", dependencies: ["KidLedgerDomain"]),
 
+        // The sync protocol core: a pure state machine (bytes and events in, bytes and actions out).
+        .target(name: "KidLedgerProtocol", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
+
         // The durable key-value store on LMDB.
         .target(name: "KidLedgerLMDB", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica"]),
 
@@ -33,6 +36,7 @@ let package = Package(
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
+        .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol"]),
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
         .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
     ],

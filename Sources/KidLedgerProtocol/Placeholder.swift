@@ -1,0 +1,1 @@
+// The protocol core lands here.
