@@ -10,7 +10,7 @@ home="$(mktemp -d /tmp/kidledger-demo.XXXXXX)"
 trap 'rm -rf "$home"' EXIT
 export KIDLEDGER_HOME="$home"
 
-run() { echo "\$ kidledger $*"; "$bin" "$@"; echo; }
+run() { echo "$ kidledger $(printf "%q " "$@")"; "$bin" "$@"; echo; }
 run init "The Smiths"
 run child add Ava
 run child add Ben
