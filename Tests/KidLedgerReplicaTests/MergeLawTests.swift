@@ -54,7 +54,14 @@ func makeRandomScenario(seed: UInt64) throws -> RandomScenario {
             case 28..<48: try replica.post(query, signedCents: amount, note: "give", source: "give")
             case 48..<58: try replica.post(query, signedCents: -amount, note: "", source: "take")
             case 58..<64: try replica.postAll(signedCents: rng.next() % 3 == 0 ? -amount : amount, note: "all", source: "give-all")
-            case 64..<76: try replica.undo()
+            case 64..<72: try replica.undo()
+            case 72..<78:
+                guard let kid else { break }
+                let k = rng.next() % 4
+                let t = LedgerTransaction(id: RecordID.v5(namespace: RecordID.namespaceKidLedger, name: "import:\(k)"),
+                                          childID: kid.id, amountCents: amount, createdAtMillis: clocks[i].millis - Int64(rng.next() % 100),
+                                          note: "imp", source: "import")
+                try replica.commitLocal { _, _ in ([.addTransaction(t)], ()) }
             default:
                 // Partial sync: offer each of another replica's changes with probability 1/2, in log order.
                 let j = (i + 1 + Int(rng.next() % UInt64(count - 1))) % count

@@ -70,4 +70,17 @@ struct OverflowTests {
         let longest = String(repeating: "é", count: Limits.noteBytesMax / 2)
         #expect(try r.post("Ava", signedCents: 5, note: longest, source: "give").transaction.note == longest)
     }
+
+    @Test("a post with an invalid source tag is refused instead of writing an unreadable record",
+          arguments: ["", String(repeating: "s", count: Limits.sourceBytesMax + 1)])
+    func invalidSource(source: String) throws {
+        let r = try householdWithChildren(["Ava"], seed: 9)
+        let before = try LocalState(r)
+        #expect(throws: (any Error).self) { try r.post("Ava", signedCents: 5, note: "", source: source) }
+        #expect(throws: (any Error).self) { try r.postAll(signedCents: 5, note: "", source: source) }
+        // Whatever happened, the store must still read back (today: "the ledger store is damaged").
+        let history = try? r.history()
+        #expect(history != nil)
+        #expect(try LocalState(r) == before)
+    }
 }
