@@ -1,0 +1,108 @@
+@testable import KidLedgerReplica
+import KidLedgerDomain
+import Testing
+
+@Suite("Finding a child by name or id prefix")
+struct ResolveChildTests {
+    @Test("names match case-insensitively, ignoring surrounding white space",
+          arguments: ["Ava", "ava", "AVA", "  aVa\t", "\u{00C9}mile", "\u{00E9}MILE"])
+    func caseInsensitiveNames(query: String) throws {
+        let r = try householdWithChildren(["Ava", "Ben", "\u{00C9}mile"], seed: 3)
+        let found = try r.resolveChild(query)
+        #expect(found.name.lowercased() == Text.trimmed(query).lowercased())
+    }
+
+    @Test("id prefixes of at least four hex digits, any case, with or without dashes")
+    func idPrefixes() throws {
+        let r = try householdWithChildren(["Ava", "Ben"], seed: 3)
+        let ava = try r.child(named: "Ava")
+        let hex = ava.id.hex
+        for query in [String(hex.prefix(4)), String(hex.prefix(8)), hex, hex.uppercased(),
+                      ava.id.description, String(ava.id.description.prefix(13)), " \(hex.prefix(6)) "] {
+            #expect(try r.resolveChild(query).id == ava.id, "query \(query)")
+        }
+        // Too short to be a prefix, and not a name.
+        #expect(throws: LedgerError.unknownChild(String(hex.prefix(3)))) { try r.resolveChild(String(hex.prefix(3))) }
+        // Not hex at all.
+        #expect(throws: LedgerError.unknownChild("zzzz")) { try r.resolveChild("zzzz") }
+    }
+
+    @Test("unknown children")
+    func unknown() throws {
+        let r = try householdWithChildren(["Ava"], seed: 3)
+        for query in ["Zed", "", "   ", "Av", "Ava Ava"] {
+            #expect(throws: LedgerError.unknownChild(query)) { try r.resolveChild(query) }
+        }
+        let empty = try householdWithChildren([], seed: 4)
+        #expect(throws: LedgerError.unknownChild("Ava")) { try empty.resolveChild("Ava") }
+    }
+
+    @Test("two children with one name: ambiguous, candidates listed, id prefix decides")
+    func ambiguousNames() throws {
+        let r = try householdWithChildren(["Ava"], seed: 3)
+        let old = try r.child(named: "Ava")
+        try r.setArchived("Ava", true)
+        let new = try r.addChild(name: "ava")   // allowed: the other Ava is archived
+        let expected = ["Ava (\(old.id.hex.prefix(8)), archived)", "ava (\(new.id.hex.prefix(8)))"]
+        #expect(throws: LedgerError.ambiguousChild("AVA", candidates: expected)) { try r.resolveChild("AVA") }
+        #expect(try r.resolveChild(String(new.id.hex.prefix(8))).id == new.id)
+        // Operations that take a name refuse too, and write nothing.
+        let before = try r.view()
+        #expect(throws: LedgerError.ambiguousChild("Ava", candidates: expected)) {
+            try r.post("Ava", signedCents: 1, note: "", source: "give")
+        }
+        #expect(try r.view() == before)
+        // A second active "Ava" is refused.
+        #expect(throws: LedgerError.badName("there is already a child named \"AVA\"")) { try r.addChild(name: "AVA") }
+    }
+
+    @Test("concurrent additions of one name on two replicas are told apart by id")
+    func concurrentSameName() throws {
+        let a = try householdWithChildren([], seed: 3)
+        let b = try makeReplica(seed: 4)
+        try b.receive(try a.changeLog())
+        let fromA = try a.addChild(name: "Ava")
+        let fromB = try b.addChild(name: "Ava")
+        try a.receive(try b.ownChanges())
+        try b.receive(try a.ownChanges())
+        for r in [a, b] {
+            #expect(throws: LedgerError.self) { try r.resolveChild("ava") }
+            #expect(try r.resolveChild(fromA.id.hex).id == fromA.id)
+            #expect(try r.resolveChild(fromB.id.hex).id == fromB.id)
+        }
+        #expect(try a.view() == b.view())
+    }
+
+    /// Children with chosen ids, made by hand-written changes.
+    func childrenWithIDs(_ kids: [(RecordID, String)]) throws -> Replica {
+        let r = try householdWithChildren([], seed: 3)
+        for (i, (id, name)) in kids.enumerated() {
+            try r.receive(change(0x50, UInt64(i + 1), millis: 2_000_000, [
+                .createChild(ChildRecord(id: id, createdAtMillis: 2_000_000)),
+                .setField(entity: id, field: .childName, value: .text(name)),
+            ]))
+        }
+        return r
+    }
+
+    @Test("a prefix shared by two ids is ambiguous; a longer one is not")
+    func ambiguousPrefix() throws {
+        let first = RecordID(high: 0xABCD_0000_0000_4000, low: 0x8000_0000_0000_0001)
+        let second = RecordID(high: 0xABCD_1111_0000_4000, low: 0x8000_0000_0000_0002)
+        let r = try childrenWithIDs([(first, "Ava"), (second, "Ben")])
+        #expect(throws: LedgerError.ambiguousChild("abcd", candidates: ["Ava (abcd0000)", "Ben (abcd1111)"])) {
+            try r.resolveChild("abcd")
+        }
+        #expect(try r.resolveChild("abcd0").id == first)
+        #expect(try r.resolveChild("ABCD-1").id == second)
+    }
+
+    @Test("a name wins over an id prefix that spells the same letters")
+    func nameBeforePrefix() throws {
+        let other = RecordID(high: 0xBEEF_0000_0000_4000, low: 0x8000_0000_0000_0001)
+        let named = RecordID(high: 0x1234_0000_0000_4000, low: 0x8000_0000_0000_0002)
+        let r = try childrenWithIDs([(other, "Ava"), (named, "Beef")])
+        #expect(try r.resolveChild("beef").id == named)
+        #expect(try r.resolveChild("beef0").id == other)
+    }
+}
