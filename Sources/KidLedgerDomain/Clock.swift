@@ -40,6 +40,19 @@ public struct HLC: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The reading before any event.
     public static let zero = HLC(millis: 0, counter: 0)
 
+    /// The latest millisecond a reading may carry: 9999-12-31T23:59:59.999Z. Decoders refuse
+    /// readings beyond it, so the clock arithmetic below can never overflow.
+    public static let millisMax: Int64 = 253_402_300_799_999
+
+    /// `now` limited to `0...millisMax` (a wall clock can be wildly wrong).
+    static func clamp(_ now: Int64) -> Int64 { min(max(now, 0), millisMax) }
+
+    /// The reading for a local change: at least one millisecond after `self` (so every local
+    /// change has its own millisecond, and "newest" is never a tie) and not earlier than `now`.
+    public func tickLocal(now: Int64) -> HLC {
+        HLC(millis: min(max(Self.clamp(now), millis + 1), Self.millisMax), counter: 0)
+    }
+
     /// Orders by milliseconds, then counter.
     public static func < (a: HLC, b: HLC) -> Bool {
         (a.millis, a.counter) < (b.millis, b.counter)
@@ -47,16 +60,18 @@ public struct HLC: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     /// The reading for a local event: later than `self` and not earlier than `now`.
     public func tick(now: Int64) -> HLC {
+        let now = Self.clamp(now)
         if now > millis { return HLC(millis: now, counter: 0) }
-        if counter == .max { return HLC(millis: millis + 1, counter: 0) }
+        if counter == .max { return millis >= Self.millisMax ? self : HLC(millis: millis + 1, counter: 0) }
         return HLC(millis: millis, counter: counter + 1)
     }
 
     /// The reading after receiving `remote`: later than both `self` and `remote`, not earlier than `now`.
     public func receive(_ remote: HLC, now: Int64) -> HLC {
         let base = max(self, remote)
+        let now = Self.clamp(now)
         if now > base.millis { return HLC(millis: now, counter: 0) }
-        if base.counter == .max { return HLC(millis: base.millis + 1, counter: 0) }
+        if base.counter == .max { return base.millis >= Self.millisMax ? base : HLC(millis: base.millis + 1, counter: 0) }
         return HLC(millis: base.millis, counter: base.counter + 1)
     }
 

@@ -163,6 +163,7 @@ public enum RecordCodec {
         let sequence = try r.readVarint("sequence")
         guard sequence >= 1 else { throw .invalid("sequence 0") }
         let millis = try r.readZigzag("hlc")
+        guard millis >= 0, millis <= HLC.millisMax else { throw .invalid("hlc time \(millis) out of range") }
         let counter = try r.readVarint("hlc counter")
         guard counter <= UInt64(UInt32.max) else { throw .invalid("hlc counter") }
         let count = try r.readVarint("operation count")
@@ -184,10 +185,16 @@ public enum RecordCodec {
 
 /// Domain checks shared by user input and decoded records.
 public enum Validation {
+    /// The earliest creation time a record may carry: 0000-01-01T00:00:00.000Z.
+    public static let createdAtMillisMin: Int64 = -62_167_219_200_000
+
     /// Why `t` is not a valid transaction, or nil.
     public static func problem(with t: LedgerTransaction) -> String? {
         if t.amountCents == 0 { return "transaction amount of zero" }
         if t.amountCents == .min { return "transaction amount out of range" }
+        if t.createdAtMillis < Validation.createdAtMillisMin || t.createdAtMillis > HLC.millisMax {
+            return "transaction time out of range"
+        }
         if t.note.utf8.count > Limits.noteBytesMax { return "note longer than \(Limits.noteBytesMax) bytes" }
         if t.source.isEmpty || t.source.utf8.count > Limits.sourceBytesMax { return "transaction source" }
         if let original = t.reverses, t.id != LedgerTransaction.undoID(for: original) {

@@ -27,6 +27,8 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case noActiveChildren
     /// Nothing is eligible for undo.
     case nothingToUndo
+    /// A record would break a domain rule (e.g. an empty source tag).
+    case invalid(String)
     /// A stored record failed to decode: the store is damaged.
     case corrupted(String)
     /// The store was written by an incompatible schema version.
@@ -48,6 +50,7 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .overflow(let child): "that would take \(child)'s balance out of range"
         case .noActiveChildren: "there are no active children"
         case .nothingToUndo: "nothing to undo: every transaction is already undone or is itself an undo"
+        case .invalid(let what): "invalid transaction: \(what)"
         case .corrupted(let what): "the ledger store is damaged: \(what); run `kidledger verify`"
         case .schemaMismatch(let found, let expected):
             "the store has schema version \(found), this kidledger reads version \(expected)"

@@ -13,7 +13,26 @@ public enum ApplyOutcome: Equatable, Sendable {
 extension Replica {
     /// Merges one change into the state inside write transaction `w`. Idempotent: a change whose
     /// sequence is already covered is a no-op; one that would leave a gap is refused.
+    ///
+    /// - Throws: ``LedgerError/invalid(_:)`` for a change that breaks a domain rule (decoded
+    ///   changes are already checked; this guards changes built in memory).
     static func apply(_ change: Change, in w: any KeyValueWriter, now: Int64) throws -> ApplyOutcome {
+        guard change.hlc.millis >= 0, change.hlc.millis <= HLC.millisMax else {
+            throw LedgerError.invalid("change time \(change.hlc.millis) out of range")
+        }
+        guard change.sequence >= 1, !change.operations.isEmpty,
+              change.operations.count <= Limits.operationsPerChangeMax else {
+            throw LedgerError.invalid("change shape")
+        }
+        for op in change.operations {
+            switch op {
+            case .setField(_, let field, let value) where !value.fits(field):
+                throw LedgerError.invalid("value for \(field)")
+            case .addTransaction(let t):
+                if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
+            default: break
+            }
+        }
         let originKey = Keys.origin(change.origin)
         let held = Bytes.u64(try w.get(Tables.vector, originKey)) ?? 0
         if change.sequence <= held { return .duplicate }
@@ -34,13 +53,9 @@ extension Replica {
         switch op {
         case .createHousehold(let h):
             let payload = RecordCodec.encodeRecord(h)
-            if try mergeImmutable(Tables.households, id: h.id, payload: payload, kind: Conflict.household, in: w,
-                                  digestRecord: { DigestRecord.household(try RecordCodec.decodeHousehold($0)) },
-                                  digest: &digest) {
-                if try w.get(Tables.meta, Keys.household) == nil {
-                    try w.put(Tables.meta, Keys.household, Keys.id(h.id))
-                }
-            }
+            _ = try mergeImmutable(Tables.households, id: h.id, payload: payload, kind: Conflict.household, in: w,
+                                   digestRecord: { DigestRecord.household(try RecordCodec.decodeHousehold($0)) },
+                                   digest: &digest)
         case .createChild(let c):
             let payload = RecordCodec.encodeRecord(c)
             let isNew = try w.get(Tables.children, Keys.id(c.id)) == nil
@@ -107,10 +122,10 @@ extension Replica {
         let old = try decodeStoredTransaction(existing)
         let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
         // Two devices undoing the same original write the same id with different notes or times:
-        // that is the designed merge, not a conflict worth alarming anyone about.
-        let isUndoMerge = old.reverses != nil && old.reverses == t.reverses
-            && old.amountCents == t.amountCents && old.childID == t.childID
-        try w.put(Tables.conflicts, Keys.conflict(kind: isUndoMerge ? Conflict.undoMerge : Conflict.transaction,
+        // that is the designed merge, not a conflict worth alarming anyone about. The kind
+        // depends only on the losing payload, so every replica counts the same conflicts.
+        let losing = try decodeStoredTransaction(loser)
+        try w.put(Tables.conflicts, Keys.conflict(kind: losing.isUndo ? Conflict.undoMerge : Conflict.transaction,
                                                  id: t.id, payload: loser), loser)
         guard winner != existing else { return }
         try unplace(old, in: w)

@@ -66,6 +66,10 @@ extension Replica {
             _ = try Self.requireHousehold(w)
             let child = try Self.resolveChild(query, w)
             if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
+            let others = try Self.children(w, includeArchived: false).filter { $0.id != child.id }
+            if others.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+                throw LedgerError.badName("there is already a child named \"\(name)\"")
+            }
             return ([.setField(entity: child.id, field: .childName, value: .text(name))], child.id)
         }
         return try store.read { r in try Self.child(id, r)! }
@@ -98,6 +102,7 @@ extension Replica {
             let balance = try Self.checkedBalance(child, adding: signedCents)
             let t = LedgerTransaction(id: id, childID: child.id, amountCents: signedCents,
                                       createdAtMillis: hlc.millis, note: note, source: source)
+            if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
             return ([.addTransaction(t)], Posting(transaction: t, childName: child.name, balanceCents: balance))
         }
         return posting
@@ -121,6 +126,7 @@ extension Replica {
                 let t = LedgerTransaction(id: RecordID.random(using: &generator), childID: child.id,
                                           amountCents: signedCents, createdAtMillis: hlc.millis,
                                           note: note, source: source)
+                if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
                 postings.append(Posting(transaction: t, childName: child.name, balanceCents: balance))
             }
             return (postings.map { .addTransaction($0.transaction) }, postings)

@@ -45,9 +45,15 @@ extension Replica {
     }
 
     static func household(_ r: any KeyValueReader) throws -> HouseholdSummary? {
-        guard let idBytes = try r.get(Tables.meta, Keys.household) else { return nil }
+        // A replica holds one household; should two ever meet in one store, every replica shows
+        // the one with the smallest id, so equal digests always mean equal views.
+        var first: ([UInt8], [UInt8])?
+        try r.scan(Tables.households) { key, value in
+            first = (key, value)
+            return false
+        }
+        guard let (idBytes, raw) = first, idBytes.count == 16 else { return nil }
         let id = RecordID(bytes: idBytes)
-        guard let raw = try r.get(Tables.households, idBytes) else { throw LedgerError.corrupted("household record missing") }
         let h: Household
         do { h = try RecordCodec.decodeHousehold(raw) } catch { throw LedgerError.corrupted("household record") }
         let name = try register(id, .householdName, r).flatMap { if case .text(let s) = $0 { s } else { nil } } ?? ""

@@ -24,10 +24,11 @@ public final class Replica {
         self.store = store
         self.clock = clock
         self.random = random
-        let existing: (UInt64?, UInt64?) = try store.read { r in
-            (Bytes.u64(try r.get(Tables.meta, Keys.schema)), Bytes.u64(try r.get(Tables.meta, Keys.replica)))
+        let existing: ([UInt8]?, UInt64?) = try store.read { r in
+            (try r.get(Tables.meta, Keys.schema), Bytes.u64(try r.get(Tables.meta, Keys.replica)))
         }
-        if let schema = existing.0 {
+        if let rawSchema = existing.0 {
+            guard let schema = Bytes.u64(rawSchema) else { throw LedgerError.corrupted("schema version") }
             guard schema == Self.schemaVersion else {
                 throw LedgerError.schemaMismatch(found: schema, expected: Self.schemaVersion)
             }
@@ -75,7 +76,7 @@ public final class Replica {
         let now = clock.nowMillis()
         let origin = replicaID
         return try store.write { w in
-            var hlc = try Self.lastHLC(w).tick(now: now)
+            var hlc = try Self.lastHLC(w).tickLocal(now: now)
             let (batches, extra) = try build(w, hlc)
             var sequence = Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0
             var changes: [Change] = []
@@ -86,7 +87,7 @@ public final class Replica {
                 let outcome = try Self.apply(change, in: w, now: now)
                 precondition(outcome == .applied, "a fresh local change must apply")
                 changes.append(change)
-                hlc = hlc.tick(now: now)
+                hlc = hlc.tickLocal(now: now)
             }
             return (changes, extra)
         }

@@ -3,7 +3,7 @@ import KidLedgerDomain
 /// The replica's tables and the layout of their keys. Integers in keys are big-endian so byte
 /// order is numeric order. See docs/ARCHITECTURE.md for the full layout.
 public enum Tables {
-    /// Schema version, replica id, household id, local sequence, last HLC, digest, counters.
+    /// Schema version, replica id, last HLC, digest.
     public static let meta = Table("meta")
     /// The change log: origin (8) + sequence (8) → encoded ``Change``. Also the pending-sync queue.
     public static let changes = Table("changes")
@@ -98,8 +98,6 @@ enum Keys {
 
     static let schema: [UInt8] = Array("schema".utf8)
     static let replica: [UInt8] = Array("replica".utf8)
-    static let household: [UInt8] = Array("household".utf8)
-    static let sequence: [UInt8] = Array("sequence".utf8)
     static let hlc: [UInt8] = Array("hlc".utf8)
     static let digest: [UInt8] = Array("digest".utf8)
 }
