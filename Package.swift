@@ -7,6 +7,7 @@ let package = Package(
     name: "kidledger",
     products: [
         .executable(name: "kidledger", targets: ["kidledger"]),
+        .executable(name: "kidledger-sim", targets: ["kidledger-sim"]),
     ],
     targets: [
         // C libraries through system-library targets.
@@ -28,6 +29,11 @@ let package = Package(
         // The durable key-value store on LMDB.
         .target(name: "KidLedgerLMDB", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica"]),
 
+        // The deterministic simulator: N replicas running the real protocol core and store code under a
+        // virtual clock, a seeded generator and a simulated network with faults.
+        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB"]),
+        .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSimulation", "KidLedgerDomain"]),
+
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
         .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
 
@@ -37,6 +43,7 @@ let package = Package(
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
         .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol"]),
+        .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
         .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
     ],

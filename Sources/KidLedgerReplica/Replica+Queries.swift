@@ -215,3 +215,10 @@ public enum Text {
         return String(scalars[first...last])
     }
 }
+
+extension Replica {
+    /// Whether the transaction set holds `id` (applied or deferred).
+    public func containsTransaction(_ id: RecordID) throws -> Bool {
+        try store.read { r in try r.get(Tables.transactions, Keys.id(id)) != nil }
+    }
+}

@@ -1,0 +1,73 @@
+import KidLedgerDomain
+
+/// Everything a simulation run draws from its seed (swarm testing: each seed its own fault rates
+/// and operation mix). Printed first, so a failing run can be read and reproduced.
+public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible {
+    /// The seed everything else is drawn from.
+    public var seed: UInt64
+    /// How many replicas.
+    public var replicaCount: Int
+    /// Virtual milliseconds of the fault phase; after it everything heals and the run continues until quiet.
+    public var faultPhaseMillis: Int64
+    /// Mean virtual milliseconds between user operations on one replica.
+    public var operationIntervalMillis: Int64
+    /// Mean virtual milliseconds between a replica's gossip attempts.
+    public var gossipIntervalMillis: Int64
+    /// Largest one-way network delay.
+    public var delayMillisMax: Int64
+    /// Chance, in per mille, that a chunk of bytes is lost during the fault phase.
+    public var lossPerMille: Int
+    /// Chance, in per mille, that a chunk is delivered twice.
+    public var duplicationPerMille: Int
+    /// Chance, in per mille, that a chunk may overtake earlier ones.
+    public var reorderPerMille: Int
+    /// Chance, in per mille per gossip tick, of a partition change (split or heal).
+    public var partitionPerMille: Int
+    /// Chance, in per mille per operation tick, that a replica crashes.
+    public var crashPerMille: Int
+    /// Chance, in per mille, that a crashed replica comes back from a stale copy of its files.
+    public var staleRestorePerMille: Int
+    /// Largest wall-clock skew of a replica, either way.
+    public var skewMillisMax: Int64
+    /// Whether replicas talk only to their neighbours in a line (0–1–2–…), so forwarding is needed.
+    public var lineTopology: Bool
+    /// Operation weights: add, rename, archive/restore, give, take, give-all/take-all, undo.
+    public var operationWeights: [Int]
+    /// Whether replicas keep their state in LMDB (temporary directories) instead of memory.
+    public var usesLMDB: Bool
+
+    /// Draws parameters from `seed`, with a replica count in `replicas`.
+    public static func draw(seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdbPerMille: Int = 0) -> SimulationParameters {
+        var g = SplitMix64(seed: seed ^ 0x5EED_0F_5EED)
+        func pick(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &g) }
+        func maybe(_ perMille: Int, _ value: Int) -> Int { pick(0...999) < perMille ? value : 0 }
+        return SimulationParameters(
+            seed: seed,
+            replicaCount: pick(replicas),
+            faultPhaseMillis: Int64(pick(2_000...20_000)),
+            operationIntervalMillis: Int64(pick(20...400)),
+            gossipIntervalMillis: Int64(pick(50...1_000)),
+            delayMillisMax: Int64(pick(1...200)),
+            lossPerMille: maybe(600, pick(1...80)),
+            duplicationPerMille: maybe(500, pick(1...80)),
+            reorderPerMille: maybe(500, pick(1...80)),
+            partitionPerMille: maybe(600, pick(10...200)),
+            crashPerMille: maybe(600, pick(1...30)),
+            staleRestorePerMille: maybe(400, pick(100...600)),
+            skewMillisMax: Int64(maybe(600, pick(1...10_800_000))),
+            lineTopology: pick(0...3) == 0,
+            operationWeights: (0..<7).map { _ in pick(0...10) } .enumerated().map { $0.offset == 0 ? $0.element + 3 : $0.element },
+            usesLMDB: pick(0...999) < lmdbPerMille)
+    }
+
+    /// One line per parameter.
+    public var description: String {
+        """
+        seed=\(seed) replicas=\(replicaCount) faultPhaseMillis=\(faultPhaseMillis) opIntervalMillis=\(operationIntervalMillis) \
+        gossipIntervalMillis=\(gossipIntervalMillis) delayMillisMax=\(delayMillisMax) loss=\(lossPerMille)‰ \
+        duplication=\(duplicationPerMille)‰ reorder=\(reorderPerMille)‰ partition=\(partitionPerMille)‰ \
+        crash=\(crashPerMille)‰ staleRestore=\(staleRestorePerMille)‰ skewMillisMax=\(skewMillisMax) \
+        line=\(lineTopology) weights=\(operationWeights.map(String.init).joined(separator: ",")) store=\(usesLMDB ? "lmdb" : "memory")
+        """
+    }
+}

@@ -1,0 +1,138 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+
+/// One simulated connection between two replicas, each end running a real ``SyncSession``.
+final class SimConnection {
+    let id: Int
+    let ends: [Int]
+    var sessions: [SyncSession?]
+    var lastDelivery: [Int64] = [0, 0]
+    var finished: [Bool] = [false, false]
+
+    init(id: Int, ends: [Int], sessions: [SyncSession?]) {
+        self.id = id
+        self.ends = ends
+        self.sessions = sessions
+    }
+
+    func side(of node: Int) -> Int { ends[0] == node ? 0 : 1 }
+}
+
+extension Simulator {
+    func canTalk(_ a: Int, _ b: Int) -> Bool {
+        if parameters.lineTopology && abs(a - b) != 1 { return false }
+        return partitioned.contains(a) == partitioned.contains(b)
+    }
+
+    func changePartition() {
+        if partitioned.isEmpty {
+            let size = Int.random(in: 1...max(1, nodes.count - 1), using: &g)
+            var members = Array(0..<nodes.count)
+            members.shuffle(using: &g)
+            partitioned = Set(members.prefix(size))
+            count("partition")
+            log("partition \(partitioned.sorted().map { "r\($0)" }.joined(separator: ",")) | rest")
+            for id in connections.keys.sorted() {
+                let c = connections[id]!
+                if !canTalk(c.ends[0], c.ends[1]) { drop(connection: id, reason: "partition") }
+            }
+        } else {
+            partitioned.removeAll()
+            count("heal")
+            log("partition healed")
+        }
+    }
+
+    func gossip(from node: SimNode) throws {
+        guard node.isUp else { return }
+        let candidates = nodes.indices.filter { $0 != node.index && (!parameters.lineTopology || abs($0 - node.index) == 1) }
+        guard let peer = candidates.randomElement(using: &g) else { return }
+        if connections.values.contains(where: { Set($0.ends) == Set([node.index, peer]) }) { return }
+        guard canTalk(node.index, peer), nodes[peer].isUp else {
+            log("\(node.name) → r\(peer) unreachable")
+            return
+        }
+        let id = nextConnection
+        nextConnection += 1
+        let initiator = SyncSession(role: .initiator, replica: node.replica!, household: household)
+        let responder = SyncSession(role: .responder, replica: nodes[peer].replica!, household: household)
+        let connection = SimConnection(id: id, ends: [node.index, peer], sessions: [initiator, responder])
+        connections[id] = connection
+        log("c\(id) \(node.name) → r\(peer) open")
+        try perform(initiator.start(), connection: connection, side: 0)
+    }
+
+    func deliver(_ bytes: [UInt8], connection id: Int, to side: Int) throws {
+        guard let c = connections[id], let session = c.sessions[side] else { return }
+        try perform(session.receive(bytes), connection: c, side: side)
+    }
+
+    func closed(connection id: Int, to side: Int) throws {
+        guard let c = connections[id], let session = c.sessions[side] else { return }
+        c.sessions[side] = nil
+        _ = session.connectionClosed()
+        log("c\(id) r\(c.ends[side]) sees the connection close")
+        if c.sessions.allSatisfy({ $0 == nil }) { connections[id] = nil }
+    }
+
+    /// Ends a connection abruptly: both ends see it close (a crashed end just vanishes).
+    func drop(connection id: Int, reason: String) {
+        guard let c = connections[id] else { return }
+        log("c\(id) dropped: \(reason)")
+        for side in 0..<2 where c.sessions[side] != nil {
+            if nodes[c.ends[side]].isUp {
+                queue.schedule(at: time.millis + 1, .closed(connection: id, to: side))
+            } else {
+                c.sessions[side] = nil
+            }
+        }
+        if c.sessions.allSatisfy({ $0 == nil }) { connections[id] = nil }
+    }
+
+    func perform(_ actions: [SessionAction], connection c: SimConnection, side: Int) throws {
+        let from = nodes[c.ends[side]]
+        let other = 1 - side
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                send(bytes, connection: c, to: other)
+            case .finished(let summary):
+                log("c\(c.id) \(from.name) finished: sent \(summary.changesSent) applied \(summary.changesApplied) upToDate=\(summary.bothUpToDate)")
+                c.finished[side] = true
+                c.sessions[side] = nil
+                if c.sessions.allSatisfy({ $0 == nil }) { connections[c.id] = nil }
+            case .failed(let error):
+                log("c\(c.id) \(from.name) failed: \(error)")
+                c.sessions[side] = nil
+                if c.sessions[other] != nil { queue.schedule(at: time.millis + jitter(parameters.delayMillisMax), .closed(connection: c.id, to: other)) }
+                if c.sessions.allSatisfy({ $0 == nil }) { connections[c.id] = nil }
+            }
+        }
+    }
+
+    /// Hands bytes to the network: delay, and during the fault phase loss, duplication and reordering.
+    func send(_ bytes: [UInt8], connection c: SimConnection, to side: Int) {
+        guard canTalk(c.ends[0], c.ends[1]) else { drop(connection: c.id, reason: "partition"); return }
+        if faultsOn && chance(parameters.lossPerMille) {
+            count("loss")
+            log("c\(c.id) lost \(bytes.count) bytes to r\(c.ends[side])")
+            return
+        }
+        var at = time.millis + Int64.random(in: 1...parameters.delayMillisMax, using: &g)
+        if faultsOn && chance(parameters.reorderPerMille) {
+            count("reorder")
+            log("c\(c.id) \(bytes.count) bytes to r\(c.ends[side]) may overtake")
+        } else {
+            at = max(at, c.lastDelivery[side])
+            c.lastDelivery[side] = at
+        }
+        queue.schedule(at: at, .deliver(connection: c.id, to: side, bytes: bytes))
+        if faultsOn && chance(parameters.duplicationPerMille) {
+            count("duplication")
+            log("c\(c.id) \(bytes.count) bytes to r\(c.ends[side]) duplicated")
+            queue.schedule(at: at + Int64.random(in: 0...parameters.delayMillisMax, using: &g),
+                           .deliver(connection: c.id, to: side, bytes: bytes))
+        }
+    }
+}

@@ -1,0 +1,241 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+import KidLedgerLMDB
+
+/// The outcome of one simulation run.
+public struct SimulationResult: Sendable {
+    /// What the seed drew.
+    public var parameters: SimulationParameters
+    /// Failed checks; empty when the run passed.
+    public var failures: [String]
+    /// SHA-256 of the whole trace: equal for two runs of one seed.
+    public var traceHash: String
+    /// The trace lines, when kept.
+    public var trace: [String]
+    /// Events processed.
+    public var events: Int
+    /// Virtual milliseconds simulated.
+    public var virtualMillis: Int64
+    /// How many faults of each kind were injected.
+    public var faults: [String: Int]
+    /// The final digest shared by all replicas (when they converged).
+    public var digest: String
+
+    /// Whether every check held.
+    public var passed: Bool { failures.isEmpty }
+}
+
+/// A deterministic simulation of N replicas running the real replica and protocol code under a
+/// virtual clock, a seeded generator and a faulty network. No wall clock, no system randomness,
+/// no threads: the same seed gives a byte-identical trace.
+public final class Simulator {
+    enum Event {
+        case operation(Int)
+        case gossip(Int)
+        case deliver(connection: Int, to: Int, bytes: [UInt8])
+        case closed(connection: Int, to: Int)
+        case restart(Int)
+        case heal
+        case check
+    }
+
+    /// The drawn parameters.
+    public let parameters: SimulationParameters
+    let time = SimTime()
+    var g: SplitMix64
+    var queue = EventQueue<Event>()
+    var nodes: [SimNode] = []
+    var connections: [Int: SimConnection] = [:]
+    var nextConnection = 0
+    var partitioned = Set<Int>()  // node indexes cut off from the rest
+    var faultsOn = true
+    let startMillis: Int64
+    var household = RecordID.zero
+    var events = 0
+    var keepTrace: Bool
+    var trace: [String] = []
+    var traceHasher = SHA256Hasher()
+    var faults: [String: Int] = [:]
+    var failures: [String] = []
+    // Oracle state.
+    var acknowledged: [RecordID: Int] = [:]
+    var acknowledgedOrder: [RecordID] = []
+    var mayBeLost = Set<RecordID>()
+    var batches: [[RecordID]] = []
+    let lmdbBase: String?
+
+    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`.
+    public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil) {
+        self.parameters = parameters
+        self.keepTrace = keepTrace
+        self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil
+        g = SplitMix64(seed: parameters.seed)
+        startMillis = time.millis
+    }
+
+    /// Runs the whole simulation and its checks.
+    public func run() -> SimulationResult {
+        log("params \(parameters)")
+        do {
+            try setUp()
+            try loop()
+            if failures.isEmpty { try finalChecks() }
+        } catch {
+            failures.append("unexpected error: \(error)")
+        }
+        let digest = (try? nodes.first?.replica?.digest().description) ?? nil
+        for node in nodes { (node.store as? LMDBEnvironment)?.close() }
+        let hash = Digest256Hex.hex(traceHasher.finalize())
+        return SimulationResult(parameters: parameters, failures: failures, traceHash: hash, trace: trace,
+                                events: events, virtualMillis: time.millis - startMillis, faults: faults,
+                                digest: digest ?? "")
+    }
+
+    func setUp() throws {
+        for i in 0..<parameters.replicaCount {
+            let skew = parameters.skewMillisMax == 0 ? 0 : Int64.random(in: -parameters.skewMillisMax...parameters.skewMillisMax, using: &g)
+            let store: any KeyValueStore
+            var directory: String?
+            if let base = lmdbBase {
+                directory = "\(base)/seed-\(parameters.seed)-r\(i)"
+                store = try LMDBEnvironment(directory: directory!, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
+            } else {
+                store = MemoryStore()
+            }
+            let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory)
+            try node.boot(time: time, seed: parameters.seed)
+            nodes.append(node)
+            if skew != 0 { count("skew") }
+        }
+        // Replica 0 founds the household; the others start as joined members holding its creation.
+        let founder = nodes[0].replica!
+        household = try founder.createHousehold(name: "Household \(parameters.seed)").id
+        let genesis = try founder.changes(notCoveredBy: [:])
+        for node in nodes.dropFirst() { try node.replica!.applyRemote(genesis) }
+        for node in nodes {
+            queue.schedule(at: time.millis + jitter(parameters.operationIntervalMillis), .operation(node.index))
+            queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(node.index))
+        }
+        queue.schedule(at: startMillis + parameters.faultPhaseMillis, .heal)
+        queue.schedule(at: time.millis + 500, .check)
+    }
+
+    /// Virtual time after the fault phase within which everything must have converged.
+    static let quietMillisMax: Int64 = 600_000
+
+    func loop() throws {
+        let deadline = startMillis + parameters.faultPhaseMillis + Self.quietMillisMax
+        while let (at, event) = queue.pop() {
+            precondition(at >= time.millis, "time never goes backwards")
+            time.millis = at
+            events += 1
+            if at > deadline {
+                failures.append("did not converge within \(Self.quietMillisMax) ms after the faults healed")
+                return
+            }
+            try handle(event)
+            if !failures.isEmpty { return }
+            if !faultsOn && isQuiet() { log("quiet"); return }
+        }
+    }
+
+    func handle(_ event: Event) throws {
+        switch event {
+        case .operation(let i):
+            try userOperation(nodes[i])
+            if faultsOn {
+                queue.schedule(at: time.millis + jitter(parameters.operationIntervalMillis), .operation(i))
+                if chance(parameters.crashPerMille), nodes[i].isUp { crash(nodes[i]) }
+            }
+        case .gossip(let i):
+            if faultsOn && chance(parameters.partitionPerMille) { changePartition() }
+            try gossip(from: nodes[i])
+            queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(i))
+        case .deliver(let id, let to, let bytes):
+            try deliver(bytes, connection: id, to: to)
+        case .closed(let id, let to):
+            try closed(connection: id, to: to)
+        case .restart(let i):
+            try restart(nodes[i])
+        case .heal:
+            faultsOn = false
+            partitioned.removeAll()
+            log("heal: faults off, partitions healed, crashed replicas restart")
+            for node in nodes where !node.isUp { queue.schedule(at: time.millis + 1, .restart(node.index)) }
+        case .check:
+            try checkBatchesAtomic()
+            queue.schedule(at: time.millis + 500, .check)
+        }
+    }
+
+    // MARK: Helpers
+
+    func chance(_ perMille: Int) -> Bool { perMille > 0 && Int.random(in: 0..<1000, using: &g) < perMille }
+
+    func jitter(_ mean: Int64) -> Int64 { Int64.random(in: max(1, mean / 2)...max(1, mean * 3 / 2), using: &g) }
+
+    func count(_ fault: String) { faults[fault, default: 0] += 1 }
+
+    func log(_ line: String) {
+        let text = "t=\(time.millis - startMillis) \(line)\n"
+        traceHasher.update(Array(text.utf8))
+        if keepTrace { trace.append(String(text.dropLast())) }
+    }
+
+    func crash(_ node: SimNode) {
+        node.crash()
+        count("crash")
+        log("\(node.name) crash")
+        for id in connections.keys.sorted() where connections[id]!.ends.contains(node.index) {
+            drop(connection: id, reason: "\(node.name) crashed")
+        }
+        queue.schedule(at: time.millis + jitter(1_000), .restart(node.index))
+    }
+
+    func restart(_ node: SimNode) throws {
+        guard !node.isUp else { return }
+        if let stale = node.staleCopy, chance(parameters.staleRestorePerMille) {
+            try noteLossesFromRestore(node, stale)
+            node.store = stale.clone()
+            count("staleRestore")
+            log("\(node.name) restored from a stale copy of its files")
+        } else if let directory = node.lmdbDirectory {
+            (node.store as? LMDBEnvironment)?.close()
+            node.store = try LMDBEnvironment(directory: directory, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
+        }
+        try node.boot(time: time, seed: parameters.seed)
+        log("\(node.name) restart")
+    }
+
+    /// Acknowledged transactions of `node` that only its lost files held may vanish with the
+    /// restore; every other acknowledged transaction must survive.
+    func noteLossesFromRestore(_ node: SimNode, _ stale: MemoryStore) throws {
+        let staleReplica = try Replica(store: stale.clone(), clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
+        for id in acknowledgedOrder where acknowledged[id] == node.index && !mayBeLost.contains(id) {
+            if try staleReplica.containsTransaction(id) { continue }
+            var elsewhere = false
+            for other in nodes where other.index != node.index {
+                let r = try Replica(store: other.store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
+                if try r.containsTransaction(id) { elsewhere = true; break }
+            }
+            if !elsewhere { mayBeLost.insert(id) }
+        }
+    }
+
+    func isQuiet() -> Bool {
+        guard connections.isEmpty, nodes.allSatisfy(\.isUp) else { return false }
+        let vectors = nodes.map { try? $0.replica!.versionVector() }
+        guard let first = vectors[0] else { return false }
+        return vectors.allSatisfy { $0 == first }
+    }
+}
+
+enum Digest256Hex {
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
