@@ -12,7 +12,7 @@ public final class Replica {
     /// The underlying store.
     public let store: any KeyValueStore
     /// This replica's id (stable across restarts, new after a restore from stale files).
-    public private(set) var replicaID: ReplicaID
+    public internal(set) var replicaID: ReplicaID
     let clock: any WallClock
     var random: any RandomNumberGenerator
 

@@ -1,0 +1,75 @@
+import KidLedgerDomain
+
+/// The largest frame, counting its type byte and payload (not the 4-byte length prefix).
+public let frameBytesMax = 4 << 20
+
+/// The 4-byte length prefix plus the 1-byte message type.
+public let frameHeaderBytes = 5
+
+/// Frame layout: `[u32 big-endian length][u8 message type][payload]`, where length counts the
+/// type byte and the payload.
+public enum Frame {
+    /// The bytes of one frame carrying `payload` as message `type`.
+    public static func encode(type: UInt8, payload: [UInt8]) -> [UInt8] {
+        precondition(payload.count + 1 <= frameBytesMax, "frame too large")
+        var w = ByteWriter(capacity: frameHeaderBytes + payload.count)
+        w.write(bigEndian: UInt32(payload.count + 1))
+        w.write(type)
+        w.write(raw: payload)
+        return w.bytes
+    }
+}
+
+/// Splits a byte stream, delivered in arbitrary chunks, into frames.
+///
+/// A length of zero or above ``frameBytesMax`` is rejected as soon as the 4 length bytes are in,
+/// before any of the body is buffered. After an error the decoder stays failed: every later
+/// ``next()`` throws the same error. No input makes it trap.
+public struct FrameDecoder: Sendable {
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var failure: ProtocolError?
+
+    /// Creates an empty decoder.
+    public init() {}
+
+    /// Bytes received but not yet returned as frames.
+    public var bufferedBytes: Int { buffer.count - start }
+
+    /// Appends received bytes.
+    public mutating func push(_ bytes: [UInt8]) {
+        guard failure == nil else { return }
+        if start > 0 && start >= buffer.count / 2 {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next complete frame, or nil when more bytes are needed.
+    public mutating func next() throws(ProtocolError) -> (type: UInt8, payload: [UInt8])? {
+        if let failure { throw failure }
+        guard bufferedBytes >= 4 else { return nil }
+        var length: UInt32 = 0
+        for i in 0..<4 { length = (length << 8) | UInt32(buffer[start + i]) }
+        if length == 0 { return try fail(.emptyFrame) }
+        if length > UInt32(frameBytesMax) { return try fail(.frameTooLarge(length)) }
+        let total = 4 + Int(length)
+        guard bufferedBytes >= total else { return nil }
+        let type = buffer[start + 4]
+        let payload = Array(buffer[(start + 5)..<(start + total)])
+        start += total
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        return (type, payload)
+    }
+
+    private mutating func fail(_ error: ProtocolError) throws(ProtocolError) -> (type: UInt8, payload: [UInt8])? {
+        failure = error
+        buffer = []
+        start = 0
+        throw error
+    }
+}

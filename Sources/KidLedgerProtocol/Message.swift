@@ -1,0 +1,181 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// The lowest protocol version this build speaks.
+public let protocolVersionMin: UInt16 = 1
+/// The highest protocol version this build speaks.
+public let protocolVersionMax: UInt16 = 1
+
+/// Most changes in one `changes` message.
+public let changesPerBatchMax = 512
+/// Most entries in one version vector on the wire.
+public let vectorEntriesMax = 10_000
+/// Longest `error` message text, in UTF-8 bytes.
+public let errorMessageBytesMax = 1_000
+
+/// One protocol message. See docs/PROTOCOL.md for the byte layout of each.
+public enum Message: Equatable, Sendable {
+    /// Initiator → responder: the versions it speaks, who it is and which household it syncs.
+    case hello(protocolVersionMin: UInt16, protocolVersionMax: UInt16, replica: ReplicaID, household: RecordID)
+    /// Responder → initiator: the chosen version and who it is.
+    case welcome(protocolVersion: UInt16, replica: ReplicaID)
+    /// What the sender holds: highest contiguous sequence per origin.
+    case vector(VersionVector)
+    /// A batch of changes in origin/sequence order; `isLast` when the sender has nothing more.
+    case changes([Change], isLast: Bool)
+    /// The receiver's version vector after durably applying a batch.
+    case ack(VersionVector)
+    /// The sender has sent everything and everything it sent is acknowledged.
+    case done
+    /// The sender gives up; the session fails on both sides.
+    case error(code: UInt16, message: String)
+
+    /// The message type byte.
+    public var type: UInt8 {
+        switch self {
+        case .hello: 1
+        case .welcome: 2
+        case .vector: 3
+        case .changes: 4
+        case .ack: 5
+        case .done: 6
+        case .error: 7
+        }
+    }
+
+    /// A short name for logs and errors.
+    public var name: String {
+        switch self {
+        case .hello: "hello"
+        case .welcome: "welcome"
+        case .vector: "vector"
+        case .changes: "changes"
+        case .ack: "ack"
+        case .done: "done"
+        case .error: "error"
+        }
+    }
+
+    /// The payload bytes (without the frame header).
+    public func encodePayload() -> [UInt8] {
+        var w = ByteWriter(capacity: 32)
+        switch self {
+        case .hello(let lo, let hi, let replica, let household):
+            Self.write(u16: lo, &w)
+            Self.write(u16: hi, &w)
+            w.write(bigEndian: replica.rawValue)
+            w.write(id: household)
+        case .welcome(let version, let replica):
+            Self.write(u16: version, &w)
+            w.write(bigEndian: replica.rawValue)
+        case .vector(let v), .ack(let v):
+            Self.write(vector: v, &w)
+        case .changes(let changes, let isLast):
+            w.write(bool: isLast)
+            w.write(varint: UInt64(changes.count))
+            for c in changes { RecordCodec.encode(c, into: &w) }
+        case .done:
+            break
+        case .error(let code, let message):
+            Self.write(u16: code, &w)
+            var text = message
+            while text.utf8.count > errorMessageBytesMax { text.removeLast() }
+            w.write(string: text)
+        }
+        return w.bytes
+    }
+
+    /// The complete frame for this message.
+    public func frame() -> [UInt8] {
+        Frame.encode(type: type, payload: encodePayload())
+    }
+
+    /// Decodes and validates a message; trailing bytes and out-of-limit counts are errors.
+    public static func decode(type: UInt8, payload: [UInt8]) throws(ProtocolError) -> Message {
+        var r = ByteReader(payload)
+        do {
+            let message: Message
+            switch type {
+            case 1:
+                let lo = try readU16(&r, "hello version min")
+                let hi = try readU16(&r, "hello version max")
+                let replica = ReplicaID(try r.readBigEndianUInt64("hello replica"))
+                let household = try r.readID("hello household")
+                guard lo <= hi else { throw DecodeError.invalid("hello version range \(lo)...\(hi)") }
+                message = .hello(protocolVersionMin: lo, protocolVersionMax: hi, replica: replica, household: household)
+            case 2:
+                let version = try readU16(&r, "welcome version")
+                message = .welcome(protocolVersion: version, replica: ReplicaID(try r.readBigEndianUInt64("welcome replica")))
+            case 3:
+                message = .vector(try readVector(&r))
+            case 4:
+                let isLast = try r.readBool("isLast")
+                let count = try r.readVarint("change count")
+                guard count <= UInt64(changesPerBatchMax) else { throw DecodeError.invalid("change count \(count)") }
+                var changes: [Change] = []
+                changes.reserveCapacity(Int(count))
+                for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
+                message = .changes(changes, isLast: isLast)
+            case 5:
+                message = .ack(try readVector(&r))
+            case 6:
+                message = .done
+            case 7:
+                let code = try readU16(&r, "error code")
+                message = .error(code: code, message: try r.readString(maxBytes: errorMessageBytesMax, "error message"))
+            default:
+                throw ProtocolError.unknownMessageType(type)
+            }
+            try r.expectEnd()
+            return message
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw .malformed("\(error)")
+        }
+    }
+
+    static func write(u16: UInt16, _ w: inout ByteWriter) {
+        w.write(UInt8(u16 >> 8))
+        w.write(UInt8(u16 & 0xff))
+    }
+
+    static func readU16(_ r: inout ByteReader, _ what: String) throws(DecodeError) -> UInt16 {
+        let hi = try r.readByte(what)
+        let lo = try r.readByte(what)
+        return UInt16(hi) << 8 | UInt16(lo)
+    }
+
+    /// Canonical vector: entry count, then (origin u64 BE, sequence varint) in ascending origin
+    /// order, zero sequences omitted.
+    static func write(vector: VersionVector, _ w: inout ByteWriter) {
+        let entries = vector.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        precondition(entries.count <= vectorEntriesMax, "version vector too large")
+        w.write(varint: UInt64(entries.count))
+        for (origin, sequence) in entries {
+            w.write(bigEndian: origin.rawValue)
+            w.write(varint: sequence)
+        }
+    }
+
+    static func readVector(_ r: inout ByteReader) throws(DecodeError) -> VersionVector {
+        let count = try r.readVarint("vector count")
+        guard count <= UInt64(vectorEntriesMax) else { throw .invalid("vector count \(count)") }
+        var vector: VersionVector = [:]
+        var previous: UInt64?
+        for _ in 0..<count {
+            let origin = try r.readBigEndianUInt64("vector origin")
+            if let previous, origin <= previous { throw .invalid("vector origins not strictly ascending") }
+            previous = origin
+            let sequence = try r.readVarint("vector sequence")
+            guard sequence > 0 else { throw .invalid("vector sequence 0") }
+            vector[ReplicaID(origin)] = sequence
+        }
+        return vector
+    }
+
+    /// Encoded size of `change` inside a `changes` payload.
+    static func encodedSize(_ change: Change) -> Int {
+        RecordCodec.encode(change).count
+    }
+}

@@ -1,1 +1,0 @@
-// The protocol core lands here.

@@ -1,0 +1,58 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// Tunable bounds of one session. Values are clamped to the protocol's hard limits.
+public struct SessionLimits: Equatable, Sendable {
+    /// Most changes per `changes` message (1...``changesPerBatchMax``).
+    public var changesPerBatch: Int
+    /// Most sent `changes` messages not yet acknowledged (flow control), at least 1.
+    public var batchesInFlightMax: Int
+    /// Largest frame this side sends (at most ``frameBytesMax``).
+    public var frameBytes: Int
+
+    /// Creates limits, clamping each value into its allowed range.
+    public init(changesPerBatch: Int = changesPerBatchMax, batchesInFlightMax: Int = 4, frameBytes: Int = frameBytesMax) {
+        self.changesPerBatch = min(max(changesPerBatch, 1), changesPerBatchMax)
+        self.batchesInFlightMax = max(batchesInFlightMax, 1)
+        self.frameBytes = min(max(frameBytes, 64), frameBytesMax)
+    }
+}
+
+/// What a finished session did.
+public struct SessionSummary: Equatable, Sendable {
+    /// The peer's replica id (from hello or welcome).
+    public var peer: ReplicaID?
+    /// Changes sent in `changes` messages.
+    public var changesSent = 0
+    /// Received changes that were new and applied.
+    public var changesApplied = 0
+    /// Received changes already held (idempotent duplicates).
+    public var duplicatesReceived = 0
+    /// Received changes refused for a missing predecessor (resent by a later session).
+    public var gapsReceived = 0
+    /// `changes` messages sent.
+    public var batchesSent = 0
+    /// `changes` messages received.
+    public var batchesReceived = 0
+    /// Bytes handed to the transport.
+    public var bytesSent = 0
+    /// Bytes received from the transport.
+    public var bytesReceived = 0
+    /// Whether, at the end, this replica's vector equals the peer's last acknowledged vector.
+    public var bothUpToDate = false
+    /// Whether this replica recovered from a stale copy (and now has a fresh replica id).
+    public var recoveredFromStaleCopy = false
+
+    /// An empty summary.
+    public init() {}
+}
+
+/// What the driver of a session must do next.
+public enum SessionAction: Equatable, Sendable {
+    /// Write these bytes (one or more whole frames) to the peer.
+    case send([UInt8])
+    /// The session completed; close the connection.
+    case finished(SessionSummary)
+    /// The session failed; close the connection. Every batch applied before stays applied.
+    case failed(ProtocolError)
+}

@@ -1,0 +1,289 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// One sync session with one peer: a pure state machine. Bytes and events go in; bytes to send
+/// and outcomes come out as ``SessionAction``s. No sockets, clocks, randomness or threads: TCP and
+/// the simulator drive the same code. See docs/PROTOCOL.md for the flow and the state diagram.
+public final class SyncSession {
+    /// Which side of the connection this is.
+    public enum Role: Equatable, Sendable {
+        /// Opened the connection; sends hello.
+        case initiator
+        /// Accepted the connection; answers hello.
+        case responder
+    }
+
+    /// Where the session is.
+    public enum State: Equatable, Sendable {
+        /// Before ``SyncSession/start()``.
+        case created
+        /// Responder: waiting for hello.
+        case awaitingHello
+        /// Initiator: waiting for welcome.
+        case awaitingWelcome
+        /// Waiting for the peer's version vector.
+        case awaitingVector
+        /// Initiator: sent its vector; waiting for the responder's first batch or its re-sent vector.
+        case awaitingPeerStart
+        /// Exchanging batches, acks and done.
+        case transferring
+        /// Completed.
+        case finished
+        /// Failed; nothing more happens.
+        case failed
+    }
+
+    /// This side's role.
+    public let role: Role
+    /// The local replica.
+    public let replica: Replica
+    /// The household this session syncs; a peer of another household is refused.
+    public let household: RecordID
+    /// Batch and flow-control bounds.
+    public let limits: SessionLimits
+    /// The current state.
+    public private(set) var state: State = .created
+    /// Counters so far (final in ``SessionAction/finished(_:)``).
+    public private(set) var summary = SessionSummary()
+
+    private var decoder = FrameDecoder()
+    private var peerHas: VersionVector = [:]
+    private var peerKnown: VersionVector = [:]
+    private var queued: ArraySlice<Change> = []
+    private var inFlight = 0
+    private var sentLast = false
+    private var receivedLast = false
+    private var doneSent = false
+    private var doneReceived = false
+    private var actions: [SessionAction] = []
+
+    /// Creates a session; nothing happens until ``start()``.
+    public init(role: Role, replica: Replica, household: RecordID, limits: SessionLimits = SessionLimits()) {
+        self.role = role
+        self.replica = replica
+        self.household = household
+        self.limits = limits
+    }
+
+    /// Starts the session: the initiator sends hello; the responder waits for it.
+    public func start() -> [SessionAction] {
+        guard state == .created else { return [] }
+        switch role {
+        case .initiator:
+            send(.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
+                        replica: replica.replicaID, household: household))
+            state = .awaitingWelcome
+        case .responder:
+            state = .awaitingHello
+        }
+        return takeActions()
+    }
+
+    /// Feeds bytes received from the peer (any chunking) and returns what to do.
+    public func receive(_ bytes: [UInt8]) -> [SessionAction] {
+        guard state != .finished && state != .failed else { return [] }
+        summary.bytesReceived += bytes.count
+        decoder.push(bytes)
+        while state != .finished && state != .failed {
+            do throws(ProtocolError) {
+                guard let frame = try decoder.next() else { break }
+                let message = try Message.decode(type: frame.type, payload: frame.payload)
+                try handle(message)
+            } catch {
+                fail(error)
+            }
+        }
+        return takeActions()
+    }
+
+    /// Tells the session the connection is gone. Batches applied so far stay applied.
+    public func connectionClosed() -> [SessionAction] {
+        guard state != .finished && state != .failed else { return [] }
+        state = .failed
+        return [.failed(.connectionClosed)]
+    }
+
+    // MARK: Message handling
+
+    private func handle(_ message: Message) throws(ProtocolError) {
+        switch (state, message) {
+        case (_, .error(let code, let text)):
+            throw .peer(code: code, message: text)
+        case (.awaitingHello, .hello(let lo, let hi, let peer, let peerHousehold)):
+            guard lo <= protocolVersionMax && hi >= protocolVersionMin else { throw .versionMismatch(peerMin: lo, peerMax: hi) }
+            guard peerHousehold == household else { throw .otherHousehold }
+            guard peer != replica.replicaID else { throw .sameReplica }
+            summary.peer = peer
+            send(.welcome(protocolVersion: min(hi, protocolVersionMax), replica: replica.replicaID))
+            send(.vector(try localVector()))
+            state = .awaitingVector
+        case (.awaitingWelcome, .welcome(let version, let peer)):
+            guard (protocolVersionMin...protocolVersionMax).contains(version) else {
+                throw .versionMismatch(peerMin: version, peerMax: version)
+            }
+            guard peer != replica.replicaID else { throw .sameReplica }
+            summary.peer = peer
+            state = .awaitingVector
+        case (.awaitingVector, .vector(let peerVector)):
+            let recovered = try recoverIfStale(peerVector)
+            setPeerVector(peerVector)
+            if role == .initiator {
+                send(.vector(try localVector()))
+                state = .awaitingPeerStart
+            } else {
+                // The initiator waits for this side's first batch or re-sent vector before it
+                // sends, so a recovery here is announced before any batch is computed from it.
+                if recovered { send(.vector(try localVector())) }
+                state = .transferring
+                try pump()
+            }
+        case (.awaitingPeerStart, .vector(let peerVector)):
+            setPeerVector(peerVector)
+            state = .transferring
+            try pump()
+        case (.awaitingPeerStart, .changes(let changes, let isLast)):
+            state = .transferring
+            try pump()
+            try receiveBatch(changes, isLast: isLast)
+        case (.transferring, .changes(let changes, let isLast)):
+            guard !receivedLast else { throw .unexpectedMessage("changes after the last batch") }
+            try receiveBatch(changes, isLast: isLast)
+        case (.transferring, .ack(let peerVector)):
+            guard inFlight > 0 else { throw .unexpectedMessage("ack with no batch in flight") }
+            inFlight -= 1
+            peerKnown = peerVector
+            try confirmOwn(peerVector)
+            try pump()
+            try finishIfDone()
+        case (.transferring, .done):
+            guard sentLast && receivedLast && inFlight == 0 && !doneReceived else {
+                throw .unexpectedMessage("done before the exchange completed")
+            }
+            doneReceived = true
+            try finishIfDone()
+        default:
+            throw .unexpectedMessage("\(message.name) message in state \(state)")
+        }
+    }
+
+    private func setPeerVector(_ vector: VersionVector) {
+        peerHas = vector
+        peerKnown = vector
+        queued = []
+    }
+
+    private func receiveBatch(_ changes: [Change], isLast: Bool) throws(ProtocolError) {
+        summary.batchesReceived += 1
+        let report = try storage { try replica.applyRemote(changes) }
+        summary.changesApplied += report.applied
+        summary.duplicatesReceived += report.duplicates
+        summary.gapsReceived += report.gaps
+        send(.ack(try localVector()))
+        receivedLast = isLast
+        try finishIfDone()
+    }
+
+    /// Sends batches while the flow-control window allows and something is left.
+    private func pump() throws(ProtocolError) {
+        let overhead = 1 + 1 + 3  // type, isLast, count varint (≤ 512 fits in 2; 3 to be safe)
+        while inFlight < limits.batchesInFlightMax && !sentLast {
+            if queued.isEmpty { try refill() }
+            var batch: [Change] = []
+            var bytes = overhead
+            while let next = queued.first, batch.count < limits.changesPerBatch {
+                let size = Message.encodedSize(next)
+                if bytes + size > limits.frameBytes {
+                    if batch.isEmpty { throw .changeTooLarge(bytes: size) }
+                    break
+                }
+                bytes += size
+                batch.append(next)
+                queued.removeFirst()
+            }
+            for change in batch { peerHas[change.origin] = change.sequence }
+            if queued.isEmpty { try refill() }
+            let isLast = queued.isEmpty
+            send(.changes(batch, isLast: isLast))
+            inFlight += 1
+            summary.batchesSent += 1
+            summary.changesSent += batch.count
+            sentLast = isLast
+        }
+    }
+
+    private func refill() throws(ProtocolError) {
+        let limit = limits.changesPerBatch
+        let peer = peerHas
+        queued = ArraySlice(try storage { try replica.changes(notCoveredBy: peer, limit: limit) })
+    }
+
+    private func finishIfDone() throws(ProtocolError) {
+        guard state == .transferring else { return }
+        if !doneSent && sentLast && inFlight == 0 && receivedLast {
+            send(.done)
+            doneSent = true
+        }
+        if doneSent && doneReceived {
+            let mine = try storage { try replica.versionVector() }
+            summary.bothUpToDate = Self.normalized(mine) == Self.normalized(peerKnown)
+            state = .finished
+            actions.append(.finished(summary))
+        }
+    }
+
+    // MARK: Stale-copy recovery
+
+    /// Recovers when the peer holds more of this replica's own origin than it does.
+    private func recoverIfStale(_ peerVector: VersionVector) throws(ProtocolError) -> Bool {
+        let me = replica.replicaID
+        let held = try storage { try replica.versionVector()[me] ?? 0 }
+        let peerHolds = peerVector[me] ?? 0
+        guard peerHolds > held else {
+            try confirmOwn(peerVector)
+            return false
+        }
+        let recovered = try storage { try replica.recoverFromStaleCopy(peerHolds: peerHolds) }
+        summary.recoveredFromStaleCopy = summary.recoveredFromStaleCopy || recovered
+        return recovered
+    }
+
+    private func confirmOwn(_ peerVector: VersionVector) throws(ProtocolError) {
+        let me = replica.replicaID
+        guard let held = peerVector[me], held > 0 else { return }
+        try storage { try replica.confirmOwnChanges(heldByPeerUpTo: held) }
+    }
+
+    // MARK: Helpers
+
+    private func localVector() throws(ProtocolError) -> VersionVector {
+        let vector = try storage { try replica.versionVector() }
+        guard vector.count <= vectorEntriesMax else { throw .storage("more than \(vectorEntriesMax) replicas in the vector") }
+        return vector
+    }
+
+    private func storage<T>(_ body: () throws -> T) throws(ProtocolError) -> T {
+        do { return try body() } catch { throw .storage("\(error)") }
+    }
+
+    private func send(_ message: Message) {
+        let frame = message.frame()
+        summary.bytesSent += frame.count
+        actions.append(.send(frame))
+    }
+
+    private func fail(_ error: ProtocolError) {
+        guard state != .failed && state != .finished else { return }
+        if case .peer = error {} else { send(.error(code: error.code, message: error.description)) }
+        state = .failed
+        actions.append(.failed(error))
+    }
+
+    private func takeActions() -> [SessionAction] {
+        defer { actions = [] }
+        return actions
+    }
+
+    static func normalized(_ vector: VersionVector) -> VersionVector {
+        vector.filter { $0.value > 0 }
+    }
+}
