@@ -9,6 +9,7 @@ final class SimConnection {
     var sessions: [SyncSession?]
     var lastDelivery: [Int64] = [0, 0]
     var finished: [Bool] = [false, false]
+    var deliveries = 0
 
     init(id: Int, ends: [Int], sessions: [SyncSession?]) {
         self.id = id
@@ -60,11 +61,27 @@ extension Simulator {
         let connection = SimConnection(id: id, ends: [node.index, peer], sessions: [initiator, responder])
         connections[id] = connection
         log("c\(id) \(node.name) → r\(peer) open")
+        try perform(responder.start(), connection: connection, side: 1)
         try perform(initiator.start(), connection: connection, side: 0)
+        queue.schedule(at: time.millis + Self.idleMillisMax, .idleCheck(connection: id, lastSeen: 0))
+    }
+
+    /// A connection that moves no bytes for this long is closed by both ends (a read timeout).
+    static let idleMillisMax: Int64 = 5_000
+
+    func idleCheck(connection id: Int, lastSeen: Int) {
+        guard let c = connections[id] else { return }
+        if c.deliveries == lastSeen {
+            count("timeout")
+            drop(connection: id, reason: "idle for \(Self.idleMillisMax) ms")
+        } else {
+            queue.schedule(at: time.millis + Self.idleMillisMax, .idleCheck(connection: id, lastSeen: c.deliveries))
+        }
     }
 
     func deliver(_ bytes: [UInt8], connection id: Int, to side: Int) throws {
         guard let c = connections[id], let session = c.sessions[side] else { return }
+        c.deliveries += 1
         try perform(session.receive(bytes), connection: c, side: side)
     }
 

@@ -36,6 +36,7 @@ public final class Simulator {
         case deliver(connection: Int, to: Int, bytes: [UInt8])
         case closed(connection: Int, to: Int)
         case restart(Int)
+        case idleCheck(connection: Int, lastSeen: Int)
         case heal
         case check
     }
@@ -158,6 +159,8 @@ public final class Simulator {
             try closed(connection: id, to: to)
         case .restart(let i):
             try restart(nodes[i])
+        case .idleCheck(let id, let lastSeen):
+            idleCheck(connection: id, lastSeen: lastSeen)
         case .heal:
             faultsOn = false
             partitioned.removeAll()

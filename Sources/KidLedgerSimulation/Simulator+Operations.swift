@@ -1,0 +1,62 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+extension Simulator {
+    static let names = ["Ava", "Ben", "Cleo", "Dan", "Eve", "Finn"]
+
+    /// One user operation on `node`, drawn from the seed's operation mix. Refusals (unknown child,
+    /// overflow, nothing to undo, …) are part of the story and are traced, not failures.
+    func userOperation(_ node: SimNode) throws {
+        guard faultsOn, let replica = node.replica else { return }
+        if let memory = node.store as? MemoryStore, chance(50) {
+            node.staleCopy = memory.clone()
+            log("\(node.name) copies its files")
+        }
+        let weights = parameters.operationWeights
+        var pick = Int.random(in: 0..<max(1, weights.reduce(0, +)), using: &g)
+        var kind = 0
+        while kind < weights.count - 1 && pick >= weights[kind] { pick -= weights[kind]; kind += 1 }
+        let children = try replica.children(includeArchived: true)
+        let child = children.randomElement(using: &g)
+        let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
+        let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
+        do {
+            switch kind {
+            case 0:
+                let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
+                log("\(node.name) add \(c.name) \(c.id.hex.prefix(8))")
+            case 1:
+                let name = Self.names.randomElement(using: &g)!
+                let c = try replica.renameChild(target, to: name)
+                log("\(node.name) rename \(c.id.hex.prefix(8)) to \(name)")
+            case 2:
+                let archive = !(child?.isArchived ?? false)
+                let c = try replica.setArchived(target, archive)
+                log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hex.prefix(8))")
+            case 3, 4:
+                let p = try replica.post(target, signedCents: kind == 3 ? cents : -cents, note: "n\(events)", source: kind == 3 ? "give" : "take")
+                acknowledge([p.transaction.id], node)
+                log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hex.prefix(8))")
+            case 5:
+                let give = chance(500)
+                let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
+                acknowledge(ps.map(\.transaction.id), node)
+                batches.append(ps.map(\.transaction.id))
+                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count)")
+            default:
+                let u = try replica.undo()
+                acknowledge([u.undo.id], node)
+                log("\(node.name) undo \(u.original.id.hex.prefix(8))")
+            }
+        } catch let error as LedgerError {
+            log("\(node.name) refused: \(error)")
+        }
+    }
+
+    func acknowledge(_ ids: [RecordID], _ node: SimNode) {
+        for id in ids where acknowledged[id] == nil {
+            acknowledged[id] = node.index
+            acknowledgedOrder.append(id)
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import KidLedgerDomain
+
+/// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
+public enum SimulatorCLI {
+    static let usage = """
+    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--trace]
+           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K]
+
+    seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
+           (--trace prints the whole timeline). Exit 0 when every check holds, 1 otherwise.
+    fuzz   runs seeds S, S+1, … S+N-1 (S defaults to 1), each twice to check determinism; every
+           K-th seed (default 10; 0 for none) keeps its replicas in LMDB. Prints a summary and, for
+           every failing seed, a one-line reproduction. Exit 0 when all pass, 1 otherwise.
+    """
+
+    /// Runs the command line; `elapsedSeconds` reads a wall clock (injected by the executable, so
+    /// nothing in the simulator itself reads one).
+    public static func run(arguments: [String], elapsedSeconds: () -> Double = { 0 },
+                           output: (String) -> Void = { print($0) }) -> Int32 {
+        var args = arguments
+        guard let command = args.first else { output(usage); return 64 }
+        args.removeFirst()
+        if args.contains("--help") || args.contains("-h") || command == "--help" || command == "help" { output(usage); return 0 }
+        var replicas = 2...5
+        if let r = value("--replicas", &args) {
+            let parts = r.split(separator: ".", omittingEmptySubsequences: true).compactMap { Int($0) }
+            guard parts.count == 2, parts[0] >= 2, parts[0] <= parts[1], parts[1] <= 16 else {
+                output("kidledger-sim: --replicas takes A..B with 2 <= A <= B <= 16"); return 64
+            }
+            replicas = parts[0]...parts[1]
+        }
+        switch command {
+        case "seed":
+            let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args)
+            guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }
+            let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace)
+            if trace { result.trace.forEach(output) } else { output("params \(result.parameters)") }
+            output("events=\(result.events) virtualMillis=\(result.virtualMillis) trace=\(result.traceHash.prefix(16)) digest=\(result.digest.prefix(16))")
+            for f in result.failures { output("FAILED: \(f)") }
+            if !result.passed { output("reproduce: " + reproduction(seed, replicas, lmdb)) }
+            return result.passed ? 0 : 1
+        case "fuzz":
+            guard let n = value("--seeds", &args).flatMap({ Int($0) }), n > 0 else { output("kidledger-sim: fuzz needs --seeds N"); return 64 }
+            let start = value("--start", &args).flatMap { UInt64($0) } ?? 1
+            let every = value("--lmdb-every", &args).flatMap { Int($0) } ?? 10
+            guard args.isEmpty else { output("kidledger-sim: unexpected \(args.joined(separator: " "))"); return 64 }
+            let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, output: output)
+            let seconds = max(elapsedSeconds(), 1e-9)
+            output("seeds=\(n) failures=\(summary.failed.count) events=\(summary.events) eventsPerSecond=\(Int(Double(summary.events) / seconds)) virtualToWall=\(Int(Double(summary.virtualMillis) / 1000 / seconds))x")
+            output("faults injected: " + summary.faults.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            return summary.failed.isEmpty ? 0 : 1
+        default:
+            output(usage)
+            return 64
+        }
+    }
+
+    /// Runs one seed.
+    public static func runSeed(_ seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdb: Bool = false,
+                               keepTrace: Bool = false) -> SimulationResult {
+        var parameters = SimulationParameters.draw(seed: seed, replicas: replicas)
+        parameters.usesLMDB = lmdb
+        var base: String?
+        if lmdb { base = TemporaryDirectory.make() }
+        defer { if let base { TemporaryDirectory.remove(base) } }
+        return Simulator(parameters: parameters, keepTrace: keepTrace, lmdbBase: base).run()
+    }
+
+    /// What a batch of seeds did.
+    public struct FuzzSummary: Sendable {
+        /// Failing seeds.
+        public var failed: [UInt64] = []
+        /// Events over all runs (first runs only).
+        public var events = 0
+        /// Virtual milliseconds over all runs.
+        public var virtualMillis: Int64 = 0
+        /// Faults injected, by kind.
+        public var faults: [String: Int] = [:]
+    }
+
+    /// Runs `seeds`, each twice (determinism self-check).
+    public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int,
+                            output: (String) -> Void) -> FuzzSummary {
+        var summary = FuzzSummary()
+        for seed in seeds {
+            let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
+            let first = runSeed(seed, replicas: replicas, lmdb: lmdb)
+            let second = runSeed(seed, replicas: replicas, lmdb: lmdb)
+            summary.events += first.events
+            summary.virtualMillis += first.virtualMillis
+            for (k, v) in first.faults { summary.faults[k, default: 0] += v }
+            var failures = first.failures
+            if first.traceHash != second.traceHash { failures.append("not deterministic: two runs gave different traces") }
+            if !failures.isEmpty {
+                summary.failed.append(seed)
+                output("seed \(seed) FAILED: \(failures.first!)")
+                output("  reproduce: " + reproduction(seed, replicas, lmdb))
+            }
+        }
+        return summary
+    }
+
+    static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool) -> String {
+        "swift run kidledger-sim seed \(seed) --replicas \(replicas.lowerBound)..\(replicas.upperBound)\(lmdb ? " --lmdb" : "") --trace"
+    }
+
+    static func value(_ name: String, _ args: inout [String]) -> String? {
+        guard let i = args.firstIndex(of: name), i + 1 < args.count else { return nil }
+        let v = args[i + 1]
+        args.removeSubrange(i...(i + 1))
+        return v
+    }
+
+    static func flag(_ name: String, _ args: inout [String]) -> Bool {
+        guard let i = args.firstIndex(of: name) else { return false }
+        args.remove(at: i)
+        return true
+    }
+}
