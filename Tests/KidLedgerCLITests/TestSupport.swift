@@ -58,6 +58,11 @@ final class TestLedger {
     /// Runs a command that must succeed and returns its standard output.
     @discardableResult
     func ok(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) -> String {
+        ok(arguments, sourceLocation: sourceLocation)
+    }
+
+    @discardableResult
+    func ok(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) -> String {
         let outcome = run(arguments)
         #expect(outcome.code == 0, "kidledger \(arguments.joined(separator: " ")): \(outcome)", sourceLocation: sourceLocation)
         #expect(outcome.stderr == "", sourceLocation: sourceLocation)
@@ -69,11 +74,12 @@ final class TestLedger {
         mask(text.replacingOccurrences(of: home, with: "$HOME").replacingOccurrences(of: directory, with: "$TMP"))
     }
 
-    /// What must not change when a command fails: the digest and the full JSON history.
+    /// What must not change when a command fails: the digest, the full JSON history and the children.
     func state() -> String {
-        let digest = run("digest")
-        let history = run("history", "--limit", "0", "--json")
-        return "\(digest.code) \(digest.stdout)\(history.code) \(history.stdout)"
+        [["digest"], ["history", "--limit", "0", "--json"], ["children", "--all", "--json"]].map { arguments in
+            let outcome = run(arguments)
+            return "\(outcome.code) \(outcome.stdout)"
+        }.joined()
     }
 }
 
