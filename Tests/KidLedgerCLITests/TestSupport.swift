@@ -36,6 +36,9 @@ final class TestLedger {
         home = directory + "/home"
     }
 
+    /// Sets the clock of the next run.
+    func setClock(_ millis: Int64) { self.millis = millis }
+
     /// Removes the temporary directory and everything in it.
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
