@@ -127,7 +127,7 @@ enum LedgerCommands {
             let t = e.transaction
             let amount = (t.amountCents > 0 ? "+" : "") + Money.format(cents: t.amountCents)
             return [Timestamp.short(millis: t.createdAtMillis), e.childName, amount, t.source,
-                    t.note + (e.isReversed ? " (undone)" : "")]
+                    e.isReversed ? (t.note.isEmpty ? "(undone)" : t.note + " (undone)") : t.note]
         }))
     }
 

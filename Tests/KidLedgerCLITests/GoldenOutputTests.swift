@@ -1,0 +1,229 @@
+import Foundation
+import Testing
+@testable import KidLedgerCLI
+
+/// Exact text output of the commands, run in process with fixed clocks (see ``TestLedger``).
+/// Id prefixes and digests are random, so they are masked (`########`, `<digest>`).
+@Suite("Golden output")
+struct GoldenOutputTests {
+    @Test func initAndChildAdd() {
+        withLedger { l in
+            #expect(l.masked(l.ok("init", "The Smiths")) == "Created household \"The Smiths\" in $HOME.\n")
+            #expect(l.masked(l.ok("child", "add", "Ava")) == "Added Ava (id ########).\n")
+            #expect(l.masked(l.ok("child", "add", "  Maximilian ")) == "Added Maximilian (id ########).\n")
+            #expect(l.ok("child", "rename", "maximilian", "Max") == "Renamed Maximilian to Max.\n")
+            let restore = l.run("child", "restore", "Max")
+            #expect(restore.code == 65 && restore.stdout == "" && restore.stderr == "kidledger: Max is already active\n")
+        }
+    }
+
+    @Test func moneyBalancesAndChildren() {
+        withLedger { l in
+            l.ok("init", "The Smiths")
+            l.ok("child", "add", "Ava")
+            l.ok("child", "add", "Maximilian")
+            #expect(l.ok("give", "Ava", "1.25", "--note", "chores") == "Gave $1.25 to Ava. Balance: $1.25\n")
+            #expect(l.ok("take", "ava", "quarter") == "Took $0.25 from Ava. Balance: $1.00\n")
+            #expect(l.ok("give-all", "5", "--note", "weekly allowance") == """
+                Gave $5.00 to 2 children:
+                  Ava         $6.00
+                  Maximilian  $5.00
+
+                """)
+            #expect(l.ok("take-all", "0.5") == """
+                Took $0.50 from 2 children:
+                  Ava         $5.50
+                  Maximilian  $4.50
+
+                """)
+            #expect(l.ok("balance") == "Ava         $5.50\nMaximilian  $4.50\n")
+            #expect(l.ok("balance", "MAXIMILIAN") == "Maximilian: $4.50\n")
+            #expect(l.masked(l.ok("children")) == """
+                NAME        BALANCE  ID
+                Ava           $5.50  ########
+                Maximilian    $4.50  ########
+
+                """)
+            #expect(l.ok("child", "archive", "Maximilian")
+                    == "Archived Maximilian; history is kept (`kidledger child restore Maximilian` brings it back).\n")
+            #expect(l.masked(l.ok("children")) == "NAME  BALANCE  ID\nAva     $5.50  ########\n")
+            #expect(l.masked(l.ok("children", "--all")) == """
+                NAME        BALANCE  ID
+                Ava           $5.50  ########
+                Maximilian    $4.50  ########  archived
+
+                """)
+            #expect(l.ok("balance") == "Ava  $5.50\n")
+            #expect(l.ok("balance", "Maximilian") == "Maximilian: $4.50\n")
+            #expect(l.ok("give-all", "1") == "Gave $1.00 to 1 child:\n  Ava  $6.50\n")
+            #expect(l.ok("child", "restore", "maximilian") == "Restored Maximilian.\n")
+        }
+    }
+
+    @Test func emptyLists() {
+        withLedger { l in
+            l.ok("init", "Home")
+            #expect(l.ok("children") == "No children yet: `kidledger child add NAME`.\n")
+            #expect(l.ok("balance") == "No children yet: `kidledger child add NAME`.\n")
+            #expect(l.ok("history") == "No transactions yet.\n")
+        }
+    }
+
+    @Test func historyUndoAndVerify() {
+        withLedger { l in
+            l.ok("init", "Home")                                      // 11:06
+            l.ok("child", "add", "Ava")                               // 11:07
+            l.ok("give", "Ava", "2", "--note", "birthday")            // 11:08
+            l.ok("take", "Ava", "dime")                               // 11:09
+            l.ok("give", "Ava", "0.75")                               // 11:10
+            #expect(l.ok("undo") == "Undid +$0.75 for Ava (2026-11-18 11:10). Balance: $1.90\n") // 11:11
+            #expect(l.ok("history") == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  NOTE
+                2026-11-18 11:11  Ava    -$0.75  undo    undo $0.75
+                2026-11-18 11:10  Ava    +$0.75  give    (undone)
+                2026-11-18 11:09  Ava    -$0.10  take
+                2026-11-18 11:08  Ava    +$2.00  give    birthday
+
+                """)                                                  // 11:12
+            #expect(l.ok("undo") == "Undid -$0.10 for Ava (2026-11-18 11:09). Balance: $2.00\n") // 11:13
+            #expect(l.ok("history", "Ava", "--limit", "2") == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  NOTE
+                2026-11-18 11:13  Ava    +$0.10  undo    undo -$0.10
+                2026-11-18 11:11  Ava    -$0.75  undo    undo $0.75
+
+                """)                                                  // 11:14
+            #expect(l.ok("undo") == "Undid +$2.00 for Ava (2026-11-18 11:08). Balance: $0.00\n") // 11:15
+            #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 children, 8 changes; digest <digest>\n")
+            #expect(l.masked(l.ok("digest")) == "<digest>\n")
+            let digest = l.ok("digest")
+            #expect(l.ok("verify").hasSuffix("digest " + digest))
+        }
+    }
+
+    @Test func exportThenImport() throws {
+        withLedger { a in
+            withLedger { b in
+                let csv = a.file("ledger.csv")
+                a.ok("init", "A")                                      // 11:06
+                a.ok("child", "add", "Ava")                            // 11:07
+                a.ok("child", "add", "Ben")                            // 11:08
+                a.ok("give", "Ava", "1.25", "--note", "chores, \"big\" ones") // 11:09
+                a.ok("give", "Ben", "3")                               // 11:10
+                a.ok("undo")                                           // 11:11
+                #expect(a.masked(a.ok("export", "--csv", csv)) == "Exported 3 transactions to $TMP/ledger.csv.\n")
+                let text = (try? String(contentsOfFile: csv, encoding: .utf8)) ?? ""
+                let lines = text.components(separatedBy: "\r\n")
+                #expect(lines.count == 5 && lines.last == "", "4 CRLF-terminated lines: \(text)")
+                #expect(lines.first == "id,createdAt,child,childId,amountCents,amount,note,source,reverses")
+                #expect(lines.count > 1 && lines[1].contains(",2026-11-18T11:09:40.000Z,Ava,"))
+                #expect(lines.count > 1 && lines[1].hasSuffix(",125,$1.25,\"chores, \"\"big\"\" ones\",give,"))
+                #expect(lines.count > 3 && lines[3].contains(",-300,-$3.00,undo $3.00,undo,"))
+
+                #expect(a.masked(a.ok("import", "--csv", csv))
+                        == "Imported 0 transactions from $TMP/ledger.csv (3 already present).\n")
+
+                b.ok("init", "B")
+                #expect(b.ok("import", "--csv", csv) == "Imported 3 transactions from \(csv); added Ava, Ben.\n")
+                #expect(b.ok("import", "--csv", csv) == "Imported 0 transactions from \(csv) (3 already present).\n")
+                #expect(b.ok("balance") == "Ava  $1.25\nBen  $0.00\n")
+                #expect(b.ok("history") == """
+                    WHEN (UTC)        CHILD  AMOUNT  SOURCE  NOTE
+                    2026-11-18 11:11  Ben    -$3.00  undo    undo $3.00
+                    2026-11-18 11:10  Ben    +$3.00  give    (undone)
+                    2026-11-18 11:09  Ava    +$1.25  give    chores, "big" ones
+
+                    """)
+                #expect(b.masked(b.ok("verify")) == "ok: 3 transactions, 2 children, 2 changes; digest <digest>\n")
+                #expect(a.ok("balance") == b.ok("balance"))
+            }
+        }
+    }
+
+    static let overview = """
+        usage: kidledger [--home DIR] [--json] COMMAND [ARGS]
+
+        A local-first family allowance ledger.
+
+        Commands:
+          init NAME                     create a household that this device owns
+          child add NAME                add a child
+          child rename CHILD NAME       rename a child
+          child archive CHILD           archive a child (history is kept)
+          child restore CHILD           restore an archived child
+          children [--all]              list children with balances
+          give CHILD AMOUNT [--note T]  give money to a child
+          take CHILD AMOUNT [--note T]  take money from a child
+          give-all AMOUNT [--note T]    give every active child the same amount
+          take-all AMOUNT [--note T]    take the same amount from every active child
+          balance [CHILD]               show balances
+          history [CHILD] [--limit N]   list transactions, newest first
+          undo                          reverse the newest transaction not yet undone
+          digest                        print the replica's state digest
+          verify                        check the replica's integrity
+          export --csv FILE             write every transaction to a CSV file
+          import --csv FILE             add transactions from a CSV file (idempotent)
+
+        Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
+        A child is named by name (any case) or by an id prefix.
+        Run `kidledger COMMAND --help` for details. Exit codes: docs/ERRORS.md.
+
+        """
+
+    @Test func topLevelHelpAndVersion() {
+        withLedger { l in
+            for arguments in [["--help"], ["-h"], ["--json", "--help"]] {
+                let outcome = l.run(arguments)
+                #expect(outcome.code == 0 && outcome.stdout == Self.overview && outcome.stderr == "", "\(arguments)")
+            }
+            let bare = l.run([])
+            #expect(bare.code == 64 && bare.stdout == Self.overview)
+            #expect(l.ok("--version") == "kidledger 0.1.0\n")
+            #expect(l.ok("give", "--version") == "kidledger 0.1.0\n")
+            #expect(!FileManager.default.fileExists(atPath: l.home), "help and version must not create the home")
+        }
+    }
+
+    @Test func helpOfEveryCommand() {
+        withLedger { l in
+            #expect(CLI.commands.count == 17)
+            for command in CLI.commands {
+                let name = command.spec.name
+                let words = name.split(separator: " ").map(String.init)
+                for arguments in [words + ["--help"], ["--help"] + words, words + ["-h"]] {
+                    let outcome = l.run(arguments)
+                    #expect(outcome.code == 0, "\(arguments): \(outcome)")
+                    #expect(outcome.stderr == "")
+                    #expect(outcome.stdout == command.spec.help)
+                    #expect(outcome.stdout.hasPrefix("usage: kidledger \(name)"), "\(arguments)")
+                    #expect(outcome.stdout.hasSuffix("""
+
+                        Global options:
+                          --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
+                          --json       machine-readable output
+                          --help       show this help
+
+                        """), "\(arguments)")
+                    #expect(outcome.stdout.contains("\n\(command.spec.summary)\n"))
+                }
+            }
+            #expect(l.ok("give", "--help") == """
+                usage: kidledger give CHILD AMOUNT [--note T]
+
+                give money to a child
+
+                AMOUNT is positive: dollars (1.25, $0.10, 5) or a coin (penny, nickel, dime, quarter, half, dollar).
+                  --note T   a note kept with the transaction
+
+                Global options:
+                  --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
+                  --json       machine-readable output
+                  --help       show this help
+
+                """)
+            #expect(l.ok("undo", "--help").hasPrefix("usage: kidledger undo\n\nreverse the newest transaction not yet undone\n"))
+            // Help wins over argument-count checks.
+            #expect(l.ok("give", "Ava", "1", "2", "3", "--help").hasPrefix("usage: kidledger give "))
+            #expect(!FileManager.default.fileExists(atPath: l.home), "help must not create the home")
+        }
+    }
+}
