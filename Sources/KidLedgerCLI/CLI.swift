@@ -29,23 +29,30 @@ public enum CLI {
 
     static func dispatch(_ arguments: [String], environment: [String: String], console: Console,
                          clock: any WallClock) throws -> ExitCode {
-        let words = commandWords(arguments)
+        let positioned = commandWords(arguments)
+        let words = positioned.map(\.word)
         if arguments.contains("--version") {
             console.out("kidledger \(version)\n")
             return .ok
         }
         guard let command = match(words) else {
+            let groups = commands.filter { $0.spec.name.hasPrefix((words.first ?? "") + " ") }
+            if !groups.isEmpty && words.count <= 1 {
+                var text = "usage: kidledger \(words[0]) SUBCOMMAND\n\nSubcommands:\n"
+                for c in groups { text += "  kidledger \(c.spec.name) \(c.spec.synopsis)".trimmingSuffixSpaces() + "\n" }
+                console.out(text)
+                return arguments.contains("--help") || arguments.contains("-h") ? .ok : .usage
+            }
             if words.isEmpty {
                 console.out(overview())
                 return arguments.contains("--help") || arguments.contains("-h") ? .ok : .usage
             }
             throw CLIError.usage("unknown command `\(words.prefix(2).joined(separator: " "))`\n\n" + overview())
         }
-        // Remove the command words (first occurrences, in order) and parse the rest.
-        var rest = arguments
-        for word in command.spec.name.split(separator: " ") {
-            if let i = rest.firstIndex(of: String(word)) { rest.remove(at: i) }
-        }
+        // Remove the command words at their positions (not an option value that happens to be
+        // spelled like one) and parse the rest.
+        let commandPositions = Set(positioned.prefix(command.spec.name.split(separator: " ").count).map(\.index))
+        let rest = arguments.enumerated().filter { !commandPositions.contains($0.offset) }.map(\.element)
         let parsed = try ArgumentParser.parse(rest, spec: command.spec)
         if parsed.has("help") {
             console.out(command.spec.help)
@@ -61,21 +68,24 @@ public enum CLI {
     /// Options of any command that take a value: their values are not command words.
     static let valueOptionNames: Set<String> = Set(commands.flatMap(\.spec.valueOptions) + ["home"])
 
-    /// The words that are neither options nor option values.
-    static func commandWords(_ arguments: [String]) -> [String] {
-        var words: [String] = []
+    /// The words that are neither options nor option values, with their positions.
+    static func commandWords(_ arguments: [String]) -> [(word: String, index: Int)] {
+        var words: [(word: String, index: Int)] = []
         var i = 0
         while i < arguments.count {
             let word = arguments[i]
             i += 1
-            if word == "--" { words += arguments[i...]; break }
+            if word == "--" {
+                words += (i..<arguments.count).map { (arguments[$0], $0) }
+                break
+            }
             if word.hasPrefix("--") {
                 let name = String(word.dropFirst(2))
                 if valueOptionNames.contains(name) { i += 1 }
                 continue
             }
             if word.hasPrefix("-") && !ArgumentParser.isNegativeNumber(word) { continue }
-            words.append(word)
+            words.append((word, i - 1))
         }
         return words
     }
@@ -104,5 +114,14 @@ public enum CLI {
         text += "A child is named by name (any case) or by an id prefix.\n"
         text += "Run `kidledger COMMAND --help` for details. Exit codes: docs/ERRORS.md.\n"
         return text
+    }
+}
+
+extension String {
+    /// The string without trailing spaces.
+    func trimmingSuffixSpaces() -> String {
+        var s = self
+        while s.last == " " { s.removeLast() }
+        return s
     }
 }

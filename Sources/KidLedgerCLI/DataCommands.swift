@@ -23,7 +23,7 @@ enum DataCommands {
                           ("transactions", .int(report.transactions)), ("children", .int(report.children)),
                           ("changes", .int(report.changes)), ("digest", .string(report.digest.description))]))
         if report.isIntact {
-            ctx.say("ok: \(report.transactions) transactions, \(report.children) children, \(report.changes) changes; digest \(report.digest)")
+            ctx.say("ok: \(Render.plural(report.transactions, "transaction")), \(Render.plural(report.children, "child", "children")), \(Render.plural(report.changes, "change")); digest \(report.digest)")
         } else {
             for p in report.problems { ctx.say("problem: \(p)") }
             throw CLIError("verify found \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")", code: .dataError)

@@ -4,6 +4,11 @@ import KidLedgerReplica
 /// Text tables and JSON shapes shared by the commands. JSON keys are camelCase; amounts are
 /// integer cents in keys ending in `Cents`; times are Unix milliseconds in keys ending in `Millis`.
 enum Render {
+    /// "1 child", "2 children".
+    static func plural(_ n: Int, _ one: String, _ many: String? = nil) -> String {
+        "\(n) \(n == 1 ? one : (many ?? one + "s"))"
+    }
+
     static func shortID(_ id: RecordID) -> String { String(id.hex.prefix(8)) }
 
     static func household(_ h: HouseholdSummary) -> JSON {

@@ -119,7 +119,9 @@ extension Replica {
             _ = try Self.requireHousehold(w)
             let active = try Self.children(w, includeArchived: false)
             if active.isEmpty { throw LedgerError.noActiveChildren }
-            guard active.count <= Limits.operationsPerChangeMax else { throw LedgerError.noActiveChildren }
+            guard active.count <= Limits.operationsPerChangeMax else {
+                throw LedgerError.invalid("give-all covers at most \(Limits.operationsPerChangeMax) children")
+            }
             var postings: [Posting] = []
             for child in active {
                 let balance = try Self.checkedBalance(child, adding: signedCents)

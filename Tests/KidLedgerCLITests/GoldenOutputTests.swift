@@ -93,7 +93,7 @@ struct GoldenOutputTests {
 
                 """)                                                  // 11:14
             #expect(l.ok("undo") == "Undid +$2.00 for Ava (2026-11-18 11:08). Balance: $0.00\n") // 11:15
-            #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 children, 8 changes; digest <digest>\n")
+            #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 child, 8 changes; digest <digest>\n")
             #expect(l.masked(l.ok("digest")) == "<digest>\n")
             let digest = l.ok("digest")
             #expect(l.ok("verify").hasSuffix("digest " + digest))
