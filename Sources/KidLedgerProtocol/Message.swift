@@ -19,8 +19,9 @@ public enum Message: Equatable, Sendable {
     case hello(protocolVersionMin: UInt16, protocolVersionMax: UInt16, replica: ReplicaID, household: RecordID)
     /// Responder → initiator: the chosen version and who it is.
     case welcome(protocolVersion: UInt16, replica: ReplicaID)
-    /// What the sender holds: highest contiguous sequence per origin.
-    case vector(VersionVector)
+    /// What the sender holds: highest contiguous sequence per origin with the hash chain there,
+    /// and the origins whose histories it found forked in the peer's vector.
+    case vector(VectorSummary)
     /// A batch of changes in origin/sequence order; `isLast` when the sender has nothing more.
     case changes([Change], isLast: Bool)
     /// The receiver's version vector after durably applying a batch.
@@ -29,6 +30,9 @@ public enum Message: Equatable, Sendable {
     case done
     /// The sender gives up; the session fails on both sides.
     case error(code: UInt16, message: String)
+    /// Responder → initiator, before its first batch: origins whose histories it found forked in
+    /// the initiator's vector; the initiator sends every version of them from sequence 1.
+    case forked([ReplicaID])
 
     /// The message type byte.
     public var type: UInt8 {
@@ -40,6 +44,7 @@ public enum Message: Equatable, Sendable {
         case .ack: 5
         case .done: 6
         case .error: 7
+        case .forked: 8
         }
     }
 
@@ -53,6 +58,7 @@ public enum Message: Equatable, Sendable {
         case .ack: "ack"
         case .done: "done"
         case .error: "error"
+        case .forked: "forked"
         }
     }
 
@@ -68,7 +74,15 @@ public enum Message: Equatable, Sendable {
         case .welcome(let version, let replica):
             Self.write(u16: version, &w)
             w.write(bigEndian: replica.rawValue)
-        case .vector(let v), .ack(let v):
+        case .vector(let summary):
+            Self.write(vector: summary.vector, &w)
+            for origin in summary.vector.filter({ $0.value > 0 }).keys.sorted() {
+                w.write(raw: summary.chains[origin] ?? [UInt8](repeating: 0, count: 16))
+            }
+            Self.write(origins: summary.forked, &w)
+        case .forked(let origins):
+            Self.write(origins: origins, &w)
+        case .ack(let v):
             Self.write(vector: v, &w)
         case .changes(let changes, let isLast):
             w.write(bool: isLast)
@@ -107,7 +121,10 @@ public enum Message: Equatable, Sendable {
                 let version = try readU16(&r, "welcome version")
                 message = .welcome(protocolVersion: version, replica: ReplicaID(try r.readBigEndianUInt64("welcome replica")))
             case 3:
-                message = .vector(try readVector(&r))
+                let vector = try readVector(&r)
+                var chains: [ReplicaID: [UInt8]] = [:]
+                for origin in vector.keys.sorted() { chains[origin] = try r.readRaw(count: 16, "vector chain") }
+                message = .vector(VectorSummary(vector: vector, chains: chains, forked: try readOrigins(&r)))
             case 4:
                 let isLast = try r.readBool("isLast")
                 let count = try r.readVarint("change count")
@@ -120,6 +137,8 @@ public enum Message: Equatable, Sendable {
                 message = .ack(try readVector(&r))
             case 6:
                 message = .done
+            case 8:
+                message = .forked(try readOrigins(&r))
             case 7:
                 let code = try readU16(&r, "error code")
                 message = .error(code: code, message: try r.readString(maxBytes: errorMessageBytesMax, "error message"))
@@ -133,6 +152,26 @@ public enum Message: Equatable, Sendable {
         } catch {
             throw .malformed("\(error)")
         }
+    }
+
+    /// Canonical origin list: count, then origins (u64 BE) strictly ascending.
+    static func write(origins: [ReplicaID], _ w: inout ByteWriter) {
+        let sorted = Set(origins).sorted()
+        precondition(sorted.count <= vectorEntriesMax, "origin list too large")
+        w.write(varint: UInt64(sorted.count))
+        for origin in sorted { w.write(bigEndian: origin.rawValue) }
+    }
+
+    static func readOrigins(_ r: inout ByteReader) throws(DecodeError) -> [ReplicaID] {
+        let count = try r.readVarint("origin count")
+        guard count <= UInt64(vectorEntriesMax) else { throw .invalid("origin count \(count)") }
+        var origins: [ReplicaID] = []
+        for _ in 0..<count {
+            let origin = ReplicaID(try r.readBigEndianUInt64("origin"))
+            if let last = origins.last, origin <= last { throw .invalid("origins not strictly ascending") }
+            origins.append(origin)
+        }
+        return origins
     }
 
     static func write(u16: UInt16, _ w: inout ByteWriter) {
@@ -177,5 +216,22 @@ public enum Message: Equatable, Sendable {
     /// Encoded size of `change` inside a `changes` payload.
     static func encodedSize(_ change: Change) -> Int {
         RecordCodec.encode(change).count
+    }
+}
+
+/// The contents of a `vector` message.
+public struct VectorSummary: Equatable, Sendable {
+    /// Highest contiguous sequence held per origin.
+    public var vector: VersionVector
+    /// The 16-byte hash chain at each of those sequences.
+    public var chains: [ReplicaID: [UInt8]]
+    /// Origins whose history the sender found forked in the receiver's vector.
+    public var forked: [ReplicaID]
+
+    /// Creates a summary.
+    public init(vector: VersionVector, chains: [ReplicaID: [UInt8]] = [:], forked: [ReplicaID] = []) {
+        self.vector = vector
+        self.chains = chains
+        self.forked = Set(forked).sorted()
     }
 }

@@ -40,8 +40,12 @@ public struct SessionSummary: Equatable, Sendable {
     public var bytesReceived = 0
     /// Whether, at the end, this replica's vector equals the peer's last acknowledged vector.
     public var bothUpToDate = false
-    /// Whether this replica recovered from a stale copy (and now has a fresh replica id).
+    /// Whether this replica learned it was restored from a stale copy (and now has a fresh replica id).
     public var recoveredFromStaleCopy = false
+    /// Origins whose histories were found forked in the peer's vector.
+    public var forkedOrigins = 0
+    /// Received changes that were other versions of forked sequences (kept and merged).
+    public var forkedVersionsReceived = 0
 
     /// An empty summary.
     public init() {}

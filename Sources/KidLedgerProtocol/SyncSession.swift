@@ -115,7 +115,7 @@ public final class SyncSession {
             guard peer != replica.replicaID else { throw .sameReplica }
             summary.peer = peer
             send(.welcome(protocolVersion: min(hi, protocolVersionMax), replica: replica.replicaID))
-            send(.vector(try localVector()))
+            send(.vector(try localSummary(forked: [])))
             state = .awaitingVector
         case (.awaitingWelcome, .welcome(let version, let peer)):
             guard (protocolVersionMin...protocolVersionMax).contains(version) else {
@@ -124,23 +124,21 @@ public final class SyncSession {
             guard peer != replica.replicaID else { throw .sameReplica }
             summary.peer = peer
             state = .awaitingVector
-        case (.awaitingVector, .vector(let peerVector)):
-            let recovered = try recoverIfStale(peerVector)
-            setPeerVector(peerVector)
+        case (.awaitingVector, .vector(let peer)):
+            let forks = try examine(peer)
+            setPeerVector(peer.vector, forked: forks.union(peer.forked))
             if role == .initiator {
-                send(.vector(try localVector()))
+                send(.vector(try localSummary(forked: forks)))
                 state = .awaitingPeerStart
             } else {
-                // The initiator waits for this side's first batch or re-sent vector before it
-                // sends, so a recovery here is announced before any batch is computed from it.
-                if recovered { send(.vector(try localVector())) }
+                // Announce forks before the first batch, so the initiator sends every version.
+                if !forks.isEmpty { send(.forked(forks.sorted())) }
                 state = .transferring
                 try pump()
             }
-        case (.awaitingPeerStart, .vector(let peerVector)):
-            setPeerVector(peerVector)
-            state = .transferring
-            try pump()
+        case (.awaitingPeerStart, .forked(let origins)):
+            for origin in origins { peerHas[origin] = 0 }
+            queued = []
         case (.awaitingPeerStart, .changes(let changes, let isLast)):
             state = .transferring
             try pump()
@@ -152,7 +150,6 @@ public final class SyncSession {
             guard inFlight > 0 else { throw .unexpectedMessage("ack with no batch in flight") }
             inFlight -= 1
             peerKnown = peerVector
-            try confirmOwn(peerVector)
             try pump()
             try finishIfDone()
         case (.transferring, .done):
@@ -166,8 +163,10 @@ public final class SyncSession {
         }
     }
 
-    private func setPeerVector(_ vector: VersionVector) {
+    /// What the peer holds; for a forked origin, "nothing", so every version is sent.
+    private func setPeerVector(_ vector: VersionVector, forked: Set<ReplicaID>) {
         peerHas = vector
+        for origin in forked { peerHas[origin] = 0 }
         peerKnown = vector
         queued = []
     }
@@ -178,6 +177,8 @@ public final class SyncSession {
         summary.changesApplied += report.applied
         summary.duplicatesReceived += report.duplicates
         summary.gapsReceived += report.gaps
+        summary.forkedVersionsReceived += report.forkedVersions
+        if report.rotatedReplicaID { summary.recoveredFromStaleCopy = true }
         send(.ack(try localVector()))
         receivedLast = isLast
         try finishIfDone()
@@ -231,29 +232,36 @@ public final class SyncSession {
         }
     }
 
-    // MARK: Stale-copy recovery
+    // MARK: Stale copies and forked histories
 
-    /// Recovers when the peer holds more of this replica's own origin than it does.
-    private func recoverIfStale(_ peerVector: VersionVector) throws(ProtocolError) -> Bool {
+    /// Compares the peer's vector with this replica's: origins whose hash chains differ at the
+    /// peer's sequence have forked histories (some replica was restored from stale files and
+    /// reused sequences). When the peer holds more of this replica's own history than it does,
+    /// or its own history forked, this replica continues under a fresh id (Riak's KV679).
+    private func examine(_ peer: VectorSummary) throws(ProtocolError) -> Set<ReplicaID> {
         let me = replica.replicaID
-        let held = try storage { try replica.versionVector()[me] ?? 0 }
-        let peerHolds = peerVector[me] ?? 0
-        guard peerHolds > held else {
-            try confirmOwn(peerVector)
-            return false
+        var forks = Set<ReplicaID>()
+        let mine = try storage { try replica.versionVector() }
+        for (origin, theirs) in peer.vector where theirs > 0 && theirs <= (mine[origin] ?? 0) {
+            let local = try storage { try replica.chain(origin, at: theirs) }
+            if local != peer.chains[origin] { forks.insert(origin) }
         }
-        let recovered = try storage { try replica.recoverFromStaleCopy(peerHolds: peerHolds) }
-        summary.recoveredFromStaleCopy = summary.recoveredFromStaleCopy || recovered
-        return recovered
-    }
-
-    private func confirmOwn(_ peerVector: VersionVector) throws(ProtocolError) {
-        let me = replica.replicaID
-        guard let held = peerVector[me], held > 0 else { return }
-        try storage { try replica.confirmOwnChanges(heldByPeerUpTo: held) }
+        let rotated = try storage { try replica.rotateIfPeerHoldsMoreOfOwnHistory(peer.vector) }
+        if rotated || forks.contains(me) || peer.forked.contains(me) {
+            if !rotated { _ = try storage { try replica.rotateReplicaID() } }
+            summary.recoveredFromStaleCopy = true
+        }
+        summary.forkedOrigins += forks.count
+        return forks
     }
 
     // MARK: Helpers
+
+    private func localSummary(forked: Set<ReplicaID>) throws(ProtocolError) -> VectorSummary {
+        let vector = try localVector()
+        let chains = try storage { try replica.chains(at: vector) }
+        return VectorSummary(vector: vector, chains: chains, forked: forked.sorted())
+    }
 
     private func localVector() throws(ProtocolError) -> VersionVector {
         let vector = try storage { try replica.versionVector() }

@@ -4,8 +4,11 @@ import KidLedgerDomain
 public enum ApplyOutcome: Equatable, Sendable {
     /// New: written and merged.
     case applied
-    /// Already held (its sequence is covered by the version vector): nothing written.
+    /// Already held (this exact version): nothing written.
     case duplicate
+    /// Another version of a change already held under the same (origin, sequence): its origin
+    /// forked its history (a restore from stale files). Kept and merged; the chains changed.
+    case forkedVersion
     /// Its predecessor from the same origin is missing: nothing written; it will be resent.
     case gap
 }
@@ -35,10 +38,22 @@ extension Replica {
         }
         let originKey = Keys.origin(change.origin)
         let held = Bytes.u64(try w.get(Tables.vector, originKey)) ?? 0
-        if change.sequence <= held { return .duplicate }
-        if change.sequence != held + 1 { return .gap }
-        try w.put(Tables.changes, Keys.change(change.origin, change.sequence), RecordCodec.encode(change))
-        try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
+        let encoded = RecordCodec.encode(change)
+        let version = Keys.version(encoded)
+        let outcome: ApplyOutcome
+        if change.sequence <= held {
+            if try w.get(Tables.changes, Keys.change(change.origin, change.sequence, version: version)) != nil { return .duplicate }
+            try w.put(Tables.changes, Keys.change(change.origin, change.sequence, version: version), encoded)
+            try rechain(change.origin, from: change.sequence, through: held, in: w)
+            outcome = .forkedVersion
+        } else if change.sequence == held + 1 {
+            try w.put(Tables.changes, Keys.change(change.origin, change.sequence, version: version), encoded)
+            try rechain(change.origin, from: change.sequence, through: change.sequence, in: w)
+            try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
+            outcome = .applied
+        } else {
+            return .gap
+        }
         try storeHLC(try lastHLC(w).receive(change.hlc, now: now), w)
 
         var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
@@ -46,7 +61,31 @@ extension Replica {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
         }
         try w.put(Tables.meta, Keys.digest, digest.bytes)
-        return .applied
+        return outcome
+    }
+
+    /// Recomputes the hash chain of `origin` for sequences `from...through` from the versions in
+    /// the log: chain(s) = SHA-256(chain(s − 1) ‖ sorted version hashes at s), first 16 bytes.
+    static func rechain(_ origin: ReplicaID, from: UInt64, through: UInt64, in w: any KeyValueWriter) throws {
+        var previous = from <= 1 ? [UInt8](repeating: 0, count: 16)
+            : (try w.get(Tables.chains, Keys.change(origin, from - 1)) ?? [UInt8](repeating: 0, count: 16))
+        var sequence = from
+        while sequence <= through {
+            let link = try chainLink(origin, sequence, previous: previous, w)
+            try w.put(Tables.chains, Keys.change(origin, sequence), link)
+            previous = link
+            sequence += 1
+        }
+    }
+
+    static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, previous: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {
+        var hasher = SHA256Hasher()
+        hasher.update(previous)
+        try r.scan(Tables.changes, prefix: Keys.change(origin, sequence)) { key, _ in
+            hasher.update(Array(key.suffix(8)))
+            return true
+        }
+        return Array(hasher.finalize().prefix(16))
     }
 
     static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256) throws {

@@ -11,36 +11,20 @@ public struct ApplyReport: Equatable, Sendable {
     public var duplicates = 0
     /// Changes refused because a predecessor is missing.
     public var gaps = 0
+    /// Other versions of changes already held (a forked origin), kept and merged.
+    public var forkedVersions = 0
+    /// Whether this replica learned that its own history forked (it was restored from a stale
+    /// copy of its files) and continues under a new replica id.
+    public var rotatedReplicaID = false
 }
 
 extension Replica {
     /// The version vector of what this replica holds.
     public func versionVector() throws -> VersionVector {
-        try store.read { r in try versionVectorIn(r) }
+        try store.read { r in try Self.versionVector(r) }
     }
 
-    /// Changes this replica holds that `vector` does not cover, origin by origin in sequence
-    /// order, at most `limit` of them. Costs one cursor range per origin: proportional to what is
-    /// missing, not to the size of the ledger.
-    public func changes(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [Change] {
-        try store.read { r in
-            var result: [Change] = []
-            let mine = try versionVectorIn(r)
-            for origin in mine.keys.sorted() where (vector[origin] ?? 0) < mine[origin]! {
-                guard result.count < limit else { break }
-                let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
-                try r.scan(Tables.changes, prefix: Keys.origin(origin), from: start, reverse: false) { _, value in
-                    do { result.append(try RecordCodec.decodeChange(value)) } catch {
-                        throw LedgerError.corrupted("change log entry: \(error)")
-                    }
-                    return result.count < limit
-                }
-            }
-            return result
-        }
-    }
-
-    private func versionVectorIn(_ r: any KeyValueReader) throws -> VersionVector {
+    static func versionVector(_ r: any KeyValueReader) throws -> VersionVector {
         var vector: VersionVector = [:]
         try r.scan(Tables.vector) { key, value in
             if let origin = Bytes.u64(key), let sequence = Bytes.u64(value) { vector[ReplicaID(origin)] = sequence }
@@ -49,21 +33,122 @@ extension Replica {
         return vector
     }
 
+    /// The hash chain of `origin` at `sequence` (16 bytes), or nil when not held.
+    public func chain(_ origin: ReplicaID, at sequence: UInt64) throws -> [UInt8]? {
+        try store.read { r in try r.get(Tables.chains, Keys.change(origin, sequence)) }
+    }
+
+    /// The hash chain at the head of every origin in `vector`.
+    public func chains(at vector: VersionVector) throws -> [ReplicaID: [UInt8]] {
+        try store.read { r in
+            var result: [ReplicaID: [UInt8]] = [:]
+            for (origin, sequence) in vector where sequence > 0 {
+                result[origin] = try r.get(Tables.chains, Keys.change(origin, sequence))
+            }
+            return result
+        }
+    }
+
+    /// Changes this replica holds that `vector` does not cover, origin by origin in sequence
+    /// order (every version of a forked sequence, never split), about `limit` of them. Costs one
+    /// cursor range per origin: proportional to what is missing, not to the size of the ledger.
+    public func changes(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [Change] {
+        try store.read { r in
+            var result: [Change] = []
+            let mine = try Self.versionVector(r)
+            for origin in mine.keys.sorted() where (vector[origin] ?? 0) < mine[origin]! {
+                guard result.count < limit else { break }
+                let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
+                var lastSequence: UInt64 = 0
+                try r.scan(Tables.changes, prefix: Keys.origin(origin), from: start, reverse: false) { _, value in
+                    let change: Change
+                    do { change = try RecordCodec.decodeChange(value) } catch {
+                        throw LedgerError.corrupted("change log entry: \(error)")
+                    }
+                    if result.count >= limit && change.sequence != lastSequence { return false }
+                    result.append(change)
+                    lastSequence = change.sequence
+                    return true
+                }
+            }
+            return result
+        }
+    }
+
     /// Applies received changes in one write transaction, idempotently. Each change is applied
     /// whole or not at all; duplicates are skipped and gaps refused (they will be sent again).
+    ///
+    /// A received change of this replica's own origin that it does not hold proves its files
+    /// were restored from an older copy: it then continues under a fresh replica id (in the same
+    /// transaction), so it never hands out a (replica id, sequence) pair twice.
     @discardableResult
     public func applyRemote(_ changes: [Change]) throws -> ApplyReport {
         let now = clock.nowMillis()
-        return try store.write { w in
+        let me = replicaID
+        var generator = random
+        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
             var report = ApplyReport()
+            var ownHistoryForked = false
             for change in changes {
-                switch try Self.apply(change, in: w, now: now) {
+                let outcome = try Self.apply(change, in: w, now: now)
+                switch outcome {
                 case .applied: report.applied += 1
                 case .duplicate: report.duplicates += 1
                 case .gap: report.gaps += 1
+                case .forkedVersion: report.forkedVersions += 1
                 }
+                if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
             }
-            return report
+            guard ownHistoryForked else { return (report, nil) }
+            report.rotatedReplicaID = true
+            return (report, try Self.rotate(from: me, in: w, generator: &generator))
         }
+        random = generator
+        if let fresh { replicaID = fresh }
+        return report
+    }
+
+    /// Continues under a fresh replica id when a peer holds more of this replica's own history
+    /// than it does (a restore from stale files). Returns whether it rotated.
+    @discardableResult
+    public func rotateIfPeerHoldsMoreOfOwnHistory(_ peerVector: VersionVector) throws -> Bool {
+        let me = replicaID
+        var generator = random
+        let fresh: ReplicaID? = try store.write { w in
+            let held = Bytes.u64(try w.get(Tables.vector, Keys.origin(me))) ?? 0
+            guard (peerVector[me] ?? 0) > held, try Self.currentReplicaID(w) == me else { return nil }
+            return try Self.rotate(from: me, in: w, generator: &generator)
+        }
+        random = generator
+        guard let fresh else { return false }
+        replicaID = fresh
+        return true
+    }
+
+    /// Continues under a fresh replica id because this replica's own history forked.
+    @discardableResult
+    public func rotateReplicaID() throws -> ReplicaID {
+        let me = replicaID
+        var generator = random
+        let fresh = try store.write { w in try Self.rotate(from: me, in: w, generator: &generator) }
+        random = generator
+        replicaID = fresh
+        return fresh
+    }
+
+    static func currentReplicaID(_ r: any KeyValueReader) throws -> ReplicaID {
+        guard let raw = Bytes.u64(try r.get(Tables.meta, Keys.replica)) else { throw LedgerError.corrupted("replica id missing") }
+        return ReplicaID(raw)
+    }
+
+    static func rotate(from old: ReplicaID, in w: any KeyValueWriter, generator: inout any RandomNumberGenerator) throws -> ReplicaID {
+        var fresh = ReplicaID(generator.next() | 1)
+        while true {
+            let taken = try w.get(Tables.vector, Keys.origin(fresh)) != nil
+            if fresh != old && !taken { break }
+            fresh = ReplicaID(generator.next() | 1)
+        }
+        try w.put(Tables.meta, Keys.replica, Bytes.u64(fresh.rawValue))
+        return fresh
     }
 }

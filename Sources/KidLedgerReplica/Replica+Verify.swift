@@ -91,18 +91,41 @@ extension Replica {
     private func verifyChangeLog(_ r: any KeyValueReader, report: inout VerifyReport, problem: (String) -> Void) throws {
         var lastByOrigin: [ReplicaID: UInt64] = [:]
         var changes = 0
+        var chain: (origin: ReplicaID, sequence: UInt64, previous: [UInt8], hasher: SHA256Hasher)?
+        func closeLink() throws {
+            guard var open = chain else { return }
+            let link = Array(open.hasher.finalize().prefix(16))
+            if try r.get(Tables.chains, Keys.change(open.origin, open.sequence)) != link {
+                problem("hash chain of \(open.origin) at \(open.sequence) does not match the change log")
+            }
+            chain = (open.origin, open.sequence, link, SHA256Hasher())
+        }
         try r.scan(Tables.changes) { key, value in
             changes += 1
-            guard key.count == 16, let change = try? RecordCodec.decodeChange(value),
-                  Keys.change(change.origin, change.sequence) == key else {
+            guard key.count == 24, let change = try? RecordCodec.decodeChange(value),
+                  Keys.change(change.origin, change.sequence, version: Keys.version(value)) == key else {
                 problem("change log entry is damaged")
                 return true
             }
-            let expected = (lastByOrigin[change.origin] ?? 0) + 1
-            if change.sequence != expected { problem("change log of \(change.origin) jumps from \(expected - 1) to \(change.sequence)") }
+            let last = lastByOrigin[change.origin] ?? 0
+            if change.sequence != last && change.sequence != last + 1 {
+                problem("change log of \(change.origin) jumps from \(last) to \(change.sequence)")
+            }
             lastByOrigin[change.origin] = change.sequence
+            if chain?.origin != change.origin || chain?.sequence != change.sequence {
+                try closeLink()
+                let previous = chain?.origin == change.origin ? chain!.previous : [UInt8](repeating: 0, count: 16)
+                var hasher = SHA256Hasher()
+                hasher.update(previous)
+                chain = (change.origin, change.sequence, previous, hasher)
+            }
+            chain!.hasher.update(Array(key.suffix(8)))
             for op in change.operations { try checkReflected(op, change: change, r, problem: problem) }
             return true
+        }
+        try closeLink()
+        if try r.count(Tables.chains) != lastByOrigin.values.reduce(0, { $0 + Int($1) }) {
+            problem("hash chains table does not match the change log")
         }
         report.changes = changes
         var vectorEntries = 0

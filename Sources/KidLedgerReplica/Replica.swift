@@ -74,8 +74,9 @@ public final class Replica {
     @discardableResult
     func commitLocalBatch<T>(_ build: (any KeyValueWriter, HLC) throws -> ([[Operation]], T)) throws -> ([Change], T) {
         let now = clock.nowMillis()
-        let origin = replicaID
-        return try store.write { w in
+        let (changes, extra): ([Change], T) = try store.write { w in
+            // Another process (the daemon) may have moved this replica to a new id.
+            let origin = try Self.currentReplicaID(w)
             var hlc = try Self.lastHLC(w).tickLocal(now: now)
             let (batches, extra) = try build(w, hlc)
             var sequence = Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0
@@ -91,6 +92,8 @@ public final class Replica {
             }
             return (changes, extra)
         }
+        if let first = changes.first { replicaID = first.origin }
+        return (changes, extra)
     }
 
     static func lastHLC(_ r: any KeyValueReader) throws -> HLC {

@@ -5,8 +5,14 @@ import KidLedgerDomain
 public enum Tables {
     /// Schema version, replica id, last HLC, digest.
     public static let meta = Table("meta")
-    /// The change log: origin (8) + sequence (8) → encoded ``Change``. Also the pending-sync queue.
+    /// The change log: origin (8) + sequence (8) + version hash (8) → encoded ``Change``. Also the
+    /// pending-sync queue. Normally one version per (origin, sequence); a replica restored from a
+    /// stale copy of its files can fork its own history, and then every version is kept.
     public static let changes = Table("changes")
+    /// Per-origin hash chains: origin (8) + sequence (8) → 16 bytes, the hash of the chain before
+    /// it and the sorted version hashes at this sequence. Two replicas agree on an origin's history
+    /// up to a sequence exactly when their chains there are equal.
+    public static let chains = Table("chains")
     /// The version vector: origin (8) → highest contiguous sequence held (8).
     public static let vector = Table("vector")
     /// Household creation records: id (16) → encoded record.
@@ -29,7 +35,7 @@ public enum Tables {
     public static let conflicts = Table("conflicts")
 
     /// Every table, for opening the store.
-    public static let all: [Table] = [meta, changes, vector, households, children, registers,
+    public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts]
 }
 
@@ -41,11 +47,22 @@ enum Keys {
         return w.bytes
     }
 
+    /// The log key prefix of every version of (origin, sequence); also the chains-table key.
     static func change(_ origin: ReplicaID, _ sequence: UInt64) -> [UInt8] {
-        var w = ByteWriter(capacity: 16)
+        var w = ByteWriter(capacity: 24)
         w.write(bigEndian: origin.rawValue)
         w.write(bigEndian: sequence)
         return w.bytes
+    }
+
+    /// The log key of one version of a change.
+    static func change(_ origin: ReplicaID, _ sequence: UInt64, version: [UInt8]) -> [UInt8] {
+        change(origin, sequence) + version
+    }
+
+    /// The 8-byte version hash of a change's canonical bytes.
+    static func version(_ encoded: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(encoded).prefix(8))
     }
 
     static func origin(_ origin: ReplicaID) -> [UInt8] {

@@ -9,7 +9,10 @@ import Testing
         let messages: [Message] = [
             .hello(protocolVersionMin: 1, protocolVersionMax: 1, replica: ReplicaID(42), household: RecordID(high: 1, low: 2)),
             .welcome(protocolVersion: 1, replica: ReplicaID(9)),
-            .vector([ReplicaID(3): 7, ReplicaID(1): 2]),
+            .vector(VectorSummary(vector: [ReplicaID(3): 7, ReplicaID(1): 2],
+                                  chains: [ReplicaID(3): [UInt8](repeating: 3, count: 16), ReplicaID(1): [UInt8](repeating: 1, count: 16)],
+                                  forked: [ReplicaID(8), ReplicaID(3)])),
+            .forked([ReplicaID(2), ReplicaID(9)]),
             .changes([Change(origin: ReplicaID(5), sequence: 1, hlc: HLC(millis: 10, counter: 2),
                              operations: [.createChild(ChildRecord(id: RecordID(high: 3, low: 4), createdAtMillis: 10))])],
                      isLast: true),

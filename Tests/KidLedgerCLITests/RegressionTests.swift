@@ -4,7 +4,7 @@ import Testing
 
 /// Tests that show bugs found while writing this suite. They fail until the bug is fixed (see
 /// each test's comment for the cause and the fix).
-@Suite("Known bugs")
+@Suite("Regressions found by review")
 struct BugTests {
     /// When the wall clock steps back (NTP, a suspended VM, a wrong clock fixed by hand), the
     /// hybrid logical clock keeps the last millisecond and only bumps its counter, so every
