@@ -1,6 +1,6 @@
 /// An in-memory ``KeyValueStore`` with the same ordering and transaction semantics as LMDB,
-/// used by the simulator for speed. A write transaction works on a copy and swaps it in on
-/// success, so a throwing body leaves nothing behind.
+/// used by the simulator for speed. A write transaction writes in place and keeps an undo log,
+/// so a throwing body leaves nothing behind. Single-threaded: the simulator has no threads.
 public final class MemoryStore: KeyValueStore {
     final class SortedTable {
         var keys: [[UInt8]] = []
@@ -45,17 +45,33 @@ public final class MemoryStore: KeyValueStore {
         try body(Transaction(snapshot: committed, writable: false))
     }
 
-    /// Runs `body` against a private copy and publishes it on success.
+    /// Runs `body` in place; on a throw, undoes its writes in reverse order.
     public func write<T>(_ body: (any KeyValueWriter) throws -> T) throws -> T {
         let txn = Transaction(snapshot: committed, writable: true)
-        let result = try body(txn)
-        committed = txn.snapshot
-        return result
+        do {
+            let result = try body(txn)
+            committed = txn.snapshot
+            return result
+        } catch {
+            for (table, key, old) in txn.undo.reversed() {
+                let t = txn.snapshot.tables[table]!
+                let i = t.lowerBound(key)
+                let present = i < t.keys.count && t.keys[i] == key
+                switch (present, old) {
+                case (true, let value?): t.values[i] = value
+                case (true, nil): t.keys.remove(at: i); t.values.remove(at: i)
+                case (false, let value?): t.keys.insert(key, at: i); t.values.insert(value, at: i)
+                case (false, nil): break
+                }
+            }
+            throw error
+        }
     }
 
     final class Transaction: KeyValueWriter {
         var snapshot: Snapshot
-        var copied: Set<Table> = []
+        /// (table, key, previous value) for every write, to undo on a throw.
+        var undo: [(Table, [UInt8], [UInt8]?)] = []
         let writable: Bool
 
         init(snapshot: Snapshot, writable: Bool) {
@@ -66,10 +82,7 @@ public final class MemoryStore: KeyValueStore {
         func table(_ t: Table, forWriting: Bool) -> SortedTable? {
             if forWriting {
                 precondition(writable, "write in a read transaction")
-                if !copied.contains(t) {
-                    snapshot.tables[t] = snapshot.tables[t]?.copy() ?? SortedTable()
-                    copied.insert(t)
-                }
+                if snapshot.tables[t] == nil { snapshot.tables[t] = SortedTable() }
             }
             return snapshot.tables[t]
         }
@@ -113,8 +126,10 @@ public final class MemoryStore: KeyValueStore {
             let table = table(t, forWriting: true)!
             let i = table.lowerBound(key)
             if i < table.keys.count && table.keys[i] == key {
+                undo.append((t, key, table.values[i]))
                 table.values[i] = value
             } else {
+                undo.append((t, key, nil))
                 table.keys.insert(key, at: i)
                 table.values.insert(value, at: i)
             }
@@ -124,6 +139,7 @@ public final class MemoryStore: KeyValueStore {
             let table = table(t, forWriting: true)!
             let i = table.lowerBound(key)
             if i < table.keys.count && table.keys[i] == key {
+                undo.append((t, key, table.values[i]))
                 table.keys.remove(at: i)
                 table.values.remove(at: i)
             }

@@ -60,6 +60,19 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
             usesLMDB: pick(0...999) < lmdbPerMille)
     }
 
+    /// The fault kinds this draw enables, each counted once (for swarm-coverage checks).
+    public func faultKinds() -> [String: Int] {
+        var kinds: [String: Int] = [:]
+        if lossPerMille > 0 { kinds["loss"] = 1 }
+        if duplicationPerMille > 0 { kinds["duplication"] = 1 }
+        if reorderPerMille > 0 { kinds["reorder"] = 1 }
+        if partitionPerMille > 0 { kinds["partition"] = 1 }
+        if crashPerMille > 0 { kinds["crash"] = 1 }
+        if crashPerMille > 0 && staleRestorePerMille > 0 { kinds["staleRestore"] = 1 }
+        if skewMillisMax > 0 { kinds["skew"] = 1 }
+        return kinds
+    }
+
     /// One line per parameter.
     public var description: String {
         """

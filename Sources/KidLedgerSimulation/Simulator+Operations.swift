@@ -42,11 +42,11 @@ extension Simulator {
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 acknowledge(ps.map(\.transaction.id), node)
                 batches.append(ps.map(\.transaction.id))
-                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count)")
+                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { String($0.transaction.id.hex.prefix(8)) }.joined(separator: ","))")
             default:
                 let u = try replica.undo()
                 acknowledge([u.undo.id], node)
-                log("\(node.name) undo \(u.original.id.hex.prefix(8))")
+                log("\(node.name) undo \(u.original.id.hex.prefix(8)) by \(u.undo.id.hex.prefix(8))")
             }
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")

@@ -211,18 +211,19 @@ public final class Simulator {
         log("\(node.name) restart")
     }
 
-    /// Acknowledged transactions of `node` that only its lost files held may vanish with the
-    /// restore; every other acknowledged transaction must survive.
+    /// Acknowledged transactions that only `node`'s current files held (whoever made them) vanish
+    /// with a restore from a stale copy, like a laptop restored from an old backup before it
+    /// synced; every other acknowledged transaction must survive.
     func noteLossesFromRestore(_ node: SimNode, _ stale: MemoryStore) throws {
-        let staleReplica = try Replica(store: stale.clone(), clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
-        for id in acknowledgedOrder where acknowledged[id] == node.index && !mayBeLost.contains(id) {
-            if try staleReplica.containsTransaction(id) { continue }
-            var elsewhere = false
-            for other in nodes where other.index != node.index {
-                let r = try Replica(store: other.store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
-                if try r.containsTransaction(id) { elsewhere = true; break }
-            }
-            if !elsewhere { mayBeLost.insert(id) }
+        func reader(_ store: any KeyValueStore) throws -> Replica {
+            try Replica(store: store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
+        }
+        let current = try reader(node.store)
+        let staleReplica = try reader(stale.clone())
+        let others = try nodes.filter { $0.index != node.index }.map { try reader($0.store) }
+        for id in acknowledgedOrder where !mayBeLost.contains(id) {
+            guard try current.containsTransaction(id), !(try staleReplica.containsTransaction(id)) else { continue }
+            if try others.allSatisfy({ !(try $0.containsTransaction(id)) }) { mayBeLost.insert(id) }
         }
     }
 
