@@ -3,7 +3,40 @@ import KidLedgerReplica
 
 /// Integrity and file commands.
 enum DataCommands {
-    static let all: [CLI.Command] = [digest, verify, export, importCSV]
+    static let all: [CLI.Command] = [conflicts, digest, verify, export, importCSV]
+
+    static let conflicts = CLI.Command(spec: CommandSpec(
+        name: "conflicts", synopsis: "[CHILD]", summary: "show what concurrent edits lost, and same-id conflicts",
+        details: "When two devices change the same field while apart (say, both rename Ben), one value wins on every\ndevice; this lists the values that lost, who wrote them and when. It also counts transactions that\narrived with one id and different contents (a bug or a hostile device); the smaller copy is kept.",
+        arguments: 0...1)) { ctx, args in
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        let child = try args.positionals.first.map { try replica.resolveChild($0) }
+        var names: [RecordID: String] = [:]
+        for c in try replica.children(includeArchived: true) { names[c.id] = c.name }
+        let household = try LedgerCommands.requireHousehold(replica)
+        names[household.id] = household.name
+        let journal = try replica.fieldConflicts(entity: child?.id)
+        let counts = try replica.counts()
+        ctx.emit(.object([
+            ("fieldConflicts", .array(journal.map { c in
+                .object([("entityId", .string(c.entity.description)), ("name", .string(names[c.entity] ?? "")),
+                         ("field", .string(c.field.description)),
+                         ("loserValue", .string(c.loserValue.description)), ("loserReplicaId", .string(c.loserStamp.origin.description)),
+                         ("loserAtMillis", .int(c.loserStamp.hlc.millis)),
+                         ("winnerValue", .string(c.winnerValue.description)), ("winnerReplicaId", .string(c.winnerStamp.origin.description)),
+                         ("winnerAtMillis", .int(c.winnerStamp.hlc.millis))])
+            })),
+            ("transactionConflicts", .int(counts.conflicts)),
+        ]))
+        if journal.isEmpty { ctx.say("No concurrent edits lost.") }
+        for c in journal {
+            ctx.say("\(names[c.entity] ?? Render.shortID(c.entity)): \(c.field) \"\(c.loserValue)\" (device \(c.loserStamp.origin.description.prefix(8)), \(Timestamp.short(millis: c.loserStamp.hlc.millis))) lost to \"\(c.winnerValue)\" (device \(c.winnerStamp.origin.description.prefix(8)), \(Timestamp.short(millis: c.winnerStamp.hlc.millis)))")
+        }
+        if counts.conflicts > 0 {
+            ctx.say("\(Render.plural(counts.conflicts, "transaction copy", "transaction copies")) with a reused id and different contents lost; the same copy was kept on every device.")
+        }
+    }
 
     static let digest = CLI.Command(spec: CommandSpec(
         name: "digest", synopsis: "", summary: "print the replica's state digest",

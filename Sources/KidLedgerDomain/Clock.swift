@@ -111,3 +111,20 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+/// The order of register writes: hybrid logical clock, then origin replica.
+public struct Stamp: Hashable, Comparable, Sendable {
+    /// When.
+    public var hlc: HLC
+    /// Who (which replica).
+    public var origin: ReplicaID
+
+    /// Creates a stamp.
+    public init(hlc: HLC, origin: ReplicaID) {
+        self.hlc = hlc
+        self.origin = origin
+    }
+
+    /// Orders by HLC, then replica id.
+    public static func < (a: Stamp, b: Stamp) -> Bool { (a.hlc, a.origin) < (b.hlc, b.origin) }
+}

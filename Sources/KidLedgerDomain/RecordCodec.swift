@@ -46,6 +46,24 @@ public enum RecordCodec {
         }
     }
 
+    // MARK: Stamps
+
+    /// Appends a register stamp: HLC milliseconds (zigzag), counter (varint), origin (u64 BE).
+    public static func encode(_ stamp: Stamp, into w: inout ByteWriter) {
+        w.write(zigzag: stamp.hlc.millis)
+        w.write(varint: UInt64(stamp.hlc.counter))
+        w.write(bigEndian: stamp.origin.rawValue)
+    }
+
+    /// Reads a register stamp.
+    public static func decodeStamp(_ r: inout ByteReader) throws(DecodeError) -> Stamp {
+        let millis = try r.readZigzag("stamp")
+        guard millis >= 0, millis <= HLC.millisMax else { throw .invalid("stamp time") }
+        let counter = try r.readVarint("stamp counter")
+        guard counter <= UInt64(UInt32.max) else { throw .invalid("stamp counter") }
+        return Stamp(hlc: HLC(millis: millis, counter: UInt32(counter)), origin: ReplicaID(try r.readBigEndianUInt64("stamp origin")))
+    }
+
     // MARK: Transactions
 
     /// Appends a transaction.
@@ -107,11 +125,17 @@ public enum RecordCodec {
             w.write(OperationTag.createChild.rawValue)
             w.write(id: c.id)
             w.write(zigzag: c.createdAtMillis)
-        case .setField(let entity, let field, let value):
+        case .setField(let entity, let field, let value, let base):
             w.write(OperationTag.setField.rawValue)
             w.write(id: entity)
             w.write(field.rawValue)
             encode(value, into: &w)
+            if let base {
+                w.write(1)
+                encode(base, into: &w)
+            } else {
+                w.write(0)
+            }
         case .addTransaction(let t):
             w.write(OperationTag.addTransaction.rawValue)
             encode(t, into: &w)
@@ -130,7 +154,8 @@ public enum RecordCodec {
             guard let field = Field(rawValue: try r.readByte("field")) else { throw .invalid("field") }
             let value = try decodeValue(&r)
             guard value.fits(field) else { throw .invalid("value for \(field)") }
-            return .setField(entity: entity, field: field, value: value)
+            let base: Stamp? = try r.readBool("base flag") ? try decodeStamp(&r) : nil
+            return .setField(entity: entity, field: field, value: value, base: base)
         case OperationTag.addTransaction.rawValue:
             return .addTransaction(try decodeTransaction(&r))
         default:

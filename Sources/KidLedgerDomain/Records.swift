@@ -135,8 +135,10 @@ public enum Operation: Hashable, Sendable {
     case createHousehold(Household)
     /// Creates a child.
     case createChild(ChildRecord)
-    /// Writes a register of an entity (household or child).
-    case setField(entity: RecordID, field: Field, value: FieldValue)
+    /// Writes a register of an entity (household or child). `base` is the stamp of the value the
+    /// writer saw (nil if none): a write whose base is not the value it replaces was concurrent
+    /// with it, and the loser goes to the conflict journal.
+    case setField(entity: RecordID, field: Field, value: FieldValue, base: Stamp? = nil)
     /// Adds a transaction to the grow-only set.
     case addTransaction(LedgerTransaction)
 }

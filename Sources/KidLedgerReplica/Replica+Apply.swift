@@ -29,7 +29,7 @@ extension Replica {
         }
         for op in change.operations {
             switch op {
-            case .setField(_, let field, let value) where !value.fits(field):
+            case .setField(_, let field, let value, _) where !value.fits(field):
                 throw LedgerError.invalid("value for \(field)")
             case .addTransaction(let t):
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
@@ -102,8 +102,8 @@ extension Replica {
                                    digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
                                    digest: &digest)
             if isNew { try releaseDeferred(child: c.id, in: w) }
-        case .setField(let entity, let field, let value):
-            try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, in: w, digest: &digest)
+        case .setField(let entity, let field, let value, let base):
+            try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest)
         case .addTransaction(let t):
             try mergeTransaction(t, in: w, digest: &digest)
         }
@@ -132,15 +132,18 @@ extension Replica {
         return false
     }
 
-    /// Merges a register write: the highest (HLC, origin, value bytes) wins.
-    static func mergeRegister(entity: RecordID, field: Field, value: FieldValue, stamp: Stamp,
+    /// Merges a register write: the highest (HLC, origin, value bytes) wins. Every write is also
+    /// kept in the register's history with the stamp it overwrote (its base), from which the
+    /// conflict journal is derived (see ``Replica/fieldConflicts(entity:)``).
+    static func mergeRegister(entity: RecordID, field: Field, value: FieldValue, stamp: Stamp, base: Stamp?,
                               in w: any KeyValueWriter, digest: inout Digest256) throws {
         let key = Keys.register(entity, field)
+        try RegisterWrite(stamp: stamp, base: base, value: value).record(entity: entity, field: field, in: w)
         let incoming = StoredRegister(stamp: stamp, value: value)
         let encoded = incoming.encoded()
         if let raw = try w.get(Tables.registers, key) {
             let current = try StoredRegister.decode(raw)
-            guard incoming.wins(over: current) else { return }
+            guard incoming != current, incoming.wins(over: current) else { return }
             digest.remove(DigestRecord.register(key: key, stored: raw))
         }
         try w.put(Tables.registers, key, encoded)
@@ -234,13 +237,3 @@ enum Conflict {
     static let undoMerge: UInt8 = 4
 }
 
-/// The order of register writes: hybrid logical clock, then origin replica.
-public struct Stamp: Hashable, Comparable, Sendable {
-    /// When.
-    public var hlc: HLC
-    /// Who (which replica).
-    public var origin: ReplicaID
-
-    /// Orders by HLC, then replica id.
-    public static func < (a: Stamp, b: Stamp) -> Bool { (a.hlc, a.origin) < (b.hlc, b.origin) }
-}

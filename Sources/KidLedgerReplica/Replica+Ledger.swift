@@ -70,7 +70,8 @@ extension Replica {
             if others.contains(where: { $0.name.lowercased() == name.lowercased() }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
-            return ([.setField(entity: child.id, field: .childName, value: .text(name))], child.id)
+            return ([.setField(entity: child.id, field: .childName, value: .text(name),
+                               base: try Self.registerStamp(child.id, .childName, w))], child.id)
         }
         return try store.read { r in try Self.child(id, r)! }
     }
@@ -84,7 +85,8 @@ extension Replica {
             if child.isArchived == archived {
                 throw LedgerError.unchanged("\(child.name) is already \(archived ? "archived" : "active")")
             }
-            return ([.setField(entity: child.id, field: .childArchived, value: .flag(archived))], child.id)
+            return ([.setField(entity: child.id, field: .childArchived, value: .flag(archived),
+                               base: try Self.registerStamp(child.id, .childArchived, w))], child.id)
         }
         return try store.read { r in try Self.child(id, r)! }
     }
@@ -156,6 +158,12 @@ extension Replica {
             return ([.addTransaction(t)], UndoResult(undo: t, original: original, childName: child.name, balanceCents: balance))
         }
         return result
+    }
+
+    /// The stamp of a register's current value: the base of a write that replaces it.
+    static func registerStamp(_ entity: RecordID, _ field: Field, _ r: any KeyValueReader) throws -> Stamp? {
+        guard let raw = try r.get(Tables.registers, Keys.register(entity, field)) else { return nil }
+        return try StoredRegister.decode(raw).stamp
     }
 
     static func newestUndoable(_ r: any KeyValueReader) throws -> LedgerTransaction? {

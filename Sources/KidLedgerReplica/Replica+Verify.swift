@@ -144,7 +144,7 @@ extension Replica {
             if try r.get(Tables.households, Keys.id(h.id)) == nil { problem("household \(h.id) of change \(change.origin)/\(change.sequence) is missing") }
         case .createChild(let c):
             if try r.get(Tables.children, Keys.id(c.id)) == nil { problem("child \(c.id) of change \(change.origin)/\(change.sequence) is missing") }
-        case .setField(let entity, let field, let value):
+        case .setField(let entity, let field, let value, _):
             guard let raw = try r.get(Tables.registers, Keys.register(entity, field)),
                   let stored = try? StoredRegister.decode(raw) else {
                 problem("register \(field) of \(entity) is missing")

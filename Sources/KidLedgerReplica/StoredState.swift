@@ -7,9 +7,7 @@ struct StoredRegister: Equatable {
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 32)
-        w.write(zigzag: stamp.hlc.millis)
-        w.write(varint: UInt64(stamp.hlc.counter))
-        w.write(bigEndian: stamp.origin.rawValue)
+        RecordCodec.encode(stamp, into: &w)
         RecordCodec.encode(value, into: &w)
         return w.bytes
     }
@@ -17,13 +15,10 @@ struct StoredRegister: Equatable {
     static func decode(_ raw: [UInt8]) throws -> StoredRegister {
         var r = ByteReader(raw)
         do {
-            let millis = try r.readZigzag("stamp")
-            let counter = try r.readVarint("stamp")
-            guard counter <= UInt64(UInt32.max) else { throw DecodeError.invalid("stamp counter") }
-            let origin = ReplicaID(try r.readBigEndianUInt64("stamp origin"))
+            let stamp = try RecordCodec.decodeStamp(&r)
             let value = try RecordCodec.decodeValue(&r)
             try r.expectEnd()
-            return StoredRegister(stamp: Stamp(hlc: HLC(millis: millis, counter: UInt32(counter)), origin: origin), value: value)
+            return StoredRegister(stamp: stamp, value: value)
         } catch {
             throw LedgerError.corrupted("register: \(error)")
         }

@@ -34,9 +34,14 @@ public enum Tables {
     /// Losing payloads of same-id conflicts: kind (1) + id (16) + payload hash (16) → payload.
     public static let conflicts = Table("conflicts")
 
+    /// Every register write ever seen: entity (16) + field (1) + stamp → base stamp + value. The
+    /// conflict journal is derived from it. Informational; not part of the digest.
+    public static let registerHistory = Table("registerHistory")
+
     /// Every table, for opening the store.
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
-                                      transactions, byTime, byChild, aggregates, deferred, conflicts]
+                                      transactions, byTime, byChild, aggregates, deferred, conflicts,
+                                      registerHistory]
 }
 
 /// Key builders.

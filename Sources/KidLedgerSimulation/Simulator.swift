@@ -64,6 +64,7 @@ public final class Simulator {
     var acknowledgedOrder: [RecordID] = []
     var mayBeLost = Set<RecordID>()
     var batches: [[RecordID]] = []
+    var batchComplete: [Set<Int>] = []
     let lmdbBase: String?
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`.
@@ -155,6 +156,7 @@ public final class Simulator {
             queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(i))
         case .deliver(let id, let to, let bytes):
             try deliver(bytes, connection: id, to: to)
+            if let c = connections[id] { try checkBatchesAtomic([c.ends[to]]) }
         case .closed(let id, let to):
             try closed(connection: id, to: to)
         case .restart(let i):
@@ -201,6 +203,7 @@ public final class Simulator {
         if let stale = node.staleCopy, chance(parameters.staleRestorePerMille) {
             try noteLossesFromRestore(node, stale)
             node.store = stale.clone()
+            if node.index < batchComplete.count { batchComplete[node.index] = [] }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
         } else if let directory = node.lmdbDirectory {

@@ -158,6 +158,7 @@ struct GoldenOutputTests {
           balance [CHILD]               show balances
           history [CHILD] [--limit N]   list transactions, newest first
           undo                          reverse the newest transaction not yet undone
+          conflicts [CHILD]             show what concurrent edits lost, and same-id conflicts
           digest                        print the replica's state digest
           verify                        check the replica's integrity
           export --csv FILE             write every transaction to a CSV file
@@ -185,7 +186,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 17)
+            #expect(CLI.commands.count == 18)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

@@ -70,7 +70,7 @@ struct DeferralTests {
         }[0]
         expected.remove(DigestRecord.child(ava))
         for op in addAva[0].operations {
-            if case .setField(let entity, let field, _) = op {
+            if case .setField(let entity, let field, _, _) = op {
                 let key = Keys.register(entity, field)
                 let stored = try causal.store.read { try $0.get(Tables.registers, key) }!
                 expected.remove(DigestRecord.register(key: key, stored: stored))
