@@ -1,4 +1,5 @@
 import Testing
+import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerReplica
 
