@@ -10,13 +10,19 @@ public let protocolVersionMax: UInt16 = 1
 public let changesPerBatchMax = 512
 /// Most entries in one version vector on the wire.
 public let vectorEntriesMax = 10_000
+/// Longest join token in `hello`, in bytes.
+public let joinTokenBytesMax = 64
+/// Most children in one `checks` message.
+public let checksMax = 10_000
 /// Longest `error` message text, in UTF-8 bytes.
 public let errorMessageBytesMax = 1_000
 
 /// One protocol message. See docs/PROTOCOL.md for the byte layout of each.
 public enum Message: Equatable, Sendable {
-    /// Initiator → responder: the versions it speaks, who it is and which household it syncs.
-    case hello(protocolVersionMin: UInt16, protocolVersionMax: UInt16, replica: ReplicaID, household: RecordID)
+    /// Initiator → responder: the versions it speaks, who it is, which household it syncs, and,
+    /// when joining the household with an invitation, the invitation's secret.
+    case hello(protocolVersionMin: UInt16, protocolVersionMax: UInt16, replica: ReplicaID, household: RecordID,
+               joinToken: [UInt8] = [])
     /// Responder → initiator: the chosen version and who it is.
     case welcome(protocolVersion: UInt16, replica: ReplicaID)
     /// What the sender holds: highest contiguous sequence per origin with the hash chain there,
@@ -30,6 +36,8 @@ public enum Message: Equatable, Sendable {
     case done
     /// The sender gives up; the session fails on both sides.
     case error(code: UInt16, message: String)
+    /// Before `done`: the sender's per-child check (count, sum, id hash) after the exchange.
+    case checks([ChildCheck])
     /// Responder → initiator, before its first batch: origins whose histories it found forked in
     /// the initiator's vector; the initiator sends every version of them from sequence 1.
     case forked([ReplicaID])
@@ -45,6 +53,7 @@ public enum Message: Equatable, Sendable {
         case .done: 6
         case .error: 7
         case .forked: 8
+        case .checks: 9
         }
     }
 
@@ -59,6 +68,7 @@ public enum Message: Equatable, Sendable {
         case .done: "done"
         case .error: "error"
         case .forked: "forked"
+        case .checks: "checks"
         }
     }
 
@@ -66,11 +76,22 @@ public enum Message: Equatable, Sendable {
     public func encodePayload() -> [UInt8] {
         var w = ByteWriter(capacity: 32)
         switch self {
-        case .hello(let lo, let hi, let replica, let household):
+        case .hello(let lo, let hi, let replica, let household, let token):
             Self.write(u16: lo, &w)
             Self.write(u16: hi, &w)
             w.write(bigEndian: replica.rawValue)
             w.write(id: household)
+            w.write(blob: token)
+        case .checks(let checks):
+            precondition(checks.count <= checksMax, "too many child checks")
+            w.write(varint: UInt64(checks.count))
+            for c in checks.sorted(by: { $0.child < $1.child }) {
+                w.write(id: c.child)
+                w.write(varint: c.count)
+                w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents >> 64))
+                w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents))
+                w.write(raw: c.idHash)
+            }
         case .welcome(let version, let replica):
             Self.write(u16: version, &w)
             w.write(bigEndian: replica.rawValue)
@@ -115,8 +136,10 @@ public enum Message: Equatable, Sendable {
                 let hi = try readU16(&r, "hello version max")
                 let replica = ReplicaID(try r.readBigEndianUInt64("hello replica"))
                 let household = try r.readID("hello household")
+                let token = try r.readBlob(maxCount: joinTokenBytesMax, "hello join token")
                 guard lo <= hi else { throw DecodeError.invalid("hello version range \(lo)...\(hi)") }
-                message = .hello(protocolVersionMin: lo, protocolVersionMax: hi, replica: replica, household: household)
+                message = .hello(protocolVersionMin: lo, protocolVersionMax: hi, replica: replica, household: household,
+                                 joinToken: token)
             case 2:
                 let version = try readU16(&r, "welcome version")
                 message = .welcome(protocolVersion: version, replica: ReplicaID(try r.readBigEndianUInt64("welcome replica")))
@@ -139,6 +162,20 @@ public enum Message: Equatable, Sendable {
                 message = .done
             case 8:
                 message = .forked(try readOrigins(&r))
+            case 9:
+                let count = try r.readVarint("check count")
+                guard count <= UInt64(checksMax) else { throw DecodeError.invalid("check count \(count)") }
+                var checks: [ChildCheck] = []
+                for _ in 0..<count {
+                    let child = try r.readID("check child")
+                    if let last = checks.last, child <= last.child { throw DecodeError.invalid("checks not strictly ascending") }
+                    let n = try r.readVarint("check count")
+                    let high = try r.readBigEndianUInt64("check sum")
+                    let low = try r.readBigEndianUInt64("check sum")
+                    let hash = try r.readRaw(count: 16, "check hash")
+                    checks.append(ChildCheck(child: child, count: n, sumCents: (Int128(Int64(bitPattern: high)) << 64) | Int128(low), idHash: hash))
+                }
+                message = .checks(checks)
             case 7:
                 let code = try readU16(&r, "error code")
                 message = .error(code: code, message: try r.readString(maxBytes: errorMessageBytesMax, "error message"))
@@ -233,5 +270,25 @@ public struct VectorSummary: Equatable, Sendable {
         self.vector = vector
         self.chains = chains
         self.forked = Set(forked).sorted()
+    }
+}
+
+/// One child's check: how many applied transactions, their sum, and a hash of their ids.
+public struct ChildCheck: Equatable, Sendable {
+    /// The child.
+    public var child: RecordID
+    /// Applied transactions.
+    public var count: UInt64
+    /// Their sum in cents.
+    public var sumCents: Int128
+    /// XOR of the first 16 bytes of SHA-256 of each id.
+    public var idHash: [UInt8]
+
+    /// Creates a check.
+    public init(child: RecordID, count: UInt64, sumCents: Int128, idHash: [UInt8]) {
+        self.child = child
+        self.count = count
+        self.sumCents = sumCents
+        self.idHash = idHash
     }
 }

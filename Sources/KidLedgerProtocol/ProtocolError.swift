@@ -25,6 +25,8 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     case storage(String)
     /// The connection closed before the session finished.
     case connectionClosed
+    /// The responder refused the peer (for example an unknown, used or expired invitation).
+    case refused(String)
 
     /// The code sent in an `error` frame for this failure.
     public var code: UInt16 {
@@ -37,6 +39,7 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
         case .changeTooLarge: 6
         case .storage: 7
         case .connectionClosed: 8
+        case .refused: 9
         case .peer(let code, _): code
         }
     }
@@ -54,6 +57,7 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
                 + "\(protocolVersionMin)...\(protocolVersionMax); "
                 + (lo > protocolVersionMax ? "upgrade kidledger" : "upgrade kidledger on the other device")
         case .otherHousehold: "device of another household"
+        case .refused(let why): "refused: \(why)"
         case .sameReplica: "the other device uses this device's replica id (a copied ledger store); refusing to sync"
         case .changeTooLarge(let n): "a change of \(n) bytes does not fit in one frame"
         case .peer(_, let message): "peer reported: \(message)"

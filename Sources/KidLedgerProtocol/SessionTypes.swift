@@ -42,6 +42,16 @@ public struct SessionSummary: Equatable, Sendable {
     public var bothUpToDate = false
     /// Whether this replica learned it was restored from a stale copy (and now has a fresh replica id).
     public var recoveredFromStaleCopy = false
+    /// Changes the peer holds that this replica lacked when the vectors were exchanged.
+    public var changesExpected = 0
+    /// Changes this replica held that the peer lacked when the vectors were exchanged.
+    public var changesToSend = 0
+    /// The peer's vector at the end (its receipt: what it acknowledged holding).
+    public var peerVector: VersionVector = [:]
+    /// Children whose checks (count, sum, id hash) agree on both sides at the end.
+    public var childrenAgreeing: [RecordID] = []
+    /// Children whose checks differ (or that one side lacks) at the end.
+    public var childrenDiffering: [RecordID] = []
     /// Origins whose histories were found forked in the peer's vector.
     public var forkedOrigins = 0
     /// Received changes that were other versions of forked sequences (kept and merged).
@@ -59,4 +69,14 @@ public enum SessionAction: Equatable, Sendable {
     case finished(SessionSummary)
     /// The session failed; close the connection. Every batch applied before stays applied.
     case failed(ProtocolError)
+}
+
+/// What a responder learns from `hello` before it admits the peer.
+public struct Admission: Equatable, Sendable {
+    /// The peer's replica id.
+    public var replica: ReplicaID
+    /// The household it asks for.
+    public var household: RecordID
+    /// The invitation secret when the peer is joining; empty otherwise.
+    public var joinToken: [UInt8]
 }

@@ -55,14 +55,27 @@ public final class SyncSession {
     private var receivedLast = false
     private var doneSent = false
     private var doneReceived = false
+    private var checksReceived = false
     private var actions: [SessionAction] = []
 
+    /// Initiator: the invitation secret sent in hello when joining (empty otherwise).
+    public let joinToken: [UInt8]
+    /// Responder: decides whether to admit the peer (nil admits every peer of the household).
+    private let admit: (@Sendable (Admission) -> ProtocolError?)?
+
     /// Creates a session; nothing happens until ``start()``.
-    public init(role: Role, replica: Replica, household: RecordID, limits: SessionLimits = SessionLimits()) {
+    ///
+    /// - Parameters:
+    ///   - joinToken: initiator only; the invitation secret when joining a household.
+    ///   - admit: responder only; returns an error to refuse the peer described by its hello.
+    public init(role: Role, replica: Replica, household: RecordID, limits: SessionLimits = SessionLimits(),
+                joinToken: [UInt8] = [], admit: (@Sendable (Admission) -> ProtocolError?)? = nil) {
         self.role = role
         self.replica = replica
         self.household = household
         self.limits = limits
+        self.joinToken = joinToken
+        self.admit = admit
     }
 
     /// Starts the session: the initiator sends hello; the responder waits for it.
@@ -71,7 +84,7 @@ public final class SyncSession {
         switch role {
         case .initiator:
             send(.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
-                        replica: replica.replicaID, household: household))
+                        replica: replica.replicaID, household: household, joinToken: joinToken))
             state = .awaitingWelcome
         case .responder:
             state = .awaitingHello
@@ -109,10 +122,13 @@ public final class SyncSession {
         switch (state, message) {
         case (_, .error(let code, let text)):
             throw .peer(code: code, message: text)
-        case (.awaitingHello, .hello(let lo, let hi, let peer, let peerHousehold)):
+        case (.awaitingHello, .hello(let lo, let hi, let peer, let peerHousehold, let token)):
             guard lo <= protocolVersionMax && hi >= protocolVersionMin else { throw .versionMismatch(peerMin: lo, peerMax: hi) }
             guard peerHousehold == household else { throw .otherHousehold }
             guard peer != replica.replicaID else { throw .sameReplica }
+            if let admit, let refusal = admit(Admission(replica: peer, household: peerHousehold, joinToken: token)) {
+                throw refusal
+            }
             summary.peer = peer
             send(.welcome(protocolVersion: min(hi, protocolVersionMax), replica: replica.replicaID))
             send(.vector(try localSummary(forked: [])))
@@ -152,6 +168,10 @@ public final class SyncSession {
             peerKnown = peerVector
             try pump()
             try finishIfDone()
+        case (.transferring, .checks(let theirs)):
+            guard !checksReceived else { throw .unexpectedMessage("a second checks message") }
+            checksReceived = true
+            try compare(theirs)
         case (.transferring, .done):
             guard sentLast && receivedLast && inFlight == 0 && !doneReceived else {
                 throw .unexpectedMessage("done before the exchange completed")
@@ -165,6 +185,10 @@ public final class SyncSession {
 
     /// What the peer holds; for a forked origin, "nothing", so every version is sent.
     private func setPeerVector(_ vector: VersionVector, forked: Set<ReplicaID>) {
+        if let mine = try? replica.versionVector() {
+            summary.changesExpected = vector.reduce(0) { $0 + Int($1.value - min($1.value, mine[$1.key] ?? 0)) }
+            summary.changesToSend = mine.reduce(0) { $0 + Int($1.value - min($1.value, vector[$1.key] ?? 0)) }
+        }
         peerHas = vector
         for origin in forked { peerHas[origin] = 0 }
         peerKnown = vector
@@ -221,12 +245,14 @@ public final class SyncSession {
     private func finishIfDone() throws(ProtocolError) {
         guard state == .transferring else { return }
         if !doneSent && sentLast && inFlight == 0 && receivedLast {
+            send(.checks(try localChecks()))
             send(.done)
             doneSent = true
         }
         if doneSent && doneReceived {
             let mine = try storage { try replica.versionVector() }
             summary.bothUpToDate = Self.normalized(mine) == Self.normalized(peerKnown)
+            summary.peerVector = Self.normalized(peerKnown)
             state = .finished
             actions.append(.finished(summary))
         }
@@ -253,6 +279,23 @@ public final class SyncSession {
         }
         summary.forkedOrigins += forks.count
         return forks
+    }
+
+    // MARK: Per-child checks
+
+    private func localChecks() throws(ProtocolError) -> [ChildCheck] {
+        let aggregates = try storage { try replica.aggregates() }
+        guard aggregates.count <= checksMax else { throw .storage("more than \(checksMax) children") }
+        return aggregates.map { ChildCheck(child: $0.key, count: $0.value.count, sumCents: $0.value.sumCents, idHash: $0.value.idHash) }
+            .sorted { $0.child < $1.child }
+    }
+
+    private func compare(_ theirs: [ChildCheck]) throws(ProtocolError) {
+        let mine = Dictionary(uniqueKeysWithValues: try localChecks().map { ($0.child, $0) })
+        let other = Dictionary(uniqueKeysWithValues: theirs.map { ($0.child, $0) })
+        for child in Set(mine.keys).union(other.keys).sorted() {
+            if mine[child] == other[child] { summary.childrenAgreeing.append(child) } else { summary.childrenDiffering.append(child) }
+        }
     }
 
     // MARK: Helpers

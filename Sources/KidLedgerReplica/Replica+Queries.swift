@@ -222,3 +222,18 @@ extension Replica {
         try store.read { r in try r.get(Tables.transactions, Keys.id(id)) != nil }
     }
 }
+
+extension Replica {
+    /// Every child's running totals (count, sum, id hash), for comparing two replicas.
+    public func aggregates() throws -> [RecordID: Aggregate] {
+        try store.read { r in
+            var result: [RecordID: Aggregate] = [:]
+            try r.scan(Tables.children) { key, _ in
+                let id = RecordID(bytes: key)
+                result[id] = try Aggregate.load(id, r)
+                return true
+            }
+            return result
+        }
+    }
+}
