@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSimulation", "KidLedgerDomain"]),
 
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
-        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
+        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol"]),
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),

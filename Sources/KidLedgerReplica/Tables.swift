@@ -41,7 +41,7 @@ public enum Tables {
     /// Every table, for opening the store.
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
-                                      registerHistory]
+                                      registerHistory, peers, invites, settings]
 }
 
 /// Key builders.

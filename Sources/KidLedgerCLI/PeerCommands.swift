@@ -1,0 +1,159 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+
+/// Known peers and the sync status.
+enum PeerCommands {
+    static let all: [CLI.Command] = [peerAdd, peerRemove, peersList, status]
+
+    /// Checks "HOST:PORT" (a port 1...65535 and a non-empty host).
+    static func validAddress(_ text: String) throws -> String {
+        let trimmed = Text.trimmed(text)
+        guard let colon = trimmed.lastIndex(of: ":"), colon != trimmed.startIndex,
+              let port = Int(trimmed[trimmed.index(after: colon)...]), (1...65_535).contains(port) else {
+            throw CLIError.usage("\"\(text)\" is not HOST:PORT (for example 192.168.1.20:4717)")
+        }
+        return trimmed
+    }
+
+    static let peerAdd = CLI.Command(spec: CommandSpec(
+        name: "peer add", synopsis: "HOST:PORT", summary: "remember a peer to sync with",
+        details: "The daemon (`kidledger serve`) and `kidledger sync` sync with every known peer.", arguments: 1...1)) { ctx, args in
+        let address = try validAddress(args.positionals[0])
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        let added = try replica.addPeer(address)
+        ctx.say(added ? "Added peer \(address)." : "\(address) is already a peer.")
+        ctx.emit(.object([("address", .string(address)), ("added", .bool(added))]))
+    }
+
+    static let peerRemove = CLI.Command(spec: CommandSpec(
+        name: "peer remove", synopsis: "HOST:PORT", summary: "forget a peer", details: "", arguments: 1...1)) { ctx, args in
+        let address = try validAddress(args.positionals[0])
+        let replica = try ctx.openReplica()
+        guard try replica.removePeer(address) else { throw CLIError("\(address) is not a peer (see `kidledger peers`)", code: .dataError) }
+        ctx.say("Removed peer \(address).")
+        ctx.emit(.object([("address", .string(address)), ("removed", .bool(true))]))
+    }
+
+    static let peersList = CLI.Command(spec: CommandSpec(
+        name: "peers", synopsis: "", summary: "list known peers and their last sync", details: "")) { ctx, _ in
+        let replica = try ctx.openReplica()
+        let report = try StatusReport(replica: replica)
+        ctx.emit(.object([("peers", .array(report.peers.map(report.json)))]))
+        if report.peers.isEmpty { ctx.say("No peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`."); return }
+        for p in report.peers { ctx.say(report.line(p)) }
+    }
+
+    static let status = CLI.Command(spec: CommandSpec(
+        name: "status", synopsis: "", summary: "sync state, pending changes, peers, digest",
+        details: """
+        States: synced (every known peer has acknowledged, after its durable commit, everything this device
+        holds), pending (some changes are not acknowledged yet, or there is no peer), offline (changes are
+        pending and the last attempt to reach every peer failed), attentionRequired (mutations and sync are
+        stopped until the account or membership is sorted out; see docs/SYNC.md).
+        """)) { ctx, _ in
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        let report = try StatusReport(replica: replica)
+        ctx.emit(report.jsonDocument())
+        ctx.say(report.text())
+    }
+}
+
+/// Everything `status` and `peers` show, computed once.
+struct StatusReport {
+    var state: String
+    var pending: Int
+    var peers: [PeerRecord]
+    var vector: VersionVector
+    var counts: ReplicaCounts
+    var digest: Digest256
+    var children: [ChildSummary]
+
+    init(replica: Replica) throws {
+        vector = try replica.versionVector()
+        peers = try replica.peers()
+        counts = try replica.counts()
+        digest = try replica.digest()
+        children = try replica.children(includeArchived: true)
+        let mine = vector
+        let lacking = peers.map { Self.lacks($0.receipt, mine) }
+        pending = lacking.max() ?? vector.values.reduce(0) { $0 + Int($1) }
+        if peers.isEmpty {
+            state = "pending"
+        } else if lacking.allSatisfy({ $0 == 0 }) {
+            state = "synced"
+        } else if peers.allSatisfy({ !$0.lastError.isEmpty && $0.lastAttemptMillis > $0.lastSuccessMillis }) {
+            state = "offline"
+        } else {
+            state = "pending"
+        }
+    }
+
+    /// How many changes `holder` has that `receipt` does not cover.
+    static func lacks(_ receipt: VersionVector, _ holder: VersionVector) -> Int {
+        holder.reduce(0) { $0 + Int($1.value - min($1.value, receipt[$1.key] ?? 0)) }
+    }
+
+    func json(_ p: PeerRecord) -> JSON {
+        .object([("address", .string(p.address)), ("replicaId", p.peerReplica.map { .string($0.description) } ?? .null),
+                 ("lastSyncMillis", p.lastSuccessMillis > 0 ? .int(p.lastSuccessMillis) : .null),
+                 ("lastAttemptMillis", p.lastAttemptMillis > 0 ? .int(p.lastAttemptMillis) : .null),
+                 ("lastError", p.lastError.isEmpty ? .null : .string(p.lastError)),
+                 ("theyLack", .int(Self.lacks(p.receipt, vector))),
+                 ("childrenAgreeing", .int(p.childrenAgreeing)),
+                 ("childrenDiffering", .array(p.childrenDiffering.map { .string($0.description) }))])
+    }
+
+    func line(_ p: PeerRecord) -> String {
+        var text = p.address
+        if p.lastSuccessMillis == 0 {
+            text += ": never synced"
+        } else {
+            let lack = Self.lacks(p.receipt, vector)
+            text += lack == 0 ? ": has everything (last sync \(Timestamp.short(millis: p.lastSuccessMillis)) UTC)"
+                              : ": lacks \(Render.plural(lack, "change")) (last sync \(Timestamp.short(millis: p.lastSuccessMillis)) UTC)"
+        }
+        if !p.lastError.isEmpty && p.lastAttemptMillis > p.lastSuccessMillis {
+            text += "; last attempt \(Timestamp.short(millis: p.lastAttemptMillis)) failed: \(p.lastError)"
+        }
+        return text
+    }
+
+    /// "all 2 laptops agree: Ava $12.34, Ben $1.00" or the children they differ on.
+    func agreement() -> String? {
+        let synced = peers.filter { $0.lastSuccessMillis > 0 }
+        guard !synced.isEmpty else { return nil }
+        let differing = Set(synced.flatMap(\.childrenDiffering))
+        let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.name) })
+        if !differing.isEmpty {
+            return "at the last sync, laptops differed on: " + differing.sorted().map { names[$0] ?? String($0.hex.prefix(8)) }.joined(separator: ", ")
+        }
+        let active = children.filter { !$0.isArchived }
+        let list = active.map { "\($0.name) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
+        return "all \(synced.count + 1) laptops agreed at the last sync" + (list.isEmpty ? "" : "; now: " + list)
+    }
+
+    func text() -> String {
+        var lines = ["status: \(state)"]
+        switch state {
+        case "synced": lines.append("every peer has acknowledged everything this device holds")
+        case "offline": lines.append("\(Render.plural(pending, "change")) waiting; no peer could be reached (they sync when one is back)")
+        default:
+            lines.append(peers.isEmpty ? "no peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`"
+                                       : "\(Render.plural(pending, "change")) not yet acknowledged by every peer")
+        }
+        if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
+        if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
+        for p in peers { lines.append("peer " + line(p)) }
+        if let agreement = agreement() { lines.append(agreement) }
+        lines.append("digest \(digest)")
+        return lines.joined(separator: "\n")
+    }
+
+    func jsonDocument() -> JSON {
+        .object([("state", .string(state)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
+                 ("conflicts", .int(counts.conflicts)), ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
+    }
+}

@@ -1,0 +1,106 @@
+import KidLedgerDomain
+
+/// A one-time, expiring invitation to join a household: what the joiner needs to reach the
+/// household (addresses, household id) and a secret the inviter checks once.
+///
+/// Text form: `KL1-` followed by base64url (no padding) of: version u8 (1), household id (16),
+/// secret (16), expiry millis zigzag, address count varint (1...8), addresses as strings.
+public struct InviteCode: Equatable, Sendable {
+    /// The household to join.
+    public var household: RecordID
+    /// The one-time secret.
+    public var secret: [UInt8]
+    /// When the invitation expires, Unix milliseconds.
+    public var expiresAtMillis: Int64
+    /// Where the inviter's daemon listens ("host:port").
+    public var addresses: [String]
+
+    /// Most addresses in one code.
+    public static let addressesMax = 8
+
+    /// Creates a code.
+    public init(household: RecordID, secret: [UInt8], expiresAtMillis: Int64, addresses: [String]) {
+        self.household = household
+        self.secret = secret
+        self.expiresAtMillis = expiresAtMillis
+        self.addresses = addresses
+    }
+
+    /// The text to hand to the other device.
+    public var text: String {
+        var w = ByteWriter(capacity: 64)
+        w.write(1)
+        w.write(id: household)
+        w.write(raw: secret)
+        w.write(zigzag: expiresAtMillis)
+        w.write(varint: UInt64(addresses.count))
+        for a in addresses { w.write(string: a) }
+        return "KL1-" + Base64URL.encode(w.bytes)
+    }
+
+    /// Parses a code; nil for anything that is not a well-formed kidledger invitation.
+    public init?(text raw: String) {
+        var text = Substring(raw.filter { !$0.isWhitespace })
+        guard text.hasPrefix("KL1-") else { return nil }
+        text = text.dropFirst(4)
+        guard text.count <= 2_000, let bytes = Base64URL.decode(String(text)) else { return nil }
+        var r = ByteReader(bytes)
+        guard (try? r.readByte()) == 1,
+              let household = try? r.readID(),
+              let secret = try? r.readRaw(count: 16),
+              let expiry = try? r.readZigzag(),
+              let count = try? r.readVarint(), count >= 1, count <= UInt64(Self.addressesMax) else { return nil }
+        var addresses: [String] = []
+        for _ in 0..<count {
+            guard let a = try? r.readString(maxBytes: 300), !a.isEmpty else { return nil }
+            addresses.append(a)
+        }
+        guard r.isAtEnd else { return nil }
+        self.init(household: household, secret: secret, expiresAtMillis: expiry, addresses: addresses)
+    }
+}
+
+/// RFC 4648 base64url without padding.
+public enum Base64URL {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Encodes bytes.
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var i = 0
+        while i < bytes.count {
+            let b0 = UInt32(bytes[i]), b1 = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0, b2 = i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0
+            let n = b0 << 16 | b1 << 8 | b2
+            out.append(alphabet[Int(n >> 18 & 63)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+            if i + 1 < bytes.count { out.append(alphabet[Int(n >> 6 & 63)]) }
+            if i + 2 < bytes.count { out.append(alphabet[Int(n & 63)]) }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes text; nil on any character outside the alphabet or an impossible length.
+    public static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt32] = []
+        for c in text.utf8 {
+            guard let v = alphabet.firstIndex(of: c) else { return nil }
+            values.append(UInt32(v))
+        }
+        guard values.count % 4 != 1 else { return nil }
+        var out: [UInt8] = []
+        var i = 0
+        while i < values.count {
+            let chunk = values[i..<min(i + 4, values.count)]
+            var n: UInt32 = 0
+            for (k, v) in chunk.enumerated() { n |= v << (18 - 6 * UInt32(k)) }
+            out.append(UInt8(n >> 16 & 255))
+            if chunk.count > 2 { out.append(UInt8(n >> 8 & 255)) }
+            if chunk.count > 3 { out.append(UInt8(n & 255)) }
+            i += 4
+        }
+        guard encode(out) == text else { return nil }  // canonical only
+        return out
+    }
+}
