@@ -1,0 +1,172 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+import KidLedgerTransport
+import KidLedgerLMDB
+
+/// Set by SIGINT/SIGTERM; every loop of the daemon checks it.
+nonisolated(unsafe) private var stopSignal: sig_atomic_t = 0
+
+/// `kidledger serve`: accepts peers, gossips with every known peer on an interval and soon after
+/// a local change (including one made by another `kidledger` process on the same home), logs one
+/// line per session to standard error. Local commands keep working meanwhile: LMDB lets several
+/// processes use one home, and every session's writes are short transactions.
+final class Daemon: @unchecked Sendable {
+    /// How often every known peer is synced even without local changes.
+    static let gossipIntervalMillis: Int64 = 30_000
+    /// How soon after a local change the peers are synced.
+    static let changeDelayMillis: Int64 = 300
+    /// How often the store is checked for changes made by other processes.
+    static let pollMillis: Int64 = 200
+    /// Most sessions served at once; more are refused at accept.
+    static let connectionsMax = 16
+
+    let environment: LMDBEnvironment
+    let household: RecordID
+    let listener: TCPListener
+    let log: @Sendable (String) -> Void
+    let limiter = ConnectionLimiter(maximum: Daemon.connectionsMax)
+    private let lock = NSLock()
+    private var activeThreads = 0
+
+    init(environment: LMDBEnvironment, household: RecordID, listener: TCPListener, log: @escaping @Sendable (String) -> Void) {
+        self.environment = environment
+        self.household = household
+        self.listener = listener
+        self.log = log
+    }
+
+    func makeReplica() throws -> Replica {
+        try Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator())
+    }
+
+    static func installSignalHandlers() {
+        signal(SIGINT) { _ in stopSignal = 1 }
+        signal(SIGTERM) { _ in stopSignal = 1 }
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    var stopping: Bool { stopSignal != 0 }
+
+    /// Runs until SIGINT or SIGTERM.
+    func run() throws {
+        let acceptor = Thread { [self] in acceptLoop() }
+        acceptor.start()
+        try gossipLoop()
+        listener.close()
+        // Let sessions in progress end (each batch is its own transaction; an abandoned session
+        // loses nothing), but not forever.
+        let deadline = monotonicMillis() + 5_000
+        while threadsActive() > 0 && monotonicMillis() < deadline { usleep(50_000) }
+        log("stopped")
+    }
+
+    private func threadsActive() -> Int {
+        lock.lock(); defer { lock.unlock() }
+        return activeThreads
+    }
+
+    private func adjustThreads(_ delta: Int) {
+        lock.lock(); activeThreads += delta; lock.unlock()
+    }
+
+    private func acceptLoop() {
+        adjustThreads(1)
+        defer { adjustThreads(-1) }
+        while !stopping {
+            let connection: TCPConnection?
+            do { connection = try listener.accept(timeoutMillis: 250) } catch {
+                if stopping { return }
+                log("accept failed: \(error)")
+                usleep(100_000)
+                continue
+            }
+            guard let connection else { continue }
+            guard limiter.tryAcquire() else {
+                log("refused \(connection.remote): already serving \(Daemon.connectionsMax) sessions")
+                connection.close()
+                continue
+            }
+            adjustThreads(1)
+            Thread.detachNewThread { [self] in
+                defer { limiter.release(); adjustThreads(-1) }
+                serve(connection)
+            }
+        }
+    }
+
+    private func serve(_ connection: TCPConnection) {
+        let started = monotonicMillis()
+        let remote = connection.remote
+        let environment = self.environment
+        do {
+            let replica = try makeReplica()
+            let admit: @Sendable (Admission) -> ProtocolError? = { admission in
+                guard !admission.joinToken.isEmpty else { return nil }
+                guard let invites = try? Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator()),
+                      (try? invites.consumeInvite(secret: admission.joinToken)) == true else {
+                    return .refused("this invitation is unknown, already used or expired; ask for a new code")
+                }
+                return nil
+            }
+            let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
+            let outcome = SessionRunner.run(session, over: connection, now: monotonicMillis)
+            let seconds = Double(monotonicMillis() - started) / 1000
+            if let s = outcome.summary {
+                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))")
+            } else {
+                log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
+            }
+        } catch {
+            connection.close()
+            log("session from \(remote) failed: \(error)")
+        }
+    }
+
+    /// Syncs with every known peer when due: on the interval, soon after a local change, and with
+    /// bounded exponential backoff with jitter after failures.
+    private func gossipLoop() throws {
+        let replica = try makeReplica()
+        var lastVector = try replica.versionVector()
+        var changedAt: Int64?
+        var nextDue: [String: Int64] = [:]
+        var backoff: [String: Backoff] = [:]
+        var random = SystemRandomNumberGenerator()
+        while !stopping {
+            let now = monotonicMillis()
+            let vector = try replica.versionVector()
+            if vector != lastVector {
+                lastVector = vector
+                changedAt = changedAt ?? now
+            }
+            let changeDue = changedAt.map { now - $0 >= Daemon.changeDelayMillis } ?? false
+            var synced = false
+            for peer in try replica.peers() where !stopping {
+                let due = nextDue[peer.address] ?? 0
+                let failing = !(backoff[peer.address]?.attempt == 0 || backoff[peer.address] == nil)
+                guard now >= due || (changeDue && !failing) else { continue }
+                let result = SyncDriver.sync(replica, household: household, with: peer.address)
+                synced = true
+                log(SyncDriver.line(result))
+                var b = backoff[peer.address] ?? Backoff()
+                if result.succeeded {
+                    b.reset()
+                    nextDue[peer.address] = monotonicMillis() + Daemon.gossipIntervalMillis
+                } else {
+                    nextDue[peer.address] = monotonicMillis() + b.nextDelayMillis(using: &random)
+                }
+                backoff[peer.address] = b
+            }
+            if changeDue || synced {
+                // What this round received is not a local change to push again.
+                if changeDue { changedAt = nil }
+                lastVector = try replica.versionVector()
+            }
+            usleep(useconds_t(Daemon.pollMillis * 1000))
+        }
+    }
+}

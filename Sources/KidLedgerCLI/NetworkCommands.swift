@@ -1,0 +1,213 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+import KidLedgerTransport
+import KidLedgerLMDB
+
+/// The daemon, sync, and joining a household.
+enum NetworkCommands {
+    static let all: [CLI.Command] = [serve, sync, invite, join]
+
+    static let serve = CLI.Command(spec: CommandSpec(
+        name: "serve", synopsis: "--listen HOST:PORT", summary: "run the peer daemon",
+        details: """
+        Accepts peers on HOST:PORT (port 0 picks a free one), syncs with every known peer every 30 s and within
+        about a second after a local change (also one made by another kidledger process on this home), and logs
+        one line per session to standard error. Stops cleanly on SIGINT or SIGTERM.
+        """, valueOptions: ["listen"])) { ctx, args in
+        guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
+        let address: PeerAddress
+        do { address = try PeerAddress(parsing: listen) } catch { throw CLIError.usage("\(error)") }
+        let replica = try ctx.openReplica()
+        let household = try LedgerCommands.requireHousehold(replica)
+        guard let environment = replica.store as? LMDBEnvironment else { throw CLIError("internal: store is not LMDB", code: .software) }
+        let listener: TCPListener
+        do { listener = try TCPListener(address: address) } catch {
+            throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
+        }
+        let bound = PeerAddress(host: address.host, port: listener.port).description
+        try replica.setSetting("listen", bound)
+        Daemon.installSignalHandlers()
+        let console = ctx.console
+        let log: @Sendable (String) -> Void = { line in
+            console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
+        }
+        log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.peers().count, "known peer"))")
+        try Daemon(environment: environment, household: household.id, listener: listener, log: log).run()
+        try? replica.setSetting("listen", nil)
+    }
+
+    static let sync = CLI.Command(spec: CommandSpec(
+        name: "sync", synopsis: "[HOST:PORT]", summary: "sync now with one or all known peers",
+        details: "One session with each peer; exits when both sides are up to date. Exit 69 when no peer could be reached.\nShows progress on a terminal for large transfers.",
+        arguments: 0...1)) { ctx, args in
+        let replica = try ctx.openReplica()
+        let household = try LedgerCommands.requireHousehold(replica)
+        var targets = try replica.peers().map(\.address)
+        if let one = args.positionals.first {
+            let address = try PeerCommands.validAddress(one)
+            if !targets.contains(address) { try replica.addPeer(address) }
+            targets = [address]
+        }
+        guard !targets.isEmpty else { throw CLIError("no peers to sync with: `kidledger peer add HOST:PORT` first", code: .unavailable) }
+        var results: [SyncDriver.Result] = []
+        let meter = ProgressMeter(enabled: !ctx.json && isatty(2) == 1, console: ctx.console)
+        for address in targets {
+            let result = SyncDriver.sync(replica, household: household.id, with: address) { p, total in
+                meter.update(label: address, done: p.changesReceived, total: total)
+            }
+            meter.finish()
+            results.append(result)
+            ctx.say(SyncDriver.line(result))
+        }
+        ctx.emit(.object([("results", .array(results.map { r in
+            .object([("address", .string(r.address)), ("ok", .bool(r.succeeded)),
+                     ("changesSent", .int(r.outcome?.summary?.changesSent ?? 0)),
+                     ("changesReceived", .int(r.outcome?.summary?.changesApplied ?? 0)),
+                     ("bytes", .int((r.outcome?.summary?.bytesSent ?? 0) + (r.outcome?.summary?.bytesReceived ?? 0))),
+                     ("upToDate", .bool(r.outcome?.summary?.bothUpToDate ?? false)),
+                     ("error", r.failure.map(JSON.string) ?? .null)])
+        })), ("digest", .string(try replica.digest().description))]))
+        if results.allSatisfy({ !$0.succeeded }) {
+            throw CLIError("no peer could be reached", code: .unavailable)
+        }
+    }
+
+    static let invite = CLI.Command(spec: CommandSpec(
+        name: "invite", synopsis: "[--address HOST:PORT] [--minutes N]", summary: "print a one-time code another device joins with",
+        details: """
+        The code carries where to reach this device's daemon (its --listen address, or --address), the household
+        and a secret. It works once and expires after N minutes (default 60). Keep `kidledger serve` running.
+        """, valueOptions: ["address", "minutes"])) { ctx, args in
+        let replica = try ctx.openReplica()
+        let household = try LedgerCommands.requireHousehold(replica)
+        var minutes = 60
+        if let raw = args.values["minutes"] {
+            guard let n = Int(raw), (1...10_080).contains(n) else { throw CLIError.usage("--minutes takes 1 to 10080, got \"\(raw)\"") }
+            minutes = n
+        }
+        let address: String
+        if let given = args.values["address"] {
+            address = try PeerCommands.validAddress(given)
+        } else if let listening = try replica.setting("listen") {
+            address = listening
+        } else {
+            throw CLIError.usage("no daemon address known: start `kidledger serve --listen HOST:PORT` first, or pass --address HOST:PORT")
+        }
+        if address.hasPrefix("0.0.0.0:") || address.hasPrefix("[::]:") {
+            throw CLIError.usage("the daemon listens on every interface (\(address)); pass --address with this device's LAN address")
+        }
+        var random = SystemRandomNumberGenerator()
+        let secret = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let expires = SystemClock().nowMillis() + Int64(minutes) * 60_000
+        try replica.addInvite(secret: secret, expiresAtMillis: expires)
+        let code = InviteCode(household: household.id, secret: secret, expiresAtMillis: expires, addresses: [address]).text
+        ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(address))]))
+        ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(Timestamp.short(millis: expires)) UTC.")
+    }
+
+    static let join = CLI.Command(spec: CommandSpec(
+        name: "join", synopsis: "CODE [--replace]", summary: "join a household with a code from `kidledger invite`",
+        details: """
+        Connects to the inviting device, receives the whole ledger and remembers that device as a peer.
+        A home that already holds a different ledger with children or transactions is not merged into it:
+        join refuses, unless --replace, which first writes a backup CSV of the old ledger and says where.
+        """, flagOptions: ["replace"], arguments: 1...1)) { ctx, args in
+        guard let code = InviteCode(text: args.positionals[0]) else {
+            throw CLIError("that is not a kidledger invitation code (it starts with KL1-)", code: .dataError)
+        }
+        if code.expiresAtMillis < SystemClock().nowMillis() {
+            throw CLIError("this invitation expired at \(Timestamp.short(millis: code.expiresAtMillis)) UTC; ask for a new one", code: .dataError)
+        }
+        var backup: String?
+        if FileSystem.exists(ctx.storePath + "/data.mdb") {
+            let existing = try ctx.openReplica()
+            if let h = try existing.household(), h.id != code.household {
+                let counts = try existing.counts()
+                if counts.children > 0 || counts.transactions > 0 {
+                    guard args.has("replace") else {
+                        throw CLIError("this home already holds the household \"\(h.name)\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
+                    }
+                    backup = try writeBackup(existing, ctx: ctx)
+                }
+                (existing.store as? LMDBEnvironment)?.close()
+                try removeStore(ctx)
+            }
+        }
+        let replica = try ctx.openReplica(creating: true)
+        var last: SyncDriver.Result?
+        for address in code.addresses {
+            try replica.addPeer(address)
+            let result = SyncDriver.sync(replica, household: code.household, with: address, joinToken: code.secret)
+            last = result
+            if result.succeeded { break }
+            try replica.removePeer(address)
+            if let failure = result.failure, failure.contains("refused:") {
+                throw CLIError("the inviting device refused: \(failure)", code: .notPermitted)
+            }
+        }
+        guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address"); is `kidledger serve` running there?", code: .unavailable)
+        }
+        let counts = try replica.counts()
+        if let backup { ctx.say("The previous ledger was saved to \(backup).") }
+        ctx.say("Joined \"\(h.name)\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
+        ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
+                          ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
+                          ("backup", backup.map(JSON.string) ?? .null)]))
+    }
+
+    static func writeBackup(_ replica: Replica, ctx: Context) throws -> String {
+        var names: [RecordID: String] = [:]
+        for c in try replica.children(includeArchived: true) { names[c.id] = c.name }
+        let path = "\(ctx.home)/backup-\(Timestamp.iso8601(millis: SystemClock().nowMillis()).replacingColons()).csv"
+        try FileSystem.writeFile(path, LedgerCSV.export(try replica.allTransactions(), childNames: names))
+        return path
+    }
+
+    static func removeStore(_ ctx: Context) throws {
+        for file in ["data.mdb", "lock.mdb"] where FileSystem.exists(ctx.storePath + "/" + file) {
+            guard unlink(ctx.storePath + "/" + file) == 0 else {
+                throw CLIError("cannot remove the old ledger in \(ctx.storePath): \(String(cString: strerror(errno)))", code: .ioError)
+            }
+        }
+    }
+}
+
+extension String {
+    /// The string with ":" replaced by "-" (for file names).
+    func replacingColons() -> String { String(map { $0 == ":" ? "-" : $0 }) }
+}
+
+/// A one-line progress display on a terminal: "label: done/total changes (rate/s)".
+final class ProgressMeter: @unchecked Sendable {
+    let enabled: Bool
+    let console: Console
+    var started = monotonicMillis()
+    var lastDraw: Int64 = 0
+    var drawn = false
+
+    init(enabled: Bool, console: Console) {
+        self.enabled = enabled
+        self.console = console
+    }
+
+    func update(label: String, done: Int, total: Int) {
+        guard enabled, total >= 1_000 else { return }
+        let now = monotonicMillis()
+        guard now - lastDraw >= 100 || done >= total else { return }
+        lastDraw = now
+        let rate = Int(Double(done) / max(Double(now - started) / 1000, 0.001))
+        console.err("\r\(label): \(done)/\(total) changes (\(rate)/s)   ")
+        drawn = true
+    }
+
+    func finish() {
+        if drawn { console.err("\n") }
+        drawn = false
+        started = monotonicMillis()
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+import KidLedgerTransport
+import KidLedgerLMDB
+
+/// A monotonic clock in milliseconds, for timeouts (the CLI and daemon only).
+func monotonicMillis() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+}
+
+/// Runs one initiator session with a peer over TCP and records the outcome in the peer's record.
+enum SyncDriver {
+    /// Connect timeout for a peer.
+    static let connectTimeoutMillis = 5_000
+
+    /// The outcome of one sync with one peer.
+    struct Result {
+        var address: String
+        var outcome: SessionOutcome?
+        var connectError: TransportError?
+        var seconds: Double
+
+        var succeeded: Bool { outcome?.summary != nil }
+        var failure: String? {
+            if let connectError { return connectError.description }
+            return outcome?.errorDescription
+        }
+    }
+
+    /// Syncs `replica` with the peer at `address` (one session), recording the result durably.
+    static func sync(_ replica: Replica, household: RecordID, with address: String, joinToken: [UInt8] = [],
+                     progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
+        let started = monotonicMillis()
+        func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
+            let result = Result(address: address, outcome: outcome, connectError: error,
+                                seconds: Double(monotonicMillis() - started) / 1000)
+            record(result, in: replica)
+            return result
+        }
+        let peer: PeerAddress
+        do { peer = try PeerAddress(parsing: address) } catch { return finish(nil, error) }
+        let connection: TCPConnection
+        do { connection = try TCPConnection.connect(to: peer, timeoutMillis: connectTimeoutMillis) } catch { return finish(nil, error) }
+        let session = SyncSession(role: .initiator, replica: replica, household: household, joinToken: joinToken)
+        let outcome = SessionRunner.run(session, over: connection, progress: progress.map { report in
+            { p in report(p, session.summary.changesExpected) }
+        }, now: monotonicMillis)
+        return finish(outcome, nil)
+    }
+
+    static func record(_ result: Result, in replica: Replica) {
+        let now = SystemClock().nowMillis()
+        try? replica.updatePeer(result.address) { p in
+            p.lastAttemptMillis = now
+            if let summary = result.outcome?.summary {
+                p.lastSuccessMillis = now
+                p.lastError = ""
+                p.peerReplica = summary.peer
+                p.receipt = summary.peerVector
+                p.childrenAgreeing = summary.childrenAgreeing.count
+                p.childrenDiffering = summary.childrenDiffering
+            } else {
+                p.lastError = result.failure ?? "unknown error"
+            }
+        }
+    }
+
+    /// One readable line for logs: peer, changes each way, duration.
+    static func line(_ r: Result) -> String {
+        if let s = r.outcome?.summary {
+            let peer = s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""
+            return "sync with \(r.address)\(peer): sent \(s.changesSent), received \(s.changesApplied) new changes, "
+                + "\(s.bytesSent + s.bytesReceived) bytes in \(formatSeconds(r.seconds))"
+                + (s.childrenDiffering.isEmpty ? "" : "; children differ: \(s.childrenDiffering.count)")
+        }
+        return "sync with \(r.address) failed after \(formatSeconds(r.seconds)): \(r.failure ?? "unknown error")"
+    }
+
+    static func formatSeconds(_ s: Double) -> String {
+        let millis = Int((s * 1000).rounded())
+        return "\(millis / 1000).\(String(format3(millis % 1000))) s"
+    }
+
+    static func format3(_ n: Int) -> String {
+        let s = String(n)
+        return String(repeating: "0", count: max(0, 3 - s.count)) + s
+    }
+}
