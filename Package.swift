@@ -34,6 +34,7 @@ let package = Package(
         .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB"]),
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSimulation", "KidLedgerDomain"]),
 
+        .target(name: "KidLedgerTransport", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
         .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol"]),
 
@@ -45,6 +46,7 @@ let package = Package(
         .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol"]),
         .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
+        .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB"]),
         .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
     ],
     swiftLanguageModes: [.v6]

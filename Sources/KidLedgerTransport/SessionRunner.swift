@@ -1,0 +1,131 @@
+import KidLedgerDomain
+import KidLedgerProtocol
+import KidLedgerReplica
+
+/// How a session run over TCP ended.
+public enum SessionOutcome: Equatable, Sendable {
+    /// The session completed; its counters.
+    case finished(SessionSummary)
+    /// The session failed; a readable reason (a protocol error or the transport's).
+    case failed(String)
+
+    /// The summary when finished, else nil.
+    public var summary: SessionSummary? {
+        if case .finished(let summary) = self { return summary }
+        return nil
+    }
+
+    /// The reason when failed, else nil.
+    public var errorDescription: String? {
+        if case .failed(let reason) = self { return reason }
+        return nil
+    }
+}
+
+/// Counters reported while a session runs.
+public struct SessionProgress: Equatable, Sendable {
+    /// Changes received from the peer so far (applied, duplicates and gaps).
+    public var changesReceived: Int
+    /// Changes sent to the peer so far.
+    public var changesSent: Int
+    /// Bytes received and sent so far.
+    public var bytes: Int
+
+    /// Creates progress counters.
+    public init(changesReceived: Int, changesSent: Int, bytes: Int) {
+        self.changesReceived = changesReceived
+        self.changesSent = changesSent
+        self.bytes = bytes
+    }
+}
+
+/// Drives a ``SyncSession`` over a ``TCPConnection``: the one place the protocol core meets a socket.
+public enum SessionRunner {
+    /// Runs `session` to its end over `connection`, then closes the connection.
+    ///
+    /// Starts the session, writes every `send`, reads (waiting at most `idleTimeoutMillis` for each
+    /// chunk) and feeds `receive`, until the session finishes or fails. When the connection ends
+    /// first (EOF, a timeout, an I/O error), the session is told with `connectionClosed()` and the
+    /// outcome carries the transport's reason; batches applied so far stay applied.
+    ///
+    /// - Parameters:
+    ///   - idleTimeoutMillis: the longest wait for the peer to send or accept anything.
+    ///   - totalTimeoutMillis: the longest the whole session may take, measured with `now`.
+    ///   - progress: called on this thread after each received chunk.
+    ///   - now: a monotonic clock in milliseconds (injected; only used for the total timeout).
+    public static func run(_ session: SyncSession, over connection: TCPConnection, idleTimeoutMillis: Int = 15_000,
+                           totalTimeoutMillis: Int = 600_000, progress: ((SessionProgress) -> Void)? = nil,
+                           now: () -> Int64) -> SessionOutcome {
+        defer { connection.close() }
+        let started = now()
+        let idle = max(idleTimeoutMillis, 1)
+
+        /// Milliseconds left of the total, at most the idle timeout; nil when the total is spent.
+        func wait() -> Int? {
+            let left = Int64(totalTimeoutMillis) - (now() - started)
+            guard left > 0 else { return nil }
+            return Int(min(Int64(idle), left))
+        }
+
+        func transportFailure(_ reason: String) -> SessionOutcome {
+            var outcome = SessionOutcome.failed(reason)
+            for action in session.connectionClosed() {
+                // A session that already ended keeps its own outcome.
+                if case .finished(let summary) = action { outcome = .finished(summary) }
+            }
+            return outcome
+        }
+
+        /// Performs `actions`; returns the outcome once the session ended.
+        func perform(_ actions: [SessionAction]) -> SessionOutcome? {
+            var writeError: TransportError?
+            for action in actions {
+                switch action {
+                case .send(let bytes):
+                    guard writeError == nil else { continue }
+                    guard let timeout = wait() else {
+                        writeError = .timeout("after \(totalTimeoutMillis) ms: the session took too long")
+                        continue
+                    }
+                    do { try connection.write(bytes, timeoutMillis: timeout) } catch { writeError = error }
+                case .finished(let summary):
+                    // Everything this side needed arrived; a failure to send the last frame only affects the peer.
+                    return .finished(summary)
+                case .failed(let error):
+                    // The protocol's reason is more telling than a failure to send the error frame.
+                    return .failed(error.description)
+                }
+            }
+            if let writeError { return transportFailure("sync with \(connection.remote) failed: \(writeError)") }
+            return nil
+        }
+
+        if let outcome = perform(session.start()) { return outcome }
+        // Each pass either receives at least one byte or waits out a timeout, and the total timeout
+        // bounds both, so the loop ends; the count guards against a clock that stands still.
+        var passes = 0
+        while passes < Int.max {
+            passes += 1
+            guard let timeout = wait() else {
+                return transportFailure("timed out after \(totalTimeoutMillis) ms: the session took too long")
+            }
+            let chunk: [UInt8]
+            do {
+                chunk = try connection.read(timeoutMillis: timeout)
+            } catch {
+                return transportFailure("sync with \(connection.remote) failed: \(error)")
+            }
+            if chunk.isEmpty {
+                return transportFailure("\(connection.remote) closed the connection before the sync finished")
+            }
+            let actions = session.receive(chunk)
+            if let progress {
+                let s = session.summary
+                progress(SessionProgress(changesReceived: s.changesApplied + s.duplicatesReceived + s.gapsReceived,
+                                         changesSent: s.changesSent, bytes: s.bytesReceived + s.bytesSent))
+            }
+            if let outcome = perform(actions) { return outcome }
+        }
+        return transportFailure("the session did not end")
+    }
+}

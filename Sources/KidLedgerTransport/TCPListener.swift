@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A listening TCP socket that hands out ``TCPConnection``s.
+///
+/// `SO_REUSEADDR` is set, so a restarted server can bind while old connections linger in TIME_WAIT.
+/// Port 0 binds a free port; ``port`` tells which.
+///
+/// One thread accepts at a time. ``close()`` may come from any thread and wakes a blocked
+/// ``accept(timeoutMillis:)``, which then throws ``TransportError/closed``.
+///
+/// `@unchecked Sendable`: the descriptor is guarded by `SocketHandle`'s lock; `port` is immutable.
+public final class TCPListener: @unchecked Sendable {
+    private let handle: SocketHandle
+    /// The address asked for (its port may be 0).
+    public let address: PeerAddress
+    /// The bound port (the chosen one when the address asked for port 0).
+    public let port: UInt16
+
+    /// Binds and listens on `address` (e.g. `0.0.0.0:4000`, `[::]:4000`, `127.0.0.1:0`).
+    ///
+    /// - Throws: ``TransportError/resolve(_:)`` when the host doesn't resolve; ``TransportError/io(_:_:)``
+    ///   when no resolved address could be bound (e.g. `EADDRINUSE`: another server has the port).
+    public init(address: PeerAddress, backlog: Int32 = 64) throws(TransportError) {
+        let candidates = try Sockets.resolve(address, passive: true)
+        var lastError = TransportError.io("bind \(address)", EADDRNOTAVAIL)
+        for candidate in candidates {
+            let fd = socket(candidate.family, Sockets.streamType | Sockets.cloexecNonblock, candidate.protocolNumber)
+            guard fd >= 0 else {
+                lastError = .io("socket", errno)
+                continue
+            }
+            Sockets.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+            if candidate.withSockaddr({ bind(fd, $0, $1) }) != 0 {
+                lastError = .io("bind \(address)", errno)
+                _ = Glibc.close(fd)
+                continue
+            }
+            if listen(fd, max(backlog, 1)) != 0 {
+                lastError = .io("listen on \(address)", errno)
+                _ = Glibc.close(fd)
+                continue
+            }
+            self.handle = SocketHandle(fd)
+            self.address = address
+            self.port = Self.boundPort(fd) ?? address.port
+            return
+        }
+        throw lastError
+    }
+
+    deinit { close() }
+
+    private static func boundPort(_ fd: Int32) -> UInt16? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { return nil }
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// Waits at most `timeoutMillis` for a connection.
+    ///
+    /// - Returns: the connection, or nil when none arrived in time (or one was aborted before it was accepted).
+    /// - Throws: ``TransportError/closed`` after ``close()``; ``TransportError/io(_:_:)`` when accepting
+    ///   fails (e.g. `EMFILE`: out of file descriptors).
+    public func accept(timeoutMillis: Int) throws(TransportError) -> TCPConnection? {
+        try handle.with { fd throws(TransportError) -> TCPConnection? in
+            let events = try Sockets.poll(fd, events: Int16(POLLIN), timeoutMillis: timeoutMillis, what: "accept")
+            if handle.closed { throw .closed }
+            if events == 0 { return nil }
+            var attempts = 0
+            while true {
+                attempts += 1
+                // Glibc's module doesn't export accept4, so close-on-exec and non-blocking are set
+                // right after accepting (TCPConnection.init sets FD_CLOEXEC; O_NONBLOCK here).
+                let client = Glibc.accept(fd, nil, nil)
+                if client >= 0 {
+                    let flags = fcntl(client, F_GETFL)
+                    _ = fcntl(client, F_SETFL, (flags >= 0 ? flags : 0) | O_NONBLOCK)
+                    return TCPConnection(fd: client)
+                }
+                let code = errno
+                switch code {
+                case EINTR where attempts < 100: continue
+                // Nothing there after all (another acceptor won, or the client gave up): like a timeout.
+                case EAGAIN, EWOULDBLOCK, ECONNABORTED, EPROTO: return nil
+                case EINVAL where handle.closed: throw .closed
+                default: throw .io("accept", code)
+                }
+            }
+        }
+    }
+
+    /// Stops listening. Idempotent; safe from any thread.
+    public func close() {
+        handle.close()
+    }
+}

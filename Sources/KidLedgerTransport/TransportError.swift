@@ -1,0 +1,34 @@
+/// Why a TCP operation failed. Each case reads as one sentence through ``description``.
+public enum TransportError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The text is not a valid `HOST:PORT` or `[IPv6]:PORT` address; the payload says why.
+    case badAddress(String)
+    /// The host name could not be resolved; the payload holds the host and the resolver's reason.
+    case resolve(String)
+    /// Nothing listens at the address (the peer answered with a reset).
+    case refused(PeerAddress)
+    /// The address could not be reached (no route, network down, host unreachable); the payload says how.
+    case unreachable(PeerAddress, String)
+    /// Nothing happened within the allowed time; the payload says what was awaited.
+    case timeout(String)
+    /// The connection (or listener) was closed, locally or by the peer resetting it.
+    case closed
+    /// A system call failed: the operation and its `errno`.
+    case io(String, Int32)
+    /// The server already serves as many connections as it allows.
+    case tooManyConnections
+
+    /// A readable sentence.
+    public var description: String {
+        switch self {
+        case .badAddress(let why): "bad address: \(why)"
+        case .resolve(let why): "could not resolve \(why)"
+        case .refused(let address):
+            "could not connect to \(address): connection refused (is `kidledger serve` running there?)"
+        case .unreachable(let address, let why): "could not connect to \(address): \(why)"
+        case .timeout(let what): "timed out \(what)"
+        case .closed: "the connection is closed"
+        case .io(let operation, let code): "\(operation) failed: \(SystemError.message(code)) (errno \(code))"
+        case .tooManyConnections: "the peer is busy with too many connections; try again later"
+        }
+    }
+}
