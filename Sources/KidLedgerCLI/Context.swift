@@ -1,12 +1,13 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
 
 /// Where the CLI writes: standard output and standard error, or a buffer in tests.
-public protocol Console: AnyObject {
+public protocol Console: AnyObject, Sendable {
     /// Writes to standard output.
     func out(_ text: String)
     /// Writes to standard error.
@@ -14,7 +15,7 @@ public protocol Console: AnyObject {
 }
 
 /// The process's standard streams.
-public final class StandardConsole: Console {
+public final class StandardConsole: Console, Sendable {
     /// Creates a console on stdout/stderr.
     public init() {}
     /// Writes to stdout.
@@ -33,18 +34,21 @@ public final class StandardConsole: Console {
     }
 }
 
-/// A console that keeps what was written (tests).
-public final class BufferConsole: Console {
+/// A console that keeps what was written (tests). Thread-safe: the daemon logs from several threads.
+public final class BufferConsole: Console, @unchecked Sendable {
+    private let lock = NSLock()
+    private var outText = ""
+    private var errText = ""
     /// Everything written to stdout.
-    public private(set) var stdout = ""
+    public var stdout: String { lock.lock(); defer { lock.unlock() }; return outText }
     /// Everything written to stderr.
-    public private(set) var stderr = ""
+    public var stderr: String { lock.lock(); defer { lock.unlock() }; return errText }
     /// Creates an empty buffer.
     public init() {}
     /// Appends to ``stdout``.
-    public func out(_ text: String) { stdout += text }
+    public func out(_ text: String) { lock.lock(); outText += text; lock.unlock() }
     /// Appends to ``stderr``.
-    public func err(_ text: String) { stderr += text }
+    public func err(_ text: String) { lock.lock(); errText += text; lock.unlock() }
 }
 
 /// The system wall clock, for the CLI only (the core and simulator take injected clocks).

@@ -20,7 +20,15 @@ enum NetworkCommands {
         """, valueOptions: ["listen"])) { ctx, args in
         guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
         let address: PeerAddress
-        do { address = try PeerAddress(parsing: listen) } catch { throw CLIError.usage("\(error)") }
+        do {
+            // Port 0 asks the system for a free port (PeerAddress itself wants a real one).
+            if listen.hasSuffix(":0") {
+                let any = try PeerAddress(parsing: String(listen.dropLast()) + "1")
+                address = PeerAddress(host: any.host, port: 0)
+            } else {
+                address = try PeerAddress(parsing: listen)
+            }
+        } catch { throw CLIError.usage("--listen: \(error)") }
         let replica = try ctx.openReplica()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let environment = replica.store as? LMDBEnvironment else { throw CLIError("internal: store is not LMDB", code: .software) }
@@ -138,13 +146,16 @@ enum NetworkCommands {
             }
         }
         let replica = try ctx.openReplica(creating: true)
+        // Already a member of this household: no need to spend the invitation, just sync.
+        let alreadyMember = try replica.household()?.id == code.household
         var last: SyncDriver.Result?
         for address in code.addresses {
-            try replica.addPeer(address)
-            let result = SyncDriver.sync(replica, household: code.household, with: address, joinToken: code.secret)
+            let added = try replica.addPeer(address)
+            let result = SyncDriver.sync(replica, household: code.household, with: address,
+                                         joinToken: alreadyMember ? [] : code.secret)
             last = result
             if result.succeeded { break }
-            try replica.removePeer(address)
+            if added { try replica.removePeer(address) }
             if let failure = result.failure, failure.contains("refused:") {
                 throw CLIError("the inviting device refused: \(failure)", code: .notPermitted)
             }
@@ -154,6 +165,7 @@ enum NetworkCommands {
         }
         let counts = try replica.counts()
         if let backup { ctx.say("The previous ledger was saved to \(backup).") }
+        if alreadyMember { ctx.say("This home already belongs to \"\(h.name)\"; synced instead of joining again.") }
         ctx.say("Joined \"\(h.name)\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
                           ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
