@@ -41,8 +41,14 @@ if $netns; then
 else
   mom_run() { "$bin" --home "$mom" "$@"; }
   dad_run() { "$bin" --home "$dad" "$@"; }
-  port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-  mom_addr=127.0.0.1:$(port) dad_addr=127.0.0.1:$(port)
+  # Free ports: let the system pick one for each daemon once, then keep it across restarts.
+  free_port() {
+    local home="$1" log="$work/probe.log"
+    "$bin" --home "$home" serve --listen 127.0.0.1:0 2>"$log" & local pid=$!
+    for _ in $(seq 1 50); do grep -q "serving" "$log" 2>/dev/null && break; sleep 0.1; done
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    grep -o '127\.0\.0\.1:[0-9]*' "$log" | head -n 1 | cut -d: -f2
+  }
   link_down() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
   link_up() { start_daemons; }
 fi
@@ -62,12 +68,18 @@ mom_run init "The Smiths"
 mom_run child add Ava
 mom_run child add Ben
 mom_run give Ava 5 --note "allowance"
+if ! $netns; then
+  mom_addr=127.0.0.1:$(free_port "$mom")
+fi
 mkdir -p "$dad"
 if $netns; then ip netns exec kl-mom "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!); sleep 1
 else "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!); sleep 1; fi
 say "Mom invites Dad's laptop; Dad joins"
-code=$(mom_run --json invite --address "$mom_addr" | python3 -c 'import json,sys; print(json.load(sys.stdin)["code"])')
+code=$(mom_run invite --address "$mom_addr" | grep -o 'KL1-[A-Za-z0-9_-]*')
 dad_run join "$code"
+if ! $netns; then
+  dad_addr=127.0.0.1:$(free_port "$dad")
+fi
 mom_run peer add "$dad_addr"
 if $netns; then ip netns exec kl-dad "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!)
 else "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!); fi
