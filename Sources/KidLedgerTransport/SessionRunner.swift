@@ -59,6 +59,7 @@ public enum SessionRunner {
         defer { connection.close() }
         let started = now()
         let idle = max(idleTimeoutMillis, 1)
+        let totalExpired = "sync with \(connection.remote) timed out after \(totalTimeoutMillis) ms: the whole sync took too long"
 
         /// Milliseconds left of the total, at most the idle timeout; nil when the total is spent.
         func wait() -> Int? {
@@ -84,7 +85,7 @@ public enum SessionRunner {
                 case .send(let bytes):
                     guard writeError == nil else { continue }
                     guard let timeout = wait() else {
-                        writeError = .timeout("after \(totalTimeoutMillis) ms: the session took too long")
+                        writeError = .timeout("after \(totalTimeoutMillis) ms: the whole sync took too long")
                         continue
                     }
                     do { try connection.write(bytes, timeoutMillis: timeout) } catch { writeError = error }
@@ -107,12 +108,13 @@ public enum SessionRunner {
         while passes < Int.max {
             passes += 1
             guard let timeout = wait() else {
-                return transportFailure("timed out after \(totalTimeoutMillis) ms: the session took too long")
+                return transportFailure(totalExpired)
             }
             let chunk: [UInt8]
             do {
                 chunk = try connection.read(timeoutMillis: timeout)
             } catch {
+                if case .timeout = error, wait() == nil { return transportFailure(totalExpired) }
                 return transportFailure("sync with \(connection.remote) failed: \(error)")
             }
             if chunk.isEmpty {

@@ -103,7 +103,7 @@ public final class TCPConnection: @unchecked Sendable {
                 attempts += 1
                 let events = try Sockets.poll(fd, events: Int16(POLLIN), timeoutMillis: timeoutMillis, what: "read")
                 if events == 0 {
-                    throw .timeout("waiting for data from \(remote) (nothing for \(timeoutMillis) ms)")
+                    throw .timeout("waiting for the peer (nothing received for \(timeoutMillis) ms)")
                 }
                 if handle.closed { throw .closed }
                 var buffer = [UInt8](repeating: 0, count: count)
@@ -119,7 +119,7 @@ public final class TCPConnection: @unchecked Sendable {
                     // Interrupted or spurious wake-up: wait again (bounded, in case poll keeps waking).
                     if attempts > 10_000 { throw .io("recv from \(remote)", code) }
                 case ECONNRESET, EPIPE, ENOTCONN: throw .closed
-                case ETIMEDOUT: throw .timeout("waiting for \(remote): the peer stopped answering keepalive probes")
+                case ETIMEDOUT: throw .timeout("waiting for the peer: it stopped answering keepalive probes")
                 default: throw .io("recv from \(remote)", code)
                 }
             }
@@ -156,10 +156,10 @@ public final class TCPConnection: @unchecked Sendable {
                     if stalls > 10_000 { throw .io("send to \(remote)", code) }
                     let events = try Sockets.poll(fd, events: Int16(POLLOUT), timeoutMillis: timeoutMillis, what: "write")
                     if events == 0 {
-                        throw .timeout("sending to \(remote) (the peer accepted nothing for \(timeoutMillis) ms)")
+                        throw .timeout("sending to the peer (it accepted nothing for \(timeoutMillis) ms)")
                     }
                 case ECONNRESET, EPIPE, ENOTCONN: throw .closed
-                case ETIMEDOUT: throw .timeout("sending to \(remote): the peer stopped answering keepalive probes")
+                case ETIMEDOUT: throw .timeout("sending to the peer: it stopped answering keepalive probes")
                 default: throw .io("send to \(remote)", code)
                 }
             }
