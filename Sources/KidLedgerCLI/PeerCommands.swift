@@ -102,6 +102,7 @@ struct StatusReport {
                  ("lastAttemptMillis", p.lastAttemptMillis > 0 ? .int(p.lastAttemptMillis) : .null),
                  ("lastError", p.lastError.isEmpty ? .null : .string(p.lastError)),
                  ("theyLack", .int(Self.lacks(p.receipt, vector))),
+                 ("weLack", .int(Self.lacks(vector, p.receipt))),
                  ("childrenAgreeing", .int(p.childrenAgreeing)),
                  ("childrenDiffering", .array(p.childrenDiffering.map { .string($0.description) }))])
     }
@@ -112,8 +113,10 @@ struct StatusReport {
             text += ": never synced"
         } else {
             let lack = Self.lacks(p.receipt, vector)
+            let weLack = Self.lacks(vector, p.receipt)
             text += lack == 0 ? ": has everything (last sync \(Timestamp.short(millis: p.lastSuccessMillis)) UTC)"
                               : ": lacks \(Render.plural(lack, "change")) (last sync \(Timestamp.short(millis: p.lastSuccessMillis)) UTC)"
+            if weLack > 0 { text += "; it had \(Render.plural(weLack, "change")) this laptop lacks" }
         }
         if !p.lastError.isEmpty && p.lastAttemptMillis > p.lastSuccessMillis {
             text += "; last attempt \(Timestamp.short(millis: p.lastAttemptMillis)) failed: \(p.lastError)"
