@@ -5,7 +5,7 @@
 /// field (a hostile peer's bytes go through the same checks as user input).
 public enum RecordCodec {
     enum OperationTag: UInt8 {
-        case createHousehold = 1, createChild = 2, setField = 3, addTransaction = 4
+        case createHousehold = 1, createChild = 2, setField = 3, addTransaction = 4, grant = 5, revoke = 6, claim = 7
     }
 
     enum ValueTag: UInt8 {
@@ -119,8 +119,7 @@ public enum RecordCodec {
         switch op {
         case .createHousehold(let h):
             w.write(OperationTag.createHousehold.rawValue)
-            w.write(id: h.id)
-            w.write(zigzag: h.createdAtMillis)
+            w.write(raw: encodeRecord(h))
         case .createChild(let c):
             w.write(OperationTag.createChild.rawValue)
             w.write(id: c.id)
@@ -139,14 +138,38 @@ public enum RecordCodec {
         case .addTransaction(let t):
             w.write(OperationTag.addTransaction.rawValue)
             encode(t, into: &w)
+        case .grant(let g):
+            w.write(OperationTag.grant.rawValue)
+            w.write(blob: g.member)
+            w.write(string: g.name)
+            w.write(zigzag: g.grantedAtMillis)
+            w.write(blob: g.signature)
+        case .revoke(let r):
+            w.write(OperationTag.revoke.rawValue)
+            w.write(blob: r.member)
+            w.write(zigzag: r.revokedAtMillis)
+            encode(seen: r.seen, into: &w)
+            w.write(blob: r.signature)
+        case .claim(let c):
+            w.write(OperationTag.claim.rawValue)
+            w.write(bigEndian: c.origin.rawValue)
+            w.write(blob: c.member)
+            w.write(blob: c.signature)
         }
+    }
+
+    /// The canonical bytes of one operation.
+    public static func encodeOperation(_ op: Operation) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        encode(op, into: &w)
+        return w.bytes
     }
 
     /// Reads and validates an operation.
     public static func decodeOperation(_ r: inout ByteReader) throws(DecodeError) -> Operation {
         switch try r.readByte("operation tag") {
         case OperationTag.createHousehold.rawValue:
-            return .createHousehold(Household(id: try r.readID("household id"), createdAtMillis: try r.readZigzag("createdAt")))
+            return .createHousehold(try decodeHousehold(&r))
         case OperationTag.createChild.rawValue:
             return .createChild(ChildRecord(id: try r.readID("child id"), createdAtMillis: try r.readZigzag("createdAt")))
         case OperationTag.setField.rawValue:
@@ -158,9 +181,64 @@ public enum RecordCodec {
             return .setField(entity: entity, field: field, value: value, base: base)
         case OperationTag.addTransaction.rawValue:
             return .addTransaction(try decodeTransaction(&r))
+        case OperationTag.grant.rawValue:
+            let member = try readKey(&r, "grant member")
+            let name = try r.readString(maxBytes: Limits.nameBytesMax, "grant name")
+            let at = try r.readZigzag("grant time")
+            return .grant(MemberGrant(member: member, name: name, grantedAtMillis: at, signature: try readSignature(&r)))
+        case OperationTag.revoke.rawValue:
+            let member = try readKey(&r, "revoked member")
+            let at = try r.readZigzag("revocation time")
+            let seen = try decodeSeen(&r)
+            return .revoke(MemberRevocation(member: member, revokedAtMillis: at, seen: seen, signature: try readSignature(&r)))
+        case OperationTag.claim.rawValue:
+            let origin = ReplicaID(try r.readBigEndianUInt64("claimed origin"))
+            let member = try readKey(&r, "claiming member")
+            return .claim(OriginClaim(origin: origin, member: member, signature: try readSignature(&r)))
         default:
             throw .invalid("operation tag")
         }
+    }
+
+    // MARK: Membership
+
+    static func readKey(_ r: inout ByteReader, _ what: String) throws(DecodeError) -> [UInt8] {
+        let key = try r.readBlob(maxCount: Membership.keyBytes, what)
+        guard key.count == Membership.keyBytes else { throw .invalid(what) }
+        return key
+    }
+
+    static func readSignature(_ r: inout ByteReader) throws(DecodeError) -> [UInt8] {
+        let signature = try r.readBlob(maxCount: Membership.signatureBytes, "signature")
+        guard signature.count == Membership.signatureBytes else { throw .invalid("signature length") }
+        return signature
+    }
+
+    /// Appends a version vector: count, then (origin u64, sequence varint) ascending by origin.
+    public static func encode(seen: [ReplicaID: UInt64], into w: inout ByteWriter) {
+        let entries = seen.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        w.write(varint: UInt64(entries.count))
+        for (origin, sequence) in entries {
+            w.write(bigEndian: origin.rawValue)
+            w.write(varint: sequence)
+        }
+    }
+
+    /// Reads what ``encode(seen:into:)`` writes (at most 10,000 entries, strictly ascending).
+    public static func decodeSeen(_ r: inout ByteReader) throws(DecodeError) -> [ReplicaID: UInt64] {
+        let count = try r.readVarint("vector count")
+        guard count <= 10_000 else { throw .invalid("vector count") }
+        var seen: [ReplicaID: UInt64] = [:]
+        var previous: UInt64?
+        for _ in 0..<count {
+            let origin = try r.readBigEndianUInt64("vector origin")
+            if let previous, origin <= previous { throw .invalid("vector origins not ascending") }
+            previous = origin
+            let sequence = try r.readVarint("vector sequence")
+            guard sequence > 0 else { throw .invalid("vector sequence 0") }
+            seen[ReplicaID(origin)] = sequence
+        }
+        return seen
     }
 
     // MARK: Changes
@@ -232,10 +310,21 @@ public enum Validation {
 extension RecordCodec {
     /// The canonical stored bytes of a household creation record.
     public static func encodeRecord(_ h: Household) -> [UInt8] {
-        var w = ByteWriter(capacity: 24)
+        var w = ByteWriter(capacity: 72)
         w.write(id: h.id)
         w.write(zigzag: h.createdAtMillis)
+        w.write(blob: h.owner)
+        w.write(blob: h.salt)
         return w.bytes
+    }
+
+    static func decodeHousehold(_ r: inout ByteReader) throws(DecodeError) -> Household {
+        let id = try r.readID("household id")
+        let created = try r.readZigzag("createdAt")
+        let owner = try r.readBlob(maxCount: Membership.keyBytes, "owner")
+        let salt = try r.readBlob(maxCount: 32, "salt")
+        guard owner.isEmpty || owner.count == Membership.keyBytes else { throw .invalid("owner key length") }
+        return Household(id: id, createdAtMillis: created, owner: owner, salt: salt)
     }
 
     /// The canonical stored bytes of a child creation record.
@@ -249,7 +338,7 @@ extension RecordCodec {
     /// Decodes ``encodeRecord(_:)-(Household)``.
     public static func decodeHousehold(_ bytes: [UInt8]) throws(DecodeError) -> Household {
         var r = ByteReader(bytes)
-        let h = Household(id: try r.readID("household id"), createdAtMillis: try r.readZigzag("createdAt"))
+        let h = try decodeHousehold(&r)
         try r.expectEnd()
         return h
     }

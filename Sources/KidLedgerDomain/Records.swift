@@ -12,15 +12,26 @@ public enum Limits {
 
 /// The household: created once by its owner; only its name (a register) changes later.
 public struct Household: Hashable, Sendable {
-    /// Stable id.
+    /// Stable id; for an owned household, ``Membership/householdID(owner:salt:)``.
     public var id: RecordID
     /// Creation time, Unix milliseconds.
     public var createdAtMillis: Int64
+    /// The owner's Ed25519 public key (32 bytes), or empty for a household without membership.
+    public var owner: [UInt8]
+    /// Random bytes that make the id unique per household of one owner.
+    public var salt: [UInt8]
 
     /// Creates a household record.
-    public init(id: RecordID, createdAtMillis: Int64) {
+    public init(id: RecordID, createdAtMillis: Int64, owner: [UInt8] = [], salt: [UInt8] = []) {
         self.id = id
         self.createdAtMillis = createdAtMillis
+        self.owner = owner
+        self.salt = salt
+    }
+
+    /// Whether the record is self-consistent: no owner, or an id derived from owner and salt.
+    public var isWellFormed: Bool {
+        owner.isEmpty ? salt.isEmpty : (owner.count == Membership.keyBytes && id == Membership.householdID(owner: owner, salt: salt))
     }
 }
 
@@ -141,6 +152,12 @@ public enum Operation: Hashable, Sendable {
     case setField(entity: RecordID, field: Field, value: FieldValue, base: Stamp? = nil)
     /// Adds a transaction to the grow-only set.
     case addTransaction(LedgerTransaction)
+    /// The owner grants membership to a key.
+    case grant(MemberGrant)
+    /// The owner revokes a member.
+    case revoke(MemberRevocation)
+    /// A member claims the change's origin replica.
+    case claim(OriginClaim)
 }
 
 /// A unit of replication: the operations of one local action, stamped with the replica that made

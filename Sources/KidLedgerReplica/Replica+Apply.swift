@@ -19,7 +19,8 @@ extension Replica {
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` for a change that breaks a domain rule (decoded
     ///   changes are already checked; this guards changes built in memory).
-    static func apply(_ change: Change, in w: any KeyValueWriter, now: Int64) throws -> ApplyOutcome {
+    static func apply(_ change: Change, in w: any KeyValueWriter, now: Int64,
+                      verifier: any SignatureVerifier = RejectingVerifier()) throws -> ApplyOutcome {
         guard change.hlc.millis >= 0, change.hlc.millis <= HLC.millisMax else {
             throw LedgerError.invalid("change time \(change.hlc.millis) out of range")
         }
@@ -57,11 +58,29 @@ extension Replica {
         try storeHLC(try lastHLC(w).receive(change.hlc, now: now), w)
 
         var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
-        for op in change.operations {
+        let newRevocation = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        if newRevocation {
+            // A revocation changes which past changes count: recompute the merged state.
+            try rebuild(in: w, verifier: verifier)
+        } else {
+            try applyLedger(of: change, version: version, in: w)
+        }
+        return outcome
+    }
+
+    /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
+    /// rejects the change: its author was revoked and the revocation had not seen it.
+    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter) throws {
+        if let reason = try rejection(of: change, in: w) {
+            try w.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
+            return
+        }
+        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        for op in change.operations where !op.isMembership {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
         }
         try w.put(Tables.meta, Keys.digest, digest.bytes)
-        return outcome
     }
 
     /// Recomputes the hash chain of `origin` for sequences `from...through` from the versions in
@@ -106,6 +125,8 @@ extension Replica {
             try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest)
         case .addTransaction(let t):
             try mergeTransaction(t, in: w, digest: &digest)
+        case .grant, .revoke, .claim:
+            break  // applied by applyMembership
         }
     }
 

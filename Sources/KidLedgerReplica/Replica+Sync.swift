@@ -86,11 +86,12 @@ extension Replica {
         let now = clock.nowMillis()
         let me = replicaID
         var generator = random
+        let verifier = self.verifier
         let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
             var report = ApplyReport()
             var ownHistoryForked = false
             for change in changes {
-                let outcome = try Self.apply(change, in: w, now: now)
+                let outcome = try Self.apply(change, in: w, now: now, verifier: verifier)
                 switch outcome {
                 case .applied: report.applied += 1
                 case .duplicate: report.duplicates += 1

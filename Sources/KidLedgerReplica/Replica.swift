@@ -15,15 +15,19 @@ public final class Replica {
     public internal(set) var replicaID: ReplicaID
     let clock: any WallClock
     var random: any RandomNumberGenerator
+    /// Checks the signatures of membership records (libsodium in the product).
+    public let verifier: any SignatureVerifier
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///
     /// - Throws: ``LedgerError/schemaMismatch(found:expected:)`` when the store was written by an
     ///   incompatible version; store errors when it can't be read.
-    public init(store: any KeyValueStore, clock: any WallClock, random: any RandomNumberGenerator) throws {
+    public init(store: any KeyValueStore, clock: any WallClock, random: any RandomNumberGenerator,
+                verifier: any SignatureVerifier = RejectingVerifier()) throws {
         self.store = store
         self.clock = clock
         self.random = random
+        self.verifier = verifier
         let existing: ([UInt8]?, UInt64?) = try store.read { r in
             (try r.get(Tables.meta, Keys.schema), Bytes.u64(try r.get(Tables.meta, Keys.replica)))
         }
@@ -85,7 +89,7 @@ public final class Replica {
                 precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
                 sequence += 1
                 let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-                let outcome = try Self.apply(change, in: w, now: now)
+                let outcome = try Self.apply(change, in: w, now: now, verifier: verifier)
                 precondition(outcome == .applied, "a fresh local change must apply")
                 changes.append(change)
                 hlc = hlc.tickLocal(now: now)

@@ -41,7 +41,8 @@ public enum Tables {
     /// Every table, for opening the store.
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
-                                      registerHistory, peers, invites, settings]
+                                      registerHistory, peers, invites, settings, claims, grants, revocations,
+                                      rejected, forged]
 }
 
 /// Key builders.

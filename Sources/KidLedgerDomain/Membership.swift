@@ -1,0 +1,118 @@
+/// Verifies Ed25519 signatures. Injected (libsodium in the product), so the domain and the
+/// replica stay free of C libraries.
+public protocol SignatureVerifier: Sendable {
+    /// Whether `signature` (64 bytes) is `key`'s (32 bytes) signature of `message`.
+    func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool
+}
+
+/// A verifier that accepts nothing: a replica without one rejects every signed record.
+public struct RejectingVerifier: SignatureVerifier {
+    /// Creates it.
+    public init() {}
+    /// Always false.
+    public func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool { false }
+}
+
+/// The owner's grant of membership to a member's account key.
+public struct MemberGrant: Hashable, Sendable {
+    /// The member's Ed25519 public key (32 bytes).
+    public var member: [UInt8]
+    /// A name for people ("Dad's laptop").
+    public var name: String
+    /// When it was granted.
+    public var grantedAtMillis: Int64
+    /// The owner's signature over ``Membership/grantMessage(household:_:)``.
+    public var signature: [UInt8]
+
+    /// Creates a grant.
+    public init(member: [UInt8], name: String, grantedAtMillis: Int64, signature: [UInt8]) {
+        self.member = member
+        self.name = name
+        self.grantedAtMillis = grantedAtMillis
+        self.signature = signature
+    }
+}
+
+/// The owner's revocation of a member. Operations of the member that `seen` covers stay; later
+/// ones are rejected on every replica. Permanent: it wins over every grant.
+public struct MemberRevocation: Hashable, Sendable {
+    /// The revoked member's key.
+    public var member: [UInt8]
+    /// When.
+    public var revokedAtMillis: Int64
+    /// The version vector of the revoking replica: what the revocation has seen.
+    public var seen: [ReplicaID: UInt64]
+    /// The owner's signature over ``Membership/revocationMessage(household:_:)``.
+    public var signature: [UInt8]
+
+    /// Creates a revocation.
+    public init(member: [UInt8], revokedAtMillis: Int64, seen: [ReplicaID: UInt64], signature: [UInt8]) {
+        self.member = member
+        self.revokedAtMillis = revokedAtMillis
+        self.seen = seen
+        self.signature = signature
+    }
+}
+
+/// A member's claim that a replica id writes on its behalf: every change of that origin is the
+/// member's. The first change of every origin of an owned household carries one.
+public struct OriginClaim: Hashable, Sendable {
+    /// The replica id.
+    public var origin: ReplicaID
+    /// The member's key.
+    public var member: [UInt8]
+    /// The member's signature over ``Membership/claimMessage(household:_:)``.
+    public var signature: [UInt8]
+
+    /// Creates a claim.
+    public init(origin: ReplicaID, member: [UInt8], signature: [UInt8]) {
+        self.origin = origin
+        self.member = member
+        self.signature = signature
+    }
+}
+
+/// The exact bytes each membership record's signature covers, and the household-id rule.
+public enum Membership {
+    /// Key length.
+    public static let keyBytes = 32
+    /// Signature length.
+    public static let signatureBytes = 64
+
+    /// The id of a household owned by `owner`, derived so that no other key can claim it.
+    public static func householdID(owner: [UInt8], salt: [UInt8]) -> RecordID {
+        RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("household:".utf8) + owner + salt)
+    }
+
+    /// What a grant's signature covers.
+    public static func grantMessage(household: RecordID, _ g: MemberGrant) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.write(raw: Array("kidledger grant v1".utf8))
+        w.write(id: household)
+        w.write(blob: g.member)
+        w.write(string: g.name)
+        w.write(zigzag: g.grantedAtMillis)
+        return w.bytes
+    }
+
+    /// What a revocation's signature covers.
+    public static func revocationMessage(household: RecordID, _ r: MemberRevocation) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.write(raw: Array("kidledger revoke v1".utf8))
+        w.write(id: household)
+        w.write(blob: r.member)
+        w.write(zigzag: r.revokedAtMillis)
+        RecordCodec.encode(seen: r.seen, into: &w)
+        return w.bytes
+    }
+
+    /// What a claim's signature covers.
+    public static func claimMessage(household: RecordID, _ c: OriginClaim) -> [UInt8] {
+        var w = ByteWriter(capacity: 80)
+        w.write(raw: Array("kidledger claim v1".utf8))
+        w.write(id: household)
+        w.write(bigEndian: c.origin.rawValue)
+        w.write(blob: c.member)
+        return w.bytes
+    }
+}

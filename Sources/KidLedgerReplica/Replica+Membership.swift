@@ -1,0 +1,196 @@
+import KidLedgerDomain
+
+extension Tables {
+    /// Claims: origin (8) → the member key whose replica it is.
+    public static let claims = Table("claims")
+    /// Valid grants: member key (32) + grant hash (16) → encoded grant op.
+    public static let grants = Table("grants")
+    /// Valid revocations: member key (32) + revocation hash (16) → encoded revocation op.
+    public static let revocations = Table("revocations")
+    /// Changes the revocation rule rejected: log key → reason. Their operations are not applied.
+    public static let rejected = Table("rejected")
+    /// Signed records whose signature failed: log key + op index (4) → reason. Counted, never applied.
+    public static let forged = Table("forged")
+}
+
+extension Operation {
+    /// Whether this is a membership operation (household creation, grant, revocation, claim),
+    /// applied whatever the revocation rule says of its change.
+    public var isMembership: Bool {
+        switch self {
+        case .createHousehold, .grant, .revoke, .claim: true
+        default: false
+        }
+    }
+}
+
+/// A member as `members` lists it.
+public struct MemberSummary: Equatable, Sendable {
+    /// The account key.
+    public var key: [UInt8]
+    /// The name given at the grant ("owner" for the owner).
+    public var name: String
+    /// Whether this is the household's owner.
+    public var isOwner: Bool
+    /// Whether revoked.
+    public var isRevoked: Bool
+    /// The replica ids (devices) that write as this member.
+    public var devices: [ReplicaID]
+}
+
+extension Replica {
+    /// The household's owner key, or nil for a household without membership.
+    static func owner(_ r: any KeyValueReader) throws -> (RecordID, [UInt8])? {
+        guard let h = try household(r) else { return nil }
+        var record: [UInt8]?
+        record = try r.get(Tables.households, Keys.id(h.id))
+        guard let raw = record, let household = try? RecordCodec.decodeHousehold(raw), !household.owner.isEmpty else { return nil }
+        return (h.id, household.owner)
+    }
+
+    /// Applies (after checking signatures) the membership operations of a change. Returns whether
+    /// it recorded a revocation that was not known before.
+    static func applyMembership(of change: Change, version: [UInt8], in w: any KeyValueWriter,
+                                verifier: any SignatureVerifier, digest: inout Digest256) throws -> Bool {
+        var newRevocation = false
+        for (index, op) in change.operations.enumerated() where op.isMembership {
+            func forged(_ reason: String) throws {
+                var key = Keys.change(change.origin, change.sequence, version: version)
+                key += [UInt8(index >> 24 & 255), UInt8(index >> 16 & 255), UInt8(index >> 8 & 255), UInt8(index & 255)]
+                try w.put(Tables.forged, key, Array(reason.utf8))
+            }
+            switch op {
+            case .createHousehold(let h):
+                guard h.isWellFormed else { try forged("household id not derived from its owner"); continue }
+                try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
+            case .claim(let c):
+                guard let (household, _) = try owner(w) else { try forged("claim in a household without an owner"); continue }
+                guard c.origin == change.origin,
+                      verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
+                    try forged("claim with a bad signature"); continue
+                }
+                let key = Keys.origin(c.origin)
+                if let existing = try w.get(Tables.claims, key) {
+                    // One member per origin: the smaller key wins everywhere (a fork could carry two).
+                    if KeyBytes.compare(c.member, existing) >= 0 { continue }
+                    digest.remove([UInt8(ascii: "L")] + key + existing)
+                }
+                try w.put(Tables.claims, key, c.member)
+                digest.insert([UInt8(ascii: "L")] + key + c.member)
+            case .grant(let g):
+                guard let (household, ownerKey) = try owner(w),
+                      verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
+                    try forged("grant not signed by the owner"); continue
+                }
+                let encoded = RecordCodec.encodeOperation(op)
+                let key = g.member + Array(SHA256.hash(encoded).prefix(16))
+                if try w.get(Tables.grants, key) == nil {
+                    try w.put(Tables.grants, key, encoded)
+                    digest.insert([UInt8(ascii: "G")] + encoded)
+                }
+            case .revoke(let rv):
+                guard let (household, ownerKey) = try owner(w), rv.member != ownerKey,
+                      verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
+                    try forged("revocation not signed by the owner"); continue
+                }
+                let encoded = RecordCodec.encodeOperation(op)
+                let key = rv.member + Array(SHA256.hash(encoded).prefix(16))
+                if try w.get(Tables.revocations, key) == nil {
+                    try w.put(Tables.revocations, key, encoded)
+                    digest.insert([UInt8(ascii: "V")] + encoded)
+                    newRevocation = true
+                }
+            default:
+                break
+            }
+        }
+        return newRevocation
+    }
+
+    /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
+    /// further revocation can only reject more), or nil when the member is not revoked.
+    static func revokedSeen(_ member: [UInt8], _ r: any KeyValueReader) throws -> [ReplicaID: UInt64]? {
+        var seen: [ReplicaID: UInt64]?
+        try r.scan(Tables.revocations, prefix: member) { _, value in
+            var reader = ByteReader(value)
+            guard case .revoke(let rv)? = try? RecordCodec.decodeOperation(&reader) else { return true }
+            if let current = seen {
+                var merged: [ReplicaID: UInt64] = [:]
+                for origin in Set(current.keys).union(rv.seen.keys) {
+                    let v = min(current[origin] ?? 0, rv.seen[origin] ?? 0)
+                    if v > 0 { merged[origin] = v }
+                }
+                seen = merged
+            } else {
+                seen = rv.seen
+            }
+            return true
+        }
+        return seen
+    }
+
+    /// Why the revocation rule rejects `change`, or nil.
+    static func rejection(of change: Change, in r: any KeyValueReader) throws -> String? {
+        guard let member = try r.get(Tables.claims, Keys.origin(change.origin)) else { return nil }
+        guard let seen = try revokedSeen(member, r) else { return nil }
+        if change.sequence > (seen[change.origin] ?? 0) { return "made by a revoked member after the revocation" }
+        return nil
+    }
+
+    /// Recomputes the merged state from the change log: membership first (so every revocation is
+    /// known), then every change's ledger operations under the revocation rule. Used when a new
+    /// revocation arrives; order-independent like everything else.
+    static func rebuild(in w: any KeyValueWriter, verifier: any SignatureVerifier) throws {
+        let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
+                       Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
+                       Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged]
+        for table in derived {
+            var keys: [[UInt8]] = []
+            try w.scan(table) { key, _ in keys.append(key); return true }
+            for key in keys { try w.delete(table, key) }
+        }
+        var digest = Digest256.zero
+        var log: [(Change, [UInt8])] = []
+        try w.scan(Tables.changes) { key, value in
+            log.append((try decodeLogEntry(value), Array(key.suffix(8))))
+            return true
+        }
+        for (change, version) in log {
+            _ = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
+        }
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        for (change, version) in log { try applyLedger(of: change, version: version, in: w) }
+    }
+
+    static func decodeLogEntry(_ value: [UInt8]) throws -> Change {
+        do { return try RecordCodec.decodeChange(value) } catch {
+            throw LedgerError.corrupted("change log entry: \(error)")
+        }
+    }
+
+    /// The household's members: the owner and every granted key, with revocation and devices.
+    public func members() throws -> [MemberSummary] {
+        try store.read { r in
+            guard let (_, ownerKey) = try Self.owner(r) else { return [] }
+            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", isOwner: true, isRevoked: false, devices: [])]
+            try r.scan(Tables.grants) { _, value in
+                var reader = ByteReader(value)
+                if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[g.member] == nil {
+                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, isOwner: false, isRevoked: false, devices: [])
+                }
+                return true
+            }
+            for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
+            try r.scan(Tables.claims) { key, value in
+                if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
+                return true
+            }
+            return byKey.values.sorted { ($0.isOwner ? 0 : 1, $0.name, $0.key.lexicographicallyPrecedes($1.key) ? 0 : 1) < ($1.isOwner ? 0 : 1, $1.name, 0) }
+        }
+    }
+
+    /// How many signed records failed verification, and how many changes the revocation rule rejected.
+    public func membershipCounts() throws -> (forged: Int, rejected: Int) {
+        try store.read { r in (try r.count(Tables.forged), try r.count(Tables.rejected)) }
+    }
+}
