@@ -50,7 +50,7 @@ extension Replica {
     /// Offers one change, as the sync layer would.
     @discardableResult
     func receive(_ change: Change, now: Int64 = 0) throws -> ApplyOutcome {
-        try store.write { w in try Replica.apply(change, in: w, now: now) }
+        try store.write { w in try Replica.apply(change, in: w, now: now, verifier: verifier) }
     }
 
     /// Offers changes in the given order and returns the outcomes.

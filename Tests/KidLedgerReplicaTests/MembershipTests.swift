@@ -1,0 +1,132 @@
+import KidLedgerDomain
+import Testing
+@testable import KidLedgerReplica
+
+/// A stand-in signature scheme for rule tests (the real one is Ed25519 through libsodium, tested
+/// in KidLedgerSecurityTests): "signing" with a key is hashing it with the message.
+struct TestVerifier: SignatureVerifier {
+    static func sign(_ message: [UInt8], key: [UInt8]) -> [UInt8] {
+        SHA256.hash(key + message) + SHA256.hash(message + key)
+    }
+    func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool {
+        signature == Self.sign(message, key: key)
+    }
+}
+
+/// Builds the changes of an owned household by hand, as the CLI does with real keys.
+struct OwnedHousehold {
+    let ownerKey = [UInt8](repeating: 0xA1, count: 32)
+    let spouseKey = [UInt8](repeating: 0xB2, count: 32)
+    let salt = [UInt8](repeating: 7, count: 16)
+    var id: RecordID { Membership.householdID(owner: ownerKey, salt: salt) }
+
+    func replica(_ seed: UInt64, clock: any WallClock = FixedClock(millis: 1_000_000)) throws -> Replica {
+        try Replica(store: MemoryStore(), clock: clock, random: SplitMix64(seed: seed), verifier: TestVerifier())
+    }
+
+    func claim(_ origin: ReplicaID, key: [UInt8]) -> Operation {
+        var c = OriginClaim(origin: origin, member: key, signature: [])
+        c.signature = TestVerifier.sign(Membership.claimMessage(household: id, c), key: key)
+        return .claim(c)
+    }
+
+    func grant(_ member: [UInt8], name: String, signer: [UInt8]? = nil) -> Operation {
+        var g = MemberGrant(member: member, name: name, grantedAtMillis: 5, signature: [])
+        g.signature = TestVerifier.sign(Membership.grantMessage(household: id, g), key: signer ?? ownerKey)
+        return .grant(g)
+    }
+
+    func revoke(_ member: [UInt8], seen: [ReplicaID: UInt64], signer: [UInt8]? = nil) -> Operation {
+        var r = MemberRevocation(member: member, revokedAtMillis: 9, seen: seen, signature: [])
+        r.signature = TestVerifier.sign(Membership.revocationMessage(household: id, r), key: signer ?? ownerKey)
+        return .revoke(r)
+    }
+
+    func change(_ origin: ReplicaID, _ sequence: UInt64, millis: Int64, _ ops: [Operation]) -> Change {
+        Change(origin: origin, sequence: sequence, hlc: HLC(millis: millis), operations: ops)
+    }
+}
+
+@Suite("Membership and revocation")
+struct MembershipTests {
+    let h = OwnedHousehold()
+    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20)
+    let ava = RecordID(high: 0xAA, low: 1)
+
+    func give(_ id: UInt64, _ cents: Int64) -> Operation {
+        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
+                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
+    }
+
+    /// The owner's genesis (household, its claim, Ava, a grant for the spouse) and the spouse's claim.
+    func genesis() -> [Change] {
+        [h.change(owner, 1, millis: 1, [.createHousehold(Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt)),
+                                        h.claim(owner, key: h.ownerKey),
+                                        .createChild(ChildRecord(id: ava, createdAtMillis: 1)),
+                                        .setField(entity: ava, field: .childName, value: .text("Ava"))]),
+         h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),
+         h.change(spouse, 1, millis: 3, [h.claim(spouse, key: h.spouseKey), give(1, 100)])]
+    }
+
+    @Test func membersListsOwnerAndGrantedSpouse() throws {
+        let r = try h.replica(1)
+        try r.applyRemote(genesis())
+        let members = try r.members()
+        #expect(members.map(\.name) == ["owner", "Dad"])
+        #expect(members.map(\.devices) == [[owner], [spouse]])
+        #expect(try r.balance(of: ava) == 100)
+    }
+
+    @Test func forgedGrantsAndClaimsAreRejectedAndCounted() throws {
+        let r = try h.replica(1)
+        let mallory = [UInt8](repeating: 0xCC, count: 32)
+        try r.applyRemote(genesis() + [
+            h.change(owner, 3, millis: 4, [h.grant(mallory, name: "Mallory", signer: mallory)]),       // not the owner's signature
+            h.change(ReplicaID(0x30), 1, millis: 5, [h.claim(ReplicaID(0x31), key: mallory)]),          // claims another origin
+        ])
+        #expect(try r.members().map(\.name) == ["owner", "Dad"])
+        #expect(try r.membershipCounts().forged == 2)
+        #expect(try r.verify().isIntact)
+    }
+
+    @Test func householdIDMustBeDerivedFromItsOwner() throws {
+        let r = try h.replica(1)
+        let forged = Household(id: h.id, createdAtMillis: 1, owner: [UInt8](repeating: 0xCC, count: 32), salt: h.salt)
+        try r.applyRemote([h.change(ReplicaID(0x30), 1, millis: 1, [.createHousehold(forged)])])
+        #expect(try r.household() == nil)
+        #expect(try r.membershipCounts().forged == 1)
+    }
+
+    /// The revocation saw the spouse's first two changes: they stay. The spouse's later offline
+    /// edits are rejected on every replica, whichever arrives first.
+    @Test(arguments: UInt64(0)..<12)
+    func revocationRuleIsOrderIndependent(seed: UInt64) throws {
+        let spouseLater = [h.change(spouse, 2, millis: 6, [give(2, 200)]),
+                           h.change(spouse, 3, millis: 7, [give(3, 300), .setField(entity: ava, field: .childName, value: .text("Eva"))])]
+        let revocation = h.change(owner, 3, millis: 8, [h.revoke(h.spouseKey, seen: [owner: 2, spouse: 2])])
+        let all = genesis() + spouseLater + [revocation]
+        let reference = try h.replica(100)
+        try reference.applyRemote(all)
+        #expect(try reference.balance(of: ava) == 300)              // 100 and 200 stay; 300 is rejected
+        #expect(try reference.children().first?.name == "Ava")       // the rejected rename never applies
+        #expect(try reference.membershipCounts().rejected == 1)
+        #expect(try reference.members().first { $0.name == "Dad" }?.isRevoked == true)
+        #expect(try reference.verify().isIntact)
+
+        var rng = SplitMix64(seed: seed)
+        let r = try h.replica(seed)
+        _ = try r.receiveShuffledWithRetry(all, using: &rng)
+        #expect(try r.digest() == reference.digest())
+        #expect(try r.balance(of: ava) == 300)
+        #expect(try r.verify().isIntact)
+    }
+
+    @Test func aSecondRevocationCanOnlyRejectMore() throws {
+        let r = try h.replica(1)
+        try r.applyRemote(genesis() + [h.change(spouse, 2, millis: 6, [give(2, 200)]),
+                                       h.change(owner, 3, millis: 8, [h.revoke(h.spouseKey, seen: [spouse: 2])]),
+                                       h.change(owner, 4, millis: 9, [h.revoke(h.spouseKey, seen: [spouse: 1])])])
+        #expect(try r.balance(of: ava) == 100)
+        #expect(try r.verify().isIntact)
+    }
+}
