@@ -28,7 +28,30 @@ public enum ChannelAction: Equatable, Sendable {
 /// so tampering, truncating, reordering or replaying any frame fails the channel.
 ///
 /// Frames are `[u32 big-endian length][u8 type][payload]` like the sync protocol's, with types
-/// 0xF0...0xFE reserved for the channel.
+/// 0xF0...0xFE reserved for the channel. Payloads (sizes exact; anything else fails):
+///
+/// ```
+/// 0xF0 hello    113 B  version u8 (=1) | initiator ephemeral X25519 pk 32 | initiator nonce 32
+///                      | initiator Ed25519 pk 32 | household id 16
+/// 0xF1 reply    160 B  responder ephemeral pk 32 | responder nonce 32 | responder Ed25519 pk 32
+///                      | Ed25519 signature 64 over transcript("responder")
+/// 0xF2 confirm   88 B  Ed25519 signature 64 over transcript("initiator") | initiator→responder
+///                      secretstream header 24
+/// 0xF3 accept    41 B  responder→initiator secretstream header 24 | secretstream message 17
+///                      (empty plaintext, TAG_MESSAGE, associated data = [0xF3])
+/// 0xF4 data   17+n B   secretstream message (n ≤ 4 MiB plaintext, TAG_MESSAGE or, empty, TAG_FINAL;
+///                      associated data = [0xF4])
+/// 0xFE refused ≤200 B  UTF-8 reason, plaintext, only before establishment
+///
+/// transcript(label) = "kidledger channel v1 " + label | 0x00 | version u8 | household 16
+///                     | eph_i 32 | eph_r 32 | nonce_i 32 | nonce_r 32 | id_i 32 | id_r 32
+/// ```
+///
+/// Session keys: `crypto_kx_client_session_keys` (initiator) / `crypto_kx_server_session_keys`
+/// (responder) over the ephemeral keys. Each side's secretstream header is
+/// `BLAKE2b-192(key: own nonce, "kidledger stream header " + own role)`, so no system randomness is
+/// drawn (see `SecretStream`). Handshake frames over 512 bytes are rejected from their length prefix;
+/// after establishment the limit is ``frameBytesMax``.
 public final class SecureChannel {
     /// Which end of the connection this is.
     public enum Role: Equatable, Sendable {
