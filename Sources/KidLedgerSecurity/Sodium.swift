@@ -34,14 +34,6 @@ public enum Sodium {
         if rc != 0 { throw error() }
     }
 
-    /// Constant-time comparison of two equal-length byte strings; false when lengths differ.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        _ = ready
-        guard a.count == b.count else { return false }
-        if a.isEmpty { return true }
-        return sodium_memcmp(a, b, a.count) == 0
-    }
-
     /// A keyed BLAKE2b hash (`crypto_generichash`) of `message` with `outputCount` bytes (16...64).
     static func genericHash(_ message: [UInt8], key: [UInt8], outputCount: Int) -> [UInt8] {
         _ = ready
