@@ -16,6 +16,7 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
 
         // Pure domain: money, ids, clocks, records, merge rules, canonical encoding. Imports nothing of ours.
         .target(name: "KidLedgerDomain"),
@@ -34,6 +35,7 @@ let package = Package(
         .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB"]),
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSimulation", "KidLedgerDomain"]),
 
+        .target(name: "KidLedgerSecurity", dependencies: ["CSodium", "KidLedgerDomain"]),
         .target(name: "KidLedgerTransport", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
         .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport"]),
@@ -47,6 +49,7 @@ let package = Package(
         .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
         .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB"]),
+        .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain"]),
         .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,330 @@
+import KidLedgerDomain
+import Synchronization
+import Testing
+@testable import KidLedgerSecurity
+
+@Suite("Secure channel")
+struct SecureChannelTests {
+    @Test func secretStreamWithInjectedHeaderMatchesLibsodium() {
+        #expect(SecretStream.selfCheck())
+    }
+
+    @Test(arguments: [0, 1, 3, 17, 200])
+    func establishesAndCarriesDataBothWays(maxChunk: Int) {
+        let p = ChannelPair.make(seed: UInt64(maxChunk), maxChunk: maxChunk)
+        p.start()
+        #expect(p.a.isEstablished && p.b.isEstablished)
+        #expect(p.actionsA.contains(.established(peer: Seeds.identity(2).publicKey)))
+        #expect(p.actionsB.contains(.established(peer: Seeds.identity(1).publicKey)))
+        #expect(p.a.peerKey == Seeds.identity(2).publicKey && p.b.peerKey == Seeds.identity(1).publicKey)
+        var sentA: [UInt8] = [], sentB: [UInt8] = []
+        var g = SplitMix64(seed: 9)
+        for round in 0..<20 {
+            let m = Seeds.bytes(Int(g.next() % 300), seed: UInt64(round))
+            let n = Seeds.bytes(Int(g.next() % 300), seed: UInt64(round) + 1000)
+            #expect(p.send(m, fromA: true))
+            #expect(p.send(n, fromA: false))
+            sentA += m
+            sentB += n
+            p.run()
+        }
+        #expect(p.plaintextB == sentA)
+        #expect(p.plaintextA == sentB)
+        #expect(p.failureA == nil && p.failureB == nil)
+    }
+
+    @Test func largePayloadsAreSplitIntoFramesAndArriveWhole() throws {
+        let p = ChannelPair.make(seed: 5, maxChunk: 1 << 20)
+        p.start()
+        let big = Seeds.bytes(SecureChannel.plaintextChunkMax * 2 + 12345, seed: 77)
+        let before = p.wire.count
+        #expect(p.send(big, fromA: true))
+        #expect(p.wire.count - before == 3)
+        #expect(p.wire.suffix(3).allSatisfy { $0.bytes.count <= 4 + SecureChannel.frameBytesMax })
+        #expect(p.send(Array(big.prefix(5_000_000)), fromA: false))
+        p.run()
+        #expect(p.plaintextB == big)
+        #expect(p.plaintextA == Array(big.prefix(5_000_000)))
+        #expect(try p.a.seal([]) == [])
+    }
+
+    @Test func theWireIsDeterministicForTheSameSeeds() {
+        func transcript() -> [[UInt8]] {
+            let p = ChannelPair.make()
+            p.start()
+            p.send([1, 2, 3], fromA: true)
+            p.send([4, 5], fromA: false)
+            p.run()
+            return p.wire.map(\.bytes)
+        }
+        #expect(transcript() == transcript())
+        let other = ChannelPair.make(seedA: 101)
+        other.start()
+        #expect(other.wire.first?.bytes != transcript().first)
+    }
+
+    @Test func handshakeLayout() {
+        let p = ChannelPair.make()
+        p.start()
+        let frames = p.wire.map(\.bytes)
+        #expect(frames.count == 4)
+        #expect(frames.map { $0[4] } == [0xF0, 0xF1, 0xF2, 0xF3])
+        #expect(frames.map(\.count) == [5 + 113, 5 + 160, 5 + 88, 5 + 41])
+        #expect(p.wire.map(\.fromA) == [true, false, true, false])
+        // hello: version, ephemeral key, nonce, identity key, household.
+        #expect(frames[0][5] == 1)
+        #expect(Array(frames[0][70..<102]) == Seeds.identity(1).publicKey.bytes)
+        #expect(Array(frames[0][102..<118]) == ChannelPair.household.bytes)
+        #expect(Array(frames[1][69..<101]) == Seeds.identity(2).publicKey.bytes)
+    }
+
+    @Test func wrongHouseholdFailsBothSides() {
+        let p = ChannelPair.make(householdB: RecordID(high: 1, low: 2))
+        p.start()
+        #expect(!p.establishedA && !p.establishedB)
+        #expect(p.failureB == .handshakeFailed("device of another household"))
+        #expect(p.failureA == .refused("secure handshake failed: device of another household"))
+        #expect(!p.send([1], fromA: true) && !p.send([1], fromA: false))
+    }
+
+    @Test func responderRefusalStopsEverythingBeforeData() {
+        let seen = Box()
+        let p = ChannelPair.make(authorizeB: { key, household, role in
+            seen.set("\(key.hex) \(household) \(role)")
+            return "this device is not a member of the household"
+        })
+        p.start()
+        #expect(seen.get() == "\(Seeds.identity(1).publicKey.hex) \(ChannelPair.household) initiator")
+        #expect(p.failureA == .refused("this device is not a member of the household"))
+        #expect(p.failureB == .unauthorized("this device is not a member of the household"))
+        #expect(!p.establishedA && !p.establishedB && !p.a.isEstablished && !p.b.isEstablished)
+        #expect(throws: SecurityError.notEstablished) { try p.a.seal([1]) }
+        #expect(throws: SecurityError.notEstablished) { try p.b.seal([1]) }
+        #expect(p.plaintextA.isEmpty && p.plaintextB.isEmpty)
+        // The responder never sent anything encrypted: only hello, reply, confirm and the refusal.
+        #expect(p.wire.map { $0.bytes[4] } == [0xF0, 0xF1, 0xF2, 0xFE])
+    }
+
+    @Test func initiatorRefusalStopsBeforeConfirm() {
+        let p = ChannelPair.make(authorizeA: { _, _, role in role == .responder ? "unknown server" : "?" })
+        p.start()
+        #expect(p.failureA == .unauthorized("unknown server"))
+        #expect(p.failureB == .refused("unknown server"))
+        #expect(p.wire.map { $0.bytes[4] } == [0xF0, 0xF1, 0xFE])
+        #expect(!p.establishedA && !p.establishedB)
+    }
+
+    @Test func longRefusalReasonsAreCutTo200BytesAtACharacterBoundary() {
+        let reason = String(repeating: "é", count: 150) // 300 bytes
+        let p = ChannelPair.make(authorizeB: { _, _, _ in reason })
+        p.start()
+        guard case .refused(let got) = p.failureA else { Issue.record("not refused"); return }
+        #expect(got.utf8.count == 200 && got == String(repeating: "é", count: 100))
+    }
+
+    @Test func aRecordedHandshakeReplayedToANewResponderFails() {
+        let original = ChannelPair.make()
+        original.start()
+        #expect(original.a.isEstablished)
+        let fromInitiator = original.wire.filter(\.fromA).map(\.bytes)
+        // A new responder with fresh randomness (a new nonce and ephemeral key).
+        let fresh = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                       seed: Seeds.bytes(64, seed: 999), authorize: { _, _, _ in nil })
+        var actions = fresh.start()
+        for frame in fromInitiator { actions += fresh.receive(frame) }
+        #expect(ChannelPair.failure(actions) == .badSignature)
+        #expect(!fresh.isEstablished)
+        #expect(!actions.contains { if case .established = $0 { true } else { false } })
+        #expect(ChannelPair.plaintext(actions).isEmpty)
+
+        // Likewise a recorded reply replayed to a new initiator.
+        let fromResponder = original.wire.filter { !$0.fromA }.map(\.bytes)
+        let initiator = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 998), authorize: { _, _, _ in nil })
+        var more = initiator.start()
+        more += initiator.receive(fromResponder[0])
+        #expect(ChannelPair.failure(more) == .badSignature)
+    }
+
+    @Test func anImpostorWithoutTheKeyCannotCompleteTheHandshake() {
+        // The initiator claims identity 3's key but signs with identity 4's.
+        let victim = Seeds.identity(3)
+        let p = ChannelPair.make(authorizeB: { key, _, _ in key == victim.publicKey ? nil : "unknown" })
+        p.tamper = { index, frame in
+            if index == 0 { frame.replaceSubrange(70..<102, with: victim.publicKey.bytes) }
+        }
+        p.start()
+        #expect(p.failureB == .badSignature || p.failureA != nil)
+        #expect(!p.establishedB)
+    }
+
+    @Test func everySingleBitFlipInAnyFrameFailsAndNeverDeliversWrongData() {
+        // The untampered session: handshake, then two messages each way.
+        func session(_ tamper: ((Int, inout [UInt8]) -> Void)?) -> ChannelPair {
+            let p = ChannelPair.make(seed: 3, maxChunk: 7)
+            p.tamper = tamper
+            p.start()
+            p.send(Array("alpha".utf8), fromA: true)
+            p.send(Array("bravo".utf8), fromA: false)
+            p.run()
+            p.send(Array("charlie".utf8), fromA: true)
+            p.send(Array("delta".utf8), fromA: false)
+            p.run()
+            p.hangUp()
+            return p
+        }
+        let clean = session(nil)
+        #expect(clean.plaintextB == Array("alphacharlie".utf8) && clean.plaintextA == Array("bravodelta".utf8))
+        let frames = clean.wire.map(\.bytes)
+        #expect(frames.count == 8)
+        var runs = 0
+        for (index, frame) in frames.enumerated() {
+            for bit in 0..<(frame.count * 8) {
+                let p = session { i, bytes in
+                    if i == index { bytes[bit / 8] ^= 1 << UInt8(bit % 8) }
+                }
+                runs += 1
+                #expect(p.failureA != nil || p.failureB != nil, "frame \(index) bit \(bit) went unnoticed")
+                #expect(Array("alphacharlie".utf8).starts(with: p.plaintextB), "frame \(index) bit \(bit)")
+                #expect(Array("bravodelta".utf8).starts(with: p.plaintextA), "frame \(index) bit \(bit)")
+                #expect(p.plaintextB != Array("alphacharlie".utf8) || p.plaintextA != Array("bravodelta".utf8))
+            }
+        }
+        #expect(runs > 4000)
+    }
+
+    @Test func truncatedReorderedAndReplayedFramesFail() {
+        func established() -> ChannelPair {
+            let p = ChannelPair.make()
+            p.start()
+            return p
+        }
+        let p = established()
+        let one = try! p.a.seal([1, 2, 3]), two = try! p.a.seal([4, 5, 6])
+        // Reordered.
+        #expect(ChannelPair.failure(p.b.receive(two)) == .decryptFailed)
+
+        let q = established()
+        let first = try! q.a.seal([1, 2, 3])
+        #expect(q.b.receive(first) == [.plaintext([1, 2, 3])])
+        // Replayed.
+        #expect(ChannelPair.failure(q.b.receive(first)) == .decryptFailed)
+        // Frames from another session (other randomness, so other keys).
+        let r = ChannelPair.make(seedA: 300, seedB: 400)
+        r.start()
+        #expect(r.b.isEstablished)
+        #expect(ChannelPair.failure(r.b.receive(one)) == .decryptFailed)
+
+        // Cut short: the rest never comes.
+        let s = established()
+        let frame = try! s.a.seal(Array(repeating: 7, count: 100))
+        for cut in 1..<frame.count {
+            let t = established()
+            _ = try! t.a.seal(Array(repeating: 7, count: 100))
+            let got = t.b.receive(Array(frame.prefix(cut))) + t.b.connectionClosed()
+            #expect(ChannelPair.plaintext(got).isEmpty)
+            #expect(ChannelPair.failure(got) == .closed("connection ended without a clean close"))
+        }
+        // Cut short with the length prefix fixed up to match: authentication fails.
+        var shortened = Array(frame.dropLast())
+        shortened[3] -= 1
+        let u = established()
+        #expect(ChannelPair.failure(u.b.receive(shortened)) == .decryptFailed)
+        // After a failure nothing more comes out.
+        #expect(u.b.receive(frame).isEmpty)
+        #expect(throws: SecurityError.notEstablished) { try u.b.seal([1]) }
+    }
+
+    @Test func cleanCloseIsReportedAndEndsSending() throws {
+        let p = ChannelPair.make()
+        p.start()
+        p.send([9, 9], fromA: true)
+        let fin = try p.a.close()
+        #expect(throws: SecurityError.notEstablished) { try p.a.seal([1]) }
+        #expect(throws: SecurityError.notEstablished) { try p.a.close() }
+        p.run()
+        #expect(p.plaintextB == [9, 9])
+        let actions = p.b.receive(fin)
+        #expect(actions == [.closed])
+        #expect(p.b.connectionClosed().isEmpty)
+        // The other direction still works (half close).
+        let back = try p.b.seal([1, 2])
+        #expect(p.a.receive(back) == [.plaintext([1, 2])])
+        // Anything after the final frame fails.
+        let q = ChannelPair.make()
+        q.start()
+        let end = try q.a.close()
+        _ = q.b.receive(end)
+        #expect(ChannelPair.failure(q.b.receive(try q.b.seal([1]))) != nil)
+    }
+
+    @Test func connectionLossDuringTheHandshakeFails() {
+        let a = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 1), authorize: { _, _, _ in nil })
+        _ = a.start()
+        #expect(a.start().isEmpty)
+        #expect(a.connectionClosed() == [.failed(.closed("connection ended during the handshake"))])
+        #expect(a.connectionClosed().isEmpty)
+        #expect(throws: SecurityError.self) {
+            try SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                              seed: [1, 2, 3], authorize: { _, _, _ in nil })
+        }
+    }
+
+    @Test func lowOrderEphemeralKeyAndOversizedFramesFail() {
+        let b = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 2), authorize: { _, _, _ in nil })
+        var hello: [UInt8] = [0, 0, 0, 114, 0xF0, 1] + [UInt8](repeating: 0, count: 64)
+        hello += Seeds.identity(1).publicKey.bytes + ChannelPair.household.bytes
+        let actions = b.receive(hello)
+        #expect(ChannelPair.failure(actions) == .handshakeFailed("bad ephemeral key"))
+        // A handshake-phase frame may not announce more than 512 bytes; rejected before any body arrives.
+        let c = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 2), authorize: { _, _, _ in nil })
+        #expect(ChannelPair.failure(c.receive([0, 0, 2, 1])) == .badFrame("length 513 exceeds 512 bytes"))
+        let d = ChannelPair.make()
+        d.start()
+        #expect(ChannelPair.failure(d.b.receive([0xFF, 0xFF, 0xFF, 0xFF])) != nil)
+        #expect(ChannelPair.failure(ChannelPair.make().b.receive([0, 0, 0, 0])) == .badFrame("length 0"))
+    }
+
+    @Test func garbageNeverCrashesNorEstablishesNorDelivers() {
+        var g = SplitMix64(seed: 0xF022)
+        for round in 0..<600 {
+            let length = Int(g.next() % 700)
+            var garbage = (0..<length).map { _ in UInt8(truncatingIfNeeded: g.next()) }
+            // Half the time, make it look like a channel frame of a plausible size and type.
+            if round % 2 == 0, garbage.count > 5 {
+                let body = garbage.count - 4
+                garbage[0] = 0; garbage[1] = 0
+                garbage[2] = UInt8(body >> 8); garbage[3] = UInt8(body & 0xFF)
+                garbage[4] = 0xF0 + UInt8(g.next() % 15)
+            }
+            let p = ChannelPair.make(seed: UInt64(round))
+            let target: SecureChannel
+            var actions: [ChannelAction] = []
+            switch round % 3 {
+            case 0: target = p.b; actions += target.start()
+            case 1: target = p.a; actions += target.start()
+            default: p.start(); target = p.b
+            }
+            var offset = 0
+            while offset < garbage.count {
+                let n = min(garbage.count - offset, 1 + Int(g.next() % 64))
+                actions += target.receive(Array(garbage[offset..<offset + n]))
+                offset += n
+            }
+            actions += target.connectionClosed()
+            #expect(ChannelPair.plaintext(actions).isEmpty)
+            #expect(!actions.contains { if case .established = $0 { true } else { false } })
+            #expect(ChannelPair.failure(actions) != nil || garbage.isEmpty && round % 3 == 2)
+        }
+    }
+}
+
+/// A thread-safe box for values captured by `@Sendable` hooks in tests.
+final class Box: Sendable {
+    private let value = Mutex("")
+    func set(_ v: String) { value.withLock { $0 = v } }
+    func get() -> String { value.withLock { $0 } }
+}
