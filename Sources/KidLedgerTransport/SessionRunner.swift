@@ -53,7 +53,7 @@ public enum SessionRunner {
     ///   - totalTimeoutMillis: the longest the whole session may take, measured with `now`.
     ///   - progress: called on this thread after each received chunk.
     ///   - now: a monotonic clock in milliseconds (injected; only used for the total timeout).
-    public static func run(_ session: SyncSession, over connection: TCPConnection, idleTimeoutMillis: Int = 15_000,
+    public static func run(_ session: SyncSession, over connection: any ByteStream, idleTimeoutMillis: Int = 15_000,
                            totalTimeoutMillis: Int = 600_000, progress: ((SessionProgress) -> Void)? = nil,
                            now: () -> Int64) -> SessionOutcome {
         defer { connection.close() }

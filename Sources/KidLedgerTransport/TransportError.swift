@@ -16,10 +16,13 @@ public enum TransportError: Error, Equatable, Sendable, CustomStringConvertible 
     case io(String, Int32)
     /// The server already serves as many connections as it allows.
     case tooManyConnections
+    /// The secure channel failed: a refusal by either side, a bad signature, or tampering.
+    case handshake(String)
 
     /// A readable sentence.
     public var description: String {
         switch self {
+        case .handshake(let why): "secure channel failed: \(why)"
         case .badAddress(let why): "bad address: \(why)"
         case .resolve(let why): "could not resolve \(why)"
         case .refused(let address):
