@@ -13,7 +13,7 @@ final class BackgroundProcess: @unchecked Sendable {
     let errPath: String
     let arguments: [String]
     private let finished = DispatchSemaphore(value: 0)
-    private let exitedFlag = Mutex(false)
+    private let exitedFlag = Flag()
 
     /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`).
     init(_ ledger: TestLedger, _ arguments: [String]) throws {
@@ -36,14 +36,14 @@ final class BackgroundProcess: @unchecked Sendable {
         process.standardOutput = out
         process.standardError = err
         process.terminationHandler = { [exitedFlag, finished] _ in
-            exitedFlag.withLock { $0 = true }
+            exitedFlag.set()
             finished.signal()
         }
         try process.run()
     }
 
     var pid: Int32 { process.processIdentifier }
-    var hasExited: Bool { exitedFlag.withLock { $0 } }
+    var hasExited: Bool { exitedFlag.isSet }
     var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
     var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
 
@@ -72,6 +72,13 @@ final class BackgroundProcess: @unchecked Sendable {
         kill(pid, SIGKILL)
         _ = wait(timeout: 30)
     }
+}
+
+/// A boolean that is set once, readable from any thread.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }
 
 /// The processes one test started; `stopAll()` kills and reaps every one still running.
