@@ -167,7 +167,9 @@ struct NetworkProcessTests {
         let daemon = try #require(try DaemonProcess.start(a, in: group))
         try ok(b, "join", try inviteCode(a))  // tiny ledger: the household only
 
-        // 20,000 transactions for 5 children, in 40 files (40 changes of 500 operations).
+        // 20,000 transactions for 5 children, in 40 files (40 changes of 500 operations). Notes of
+        // about 600 bytes make some 13 MB: several batches of at most 4 MB, each applied on its own.
+        let padding = String(repeating: "x", count: 600)
         let files = 40, rowsPerFile = 500, total = files * rowsPerFile
         var expected: [String: [Int64]] = [:]
         for f in 0..<files {
@@ -175,7 +177,7 @@ struct NetworkProcessTests {
             for i in 0..<rowsPerFile {
                 let n = f * rowsPerFile + i
                 let child = "Kid\(n % 5)", cents = Int64(n % 97) - 40 == 0 ? 7 : Int64(n % 97) - 40
-                text += "@\(TestLedger.startMillis + Int64(n) * 1000),\(child),\(cents),row \(n)\n"
+                text += "@\(TestLedger.startMillis + Int64(n) * 1000),\(child),\(cents),row \(n) \(padding)\n"
                 expected[child, default: [0, 0]][0] += cents
                 expected[child, default: [0, 0]][1] += 1
             }
@@ -187,7 +189,7 @@ struct NetworkProcessTests {
 
         // Kill B's sync after seeded short delays; B must stay intact and only ever grow.
         var random = SplitMix64(seed: 0x4B_4C_4E_45_54)
-        let delays = [20, 60, 150] + (0..<2).map { _ in Int.random(in: 200...1_500, using: &random) }
+        let delays = [20, 60, 150] + (0..<2).map { _ in Int.random(in: 200...3_000, using: &random) }
         var held = 0
         for delay in delays {
             let sync = group.add(try BackgroundProcess(b, ["sync"]))
@@ -209,6 +211,18 @@ struct NetworkProcessTests {
         try expectVerified(b, "B")
         try expectVerified(a, "A")
         #expect(daemon.stop() == 0, "\(daemon.log)")
+    }
+
+    /// Bug: `serve` installs SIGTERM/SIGINT handlers but never unblocks the signals. Started with
+    /// them blocked (a blocked mask is inherited across exec: `Foundation.Process` run from a test
+    /// runner or Dispatch thread does exactly that), it never stops on SIGTERM; only SIGKILL ends it.
+    @Test func serveStopsOnSIGTERMEvenWhenStartedWithItBlocked() throws {
+        let a = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove() }
+        try ok(a, "init", "Masked")
+        let daemon = try #require(try DaemonProcess.start(a, in: group, blocked: [SIGTERM, SIGINT]))
+        #expect(daemon.stop(timeout: 10) == 0, "serve ignored SIGTERM (blocked at exec): \(daemon.log)")
+        #expect(daemon.log.hasSuffix(" stopped\n"), "\(daemon.log)")
     }
 
     // MARK: 5. Refusals and their exit codes

@@ -7,61 +7,90 @@ import Testing
 // whose `stopAll()` (called from a `defer`) kills and reaps whatever is still running.
 
 /// A `kidledger` process running in the background, its output going to files.
+///
+/// Spawned with `posix_spawn` and an empty signal mask with default dispositions, as a shell would
+/// start it: `Foundation.Process` passes on the mask of the calling thread, and the test runner's
+/// threads block SIGTERM and SIGINT. Reaped only here (`waitpid` on its pid), so the pid stays
+/// ours to signal until `wait` has seen it end.
 final class BackgroundProcess: @unchecked Sendable {
-    let process = Process()
+    let pid: pid_t
     let outPath: String
     let errPath: String
     let arguments: [String]
-    private let finished = DispatchSemaphore(value: 0)
-    private let exitedFlag = Flag()
+    private var status: Int32?
 
-    /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`).
-    init(_ ledger: TestLedger, _ arguments: [String]) throws {
+    /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`), with
+    /// `blocked` signals blocked (none unless a test asks).
+    init(_ ledger: TestLedger, _ arguments: [String], blocked: [Int32] = []) throws {
         let binary = try #require(Binary.path, "the kidledger executable was neither found nor built")
         let base = ledger.directory + "/proc-\(UUID().uuidString.prefix(8))"
         outPath = base + ".out"
         errPath = base + ".err"
         self.arguments = arguments
-        let fm = FileManager.default
-        guard fm.createFile(atPath: outPath, contents: nil), fm.createFile(atPath: errPath, contents: nil) else {
-            throw CocoaError(.fileWriteUnknown)
-        }
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        defer { try? out.close(); try? err.close() }
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        process.environment = ["KIDLEDGER_HOME": ledger.home, "HOME": ledger.directory, "PATH": "/usr/bin:/bin", "LC_ALL": "C"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = out
-        process.standardError = err
-        process.terminationHandler = { [exitedFlag, finished] _ in
-            exitedFlag.set()
-            finished.signal()
-        }
-        try process.run()
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var mask = sigset_t(), defaults = sigset_t()
+        sigemptyset(&mask)
+        for signal in blocked { sigaddset(&mask, signal) }
+        sigfillset(&defaults)
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let environment = ["KIDLEDGER_HOME=\(ledger.home)", "HOME=\(ledger.directory)", "PATH=/usr/bin:/bin", "LC_ALL=C"]
+        let argv = ([binary] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, binary, &actions, &attributes, argv, envp)
+        guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
+        pid = child
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var hasExited: Bool { exitedFlag.isSet }
     var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
     var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+
+    /// Whether it has ended (reaping it when it has).
+    var hasExited: Bool {
+        if status != nil { return true }
+        var raw: Int32 = 0
+        let r = waitpid(pid, &raw, WNOHANG)
+        if r == pid { status = raw }
+        else if r < 0 && errno == ECHILD { status = -1 } // cannot happen: nobody else reaps it
+        return status != nil
+    }
 
     /// Waits at most `timeout` seconds for the process to end; true when it has.
     @discardableResult
     func wait(timeout: TimeInterval) -> Bool {
-        if hasExited { return true }
-        guard finished.wait(timeout: .now() + timeout) == .success else { return false }
-        finished.signal() // keep it signalled for later waits
+        let deadline = Date().addingTimeInterval(timeout)
+        while !hasExited {
+            if Date() >= deadline { return false }
+            usleep(10_000)
+        }
         return true
     }
 
-    /// The exit status (only meaningful after the process ended with `exit`).
-    var exitCode: Int32 { process.terminationStatus }
+    /// The exit status (-1 while running or when it ended by a signal).
+    var exitCode: Int32 {
+        guard let status, status & 0x7f == 0 else { return -1 }
+        return (status >> 8) & 0xff
+    }
     /// Whether it ended by a signal rather than `exit`.
-    var killedBySignal: Bool { process.terminationReason == .uncaughtSignal }
+    var killedBySignal: Bool {
+        guard let status else { return false }
+        return status & 0x7f != 0 && status & 0x7f != 0x7f
+    }
 
-    /// Sends `signal` (only while it runs: the pid is ours until it is reaped).
+    /// Sends `signal` while it runs (not yet reaped, so the pid is still ours).
     func send(_ signal: Int32) {
         if !hasExited { kill(pid, signal) }
     }
@@ -72,13 +101,6 @@ final class BackgroundProcess: @unchecked Sendable {
         kill(pid, SIGKILL)
         _ = wait(timeout: 30)
     }
-}
-
-/// A boolean that is set once, readable from any thread.
-final class Flag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
 }
 
 /// The processes one test started; `stopAll()` kills and reaps every one still running.
@@ -111,9 +133,9 @@ final class DaemonProcess: @unchecked Sendable {
     /// Starts the daemon (port 0 unless `port` is given: a port this test's own daemon bound before)
     /// and waits at most 30 s for its first line, `... serving "NAME" on 127.0.0.1:PORT (...`.
     /// Returns nil (the process reaped) when it exits first or never says so.
-    static func start(_ ledger: TestLedger, in group: ProcessGroup, port: Int = 0,
+    static func start(_ ledger: TestLedger, in group: ProcessGroup, port: Int = 0, blocked: [Int32] = [],
                       sourceLocation: SourceLocation = #_sourceLocation) throws -> DaemonProcess? {
-        let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"]))
+        let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"], blocked: blocked))
         let marker = " on 127.0.0.1:"
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
