@@ -252,3 +252,8 @@ func refusingPort() throws -> (fd: Int32, port: Int) {
     guard named == 0 else { close(fd); throw CocoaError(.fileWriteUnknown) }
     return (fd, Int(UInt16(bigEndian: addr.sin_port)))
 }
+
+/// The sum of `transactionCount` over every child (archived too).
+func transactionTotal(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int64 {
+    try childTable(ledger, sourceLocation: sourceLocation).values.reduce(0) { $0 + $1[1] }
+}
