@@ -298,6 +298,28 @@ struct NetworkProcessTests {
         #expect(daemon.stop() == 0, "\(daemon.log)")
     }
 
+    /// Bug: `join --replace` deletes the old store before it contacts the inviting device, so a
+    /// join that then fails (a used code: exit 77; nobody listening: exit 69) leaves an empty
+    /// ledger behind: the household, children and transactions are gone, only the backup CSV is left.
+    @Test func failedJoinWithReplaceKeepsTheOldLedger() throws {
+        let a = TestLedger(), b = TestLedger(), c = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove(); c.remove() }
+        try ok(a, "init", "Smiths")
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        let code = try inviteCode(a)
+        try ok(b, "join", code)  // spends the code
+
+        try ok(c, "init", "Joneses")
+        try ok(c, "child", "add", "Zed")
+        try ok(c, "give", "Zed", "4.00", "--note", "keep me")
+        let before = try digest(c), tableBefore = try childTable(c)
+        let refused = try runKidledger(c, ["join", code, "--replace"])
+        #expect(refused.code == 77, "\(refused)")
+        #expect(try digest(c) == before, "the failed join --replace emptied the old ledger")
+        #expect(try childTable(c) == tableBefore)
+        #expect(daemon.stop() == 0, "\(daemon.log)")
+    }
+
     @Test func joinIntoAHomeWithAnotherLedgerNeedsReplace() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
