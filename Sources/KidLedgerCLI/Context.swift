@@ -86,9 +86,14 @@ public final class Context {
     /// Opens the replica. With `creating` false, a home without a store is "no household yet"
     /// and nothing is created on disk.
     public func openReplica(creating: Bool = false) throws -> Replica {
-        if !creating && !FileSystem.exists(storePath + "/data.mdb") { throw LedgerError.noHousehold }
+        try openReplica(at: storePath, creating: creating)
+    }
+
+    /// Opens the replica stored in `path` (a directory inside the home).
+    func openReplica(at path: String, creating: Bool) throws -> Replica {
+        if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
         if creating { try FileSystem.makeDirectory(home) }
-        let environment = try LMDBEnvironment(directory: storePath, tables: Tables.all)
+        let environment = try LMDBEnvironment(directory: path, tables: Tables.all)
         return try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator())
     }
 
@@ -121,6 +126,22 @@ enum FileSystem {
         if mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw CLIError("cannot create \(path): \(String(cString: strerror(errno)))", code: .ioError)
         }
+    }
+
+    /// Removes a directory of plain files (a store directory); a missing path is fine.
+    static func removeTree(_ path: String) throws {
+        guard exists(path) else { return }
+        guard let dir = opendir(path) else { throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))", code: .ioError) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        closedir(dir)
+        for name in names where unlink(path + "/" + name) != 0 {
+            throw CLIError("cannot remove \(path)/\(name): \(String(cString: strerror(errno)))", code: .ioError)
+        }
+        guard rmdir(path) == 0 else { throw CLIError("cannot remove \(path): \(String(cString: strerror(errno)))", code: .ioError) }
     }
 
     static func readFile(_ path: String) throws -> String {

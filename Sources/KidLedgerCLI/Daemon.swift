@@ -48,6 +48,12 @@ final class Daemon: @unchecked Sendable {
         signal(SIGINT) { _ in stopSignal = 1 }
         signal(SIGTERM) { _ in stopSignal = 1 }
         signal(SIGPIPE, SIG_IGN)
+        // A parent may have started us with these blocked (the mask survives exec): unblock them.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
     var stopping: Bool { stopSignal != 0 }

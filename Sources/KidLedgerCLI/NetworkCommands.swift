@@ -130,46 +130,81 @@ enum NetworkCommands {
         if code.expiresAtMillis < SystemClock().nowMillis() {
             throw CLIError("this invitation expired at \(Timestamp.short(millis: code.expiresAtMillis)) UTC; ask for a new one", code: .dataError)
         }
-        var backup: String?
+        // Decide about an existing ledger first; change nothing until the join has succeeded.
+        var replacing: Replica?
         if FileSystem.exists(ctx.storePath + "/data.mdb") {
             let existing = try ctx.openReplica()
-            if let h = try existing.household(), h.id != code.household {
-                let counts = try existing.counts()
-                if counts.children > 0 || counts.transactions > 0 {
-                    guard args.has("replace") else {
-                        throw CLIError("this home already holds the household \"\(h.name)\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
-                    }
-                    backup = try writeBackup(existing, ctx: ctx)
-                }
-                (existing.store as? LMDBEnvironment)?.close()
-                try removeStore(ctx)
+            if let h = try existing.household(), h.id == code.household {
+                return try syncAsMember(existing, code: code, ctx: ctx)
             }
+            if let h = try existing.household() {
+                let counts = try existing.counts()
+                if (counts.children > 0 || counts.transactions > 0) && !args.has("replace") {
+                    throw CLIError("this home already holds the household \"\(h.name)\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
+                }
+            }
+            replacing = existing
         }
-        let replica = try ctx.openReplica(creating: true)
-        // Already a member of this household: no need to spend the invitation, just sync.
-        let alreadyMember = try replica.household()?.id == code.household
+        // Join into a fresh store beside the home's; it replaces the home's only on success.
+        let homeExisted = FileSystem.exists(ctx.home)
+        let staging = ctx.home + "/ledger.joining"
+        try? FileSystem.removeTree(staging)
+        let replica = try ctx.openReplica(at: staging, creating: true)
+        func abandon() {
+            (replica.store as? LMDBEnvironment)?.close()
+            try? FileSystem.removeTree(staging)
+            if !homeExisted { rmdir(ctx.home) }
+        }
         var last: SyncDriver.Result?
         for address in code.addresses {
-            let added = try replica.addPeer(address)
-            let result = SyncDriver.sync(replica, household: code.household, with: address,
-                                         joinToken: alreadyMember ? [] : code.secret)
+            try replica.addPeer(address)
+            let result = SyncDriver.sync(replica, household: code.household, with: address, joinToken: code.secret)
             last = result
             if result.succeeded { break }
-            if added { try replica.removePeer(address) }
+            try replica.removePeer(address)
             if let failure = result.failure, failure.contains("refused:") {
+                abandon()
                 throw CLIError("the inviting device refused: \(failure)", code: .notPermitted)
             }
         }
         guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
+            abandon()
             throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address"); is `kidledger serve` running there?", code: .unavailable)
         }
+        var backup: String?
+        if let old = replacing {
+            if try old.household() != nil { backup = try writeBackup(old, ctx: ctx) }
+            (old.store as? LMDBEnvironment)?.close()
+            try removeStore(ctx)
+        }
         let counts = try replica.counts()
+        (replica.store as? LMDBEnvironment)?.close()
+        try FileSystem.removeTree(ctx.storePath)
+        guard rename(staging, ctx.storePath) == 0 else {
+            throw CLIError("joined, but could not move \(staging) to \(ctx.storePath): \(String(cString: strerror(errno)))", code: .ioError)
+        }
         if let backup { ctx.say("The previous ledger was saved to \(backup).") }
-        if alreadyMember { ctx.say("This home already belongs to \"\(h.name)\"; synced instead of joining again.") }
         ctx.say("Joined \"\(h.name)\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
                           ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
                           ("backup", backup.map(JSON.string) ?? .null)]))
+    }
+
+    /// `join` on a home that already belongs to the household: sync instead of spending the code.
+    static func syncAsMember(_ replica: Replica, code: InviteCode, ctx: Context) throws {
+        var last: SyncDriver.Result?
+        for address in code.addresses {
+            let added = try replica.addPeer(address)
+            let result = SyncDriver.sync(replica, household: code.household, with: address)
+            last = result
+            if result.succeeded { break }
+            if added { try replica.removePeer(address) }
+        }
+        guard let result = last, result.succeeded, let h = try replica.household() else {
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address")", code: .unavailable)
+        }
+        ctx.say("This home already belongs to \"\(h.name)\"; synced with \(result.address) instead of joining again.")
+        ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)), ("alreadyMember", .bool(true))]))
     }
 
     static func writeBackup(_ replica: Replica, ctx: Context) throws -> String {
