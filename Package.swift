@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "KidLedgerSecurity", dependencies: ["CSodium", "KidLedgerDomain"]),
         .target(name: "KidLedgerTransport", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSecurity"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
-        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport"]),
+        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity"]),
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),

@@ -13,7 +13,7 @@ public enum CLI {
     }
 
     /// Every command, in help order.
-    static let commands: [Command] = LedgerCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all
+    static let commands: [Command] = LedgerCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
 
     /// Runs the command line `arguments` (without the program name).
     public static func run(arguments: [String], environment: [String: String], console: Console,

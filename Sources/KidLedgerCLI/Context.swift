@@ -5,6 +5,7 @@ import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
+import KidLedgerSecurity
 
 /// Where the CLI writes: standard output and standard error, or a buffer in tests.
 public protocol Console: AnyObject, Sendable {
@@ -94,7 +95,9 @@ public final class Context {
         if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
         if creating { try FileSystem.makeDirectory(home) }
         let environment = try LMDBEnvironment(directory: path, tables: Tables.all)
-        return try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator())
+        let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        try configure(replica)
+        return replica
     }
 
     /// Prints a line of text (or nothing in JSON mode).

@@ -7,6 +7,7 @@ import KidLedgerReplica
 import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerLMDB
+import KidLedgerSecurity
 
 /// Set by SIGINT/SIGTERM; every loop of the daemon checks it.
 nonisolated(unsafe) private var stopSignal: sig_atomic_t = 0
@@ -27,21 +28,29 @@ final class Daemon: @unchecked Sendable {
 
     let environment: LMDBEnvironment
     let household: RecordID
+    let identity: Identity
     let listener: TCPListener
     let log: @Sendable (String) -> Void
     let limiter = ConnectionLimiter(maximum: Daemon.connectionsMax)
+    /// Why syncing must stop now (attentionRequired), checked before each outgoing session.
+    var attention: ((Replica) -> String?)?
     private let lock = NSLock()
     private var activeThreads = 0
 
-    init(environment: LMDBEnvironment, household: RecordID, listener: TCPListener, log: @escaping @Sendable (String) -> Void) {
+    init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
+         log: @escaping @Sendable (String) -> Void) {
         self.environment = environment
         self.household = household
+        self.identity = identity
         self.listener = listener
         self.log = log
     }
 
     func makeReplica() throws -> Replica {
-        try Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator())
+        let replica = try Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        let me = identity
+        replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
+        return replica
     }
 
     static func installSignalHandlers() {
@@ -108,19 +117,38 @@ final class Daemon: @unchecked Sendable {
     private func serve(_ connection: TCPConnection) {
         let started = monotonicMillis()
         let remote = connection.remote
-        let environment = self.environment
         do {
             let replica = try makeReplica()
+            let (_, revoked) = SyncDriver.admissibleKeys(replica)
+            // The channel refuses revoked members at once; unknown keys may still be joiners, whom
+            // the session admits only with a valid invitation.
+            let channel = try SecureChannel(role: .responder, identity: identity, household: household,
+                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount),
+                                            authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil })
+            let stream: SecureStream
+            do { stream = try SecureStream.establish(channel, over: connection) } catch {
+                connection.close()
+                log("session from \(remote) refused in the handshake: \(error)")
+                return
+            }
+            let peerKey = stream.peerKey
+            let owner = identity
+            let household = self.household
+            let daemon = self
             let admit: @Sendable (Admission) -> ProtocolError? = { admission in
-                guard !admission.joinToken.isEmpty else { return nil }
-                guard let invites = try? Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator()),
-                      (try? invites.consumeInvite(secret: admission.joinToken)) == true else {
+                guard let r = try? daemon.makeReplica() else { return .refused("the ledger could not be opened") }
+                let (members, _) = SyncDriver.admissibleKeys(r)
+                if members.contains(peerKey.bytes) { return nil }
+                guard !admission.joinToken.isEmpty else { return .refused("this device is not a member of this household") }
+                guard (try? r.consumeInvite(secret: admission.joinToken)) == true else {
                     return .refused("this invitation is unknown, already used or expired; ask for a new code")
                 }
+                let grant = owner.grant(peerKey, name: "member \(peerKey.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
+                do { try r.commitMembership([.grant(grant)]) } catch { return .refused("could not record the new member: \(error)") }
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
-            let outcome = SessionRunner.run(session, over: connection, now: monotonicMillis)
+            let outcome = SessionRunner.run(session, over: stream, now: monotonicMillis)
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))")
@@ -155,7 +183,12 @@ final class Daemon: @unchecked Sendable {
                 let due = nextDue[peer.address] ?? 0
                 let failing = !(backoff[peer.address]?.attempt == 0 || backoff[peer.address] == nil)
                 guard now >= due || (changeDue && !failing) else { continue }
-                let result = SyncDriver.sync(replica, household: household, with: peer.address)
+                if let reason = attention?(replica) {
+                    log("not syncing: attention required: \(reason)")
+                    nextDue[peer.address] = monotonicMillis() + Daemon.gossipIntervalMillis
+                    continue
+                }
+                let result = SyncDriver.sync(replica, household: household, with: peer.address, identity: identity)
                 synced = true
                 log(SyncDriver.line(result))
                 var b = backoff[peer.address] ?? Backoff()

@@ -88,7 +88,7 @@ enum DataCommands {
         details: "Accepts what export writes. Every row is checked before anything is written; re-importing a file adds\nnothing. Children are matched by id, then by name; missing ones are created.",
         valueOptions: ["csv"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("import needs --csv FILE") }
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openReplicaForChanges()
         _ = try LedgerCommands.requireHousehold(replica)
         let rows = try LedgerCSV.parse(try FileSystem.readFile(path))
         let result = try replica.importTransactions(rows)

@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerSecurity
 
 /// The household, children and money commands.
 enum LedgerCommands {
@@ -7,25 +8,35 @@ enum LedgerCommands {
                                      give, take, giveAll, takeAll, balance, history, undo]
 
     static let initCommand = CLI.Command(spec: CommandSpec(
-        name: "init", synopsis: "NAME", summary: "create a household that this device owns",
-        details: "Creates the ledger home (if missing) and a household named NAME in it.\nA home holds one household; running init again is refused.",
-        arguments: 1...1)) { ctx, args in
+        name: "init", synopsis: "NAME [--account NAME]", summary: "create a household that this device owns",
+        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")",
+        valueOptions: ["account"], arguments: 1...1)) { ctx, args in
+        if let account = args.values["account"] {
+            do { try KeyStore.validate(account: account) } catch { throw CLIError.usage("\(error)") }
+            try ctx.setAccount(account)
+        }
         let replica = try ctx.openReplica(creating: true)
-        let h = try replica.createHousehold(name: args.positionals[0])
+        if let existing = try replica.household() { throw LedgerError.householdExists(name: existing.name) }
+        guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
+        try ctx.configure(replica)
+        let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
+                                            salt: Sodium.randomBytes(16))
+        try replica.setSetting("memberKey", me.publicKey.hex)
+        try replica.setSetting("memberAccount", ctx.accountName)
         ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
         ctx.emit(Render.household(h))
     }
 
     static let childAdd = CLI.Command(spec: CommandSpec(
         name: "child add", synopsis: "NAME", summary: "add a child", details: "", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openReplica().addChild(name: args.positionals[0])
+        let c = try ctx.openReplicaForChanges().addChild(name: args.positionals[0])
         ctx.say("Added \(c.name) (id \(Render.shortID(c.id))).")
         ctx.emit(Render.child(c))
     }
 
     static let childRename = CLI.Command(spec: CommandSpec(
         name: "child rename", synopsis: "CHILD NAME", summary: "rename a child", details: "", arguments: 2...2)) { ctx, args in
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openReplicaForChanges()
         let old = try replica.resolveChild(args.positionals[0]).name
         let c = try replica.renameChild(args.positionals[0], to: args.positionals[1])
         ctx.say("Renamed \(old) to \(c.name).")
@@ -35,14 +46,14 @@ enum LedgerCommands {
     static let childArchive = CLI.Command(spec: CommandSpec(
         name: "child archive", synopsis: "CHILD", summary: "archive a child (history is kept)",
         details: "An archived child is hidden from lists and give-all, and keeps every transaction.", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openReplica().setArchived(args.positionals[0], true)
+        let c = try ctx.openReplicaForChanges().setArchived(args.positionals[0], true)
         ctx.say("Archived \(c.name); history is kept (`kidledger child restore \(c.name)` brings it back).")
         ctx.emit(Render.child(c))
     }
 
     static let childRestore = CLI.Command(spec: CommandSpec(
         name: "child restore", synopsis: "CHILD", summary: "restore an archived child", details: "", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openReplica().setArchived(args.positionals[0], false)
+        let c = try ctx.openReplicaForChanges().setArchived(args.positionals[0], false)
         ctx.say("Restored \(c.name).")
         ctx.emit(Render.child(c))
     }
@@ -66,7 +77,7 @@ enum LedgerCommands {
             details: "AMOUNT is positive: dollars (1.25, $0.10, 5) or a coin (penny, nickel, dime, quarter, half, dollar).\n  --note T   a note kept with the transaction",
             valueOptions: ["note"], arguments: 2...2)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[1])
-            let p = try ctx.openReplica().post(args.positionals[0], signedCents: sign * cents,
+            let p = try ctx.openReplicaForChanges().post(args.positionals[0], signedCents: sign * cents,
                                                note: args.values["note"] ?? "", source: name)
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(p.childName). Balance: \(Money.format(cents: p.balanceCents))")
             ctx.emit(Render.posting(p))
@@ -82,7 +93,7 @@ enum LedgerCommands {
             details: "One atomic batch over every active child: if any balance would go out of range, nothing is written.\n  --note T   a note kept with each transaction",
             valueOptions: ["note"], arguments: 1...1)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[0])
-            let postings = try ctx.openReplica().postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
+            let postings = try ctx.openReplicaForChanges().postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(postings.count) \(postings.count == 1 ? "child" : "children"):")
             ctx.say(Render.table(header: nil, rightAligned: [1], rows: postings.map {
                 ["  " + $0.childName, Money.format(cents: $0.balanceCents)]
@@ -134,7 +145,7 @@ enum LedgerCommands {
     static let undo = CLI.Command(spec: CommandSpec(
         name: "undo", synopsis: "", summary: "reverse the newest transaction not yet undone",
         details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.")) { ctx, _ in
-        let u = try ctx.openReplica().undo()
+        let u = try ctx.openReplicaForChanges().undo()
         let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
         ctx.say("Undid \(amount) for \(u.childName) (\(Timestamp.short(millis: u.original.createdAtMillis))). Balance: \(Money.format(cents: u.balanceCents))")
         ctx.emit(.object([("undo", Render.transaction(u.undo)), ("original", Render.transaction(u.original)),

@@ -6,6 +6,7 @@ import KidLedgerReplica
 import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerLMDB
+import KidLedgerSecurity
 
 /// The daemon, sync, and joining a household.
 enum NetworkCommands {
@@ -29,8 +30,9 @@ enum NetworkCommands {
                 address = try PeerAddress(parsing: listen)
             }
         } catch { throw CLIError.usage("--listen: \(error)") }
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
+        guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
         guard let environment = replica.store as? LMDBEnvironment else { throw CLIError("internal: store is not LMDB", code: .software) }
         let listener: TCPListener
         do { listener = try TCPListener(address: address) } catch {
@@ -44,7 +46,9 @@ enum NetworkCommands {
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.peers().count, "known peer"))")
-        try Daemon(environment: environment, household: household.id, listener: listener, log: log).run()
+        let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener, log: log)
+        daemon.attention = { r in try? ctx.attentionReason(r) }
+        try daemon.run()
         try? replica.setSetting("listen", nil)
     }
 
@@ -52,8 +56,9 @@ enum NetworkCommands {
         name: "sync", synopsis: "[HOST:PORT]", summary: "sync now with one or all known peers",
         details: "One session with each peer; exits when both sides are up to date. Exit 69 when no peer could be reached.\nShows progress on a terminal for large transfers.",
         arguments: 0...1)) { ctx, args in
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
+        guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
         var targets = try replica.peers().map(\.address)
         if let one = args.positionals.first {
             let address = try PeerCommands.validAddress(one)
@@ -64,7 +69,7 @@ enum NetworkCommands {
         var results: [SyncDriver.Result] = []
         let meter = ProgressMeter(enabled: !ctx.json && isatty(2) == 1, console: ctx.console)
         for address in targets {
-            let result = SyncDriver.sync(replica, household: household.id, with: address) { p, total in
+            let result = SyncDriver.sync(replica, household: household.id, with: address, identity: identity) { p, total in
                 meter.update(label: address, done: p.changesReceived, total: total)
             }
             meter.finish()
@@ -90,8 +95,12 @@ enum NetworkCommands {
         The code carries where to reach this device's daemon (its --listen address, or --address), the household
         and a secret. It works once and expires after N minutes (default 60). Keep `kidledger serve` running.
         """, valueOptions: ["address", "minutes"])) { ctx, args in
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
+        guard let me = try ctx.identity(creating: false), let owner = try replica.members().first(where: \.isOwner),
+              owner.key == me.publicKey.bytes else {
+            throw CLIError("only the household's owner can invite", code: .notPermitted)
+        }
         var minutes = 60
         if let raw = args.values["minutes"] {
             guard let n = Int(raw), (1...10_080).contains(n) else { throw CLIError.usage("--minutes takes 1 to 10080, got \"\(raw)\"") }
@@ -112,7 +121,7 @@ enum NetworkCommands {
         let secret = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         let expires = SystemClock().nowMillis() + Int64(minutes) * 60_000
         try replica.addInvite(secret: secret, expiresAtMillis: expires)
-        let code = InviteCode(household: household.id, secret: secret, expiresAtMillis: expires, addresses: [address]).text
+        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: [address]).text
         ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(address))]))
         ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(Timestamp.short(millis: expires)) UTC.")
     }
@@ -150,6 +159,7 @@ enum NetworkCommands {
         let staging = ctx.home + "/ledger.joining"
         try? FileSystem.removeTree(staging)
         let replica = try ctx.openReplica(at: staging, creating: true)
+        guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
         func abandon() {
             (replica.store as? LMDBEnvironment)?.close()
             try? FileSystem.removeTree(staging)
@@ -158,7 +168,8 @@ enum NetworkCommands {
         var last: SyncDriver.Result?
         for address in code.addresses {
             try replica.addPeer(address)
-            let result = SyncDriver.sync(replica, household: code.household, with: address, joinToken: code.secret)
+            let result = SyncDriver.sync(replica, household: code.household, with: address, identity: me,
+                                         joinToken: code.secret, expectedPeer: code.owner)
             last = result
             if result.succeeded { break }
             try replica.removePeer(address)
@@ -177,6 +188,8 @@ enum NetworkCommands {
             (old.store as? LMDBEnvironment)?.close()
             try removeStore(ctx)
         }
+        try replica.setSetting("memberKey", me.publicKey.hex)
+        try replica.setSetting("memberAccount", ctx.accountName)
         let counts = try replica.counts()
         (replica.store as? LMDBEnvironment)?.close()
         try FileSystem.removeTree(ctx.storePath)
@@ -192,10 +205,12 @@ enum NetworkCommands {
 
     /// `join` on a home that already belongs to the household: sync instead of spending the code.
     static func syncAsMember(_ replica: Replica, code: InviteCode, ctx: Context) throws {
+        if let reason = try ctx.attentionReason(replica) { throw CLIError("attention required: \(reason)", code: .notPermitted) }
+        guard let me = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
         var last: SyncDriver.Result?
         for address in code.addresses {
             let added = try replica.addPeer(address)
-            let result = SyncDriver.sync(replica, household: code.household, with: address)
+            let result = SyncDriver.sync(replica, household: code.household, with: address, identity: me)
             last = result
             if result.succeeded { break }
             if added { try replica.removePeer(address) }

@@ -55,7 +55,11 @@ enum PeerCommands {
         """)) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
-        let report = try StatusReport(replica: replica)
+        var report = try StatusReport(replica: replica)
+        if let reason = try ctx.attentionReason(replica) {
+            report.state = "attentionRequired"
+            report.attention = reason
+        }
         ctx.emit(report.jsonDocument())
         ctx.say(report.text())
     }
@@ -70,6 +74,7 @@ struct StatusReport {
     var counts: ReplicaCounts
     var digest: Digest256
     var children: [ChildSummary]
+    var attention: String?
 
     init(replica: Replica) throws {
         vector = try replica.versionVector()
@@ -140,7 +145,12 @@ struct StatusReport {
 
     func text() -> String {
         var lines = ["status: \(state)"]
+        if let attention {
+            lines.append("changes and sync are stopped: \(attention)")
+            lines.append("the balances below are this laptop's last known state and may be stale")
+        }
         switch state {
+        case "attentionRequired": break
         case "synced": lines.append("every peer has acknowledged everything this device holds")
         case "offline": lines.append("\(Render.plural(pending, "change")) waiting; no peer could be reached (they sync when one is back)")
         default:
@@ -156,7 +166,8 @@ struct StatusReport {
     }
 
     func jsonDocument() -> JSON {
-        .object([("state", .string(state)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
+        .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
+                 ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
                  ("conflicts", .int(counts.conflicts)), ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
     }
 }

@@ -6,6 +6,7 @@ import KidLedgerReplica
 import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerLMDB
+import KidLedgerSecurity
 
 /// A monotonic clock in milliseconds, for timeouts (the CLI and daemon only).
 func monotonicMillis() -> Int64 {
@@ -33,8 +34,17 @@ enum SyncDriver {
         }
     }
 
-    /// Syncs `replica` with the peer at `address` (one session), recording the result durably.
-    static func sync(_ replica: Replica, household: RecordID, with address: String, joinToken: [UInt8] = [],
+    /// Which peer keys this replica accepts: members and the owner, minus revoked ones.
+    static func admissibleKeys(_ replica: Replica) -> (members: Set<[UInt8]>, revoked: Set<[UInt8]>) {
+        let members = (try? replica.members()) ?? []
+        return (Set(members.filter { !$0.isRevoked }.map(\.key)), Set(members.filter(\.isRevoked).map(\.key)))
+    }
+
+    /// Syncs `replica` with the peer at `address` (one session inside the authenticated, encrypted
+    /// channel, as `identity`), recording the result durably. With `expectedPeer` (joining), the
+    /// peer must prove that key (the owner's, from the invitation); otherwise it must be a member.
+    static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
+                     joinToken: [UInt8] = [], expectedPeer: [UInt8]? = nil,
                      progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
         let started = monotonicMillis()
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
@@ -47,8 +57,26 @@ enum SyncDriver {
         do { peer = try PeerAddress(parsing: address) } catch { return finish(nil, error) }
         let connection: TCPConnection
         do { connection = try TCPConnection.connect(to: peer, timeoutMillis: connectTimeoutMillis) } catch { return finish(nil, error) }
+        let (members, revoked) = admissibleKeys(replica)
+        let authorize: SecureChannel.Authorize = { key, _, _ in
+            if let expectedPeer { return key.bytes == expectedPeer ? nil : "that device is not the household's owner" }
+            if revoked.contains(key.bytes) { return "that device's membership was revoked" }
+            return members.contains(key.bytes) ? nil : "that device is not a member of this household"
+        }
+        let stream: SecureStream
+        do {
+            let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
+                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize)
+            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: connectTimeoutMillis)
+        } catch let error as TransportError {
+            connection.close()
+            return finish(nil, error)
+        } catch {
+            connection.close()
+            return finish(nil, .handshake("\(error)"))
+        }
         let session = SyncSession(role: .initiator, replica: replica, household: household, joinToken: joinToken)
-        let outcome = SessionRunner.run(session, over: connection, progress: progress.map { report in
+        let outcome = SessionRunner.run(session, over: stream, progress: progress.map { report in
             { p in report(p, session.summary.changesExpected) }
         }, now: monotonicMillis)
         return finish(outcome, nil)

@@ -4,10 +4,13 @@ import KidLedgerDomain
 /// household (addresses, household id) and a secret the inviter checks once.
 ///
 /// Text form: `KL1-` followed by base64url (no padding) of: version u8 (1), household id (16),
-/// secret (16), expiry millis zigzag, address count varint (1...8), addresses as strings.
+/// owner key (32), secret (16), expiry millis zigzag, address count varint (1...8), addresses as
+/// strings. The owner key lets the joiner authenticate the inviting device.
 public struct InviteCode: Equatable, Sendable {
     /// The household to join.
     public var household: RecordID
+    /// The household owner's account key (32 bytes): the inviting device must prove it.
+    public var owner: [UInt8]
     /// The one-time secret.
     public var secret: [UInt8]
     /// When the invitation expires, Unix milliseconds.
@@ -19,8 +22,9 @@ public struct InviteCode: Equatable, Sendable {
     public static let addressesMax = 8
 
     /// Creates a code.
-    public init(household: RecordID, secret: [UInt8], expiresAtMillis: Int64, addresses: [String]) {
+    public init(household: RecordID, owner: [UInt8], secret: [UInt8], expiresAtMillis: Int64, addresses: [String]) {
         self.household = household
+        self.owner = owner
         self.secret = secret
         self.expiresAtMillis = expiresAtMillis
         self.addresses = addresses
@@ -31,6 +35,7 @@ public struct InviteCode: Equatable, Sendable {
         var w = ByteWriter(capacity: 64)
         w.write(1)
         w.write(id: household)
+        w.write(raw: owner)
         w.write(raw: secret)
         w.write(zigzag: expiresAtMillis)
         w.write(varint: UInt64(addresses.count))
@@ -47,6 +52,7 @@ public struct InviteCode: Equatable, Sendable {
         var r = ByteReader(bytes)
         guard (try? r.readByte()) == 1,
               let household = try? r.readID(),
+              let owner = try? r.readRaw(count: 32),
               let secret = try? r.readRaw(count: 16),
               let expiry = try? r.readZigzag(),
               let count = try? r.readVarint(), count >= 1, count <= UInt64(Self.addressesMax) else { return nil }
@@ -56,7 +62,7 @@ public struct InviteCode: Equatable, Sendable {
             addresses.append(a)
         }
         guard r.isAtEnd else { return nil }
-        self.init(household: household, secret: secret, expiresAtMillis: expiry, addresses: addresses)
+        self.init(household: household, owner: owner, secret: secret, expiresAtMillis: expiry, addresses: addresses)
     }
 }
 

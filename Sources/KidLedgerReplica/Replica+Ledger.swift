@@ -26,13 +26,15 @@ extension Replica {
     /// Creates the household this replica holds.
     ///
     /// - Throws: ``LedgerError/householdExists(name:)``, ``LedgerError/badName(_:)``.
+    /// With `owner` (an account key) and `salt`, the household has membership: its id is derived
+    /// from them, and only the owner can grant and revoke.
     @discardableResult
-    public func createHousehold(name: String) throws -> HouseholdSummary {
+    public func createHousehold(name: String, owner: [UInt8] = [], salt: [UInt8] = []) throws -> HouseholdSummary {
         let name = try Self.validName(name, what: "household name")
-        let id = newID()
+        let id = owner.isEmpty ? newID() : Membership.householdID(owner: owner, salt: salt)
         try commitLocal { w, hlc in
             if let existing = try Self.household(w) { throw LedgerError.householdExists(name: existing.name) }
-            return ([.createHousehold(Household(id: id, createdAtMillis: hlc.millis)),
+            return ([.createHousehold(Household(id: id, createdAtMillis: hlc.millis, owner: owner, salt: salt)),
                      .setField(entity: id, field: .householdName, value: .text(name))], ())
         }
         return HouseholdSummary(id: id, name: name, createdAtMillis: try household()?.createdAtMillis ?? 0)
@@ -164,6 +166,12 @@ extension Replica {
     static func registerStamp(_ entity: RecordID, _ field: Field, _ r: any KeyValueReader) throws -> Stamp? {
         guard let raw = try r.get(Tables.registers, Keys.register(entity, field)) else { return nil }
         return try StoredRegister.decode(raw).stamp
+    }
+
+    /// Commits membership records (a grant or a revocation signed elsewhere) as a local change.
+    public func commitMembership(_ operations: [Operation]) throws {
+        precondition(operations.allSatisfy(\.isMembership), "membership operations only")
+        try commitLocal { _, _ in (operations, ()) }
     }
 
     static func newestUndoable(_ r: any KeyValueReader) throws -> LedgerTransaction? {

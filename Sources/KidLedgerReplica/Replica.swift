@@ -17,6 +17,9 @@ public final class Replica {
     var random: any RandomNumberGenerator
     /// Checks the signatures of membership records (libsodium in the product).
     public let verifier: any SignatureVerifier
+    /// Signs this device's claim of an origin (its account key); set by the CLI. In a household
+    /// with an owner, the first local change of every origin carries such a claim.
+    public var claimSigner: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///
@@ -82,7 +85,10 @@ public final class Replica {
             // Another process (the daemon) may have moved this replica to a new id.
             let origin = try Self.currentReplicaID(w)
             var hlc = try Self.lastHLC(w).tickLocal(now: now)
-            let (batches, extra) = try build(w, hlc)
+            var (batches, extra) = try build(w, hlc)
+            if let first = batches.first, !first.isEmpty {
+                batches[0] = try Self.withClaimIfNeeded(first, origin: origin, signer: claimSigner, in: w)
+            }
             var sequence = Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0
             var changes: [Change] = []
             for operations in batches where !operations.isEmpty {
@@ -98,6 +104,25 @@ public final class Replica {
         }
         if let first = changes.first { replicaID = first.origin }
         return (changes, extra)
+    }
+
+    /// Prepends (after a household creation) this device's claim of `origin` when the household
+    /// has an owner and the origin is not claimed yet.
+    static func withClaimIfNeeded(_ ops: [Operation], origin: ReplicaID, signer: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?,
+                                  in r: any KeyValueReader) throws -> [Operation] {
+        guard let signer, try r.get(Tables.claims, Keys.origin(origin)) == nil else { return ops }
+        var household: RecordID?
+        var insertAt = 0
+        if let (id, _) = try owner(r) {
+            household = id
+        } else if case .createHousehold(let h)? = ops.first, !h.owner.isEmpty {
+            household = h.id
+            insertAt = 1
+        }
+        guard let household else { return ops }
+        var result = ops
+        result.insert(.claim(signer(household, origin)), at: insertAt)
+        return result
     }
 
     static func lastHLC(_ r: any KeyValueReader) throws -> HLC {

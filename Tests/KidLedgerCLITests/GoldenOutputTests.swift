@@ -145,7 +145,7 @@ struct GoldenOutputTests {
         A local-first family allowance ledger.
 
         Commands:
-          init NAME                                   create a household that this device owns
+          init NAME [--account NAME]                  create a household that this device owns
           child add NAME                              add a child
           child rename CHILD NAME                     rename a child
           child archive CHILD                         archive a child (history is kept)
@@ -171,6 +171,10 @@ struct GoldenOutputTests {
           sync [HOST:PORT]                            sync now with one or all known peers
           invite [--address HOST:PORT] [--minutes N]  print a one-time code another device joins with
           join CODE [--replace]                       join a household with a code from `kidledger invite`
+          account show                                show this device's signed-in identity
+          account switch NAME                         sign this device in as another account
+          members                                     list the household's members, their devices and revocations
+          revoke MEMBER                               revoke a member (owner only; permanent)
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.
@@ -194,7 +198,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 26)
+            #expect(CLI.commands.count == 30)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

@@ -99,7 +99,10 @@ struct NetworkProcessTests {
         let daemonA = try #require(try DaemonProcess.start(a, in: group))
         try ok(b, "join", try inviteCode(a))
         let daemonB = try #require(try DaemonProcess.start(b, in: group))
-        try ok(c, "join", try inviteCode(b))
+        // Only the owner invites: C joins through A once, then talks only to B.
+        try ok(c, "join", try inviteCode(a))
+        try ok(c, "peer", "remove", daemonA.address)
+        try ok(c, "peer", "add", daemonB.address)
         let peersC = try json(c, "peers")["peers"] as? [[String: Any]] ?? []
         #expect(peersC.map { $0["address"] as? String } == [daemonB.address], "C knows only B: \(peersC)")
 

@@ -1,0 +1,161 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerSecurity
+
+/// This device's signed-in identity (account) and the membership gate.
+extension Context {
+    /// Where the device's identities (Ed25519 key files, mode 0600) live.
+    var keyStore: KeyStore { KeyStore(directory: home + "/identities") }
+
+    /// The signed-in account's name (the file `HOME/account`; "default" when absent).
+    var accountName: String {
+        guard let text = try? FileSystem.readFile(home + "/account") else { return "default" }
+        let name = Text.trimmed(text)
+        return name.isEmpty ? "default" : name
+    }
+
+    /// Signs in as `name` (writes `HOME/account`).
+    func setAccount(_ name: String) throws {
+        try FileSystem.makeDirectory(home)
+        try FileSystem.writeFile(home + "/account", name + "\n")
+    }
+
+    /// The signed-in account's identity, created (with fresh randomness) when `creating`.
+    func identity(creating: Bool) throws -> Identity? {
+        do {
+            if let existing = try keyStore.load(account: accountName) { return existing }
+            guard creating else { return nil }
+            try FileSystem.makeDirectory(home)
+            return try keyStore.create(account: accountName, seed: Sodium.randomBytes(Identity.seedByteCount))
+        } catch let e as SecurityError {
+            throw CLIError("identity \"\(accountName)\": \(e)", code: .notPermitted)
+        }
+    }
+
+    /// Why mutations and sync are stopped (attentionRequired), or nil when they may go on.
+    func attentionReason(_ replica: Replica) throws -> String? {
+        guard try replica.household() != nil, let owner = try replica.members().first(where: \.isOwner) else { return nil }
+        guard let me = try identity(creating: false) else {
+            return "no identity for account \"\(accountName)\" on this laptop (see `kidledger account show`)"
+        }
+        if let joined = try replica.setting("memberKey"), joined != me.publicKey.hex {
+            let joinedName = try replica.setting("memberAccount") ?? "the account it joined with"
+            return "this laptop is signed in as \"\(accountName)\", not as \"\(joinedName)\", the member it joined with; queued changes are kept. Switch back with `kidledger account switch \(joinedName)`"
+        }
+        let members = try replica.members()
+        if let mine = members.first(where: { $0.key == me.publicKey.bytes }) {
+            if mine.isRevoked { return "this laptop's membership was revoked by the owner; its data is kept but the ledger here is stale" }
+            return nil
+        }
+        _ = owner
+        return "account \"\(accountName)\" is not a member of this household"
+    }
+
+    /// Opens the replica for a command that changes the ledger or syncs: refuses with exit 77
+    /// when the replica is in attentionRequired.
+    func openReplicaForChanges() throws -> Replica {
+        let replica = try openReplica()
+        if let reason = try attentionReason(replica) {
+            throw CLIError("attention required: \(reason)", code: .notPermitted)
+        }
+        return replica
+    }
+
+    /// Installs the signer of origin claims for the signed-in identity.
+    func configure(_ replica: Replica) throws {
+        if let me = try identity(creating: false) {
+            replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
+        }
+    }
+}
+
+/// `account show`, `account switch`, `members`, `revoke`.
+enum AccountCommands {
+    static let all: [CLI.Command] = [accountShow, accountSwitch, members, revoke]
+
+    static let accountShow = CLI.Command(spec: CommandSpec(
+        name: "account show", synopsis: "", summary: "show this device's signed-in identity", details: "")) { ctx, _ in
+        let me = try ctx.identity(creating: false)
+        var role = "no household here"
+        var attention: String?
+        if FileSystem.exists(ctx.storePath + "/data.mdb") {
+            let replica = try ctx.openReplica()
+            if try replica.household() != nil {
+                let member = try replica.members().first { $0.key == me?.publicKey.bytes }
+                role = member.map { $0.isOwner ? "owner" : ($0.isRevoked ? "revoked member" : "member \"\($0.name)\"") } ?? "not a member"
+                attention = try ctx.attentionReason(replica)
+            }
+        }
+        ctx.say("account \(ctx.accountName): key \(me?.publicKey.fingerprint ?? "(none yet)"); \(role)")
+        if let attention { ctx.say("attention required: \(attention)") }
+        ctx.emit(.object([("account", .string(ctx.accountName)), ("key", me.map { .string($0.publicKey.hex) } ?? .null),
+                          ("role", .string(role)), ("attentionRequired", .bool(attention != nil)),
+                          ("reason", attention.map(JSON.string) ?? .null)]))
+    }
+
+    static let accountSwitch = CLI.Command(spec: CommandSpec(
+        name: "account switch", synopsis: "NAME", summary: "sign this device in as another account",
+        details: "Creates the account's key if it has none. If it is not the member this home joined the household\nwith, the ledger enters attentionRequired: reads work, changes and sync stop, queued changes are kept;\nswitching back resumes.",
+        arguments: 1...1)) { ctx, args in
+        let name = Text.trimmed(args.positionals[0])
+        do { try KeyStore.validate(account: name) } catch { throw CLIError.usage("\(error)") }
+        try ctx.setAccount(name)
+        let me = try ctx.identity(creating: true)
+        var attention: String?
+        if FileSystem.exists(ctx.storePath + "/data.mdb") {
+            let replica = try ctx.openReplica()
+            attention = try ctx.attentionReason(replica)
+        }
+        ctx.say("Signed in as \(name) (key \(me?.publicKey.fingerprint ?? "?")).")
+        if let attention { ctx.say("attention required: \(attention)") }
+        ctx.emit(.object([("account", .string(name)), ("key", me.map { .string($0.publicKey.hex) } ?? .null),
+                          ("attentionRequired", .bool(attention != nil))]))
+    }
+
+    static let members = CLI.Command(spec: CommandSpec(
+        name: "members", synopsis: "", summary: "list the household's members, their devices and revocations", details: "")) { ctx, _ in
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        let list = try replica.members()
+        ctx.emit(.object([("members", .array(list.map { m in
+            .object([("name", .string(m.name)), ("key", .string(hexString(m.key))), ("owner", .bool(m.isOwner)),
+                     ("revoked", .bool(m.isRevoked)), ("devices", .array(m.devices.map { .string($0.description) }))])
+        }))]))
+        if list.isEmpty { ctx.say("This household has no membership (it was created without an owner)."); return }
+        ctx.say(Render.table(header: ["NAME", "KEY", "DEVICES", ""], rightAligned: [], rows: list.map { m in
+            [m.name, PublicKey(bytes: m.key)?.fingerprint ?? "?", "\(m.devices.count)",
+             m.isOwner ? "owner" : (m.isRevoked ? "revoked" : "")]
+        }))
+    }
+
+    static let revoke = CLI.Command(spec: CommandSpec(
+        name: "revoke", synopsis: "MEMBER", summary: "revoke a member (owner only; permanent)",
+        details: "MEMBER is a member's name or the start of its key. What the revoked member did that this laptop has\nseen stays; anything it does later is rejected on every device. Its own laptop keeps its data and shows\nthe ledger as stale.",
+        arguments: 1...1)) { ctx, args in
+        let replica = try ctx.openReplicaForChanges()
+        let household = try LedgerCommands.requireHousehold(replica)
+        guard let me = try ctx.identity(creating: false), let owner = try replica.members().first(where: \.isOwner),
+              owner.key == me.publicKey.bytes else {
+            throw CLIError("only the household's owner can revoke members", code: .notPermitted)
+        }
+        let query = Text.trimmed(args.positionals[0]).lowercased()
+        let matches = try replica.members().filter { !$0.isOwner && ($0.name.lowercased() == query || hexString($0.key).hasPrefix(query.filter { $0 != "-" })) }
+        guard matches.count == 1, let member = matches.first else {
+            throw CLIError(matches.isEmpty ? "no member \"\(args.positionals[0])\" (see `kidledger members`)" : "\"\(args.positionals[0])\" matches more than one member; use a longer key prefix", code: .dataError)
+        }
+        if member.isRevoked { throw CLIError("\(member.name) is already revoked", code: .dataError) }
+        let revocation = me.revocation(of: member.key, seen: try replica.versionVector(), household: household.id, atMillis: SystemClock().nowMillis())
+        try replica.commitMembership([.revoke(revocation)])
+        ctx.say("Revoked \(member.name). What it did that this laptop has seen stays; its later changes are rejected everywhere.")
+        ctx.emit(.object([("revoked", .string(member.name)), ("key", .string(hexString(member.key)))]))
+    }
+}
+
+/// Lowercase hex of bytes.
+func hexString(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef")
+    return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
+}
