@@ -72,7 +72,8 @@ struct SecurityProcessTests {
         // Nothing of A's ledger appears on D.
         let children = try runKidledger(d, ["children"])
         #expect(children.code == 65 && !children.stdout.contains("Ava"), "\(children)")
-        #expect(!FileManager.default.fileExists(atPath: d.home + "/ledger/data.mdb") || (try runKidledger(d, ["digest"])).code != 0)
+        let digestD = try runKidledger(d, ["digest"])
+        #expect(digestD.code != 0, "\(digestD)")
     }
 
     /// A home holding a copy of the household (B's store copied) but another key: the CLI refuses
@@ -168,7 +169,8 @@ struct SecurityProcessTests {
         try ok(b, "sync")
         #expect(try Self.ava(c) == 800, "C had not heard of the revocation yet")
         _ = try runKidledger(c, ["sync", daemonA.address])
-        #expect(try Self.ava(a) == 600, "the owner rejects the revoked member's later change: \(try childTable(a))")
+        let tableA = try childTable(a)
+        #expect(tableA["Ava"]?[0] == 600, "the owner rejects the revoked member's later change: \(tableA)")
         try expectVerified(a, "A")
         #expect(!daemonA.background.hasExited)
     }
@@ -249,7 +251,8 @@ struct SecurityProcessTests {
         }
         #expect(try digest(a) == beforeA)
         #expect(try digest(b) == beforeB)
-        #expect(try Self.ava(a) == 550 && Self.ava(b) == 600)
+        #expect(try Self.ava(a) == 550)
+        #expect(try Self.ava(b) == 600)
 
         // A clean sync afterwards succeeds.
         try ok(b, "sync", daemon.address)

@@ -168,9 +168,10 @@ final class Relay: @unchecked Sendable {
         self.listener = fd
         self.port = port
         self.target = target
-        var toServer = FrameCutter(), toClient = FrameCutter()
-        toServer.tamperDataFrame = tamperClientDataFrame
-        toClient.tamperDataFrame = tamperServerDataFrame
+        var cutterToServer = FrameCutter(), cutterToClient = FrameCutter()
+        cutterToServer.tamperDataFrame = tamperClientDataFrame
+        cutterToClient.tamperDataFrame = tamperServerDataFrame
+        let toServer = cutterToServer, toClient = cutterToClient
         Thread.detachNewThread { [self] in
             relay(toServer: toServer, toClient: toClient, deadline: Date().addingTimeInterval(timeout))
             state.withLock { $0.finished = true }
