@@ -154,7 +154,8 @@ struct SecurityProcessTests {
         let keyB = try #require(try Self.memberKeys(a).first)
         try ok(c, "join", try inviteCode(a))
         let daemonC = try #require(try DaemonProcess.start(c, in: group))
-        // B syncs only with C from now on; C is told about B by A's later sync.
+        // B learns of C's grant from A, then syncs only with C from now on.
+        try ok(b, "sync")
         try ok(b, "peer", "remove", daemonA.address)
         try ok(b, "peer", "add", daemonC.address)
         try ok(b, "give", "Ava", "1.00", "--note", "before revocation")
