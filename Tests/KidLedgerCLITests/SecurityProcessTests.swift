@@ -31,6 +31,23 @@ struct SecurityProcessTests {
         return list.filter { ($0["owner"] as? Bool) == false }.compactMap { $0["key"] as? String }
     }
 
+    /// The replica id of a home (`digest --json`).
+    static func replicaID(_ ledger: TestLedger) throws -> String { try json(ledger, "digest")["replicaId"] as? String ?? "" }
+
+    /// A member home joined to `owner` whose replica id sorts before the owner's (so its changes come
+    /// first in the change log): fresh homes join until one does (each has an even chance).
+    static func memberSortingBeforeOwner(_ owner: TestLedger) throws -> TestLedger {
+        let ownerID = try replicaID(owner)
+        for _ in 0..<24 {
+            let m = TestLedger()
+            try ok(m, "join", try inviteCode(owner))
+            if try replicaID(m) < ownerID { return m }
+            m.remove()
+        }
+        Issue.record("no member with a replica id below \(ownerID) in 24 joins")
+        return TestLedger()
+    }
+
     // MARK: 1 and 3. Non-members and other households
 
     /// A home that initialised its own household (so holds another household id) syncs with A.
@@ -147,11 +164,13 @@ struct SecurityProcessTests {
     /// The revoked member's later change, carried by another member that had not yet heard of the
     /// revocation, is rejected by the owner.
     @Test func revokedMembersLaterChangeIsRejectedWhenRelayedByAnotherMember() throws {
-        let a = try Self.ownerHome(), b = TestLedger(), c = TestLedger(), group = ProcessGroup()
-        defer { group.stopAll(); a.remove(); b.remove(); c.remove() }
+        let a = try Self.ownerHome(), c = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); c.remove() }
         let daemonA = try #require(try DaemonProcess.start(a, in: group))
-        try ok(b, "join", try inviteCode(a))
-        let keyB = try #require(try Self.memberKeys(a).first)
+        // B's replica id sorts before A's: the case where the owner loses B's origin claim.
+        let b = try Self.memberSortingBeforeOwner(a)
+        defer { b.remove() }
+        let keyB = try #require(try json(b, "account", "show")["key"] as? String)
         try ok(c, "join", try inviteCode(a))
         let daemonC = try #require(try DaemonProcess.start(c, in: group))
         // B learns of C's grant from A, then syncs only with C from now on.
@@ -179,6 +198,33 @@ struct SecurityProcessTests {
         }
         try expectVerified(a, "A")
         #expect(!daemonA.background.hasExited)
+    }
+
+    /// A member who joins after another member made changes learns that member's origin claim
+    /// (its device), whatever the order of the replica ids; so does the owner after a rebuild.
+    @Test func originClaimsSurviveJoinAndRebuildWhateverTheReplicaOrder() throws {
+        let a = try Self.ownerHome(), c = TestLedger(), d = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); c.remove(); d.remove() }
+        _ = try #require(try DaemonProcess.start(a, in: group))
+        let b = try Self.memberSortingBeforeOwner(a)
+        defer { b.remove() }
+        try ok(b, "give", "Ava", "1.00")
+        try ok(b, "sync")
+        let idB = try Self.replicaID(b), keyB = try #require(try json(b, "account", "show")["key"] as? String)
+        func devices(_ home: TestLedger) throws -> [String] {
+            let list = try json(home, "members")["members"] as? [[String: Any]] ?? []
+            return list.first { $0["key"] as? String == keyB }?["devices"] as? [String] ?? []
+        }
+        #expect(try devices(a) == [idB], "A before any rebuild")
+        try ok(d, "join", try inviteCode(a))
+        #expect(try devices(d) == [idB], "a later joiner learns B's claim")
+        // A revocation (of another member) rebuilds A's merged state from the log.
+        try ok(c, "join", try inviteCode(a))
+        let keyC = try #require(try json(c, "account", "show")["key"] as? String)
+        try ok(a, "revoke", String(keyC.prefix(8)))
+        #expect(try devices(a) == [idB], "A after the rebuild that a revocation triggers")
+        let verify = try runKidledger(a, ["--json", "verify"])
+        #expect(verify.code == 0, "\(verify)")
     }
 
     // MARK: 4. Replay
