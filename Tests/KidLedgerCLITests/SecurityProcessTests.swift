@@ -1,0 +1,419 @@
+import Foundation
+import Testing
+@testable import KidLedgerCLI
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerSecurity
+
+/// Every refusal of the membership design, with real `kidledger` processes on 127.0.0.1: strangers,
+/// other households, revoked members, replayed handshakes, tampered frames, a changed account,
+/// key file permissions, owner-only commands.
+@Suite("Membership refusals between real processes")
+struct SecurityProcessTests {
+    /// The owner's home ("mom", Ava at $5.00, one transaction).
+    static func ownerHome() throws -> TestLedger {
+        let a = TestLedger()
+        try ok(a, "init", "Smiths", "--account", "mom")
+        try ok(a, "child", "add", "Ava")
+        try ok(a, "give", "Ava", "5.00", "--note", "start")
+        return a
+    }
+
+    /// Ava's balance in cents on `ledger`.
+    static func ava(_ ledger: TestLedger) throws -> Int64? { try childTable(ledger)["Ava"]?[0] }
+
+    /// Every output of a process, for message checks.
+    static func text(_ o: ProcessOutcome) -> String { o.stdout + o.stderr }
+
+    /// The non-owner members' key hex.
+    static func memberKeys(_ ledger: TestLedger) throws -> [String] {
+        let list = try json(ledger, "members")["members"] as? [[String: Any]] ?? []
+        return list.filter { ($0["owner"] as? Bool) == false }.compactMap { $0["key"] as? String }
+    }
+
+    /// The replica id of a home (`digest --json`).
+    static func replicaID(_ ledger: TestLedger) throws -> String { try json(ledger, "digest")["replicaId"] as? String ?? "" }
+
+    /// A member home joined to `owner` whose replica id sorts before the owner's (so its changes come
+    /// first in the change log): fresh homes join until one does (each has an even chance).
+    static func memberSortingBeforeOwner(_ owner: TestLedger) throws -> TestLedger {
+        let ownerID = try replicaID(owner)
+        for _ in 0..<24 {
+            let m = TestLedger()
+            try ok(m, "join", try inviteCode(owner))
+            if try replicaID(m) < ownerID { return m }
+            m.remove()
+        }
+        Issue.record("no member with a replica id below \(ownerID) in 24 joins")
+        return TestLedger()
+    }
+
+    // MARK: 1 and 3. Non-members and other households
+
+    /// A home that initialised its own household (so holds another household id) syncs with A.
+    @Test func deviceOfAnotherHouseholdIsRefusedInTheHandshake() throws {
+        let a = try Self.ownerHome(), c = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); c.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(c, "init", "Strangers")
+        try ok(c, "child", "add", "Zed")
+        try ok(c, "give", "Zed", "9.00")
+        let beforeA = try digest(a), beforeC = try digest(c)
+
+        let sync = try runKidledger(c, ["sync", daemon.address])
+        #expect(sync.code == 69, "\(sync)")
+        #expect(Self.text(sync).contains("refused"), "\(sync)")
+        #expect(Self.text(sync).contains("another household"), "\(sync)")
+        #expect(eventually(timeout: 10) { daemon.log.contains("refused in the handshake") && daemon.log.contains("another household") },
+                "A's log: \(daemon.log)")
+        #expect(try digest(a) == beforeA)
+        #expect(try digest(c) == beforeC)
+        #expect(try childTable(c).keys.sorted() == ["Zed"])
+        #expect(try childTable(a).keys.sorted() == ["Ava"])
+        let household = try json(c, "children")
+        #expect((household["children"] as? [[String: Any]])?.count == 1)
+        #expect(!daemon.background.hasExited)
+    }
+
+    /// A fresh home (no household) that only knows A's address: nothing to sync as, nothing arrives.
+    @Test func freshHomeWithOnlyAPeerAddressGetsNothing() throws {
+        let a = try Self.ownerHome(), d = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); d.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        let beforeA = try digest(a)
+        let add = try runKidledger(d, ["peer", "add", daemon.address])
+        let sync = try runKidledger(d, ["sync", daemon.address])
+        #expect(add.code != 0 || sync.code != 0)
+        #expect(sync.code != 0, "a home without a household must not sync: \(sync)")
+        #expect(try digest(a) == beforeA)
+        // Nothing of A's ledger appears on D.
+        let children = try runKidledger(d, ["children"])
+        #expect(children.code == 65 && !children.stdout.contains("Ava"), "\(children)")
+        let digestD = try runKidledger(d, ["digest"])
+        #expect(digestD.code != 0, "\(digestD)")
+    }
+
+    /// A home holding a copy of the household (B's store copied) but another key: the CLI refuses
+    /// locally (exit 77), and the real client stack driven with that key is refused by A's daemon.
+    @Test func copyOfTheHouseholdWithAnotherKeyIsRefused() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), c = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove(); c.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        // C: B's ledger store, without B's identities.
+        try FileManager.default.createDirectory(atPath: c.home + "/ledger", withIntermediateDirectories: true)
+        for file in ["data.mdb"] {
+            try FileManager.default.copyItem(atPath: b.home + "/ledger/" + file, toPath: c.home + "/ledger/" + file)
+        }
+        try ok(c, "account", "switch", "intruder")
+        try ok(a, "give", "Ava", "1.00", "--note", "after the copy")
+        let beforeA = try digest(a), beforeC = try digest(c)
+
+        let cli = try runKidledger(c, ["sync", daemon.address])
+        #expect(cli.code == 77 && Self.text(cli).contains("attention required"), "\(cli)")
+
+        // The client stack itself, with C's key (what a modified client would do).
+        let ctx = Context(home: c.home, json: false, console: BufferConsole(), clock: SystemClock())
+        let replica = try ctx.openReplica()
+        let household = try #require(try replica.household())
+        let key = try #require(try ctx.identity(creating: false))
+        let result = SyncDriver.sync(replica, household: household.id, with: daemon.address, identity: key)
+        #expect(!result.succeeded)
+        #expect(result.failure?.contains("refused") == true && result.failure?.contains("not a member") == true,
+                "\(result.failure ?? "no failure")")
+        #expect(eventually(timeout: 10) { daemon.log.contains("not a member") }, "A's log: \(daemon.log)")
+        #expect(try digest(a) == beforeA)
+        #expect(try replica.digest().description == beforeC)
+        #expect(try Self.ava(c) == 500, "nothing of A's later change reached the copy")
+        #expect(!(try Self.memberKeys(a)).contains(key.publicKey.hex), "no grant for the stranger")
+    }
+
+    // MARK: 2. Revoked member
+
+    @Test func revokedMemberIsRefusedAndItsLaterChangesNeverReachTheOwner() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        try ok(b, "give", "Ava", "1.00", "--note", "before revocation")
+        try ok(b, "sync")
+        #expect(try Self.ava(a) == 600)
+
+        let key = try #require(try Self.memberKeys(a).first)
+        try ok(a, "revoke", String(key.prefix(8)))
+        let members = try json(a, "members")["members"] as? [[String: Any]] ?? []
+        #expect(members.contains { $0["key"] as? String == key && $0["revoked"] as? Bool == true }, "\(members)")
+        let beforeA = try digest(a)
+
+        try ok(b, "give", "Ava", "2.00", "--note", "after revocation")
+        let sync = try runKidledger(b, ["sync"])
+        #expect(sync.code == 69, "\(sync)")
+        #expect(Self.text(sync).contains("revoked"), "\(sync)")
+        #expect(Self.text(sync).contains("refused"), "\(sync)")
+        #expect(eventually(timeout: 10) { daemon.log.contains("refused in the handshake") && daemon.log.contains("revoked") },
+                "A's log: \(daemon.log)")
+        #expect(try digest(a) == beforeA)
+        #expect(try Self.ava(a) == 600, "what B did before stays; what it did after never arrives")
+        #expect(try Self.ava(b) == 800)
+        // A second try changes nothing either.
+        #expect(try runKidledger(b, ["sync"]).code == 69)
+        #expect(try digest(a) == beforeA)
+        try expectVerified(a, "A")
+    }
+
+    /// The revoked member's later change, carried by another member that had not yet heard of the
+    /// revocation, is rejected by the owner.
+    @Test func revokedMembersLaterChangeIsRejectedWhenRelayedByAnotherMember() throws {
+        let a = try Self.ownerHome(), c = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); c.remove() }
+        let daemonA = try #require(try DaemonProcess.start(a, in: group))
+        // B's replica id sorts before A's: the case where the owner loses B's origin claim.
+        let b = try Self.memberSortingBeforeOwner(a)
+        defer { b.remove() }
+        let keyB = try #require(try json(b, "account", "show")["key"] as? String)
+        try ok(c, "join", try inviteCode(a))
+        let daemonC = try #require(try DaemonProcess.start(c, in: group))
+        // B learns of C's grant from A, then syncs only with C from now on.
+        try ok(b, "sync")
+        try ok(b, "peer", "remove", daemonA.address)
+        try ok(b, "peer", "add", daemonC.address)
+        try ok(b, "give", "Ava", "1.00", "--note", "before revocation")
+        try ok(b, "sync")
+        try ok(c, "peer", "remove", daemonA.address)
+        // C pushes B's first change to A (C syncs as initiator with A).
+        try ok(c, "sync", daemonA.address)
+        #expect(try Self.ava(a) == 600)
+
+        try ok(a, "revoke", String(keyB.prefix(8)))
+        try ok(b, "give", "Ava", "2.00", "--note", "after revocation")
+        try ok(b, "sync")
+        #expect(try Self.ava(c) == 800, "C had not heard of the revocation yet")
+        _ = try runKidledger(c, ["sync", daemonA.address])
+        let tableA = try childTable(a)
+        if tableA["Ava"]?[0] != 600 {
+            let members = try runKidledger(a, ["--json", "members"]).stdout
+            let history = try runKidledger(a, ["--json", "history", "--limit", "0"]).stdout
+            let account = try runKidledger(b, ["--json", "account", "show"]).stdout
+            Issue.record("the owner accepted the revoked member's later change: \(tableA)\nrevoked prefix \(keyB.prefix(8))\nA members: \(members)\nA history: \(history)\nB account: \(account)\nC log: \(daemonC.log)\nA log: \(daemonA.log)")
+        }
+        try expectVerified(a, "A")
+        #expect(!daemonA.background.hasExited)
+    }
+
+    /// A member who joins after another member made changes learns that member's origin claim
+    /// (its device), whatever the order of the replica ids; so does the owner after a rebuild.
+    @Test func originClaimsSurviveJoinAndRebuildWhateverTheReplicaOrder() throws {
+        let a = try Self.ownerHome(), c = TestLedger(), d = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); c.remove(); d.remove() }
+        _ = try #require(try DaemonProcess.start(a, in: group))
+        let b = try Self.memberSortingBeforeOwner(a)
+        defer { b.remove() }
+        try ok(b, "give", "Ava", "1.00")
+        try ok(b, "sync")
+        let idB = try Self.replicaID(b), keyB = try #require(try json(b, "account", "show")["key"] as? String)
+        func devices(_ home: TestLedger) throws -> [String] {
+            let list = try json(home, "members")["members"] as? [[String: Any]] ?? []
+            return list.first { $0["key"] as? String == keyB }?["devices"] as? [String] ?? []
+        }
+        #expect(try devices(a) == [idB], "A before any rebuild")
+        try ok(d, "join", try inviteCode(a))
+        #expect(try devices(d) == [idB], "a later joiner learns B's claim")
+        // A revocation (of another member) rebuilds A's merged state from the log.
+        try ok(c, "join", try inviteCode(a))
+        let keyC = try #require(try json(c, "account", "show")["key"] as? String)
+        try ok(a, "revoke", String(keyC.prefix(8)))
+        #expect(try devices(a) == [idB], "A after the rebuild that a revocation triggers")
+        let verify = try runKidledger(a, ["--json", "verify"])
+        #expect(verify.code == 0, "\(verify)")
+    }
+
+    // MARK: 4. Replay
+
+    @Test func replayedHandshakeIsRefusedAndWritesNothing() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        try ok(b, "give", "Ava", "1.00", "--note", "recorded")
+
+        let relay = try Relay(to: daemon.port)
+        let recorded = try runKidledger(b, ["sync", relay.address])
+        #expect(recorded.code == 0, "\(recorded)")
+        #expect(relay.waitFinished())
+        #expect(try Self.ava(a) == 600)
+        let clientBytes = relay.clientBytes
+        let clientFrames = ChannelFrame.split(clientBytes)
+        #expect(clientFrames.first?.type == ChannelFrame.hello && clientFrames.dropFirst().first?.type == ChannelFrame.confirm,
+                "\(clientFrames.map(\.type))")
+        #expect(clientFrames.count > 3)
+        let originalReply = try #require(ChannelFrame.split(relay.serverBytes).first { $0.type == ChannelFrame.reply })
+
+        // Undo on A what the recorded session carried: a successful replay would bring it back.
+        try ok(a, "undo")
+        let beforeA = try digest(a)
+        let logBefore = daemon.log.count
+        let answer = rawExchange(port: daemon.port, clientBytes)
+        let frames = ChannelFrame.split(answer)
+        #expect(frames.first?.type == ChannelFrame.reply, "\(frames.map(\.type))")
+        if let reply = frames.first(where: { $0.type == ChannelFrame.reply }) {
+            #expect(Array(reply.payload[32..<64]) != Array(originalReply.payload[32..<64]), "the responder's nonce is fresh")
+        }
+        #expect(!frames.contains { $0.type == ChannelFrame.accept || $0.type == ChannelFrame.data }, "never established: \(frames.map(\.type))")
+        #expect(eventually(timeout: 10) {
+            let tail = String(daemon.log.dropFirst(logBefore))
+            return tail.contains("refused in the handshake") && tail.contains("signature")
+        }, "A's log: \(daemon.log)")
+        #expect(try digest(a) == beforeA)
+        #expect(try Self.ava(a) == 500)
+
+        // The replay all at once (no waiting for the reply) is refused too.
+        let burst = ChannelFrame.split(rawExchange(port: daemon.port, clientBytes, staged: false))
+        #expect(!burst.contains { $0.type == ChannelFrame.accept || $0.type == ChannelFrame.data }, "\(burst.map(\.type))")
+        #expect(try digest(a) == beforeA)
+        #expect(!daemon.background.hasExited)
+        // A clean sync still works.
+        try ok(b, "sync", daemon.address)
+        #expect(try digest(a) == digest(b))
+    }
+
+    // MARK: 5. Tampered frames
+
+    @Test(arguments: ["client", "server"])
+    func tamperedFrameFailsTheSessionAndWritesNothing(direction: String) throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        try ok(b, "give", "Ava", "1.00", "--note", "from B")
+        try ok(a, "give", "Ava", "0.50", "--note", "from A")
+        let beforeA = try digest(a), beforeB = try digest(b)
+
+        let relay = direction == "client" ? try Relay(to: daemon.port, tamperClientDataFrame: 1)
+                                          : try Relay(to: daemon.port, tamperServerDataFrame: 1)
+        let sync = try runKidledger(b, ["sync", relay.address])
+        #expect(relay.waitFinished())
+        #expect(relay.tampered, "the relay saw a data frame to tamper with")
+        #expect(sync.code == 69, "\(sync)")
+        #expect(!sync.stderr.contains("internal error") && !daemon.background.hasExited)
+        if direction == "client" {
+            #expect(eventually(timeout: 10) { daemon.log.contains("failed") && daemon.log.contains("failed authentication") },
+                    "A's log: \(daemon.log)")
+        } else {
+            #expect(Self.text(sync).contains("failed authentication"), "\(sync)")
+        }
+        #expect(try digest(a) == beforeA)
+        #expect(try digest(b) == beforeB)
+        #expect(try Self.ava(a) == 550)
+        #expect(try Self.ava(b) == 600)
+
+        // A clean sync afterwards succeeds.
+        try ok(b, "sync", daemon.address)
+        #expect(try digest(a) == digest(b))
+        #expect(try Self.ava(a) == 650)
+    }
+
+    // MARK: 6. Account change
+
+    @Test func accountSwitchStopsChangesAndSyncUntilSwitchingBack() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        let joinedAs = try json(b, "account", "show")["account"] as? String ?? "default"
+        try ok(b, "give", "Ava", "1.00", "--note", "queued")
+        let queued = try digest(b)
+
+        let switched = try runKidledger(b, ["account", "switch", "work"])
+        #expect(switched.code == 0 && Self.text(switched).contains("attention required"), "\(switched)")
+        for args in [["give", "Ava", "2.00"], ["sync"], ["sync", daemon.address], ["child", "add", "Bo"], ["undo"]] {
+            let o = try runKidledger(b, args)
+            #expect(o.code == 77 && Self.text(o).contains("attention required"), "\(args): \(o)")
+        }
+        let status = try json(b, "status")
+        #expect(status["state"] as? String == "attentionRequired", "\(status)")
+        #expect((status["attentionReason"] as? String)?.contains(joinedAs) == true, "\(status)")
+        let balance = try runKidledger(b, ["balance", "Ava"])
+        #expect(balance.code == 0 && balance.stdout.contains("$6.00"), "\(balance)")
+        #expect(try digest(b) == queued, "queued changes are kept")
+        #expect(try Self.ava(a) == 500, "nothing reached A")
+
+        try ok(b, "account", "switch", joinedAs)
+        #expect(try json(b, "status")["state"] as? String != "attentionRequired")
+        try ok(b, "sync")
+        #expect(try digest(a) == digest(b))
+        #expect(try Self.ava(a) == 600)
+        #expect(try json(b, "status")["state"] as? String == "synced")
+    }
+
+    /// A member's daemon keeps serving sessions after its account changed: sync is supposed to stop.
+    @Test func accountSwitchStopsTheMembersDaemonServingToo() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemonA = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        try ok(b, "peer", "remove", daemonA.address)
+        let daemonB = try #require(try DaemonProcess.start(b, in: group))
+        try ok(b, "give", "Ava", "1.00", "--note", "queued on B")
+        try ok(b, "account", "switch", "work")
+        let beforeA = try digest(a), beforeB = try digest(b)
+
+        let sync = try runKidledger(a, ["sync", daemonB.address])
+        #expect(sync.code != 0, "B is in attentionRequired: its daemon must not sync: \(sync)\nB's log: \(daemonB.log)")
+        #expect(try digest(a) == beforeA, "B's queued change reached A while B was in attentionRequired")
+        #expect(try digest(b) == beforeB)
+    }
+
+    // MARK: 7. Key file permissions
+
+    @Test func keyFilePermissions() throws {
+        let a = TestLedger()
+        defer { a.remove() }
+        try ok(a, "init", "Smiths", "--account", "mom")
+        try ok(a, "child", "add", "Ava")
+        let dir = a.home + "/identities", key = dir + "/mom.key"
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
+        }
+        #expect(try mode(key) == 0o600)
+        #expect(try mode(dir) == 0o700)
+
+        for bad in [0o644, 0o640, 0o604] {
+            #expect(chmod(key, mode_t(bad)) == 0)
+            for args in [["give", "Ava", "1.00"], ["sync"], ["child", "add", "Bo"], ["serve", "--listen", "127.0.0.1:0"]] {
+                let o = try runKidledger(a, args)
+                #expect(o.code == 77, "mode \(String(bad, radix: 8)) \(args): \(o)")
+                #expect(o.stderr.contains("chmod 600") && o.stderr.contains(key), "\(args): \(o)")
+            }
+        }
+        #expect(chmod(key, 0o600) == 0)
+        try ok(a, "give", "Ava", "1.00")
+        #expect(try Self.ava(a) == 100)
+    }
+
+    // MARK: 8. Owner-only commands
+
+    @Test func onlyTheOwnerInvitesAndRevokes() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), c = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove(); c.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        try ok(b, "join", try inviteCode(a))
+        try ok(c, "join", try inviteCode(a))
+        let owner = try #require((try json(a, "members")["members"] as? [[String: Any]] ?? []).first { $0["owner"] as? Bool == true }?["key"] as? String)
+        let keys = try Self.memberKeys(a)
+        #expect(keys.count == 2)
+        let before = try digest(b)
+
+        for args in [["invite"], ["invite", "--address", "127.0.0.1:4717"], ["revoke", String(owner.prefix(8))]]
+            + keys.map({ ["revoke", String($0.prefix(8))] }) {
+            let o = try runKidledger(b, args)
+            #expect(o.code == 77, "\(args): \(o)")
+            #expect(o.stderr.contains("only the household's owner"), "\(args): \(o)")
+        }
+        #expect(try digest(b) == before)
+        // Nothing was revoked anywhere.
+        try ok(b, "sync")
+        let members = try json(a, "members")["members"] as? [[String: Any]] ?? []
+        #expect(members.allSatisfy { $0["revoked"] as? Bool == false }, "\(members)")
+        #expect(try runKidledger(c, ["sync", daemon.address]).code == 0)
+    }
+}
