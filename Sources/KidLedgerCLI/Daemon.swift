@@ -119,6 +119,11 @@ final class Daemon: @unchecked Sendable {
         let remote = connection.remote
         do {
             let replica = try makeReplica()
+            if let reason = attention?(replica) {
+                connection.close()
+                log("session from \(remote) refused: attention required here: \(reason)")
+                return
+            }
             let (_, revoked) = SyncDriver.admissibleKeys(replica)
             // The channel refuses revoked members at once; unknown keys may still be joiners, whom
             // the session admits only with a valid invitation.

@@ -11,6 +11,9 @@ extension Tables {
     public static let rejected = Table("rejected")
     /// Signed records whose signature failed: log key + op index (4) → reason. Counted, never applied.
     public static let forged = Table("forged")
+    /// Claims that arrived before the household they belong to: origin (8) → encoded claim op.
+    /// Verified (and recorded or counted as forged) when the household arrives.
+    public static let pendingClaims = Table("pendingClaims")
 }
 
 extension Operation {
@@ -63,20 +66,18 @@ extension Replica {
             case .createHousehold(let h):
                 guard h.isWellFormed else { try forged("household id not derived from its owner"); continue }
                 try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
+                try releasePendingClaims(in: w, verifier: verifier, digest: &digest)
             case .claim(let c):
-                guard let (household, _) = try owner(w) else { try forged("claim in a household without an owner"); continue }
-                guard c.origin == change.origin,
-                      verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
+                guard c.origin == change.origin else { try forged("claim of another origin"); continue }
+                guard let (household, _) = try owner(w) else {
+                    // The household has not arrived yet (changes of other origins can overtake it).
+                    try w.put(Tables.pendingClaims, Keys.origin(c.origin), RecordCodec.encodeOperation(op))
+                    continue
+                }
+                guard verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
                     try forged("claim with a bad signature"); continue
                 }
-                let key = Keys.origin(c.origin)
-                if let existing = try w.get(Tables.claims, key) {
-                    // One member per origin: the smaller key wins everywhere (a fork could carry two).
-                    if KeyBytes.compare(c.member, existing) >= 0 { continue }
-                    digest.remove([UInt8(ascii: "L")] + key + existing)
-                }
-                try w.put(Tables.claims, key, c.member)
-                digest.insert([UInt8(ascii: "L")] + key + c.member)
+                try record(c, in: w, digest: &digest)
             case .grant(let g):
                 guard let (household, ownerKey) = try owner(w),
                       verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
@@ -105,6 +106,35 @@ extension Replica {
             }
         }
         return newRevocation
+    }
+
+    /// Records a verified claim. One member per origin: the smaller key wins everywhere (a fork
+    /// could carry two).
+    static func record(_ c: OriginClaim, in w: any KeyValueWriter, digest: inout Digest256) throws {
+        let key = Keys.origin(c.origin)
+        if let existing = try w.get(Tables.claims, key) {
+            if KeyBytes.compare(c.member, existing) >= 0 { return }
+            digest.remove([UInt8(ascii: "L")] + key + existing)
+        }
+        try w.put(Tables.claims, key, c.member)
+        digest.insert([UInt8(ascii: "L")] + key + c.member)
+    }
+
+    /// Verifies the claims that waited for the household, now that it is here.
+    static func releasePendingClaims(in w: any KeyValueWriter, verifier: any SignatureVerifier, digest: inout Digest256) throws {
+        guard let (household, _) = try owner(w) else { return }
+        var pending: [([UInt8], [UInt8])] = []
+        try w.scan(Tables.pendingClaims) { key, value in pending.append((key, value)); return true }
+        for (key, value) in pending {
+            try w.delete(Tables.pendingClaims, key)
+            var reader = ByteReader(value)
+            guard case .claim(let c)? = try? RecordCodec.decodeOperation(&reader),
+                  verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
+                try w.put(Tables.forged, key + [0xFF, 0xFF, 0xFF, 0xFF], Array("claim with a bad signature".utf8))
+                continue
+            }
+            try record(c, in: w, digest: &digest)
+        }
     }
 
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
@@ -143,7 +173,7 @@ extension Replica {
     static func rebuild(in w: any KeyValueWriter, verifier: any SignatureVerifier) throws {
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
-                       Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged]
+                       Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
         for table in derived {
             var keys: [[UInt8]] = []
             try w.scan(table) { key, _ in keys.append(key); return true }
@@ -155,7 +185,10 @@ extension Replica {
             log.append((try decodeLogEntry(value), Array(key.suffix(8))))
             return true
         }
-        for (change, version) in log {
+        // The household's creation first, so every claim can be checked against it.
+        let creates = log.filter { $0.0.operations.contains { if case .createHousehold = $0 { true } else { false } } }
+        let others = log.filter { !$0.0.operations.contains { if case .createHousehold = $0 { true } else { false } } }
+        for (change, version) in creates + others {
             _ = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
         }
         try w.put(Tables.meta, Keys.digest, digest.bytes)

@@ -42,7 +42,7 @@ public enum Tables {
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
                                       registerHistory, peers, invites, settings, claims, grants, revocations,
-                                      rejected, forged]
+                                      rejected, forged, pendingClaims]
 }
 
 /// Key builders.

@@ -130,3 +130,38 @@ struct MembershipTests {
         #expect(try r.verify().isIntact)
     }
 }
+
+/// A member's replica id may sort before the owner's, so its claim can arrive (and, in a rebuild,
+/// be replayed) before the household exists: the claim waits for the household instead of being
+/// lost, and the revocation rule still holds in every order.
+@Suite("Membership with a member origin sorting first")
+struct MembershipOriginOrderTests {
+    let h = OwnedHousehold()
+    let owner = ReplicaID(0x90), spouse = ReplicaID(0x05)
+    let ava = RecordID(high: 0xAA, low: 1)
+
+    func give(_ id: UInt64, _ cents: Int64) -> Operation {
+        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
+                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
+    }
+
+    @Test(arguments: UInt64(0)..<12)
+    func claimBeforeHouseholdAndRevocation(seed: UInt64) throws {
+        let all = [
+            h.change(spouse, 1, millis: 3, [h.claim(spouse, key: h.spouseKey), give(1, 100)]),
+            h.change(spouse, 2, millis: 6, [give(2, 200)]),
+            h.change(owner, 1, millis: 1, [.createHousehold(Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt)),
+                                           h.claim(owner, key: h.ownerKey),
+                                           .createChild(ChildRecord(id: ava, createdAtMillis: 1))]),
+            h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),
+            h.change(owner, 3, millis: 8, [h.revoke(h.spouseKey, seen: [owner: 2, spouse: 1])]),
+        ]
+        var rng = SplitMix64(seed: seed)
+        let r = try h.replica(seed)
+        _ = try r.receiveShuffledWithRetry(all, using: &rng)
+        #expect(try r.balance(of: ava) == 100)
+        #expect(try r.members().first { $0.name == "Dad" }?.devices == [spouse])
+        #expect(try r.membershipCounts() == (forged: 0, rejected: 1))
+        #expect(try r.verify().isIntact)
+    }
+}
