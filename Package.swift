@@ -32,7 +32,7 @@ let package = Package(
 
         // The deterministic simulator: N replicas running the real protocol core and store code under a
         // virtual clock, a seeded generator and a simulated network with faults.
-        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB"]),
+        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity"]),
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSimulation", "KidLedgerDomain"]),
 
         .target(name: "KidLedgerSecurity", dependencies: ["CSodium", "KidLedgerDomain"]),

@@ -1,6 +1,7 @@
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
+import KidLedgerSecurity
 
 /// The simulation's one notion of time, shared by every replica's clock.
 final class SimTime: @unchecked Sendable {
@@ -25,12 +26,21 @@ final class SimNode {
     var skew: Int64
     var incarnation: UInt64 = 0
     let lmdbDirectory: String?
+    /// The account this device is a member as (granted at genesis; the owner's for replica 0).
+    let member: Identity
+    /// The account the device is switched to now: `member`, or another one while frozen.
+    var identity: Identity
+    /// Whether the device is switched to another account: it makes no local changes and does not
+    /// sync, but keeps its store (and the changes it has not sent yet).
+    var isFrozen: Bool { identity.publicKey != member.publicKey }
 
-    init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?) {
+    init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity) {
         self.index = index
         self.store = store
         self.skew = skew
         self.lmdbDirectory = lmdbDirectory
+        self.member = identity
+        self.identity = identity
     }
 
     var name: String { "r\(index)" }
@@ -40,7 +50,15 @@ final class SimNode {
     func boot(time: SimTime, seed: UInt64) throws {
         incarnation += 1
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
-        replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator)
+        replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
+                              verifier: SodiumVerifier())
+        updateClaimSigner()
+    }
+
+    /// Claims of new origins are signed by the account the device is switched to.
+    func updateClaimSigner() {
+        let identity = identity
+        replica?.claimSigner = { household, origin in identity.claim(origin: origin, household: household) }
     }
 
     /// Drops the running replica; only committed state survives.

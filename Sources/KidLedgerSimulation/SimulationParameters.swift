@@ -35,6 +35,12 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     public var operationWeights: [Int]
     /// Whether replicas keep their state in LMDB (temporary directories) instead of memory.
     public var usesLMDB: Bool
+    /// Chance, in per mille, that each of the run's two revocation slots (random times in the fault
+    /// phase) fires: the owner revokes a random other member.
+    public var revocationPerMille: Int
+    /// Chance, in per mille per operation tick, that a replica switches to another account (it
+    /// freezes: no local changes, no sync) until it switches back (or the faults heal).
+    public var accountChangePerMille: Int
 
     /// Draws parameters from `seed`, with a replica count in `replicas`.
     public static func draw(seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdbPerMille: Int = 0) -> SimulationParameters {
@@ -57,7 +63,9 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
             skewMillisMax: Int64(maybe(600, pick(1...10_800_000))),
             lineTopology: pick(0...3) == 0,
             operationWeights: (0..<7).map { _ in pick(0...10) } .enumerated().map { $0.offset == 0 ? $0.element + 3 : $0.element },
-            usesLMDB: pick(0...999) < lmdbPerMille)
+            usesLMDB: pick(0...999) < lmdbPerMille,
+            revocationPerMille: maybe(500, pick(300...1000)),
+            accountChangePerMille: maybe(500, pick(2...40)))
     }
 
     /// The fault kinds this draw enables, each counted once (for swarm-coverage checks).
@@ -70,6 +78,8 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
         if crashPerMille > 0 { kinds["crash"] = 1 }
         if crashPerMille > 0 && staleRestorePerMille > 0 { kinds["staleRestore"] = 1 }
         if skewMillisMax > 0 { kinds["skew"] = 1 }
+        if revocationPerMille > 0 && replicaCount > 1 { kinds["revocation"] = 1 }
+        if accountChangePerMille > 0 { kinds["accountChange"] = 1 }
         return kinds
     }
 
@@ -80,7 +90,8 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
         gossipIntervalMillis=\(gossipIntervalMillis) delayMillisMax=\(delayMillisMax) loss=\(lossPerMille)‰ \
         duplication=\(duplicationPerMille)‰ reorder=\(reorderPerMille)‰ partition=\(partitionPerMille)‰ \
         crash=\(crashPerMille)‰ staleRestore=\(staleRestorePerMille)‰ skewMillisMax=\(skewMillisMax) \
-        line=\(lineTopology) weights=\(operationWeights.map(String.init).joined(separator: ",")) store=\(usesLMDB ? "lmdb" : "memory")
+        line=\(lineTopology) weights=\(operationWeights.map(String.init).joined(separator: ",")) store=\(usesLMDB ? "lmdb" : "memory") \
+        revocation=\(revocationPerMille)‰ accountChange=\(accountChangePerMille)‰
         """
     }
 }

@@ -20,8 +20,10 @@ extension Simulator {
         }
     }
 
-    /// After the run is quiet: equal digests, intact replicas, no acknowledged transaction lost,
-    /// at most one compensation per original, no undo of an undo, whole batches.
+    /// After the run is quiet: equal digests, intact replicas, the membership checks (the
+    /// revocation rule, no change of any replica lost, equal members), no acknowledged transaction
+    /// lost (but those the revocation rule rejects), at most one compensation per original, no
+    /// undo of an undo, whole batches.
     func finalChecks() throws {
         let replicas = nodes.compactMap(\.replica)
         guard replicas.count == nodes.count else { failures.append("a replica is still down"); return }
@@ -29,6 +31,7 @@ extension Simulator {
         if Set(digests).count != 1 {
             failures.append("digests differ: " + zip(nodes, digests).map { "\($0.name)=\($1.description.prefix(12))" }.joined(separator: " "))
         }
+        let rejected = try membershipChecks(replicas)
         for (node, replica) in zip(nodes, replicas) {
             let report = try replica.verify()
             for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
@@ -44,7 +47,7 @@ extension Simulator {
             for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
                 failures.append("\(node.name) compensates \(original) \(n) times")
             }
-            for id in acknowledgedOrder where !mayBeLost.contains(id) && byID[id] == nil {
+            for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
                 failures.append("\(node.name) lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
                 break
             }

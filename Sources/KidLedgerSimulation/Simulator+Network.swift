@@ -46,12 +46,16 @@ extension Simulator {
     }
 
     func gossip(from node: SimNode) throws {
-        guard node.isUp else { return }
+        guard node.isUp, !node.isFrozen else { return }
         let candidates = nodes.indices.filter { $0 != node.index && (!parameters.lineTopology || abs($0 - node.index) == 1) }
         guard let peer = candidates.randomElement(using: &g) else { return }
         if connections.values.contains(where: { Set($0.ends) == Set([node.index, peer]) }) { return }
         guard canTalk(node.index, peer), nodes[peer].isUp else {
             log("\(node.name) → r\(peer) unreachable")
+            return
+        }
+        guard !nodes[peer].isFrozen else {
+            log("\(node.name) → r\(peer) refused: its account is switched")
             return
         }
         let id = nextConnection

@@ -7,7 +7,8 @@ extension Simulator {
     /// One user operation on `node`, drawn from the seed's operation mix. Refusals (unknown child,
     /// overflow, nothing to undo, …) are part of the story and are traced, not failures.
     func userOperation(_ node: SimNode) throws {
-        guard faultsOn, let replica = node.replica else { return }
+        guard faultsOn, let replica = node.replica, !node.isFrozen else { return }
+        let before = try replica.versionVector()
         if let memory = node.store as? MemoryStore, chance(50) {
             node.staleCopy = memory.clone()
             log("\(node.name) copies its files")
@@ -20,8 +21,17 @@ extension Simulator {
         let child = children.randomElement(using: &g)
         let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
+        var made: [RecordID] = []
+        var knowsRevoked = false
+        if kind == 0 && faults["revocation", default: 0] > 0 {
+            knowsRevoked = try replica.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
+        }
         do {
             switch kind {
+            case 0 where knowsRevoked:
+                // Replica.addChild traps (force-unwraps the new child) when the revocation rule
+                // rejects the change locally; a revoked replica's other operations still run.
+                log("\(node.name) add skipped: it knows it is revoked")
             case 0:
                 let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
                 log("\(node.name) add \(c.name) \(c.id.hex.prefix(8))")
@@ -35,27 +45,32 @@ extension Simulator {
                 log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hex.prefix(8))")
             case 3, 4:
                 let p = try replica.post(target, signedCents: kind == 3 ? cents : -cents, note: "n\(events)", source: kind == 3 ? "give" : "take")
-                acknowledge([p.transaction.id], node)
+                made = [p.transaction.id]
                 log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hex.prefix(8))")
             case 5:
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
-                acknowledge(ps.map(\.transaction.id), node)
+                made = ps.map(\.transaction.id)
                 batches.append(ps.map(\.transaction.id))
                 log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { String($0.transaction.id.hex.prefix(8)) }.joined(separator: ","))")
             default:
                 let u = try replica.undo()
-                acknowledge([u.undo.id], node)
+                made = [u.undo.id]
                 log("\(node.name) undo \(u.original.id.hex.prefix(8)) by \(u.undo.id.hex.prefix(8))")
             }
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }
+        if let (origin, sequences) = try recordLocalChanges(node, before: before) {
+            acknowledge(made, Carrier(node: node.index, origin: origin, sequences: sequences))
+        }
     }
 
-    func acknowledge(_ ids: [RecordID], _ node: SimNode) {
-        for id in ids where acknowledged[id] == nil {
-            acknowledged[id] = node.index
+    func acknowledge(_ ids: [RecordID], _ carrier: Carrier) {
+        for id in ids {
+            carriers[id, default: []].append(carrier)
+            guard acknowledged[id] == nil else { continue }
+            acknowledged[id] = carrier.node
             acknowledgedOrder.append(id)
         }
     }

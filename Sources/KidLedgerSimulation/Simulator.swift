@@ -2,6 +2,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerProtocol
 import KidLedgerLMDB
+import KidLedgerSecurity
 
 /// The outcome of one simulation run.
 public struct SimulationResult: Sendable {
@@ -21,6 +22,8 @@ public struct SimulationResult: Sendable {
     public var faults: [String: Int]
     /// The final digest shared by all replicas (when they converged).
     public var digest: String
+    /// Change-log entries the revocation rule rejected at the end (on every replica alike).
+    public var rejectedChanges: Int = 0
 
     /// Whether every check held.
     public var passed: Bool { failures.isEmpty }
@@ -39,6 +42,7 @@ public final class Simulator {
         case idleCheck(connection: Int, lastSeen: Int)
         case heal
         case check
+        case revoke
     }
 
     /// The drawn parameters.
@@ -65,6 +69,14 @@ public final class Simulator {
     var mayBeLost = Set<RecordID>()
     var batches: [[RecordID]] = []
     var batchComplete: [Set<Int>] = []
+    /// Every change a replica made locally, in order, with the replica that made it.
+    var madeChanges: [(node: Int, change: Change)] = []
+    /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
+    var lostChanges = Set<Int>()
+    /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
+    /// is derived from its original, so two replicas can both carry one).
+    var carriers: [RecordID: [Carrier]] = [:]
+    var rejectedChanges = 0
     let lmdbBase: String?
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`.
@@ -91,7 +103,7 @@ public final class Simulator {
         let hash = Digest256Hex.hex(traceHasher.finalize())
         return SimulationResult(parameters: parameters, failures: failures, traceHash: hash, trace: trace,
                                 events: events, virtualMillis: time.millis - startMillis, faults: faults,
-                                digest: digest ?? "")
+                                digest: digest ?? "", rejectedChanges: rejectedChanges)
     }
 
     func setUp() throws {
@@ -105,14 +117,25 @@ public final class Simulator {
             } else {
                 store = MemoryStore()
             }
-            let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory)
+            let identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+            let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity)
             try node.boot(time: time, seed: parameters.seed)
             nodes.append(node)
             if skew != 0 { count("skew") }
         }
-        // Replica 0 founds the household; the others start as joined members holding its creation.
-        let founder = nodes[0].replica!
-        household = try founder.createHousehold(name: "Household \(parameters.seed)").id
+        // Replica 0 founds the household as its owner and grants every other replica's account; the
+        // others start as joined members holding the genesis (creation, claim, grants).
+        let owner = nodes[0]
+        let founder = owner.replica!
+        household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
+                                                salt: drawBytes(16)).id
+        let grants = nodes.dropFirst().map { node in
+            Operation.grant(owner.member.grant(node.member.publicKey, name: node.name, household: household, atMillis: time.millis + owner.skew))
+        }
+        if !grants.isEmpty { try founder.commitMembership(grants) }
+        _ = try recordLocalChanges(owner, before: [:])
+        log("household \(household.hex.prefix(8)) owned by r0 \(owner.member.publicKey.fingerprint); members " +
+            nodes.dropFirst().map { "\($0.name) \($0.member.publicKey.fingerprint)" }.joined(separator: ", "))
         let genesis = try founder.changes(notCoveredBy: [:])
         for node in nodes.dropFirst() { try node.replica!.applyRemote(genesis) }
         for node in nodes {
@@ -121,6 +144,10 @@ public final class Simulator {
         }
         queue.schedule(at: startMillis + parameters.faultPhaseMillis, .heal)
         queue.schedule(at: time.millis + 500, .check)
+        // At most two revocations, at random times of the fault phase.
+        for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille) {
+            queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .revoke)
+        }
     }
 
     /// Virtual time after the fault phase within which everything must have converged.
@@ -149,6 +176,7 @@ public final class Simulator {
             if faultsOn {
                 queue.schedule(at: time.millis + jitter(parameters.operationIntervalMillis), .operation(i))
                 if chance(parameters.crashPerMille), nodes[i].isUp { crash(nodes[i]) }
+                try accountChangeTick(nodes[i])
             }
         case .gossip(let i):
             if faultsOn && chance(parameters.partitionPerMille) { changePartition() }
@@ -166,11 +194,14 @@ public final class Simulator {
         case .heal:
             faultsOn = false
             partitioned.removeAll()
-            log("heal: faults off, partitions healed, crashed replicas restart")
+            log("heal: faults off, partitions healed, crashed replicas restart, switched accounts switch back")
+            for node in nodes where node.isFrozen { switchBack(node) }
             for node in nodes where !node.isUp { queue.schedule(at: time.millis + 1, .restart(node.index)) }
         case .check:
             try checkBatchesAtomic()
             queue.schedule(at: time.millis + 500, .check)
+        case .revoke:
+            try revoke()
         }
     }
 
@@ -179,6 +210,13 @@ public final class Simulator {
     func chance(_ perMille: Int) -> Bool { perMille > 0 && Int.random(in: 0..<1000, using: &g) < perMille }
 
     func jitter(_ mean: Int64) -> Int64 { Int64.random(in: max(1, mean / 2)...max(1, mean * 3 / 2), using: &g) }
+
+    /// `n` bytes from the run's generator.
+    func drawBytes(_ n: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        while bytes.count < n { withUnsafeBytes(of: g.next().littleEndian) { bytes += $0 } }
+        return Array(bytes.prefix(n))
+    }
 
     func count(_ fault: String) { faults[fault, default: 0] += 1 }
 
@@ -227,6 +265,14 @@ public final class Simulator {
         for id in acknowledgedOrder where !mayBeLost.contains(id) {
             guard try current.containsTransaction(id), !(try staleReplica.containsTransaction(id)) else { continue }
             if try others.allSatisfy({ !(try $0.containsTransaction(id)) }) { mayBeLost.insert(id) }
+        }
+        // Likewise the local changes (of any replica) that only these files held.
+        let currentLog = Set(try current.changes(notCoveredBy: [:]))
+        let staleLog = Set(try staleReplica.changes(notCoveredBy: [:]))
+        let otherLogs = try others.map { Set(try $0.changes(notCoveredBy: [:])) }
+        for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
+            guard currentLog.contains(made.change), !staleLog.contains(made.change) else { continue }
+            if otherLogs.allSatisfy({ !$0.contains(made.change) }) { lostChanges.insert(i) }
         }
     }
 

@@ -3,14 +3,16 @@ import KidLedgerDomain
 /// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
 public enum SimulatorCLI {
     static let usage = """
-    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--trace]
-           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K]
+    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace]
+           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--membership]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
            (--trace prints the whole timeline). Exit 0 when every check holds, 1 otherwise.
     fuzz   runs seeds S, S+1, … S+N-1 (S defaults to 1), each twice to check determinism; every
            K-th seed (default 10; 0 for none) keeps its replicas in LMDB. Prints a summary and, for
            every failing seed, a one-line reproduction. Exit 0 when all pass, 1 otherwise.
+    --membership  forces revocations (both slots) and account changes (30 per mille) on, whatever
+           the seed draws.
     """
 
     /// Runs the command line; `elapsedSeconds` reads a wall clock (injected by the executable, so
@@ -31,20 +33,21 @@ public enum SimulatorCLI {
         }
         switch command {
         case "seed":
-            let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args)
+            let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args), membership = flag("--membership", &args)
             guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }
-            let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace)
+            let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace, adjust: adjustment(membership))
             if trace { result.trace.forEach(output) } else { output("params \(result.parameters)") }
             output("events=\(result.events) virtualMillis=\(result.virtualMillis) trace=\(result.traceHash.prefix(16)) digest=\(result.digest.prefix(16))")
             for f in result.failures { output("FAILED: \(f)") }
-            if !result.passed { output("reproduce: " + reproduction(seed, replicas, lmdb)) }
+            if !result.passed { output("reproduce: " + reproduction(seed, replicas, lmdb, membership)) }
             return result.passed ? 0 : 1
         case "fuzz":
             guard let n = value("--seeds", &args).flatMap({ Int($0) }), n > 0 else { output("kidledger-sim: fuzz needs --seeds N"); return 64 }
             let start = value("--start", &args).flatMap { UInt64($0) } ?? 1
             let every = value("--lmdb-every", &args).flatMap { Int($0) } ?? 10
+            let membership = flag("--membership", &args)
             guard args.isEmpty else { output("kidledger-sim: unexpected \(args.joined(separator: " "))"); return 64 }
-            let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, output: output)
+            let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, membership: membership, output: output)
             let seconds = max(elapsedSeconds(), 1e-9)
             output("seeds=\(n) failures=\(summary.failed.count) events=\(summary.events) eventsPerSecond=\(Int(Double(summary.events) / seconds)) virtualToWall=\(Int(Double(summary.virtualMillis) / 1000 / seconds))x")
             output("faults injected: " + summary.faults.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
@@ -56,10 +59,24 @@ public enum SimulatorCLI {
     }
 
     /// Runs one seed.
+    /// Forces revocations (both slots fire) and account changes on.
+    public static func forceMembership(_ parameters: inout SimulationParameters) {
+        parameters.revocationPerMille = 1000
+        parameters.accountChangePerMille = 30
+    }
+
+    static func adjustment(_ membership: Bool) -> (inout SimulationParameters) -> Void {
+        if membership { return forceMembership }
+        return { _ in }
+    }
+
+    /// Runs one seed; `adjust` may override what the seed drew (scenario tests).
     public static func runSeed(_ seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdb: Bool = false,
-                               keepTrace: Bool = false) -> SimulationResult {
+                               keepTrace: Bool = false,
+                               adjust: (inout SimulationParameters) -> Void = { _ in }) -> SimulationResult {
         var parameters = SimulationParameters.draw(seed: seed, replicas: replicas)
         parameters.usesLMDB = lmdb
+        adjust(&parameters)
         var base: String?
         if lmdb { base = TemporaryDirectory.make() }
         defer { if let base { TemporaryDirectory.remove(base) } }
@@ -79,13 +96,14 @@ public enum SimulatorCLI {
     }
 
     /// Runs `seeds`, each twice (determinism self-check).
-    public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int,
+    public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int, membership: Bool = false,
                             output: (String) -> Void) -> FuzzSummary {
+        let adjust = adjustment(membership)
         var summary = FuzzSummary()
         for seed in seeds {
             let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
-            let first = runSeed(seed, replicas: replicas, lmdb: lmdb)
-            let second = runSeed(seed, replicas: replicas, lmdb: lmdb)
+            let first = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
+            let second = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
             summary.events += first.events
             summary.virtualMillis += first.virtualMillis
             for (k, v) in first.faults { summary.faults[k, default: 0] += v }
@@ -94,14 +112,14 @@ public enum SimulatorCLI {
             if !failures.isEmpty {
                 summary.failed.append(seed)
                 output("seed \(seed) FAILED: \(failures.first!)")
-                output("  reproduce: " + reproduction(seed, replicas, lmdb))
+                output("  reproduce: " + reproduction(seed, replicas, lmdb, membership))
             }
         }
         return summary
     }
 
-    static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool) -> String {
-        "swift run kidledger-sim seed \(seed) --replicas \(replicas.lowerBound)..\(replicas.upperBound)\(lmdb ? " --lmdb" : "") --trace"
+    static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false) -> String {
+        "swift run kidledger-sim seed \(seed) --replicas \(replicas.lowerBound)..\(replicas.upperBound)\(lmdb ? " --lmdb" : "")\(membership ? " --membership" : "") --trace"
     }
 
     static func value(_ name: String, _ args: inout [String]) -> String? {

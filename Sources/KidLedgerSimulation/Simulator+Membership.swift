@@ -1,0 +1,189 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerSecurity
+
+/// A local change that carried an acknowledged transaction: who made it, under which origin, and
+/// its sequences (one change almost always; a batch too large for one change spans several).
+struct Carrier {
+    let node: Int
+    let origin: ReplicaID
+    let sequences: ClosedRange<UInt64>
+}
+
+extension Simulator {
+    /// Records the local changes `node` made since its version vector was `before`; returns their
+    /// origin and sequences (nil when it made none).
+    @discardableResult
+    func recordLocalChanges(_ node: SimNode, before: VersionVector) throws -> (ReplicaID, ClosedRange<UInt64>)? {
+        guard let replica = node.replica else { return nil }
+        let origin = replica.replicaID
+        let after = try replica.versionVector()
+        let old = before[origin] ?? 0
+        guard let new = after[origin], new > old else { return nil }
+        var cover = after
+        cover[origin] = old
+        for change in try replica.changes(notCoveredBy: cover) where change.origin == origin {
+            madeChanges.append((node.index, change))
+        }
+        return (origin, (old + 1)...new)
+    }
+
+    // MARK: Account changes
+
+    /// During the fault phase: a replica may switch to another account (and later back).
+    func accountChangeTick(_ node: SimNode) throws {
+        guard node.isUp else { return }
+        if node.isFrozen {
+            if chance(50) { switchBack(node) }
+        } else if chance(parameters.accountChangePerMille) {
+            node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+            node.updateClaimSigner()
+            count("accountChange")
+            log("\(node.name) switches to account \(node.identity.publicKey.fingerprint): frozen (no changes, no sync)")
+            for id in connections.keys.sorted() {
+                guard let c = connections[id], c.ends.contains(node.index) else { continue }
+                c.sessions[c.side(of: node.index)] = nil
+                drop(connection: id, reason: "\(node.name) switched account")
+            }
+        }
+    }
+
+    /// The replica switches back to its member account and resumes syncing.
+    func switchBack(_ node: SimNode) {
+        node.identity = node.member
+        node.updateClaimSigner()
+        count("accountBack")
+        log("\(node.name) switches back to account \(node.member.publicKey.fingerprint): syncing again")
+    }
+
+    // MARK: Revocation
+
+    /// The owner (replica 0, when up and not switched away) revokes a random other member, having
+    /// seen what its own version vector says. Races with the member's offline edits.
+    func revoke() throws {
+        let owner = nodes[0]
+        guard let replica = owner.replica, !owner.isFrozen else {
+            log("r0 cannot revoke now (down or switched away)")
+            return
+        }
+        let target = nodes[Int.random(in: 1..<nodes.count, using: &g)]
+        let seen = try replica.versionVector()
+        let revocation = owner.member.revocation(of: target.member.publicKey.bytes, seen: seen, household: household,
+                                                 atMillis: time.millis + owner.skew)
+        try replica.commitMembership([.revoke(revocation)])
+        try recordLocalChanges(owner, before: seen)
+        count("revocation")
+        log("r0 revokes \(target.name) having seen \(Self.describe(seen))")
+    }
+
+    static func describe(_ vector: VersionVector) -> String {
+        "[" + vector.keys.sorted().map { "\(String($0.rawValue, radix: 16).prefix(6)):\(vector[$0]!)" }.joined(separator: " ") + "]"
+    }
+
+    // MARK: Checks
+
+    /// Marks a run that hit the known KidLedgerReplica bug (see ``knownBugReason``).
+    public static let knownBugMarker = "known bug (KidLedgerReplica)"
+    /// `rebuild` applies the change log's membership operations in log-key order, so a claim whose
+    /// origin sorts before the owner's household creation finds no household yet.
+    static let knownBugReason = "claim in a household without an owner"
+
+    /// What the revocations in the (converged) change log say: for each revoked member key, the
+    /// pointwise minimum of its revocations' `seen` vectors.
+    static func revokedSeen(in log: [Change]) -> [[UInt8]: VersionVector] {
+        var seen: [[UInt8]: VersionVector] = [:]
+        for change in log {
+            for case .revoke(let rv) in change.operations {
+                guard let current = seen[rv.member] else { seen[rv.member] = rv.seen; continue }
+                var merged: VersionVector = [:]
+                for origin in Set(current.keys).union(rv.seen.keys) {
+                    let v = min(current[origin] ?? 0, rv.seen[origin] ?? 0)
+                    if v > 0 { merged[origin] = v }
+                }
+                seen[rv.member] = merged
+            }
+        }
+        return seen
+    }
+
+    /// After convergence: the revocation rule, no change of any replica lost (a frozen one's
+    /// included), and equal membership on every replica. Returns the transactions the revocation
+    /// rule rejects (left out of the "no acknowledged transaction lost" check).
+    func membershipChecks(_ replicas: [Replica]) throws -> Set<RecordID> {
+        let changeLog = try replicas[0].changes(notCoveredBy: [:])
+        let seen = Self.revokedSeen(in: changeLog)
+        let members = try replicas[0].members()
+        var claimant: [ReplicaID: [UInt8]] = [:]
+        for m in members { for origin in m.devices { claimant[origin] = m.key } }
+        func cut(_ origin: ReplicaID) -> UInt64? { claimant[origin].flatMap { seen[$0] }.map { $0[origin] ?? 0 } }
+
+        // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).
+        func canonical(_ ms: [MemberSummary]) -> [String] {
+            ms.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { "\($0)" }
+        }
+        let expectedRejected = changeLog.filter { change in cut(change.origin).map { change.sequence > $0 } ?? false }.count
+        rejectedChanges = expectedRejected
+        for (node, replica) in zip(nodes, replicas) {
+            if canonical(try replica.members()) != canonical(members) { failures.append("\(node.name) lists other members than r0") }
+            let counts = try replica.membershipCounts()
+            if counts.forged != 0 {
+                var reasons: [String] = []
+                try replica.store.read { r in
+                    try r.scan(Tables.forged) { key, value in
+                        reasons.append("\(key.prefix(16).map { String($0, radix: 16) }.joined()): \(String(decoding: value, as: UTF8.self))")
+                        return true
+                    }
+                }
+                if reasons.contains(where: { $0.hasSuffix(Self.knownBugReason) }), !failures.contains(where: { $0.hasPrefix(Self.knownBugMarker) }) {
+                    failures.insert(Self.knownBugMarker + ": after a revocation, Replica.rebuild records claims of origins that sort before the household's creation as forged (\"\(Self.knownBugReason)\"); replicas then diverge", at: 0)
+                }
+                failures.append("\(node.name) forged: " + reasons.prefix(3).joined(separator: "; "))
+            }
+            if counts.forged != 0 || counts.rejected != expectedRejected {
+                failures.append("\(node.name) counts \(counts.forged) forged and \(counts.rejected) rejected changes, expected 0 and \(expectedRejected)")
+            }
+        }
+        for node in nodes {
+            let key = node.member.publicKey.bytes
+            let revoked = members.first { $0.key == key }?.isRevoked ?? false
+            if revoked != (seen[key] != nil) { failures.append("\(node.name) revoked=\(revoked) but the log says otherwise") }
+        }
+
+        // No change a replica made is lost: every one is in its own log (a restore from a stale
+        // copy excepted, for changes only the lost files held).
+        for (node, replica) in zip(nodes, replicas) {
+            let own = Set(try replica.changes(notCoveredBy: [:]))
+            var origins = Set<ReplicaID>()
+            for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
+                origins.insert(made.change.origin)
+                if !own.contains(made.change) {
+                    failures.append("\(node.name) lost its own change \(String(made.change.origin.rawValue, radix: 16)):\(made.change.sequence)")
+                    break
+                }
+            }
+            let devices = Set(members.first { $0.key == node.member.publicKey.bytes }?.devices ?? [])
+            if !origins.isSubset(of: devices) { failures.append("\(node.name) wrote under an origin not claimed for its account") }
+        }
+
+        // The revocation rule on transactions: those only revoked members' changes beyond the cut
+        // carried are absent everywhere; the others are checked as acknowledged transactions.
+        var rejected = Set<RecordID>()
+        for id in acknowledgedOrder {
+            let statuses = carriers[id, default: []].map { c -> Bool? in
+                guard let v = cut(c.origin) else { return false }
+                if c.sequences.lowerBound > v { return true }
+                if c.sequences.upperBound <= v { return false }
+                return nil
+            }
+            if statuses.contains(where: { $0 == nil }) { rejected.insert(id); continue }  // straddles the cut: unchecked
+            guard statuses.allSatisfy({ $0 == true }) else { continue }
+            rejected.insert(id)
+            for (node, replica) in zip(nodes, replicas) where try replica.containsTransaction(id) {
+                failures.append("\(node.name) holds \(id), made by revoked r\(acknowledged[id]!) after the revocation")
+                break
+            }
+        }
+        log("membership: \(members.count) members, \(members.filter(\.isRevoked).count) revoked, \(expectedRejected) changes rejected, \(rejected.count) transactions rejected")
+        return rejected
+    }
+}
