@@ -57,7 +57,12 @@ extension Replica {
                      .setField(entity: id, field: .childArchived, value: .flag(false)),
                      .setField(entity: id, field: .childSortOrder, value: .integer(order))], ())
         }
-        return try store.read { r in try Self.child(id, r)! }
+        return try store.read { r in
+            // Written, but not applied when this replica's member was revoked before it: the
+            // revocation rule rejects its own later changes too.
+            guard let child = try Self.child(id, r) else { throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied") }
+            return child
+        }
     }
 
     /// Renames a child.
@@ -75,7 +80,12 @@ extension Replica {
             return ([.setField(entity: child.id, field: .childName, value: .text(name),
                                base: try Self.registerStamp(child.id, .childName, w))], child.id)
         }
-        return try store.read { r in try Self.child(id, r)! }
+        return try store.read { r in
+            // Written, but not applied when this replica's member was revoked before it: the
+            // revocation rule rejects its own later changes too.
+            guard let child = try Self.child(id, r) else { throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied") }
+            return child
+        }
     }
 
     /// Archives (`true`) or restores (`false`) a child. History is kept either way.
@@ -90,7 +100,12 @@ extension Replica {
             return ([.setField(entity: child.id, field: .childArchived, value: .flag(archived),
                                base: try Self.registerStamp(child.id, .childArchived, w))], child.id)
         }
-        return try store.read { r in try Self.child(id, r)! }
+        return try store.read { r in
+            // Written, but not applied when this replica's member was revoked before it: the
+            // revocation rule rejects its own later changes too.
+            guard let child = try Self.child(id, r) else { throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied") }
+            return child
+        }
     }
 
     /// Adds `signedCents` to one active child, checking that the balance stays within Int64.

@@ -218,7 +218,11 @@ extension Replica {
                 if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
                 return true
             }
-            return byKey.values.sorted { ($0.isOwner ? 0 : 1, $0.name, $0.key.lexicographicallyPrecedes($1.key) ? 0 : 1) < ($1.isOwner ? 0 : 1, $1.name, 0) }
+            return byKey.values.sorted {
+                if $0.isOwner != $1.isOwner { return $0.isOwner }
+                if $0.name != $1.name { return $0.name < $1.name }
+                return $0.key.lexicographicallyPrecedes($1.key)
+            }
         }
     }
 

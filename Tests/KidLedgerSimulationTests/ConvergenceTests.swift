@@ -2,15 +2,9 @@ import KidLedgerDomain
 import KidLedgerSimulation
 import Testing
 
-/// Expects `result` to pass; a run that hit the known KidLedgerReplica bug the simulator marks
-/// (``Simulator/knownBugMarker``) is recorded as a known issue instead, so the rest of the set
-/// still guards everything else. Once the bug is fixed, no run is marked and nothing is excused.
+/// Expects `result` to pass every check.
 func expectPassed(_ result: SimulationResult, _ context: String) {
-    if let known = result.failures.first, known.hasPrefix(Simulator.knownBugMarker) {
-        withKnownIssue(isIntermittent: true) { Issue.record("\(context): \(known)") }
-    } else {
-        #expect(result.passed, "\(context): \(result.failures.prefix(5).joined(separator: "; "))")
-    }
+    #expect(result.passed, "\(context): \(result.failures.prefix(5).joined(separator: "; "))")
 }
 
 /// Fuzzed convergence: a fixed set of seeds, each drawing its own fault rates, operation mix and
