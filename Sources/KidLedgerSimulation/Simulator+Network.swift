@@ -140,7 +140,7 @@ extension Simulator {
             log("c\(c.id) lost \(bytes.count) bytes to r\(c.ends[side])")
             return
         }
-        var at = time.millis + Int64.random(in: 1...parameters.delayMillisMax, using: &g)
+        var at = time.millis + Int64.random(in: delayMillisMin...parameters.delayMillisMax, using: &g)
         if faultsOn && chance(parameters.reorderPerMille) {
             count("reorder")
             log("c\(c.id) \(bytes.count) bytes to r\(c.ends[side]) may overtake")

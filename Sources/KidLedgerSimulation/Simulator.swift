@@ -43,10 +43,12 @@ public final class Simulator {
         case heal
         case check
         case revoke
+        /// A scenario's scripted step (its index in the script).
+        case scripted(Int)
     }
 
-    /// The drawn parameters.
-    public let parameters: SimulationParameters
+    /// The drawn parameters (a scenario changes the network's loss and delay as it goes).
+    public internal(set) var parameters: SimulationParameters
     let time = SimTime()
     var g: SplitMix64
     var queue = EventQueue<Event>()
@@ -78,6 +80,10 @@ public final class Simulator {
     var carriers: [RecordID: [Carrier]] = [:]
     var rejectedChanges = 0
     let lmdbBase: String?
+    /// A scripted scenario's state: when set, no random user operations or faults are drawn.
+    var scenario: ScenarioState?
+    /// Shortest one-way network delay (scenarios may raise it).
+    var delayMillisMin: Int64 = 1
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`.
     public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil) {
@@ -89,15 +95,21 @@ public final class Simulator {
     }
 
     /// Runs the whole simulation and its checks.
-    public func run() -> SimulationResult {
+    public func run() -> SimulationResult { run(afterSetUp: { _ in }, beforeClose: { _ in }) }
+
+    /// Runs with hooks: `afterSetUp` may schedule events (a scenario's script), `beforeClose`
+    /// inspects the replicas once the run is over (a scenario's expectations).
+    func run(afterSetUp: (Simulator) -> Void, beforeClose: (Simulator) -> Void) -> SimulationResult {
         log("params \(parameters)")
         do {
             try setUp()
+            afterSetUp(self)
             try loop()
             if failures.isEmpty { try finalChecks() }
         } catch {
             failures.append("unexpected error: \(error)")
         }
+        beforeClose(self)
         let digest = (try? nodes.first?.replica?.digest().description) ?? nil
         for node in nodes { (node.store as? LMDBEnvironment)?.close() }
         let hash = Digest256Hex.hex(traceHasher.finalize())
@@ -171,6 +183,10 @@ public final class Simulator {
 
     func handle(_ event: Event) throws {
         switch event {
+        case .operation where scenario != nil:
+            break
+        case .scripted(let step):
+            try runScripted(step)
         case .operation(let i):
             try userOperation(nodes[i])
             if faultsOn {
@@ -224,6 +240,7 @@ public final class Simulator {
         let text = "t=\(time.millis - startMillis) \(line)\n"
         traceHasher.update(Array(text.utf8))
         if keepTrace { trace.append(String(text.dropLast())) }
+        scenario?.engineLine(String(text.dropLast()))
     }
 
     func crash(_ node: SimNode) {

@@ -5,12 +5,17 @@ public enum SimulatorCLI {
     static let usage = """
     usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace]
            kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--membership]
+           kidledger-sim run FILE [--seed N] [--trace OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
            (--trace prints the whole timeline). Exit 0 when every check holds, 1 otherwise.
     fuzz   runs seeds S, S+1, … S+N-1 (S defaults to 1), each twice to check determinism; every
            K-th seed (default 10; 0 for none) keeps its replicas in LMDB. Prints a summary and, for
            every failing seed, a one-line reproduction. Exit 0 when all pass, 1 otherwise.
+    run    runs a hand-written scenario file (docs/SIMULATOR.md): prints its timeline and each
+           expectation's result; --trace writes the whole engine trace to OUT. Exit 0 when every
+           expectation and engine check holds, 1 otherwise (with a reproduction line), 65 on a
+           scenario syntax error (FILE:LINE: message).
     --membership  forces revocations (both slots) and account changes (30 per mille) on, whatever
            the seed draws.
     """
@@ -32,6 +37,8 @@ public enum SimulatorCLI {
             replicas = parts[0]...parts[1]
         }
         switch command {
+        case "run":
+            return runScenarioCommand(args, output: output)
         case "seed":
             let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args), membership = flag("--membership", &args)
             guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }

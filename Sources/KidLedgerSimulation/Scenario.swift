@@ -1,0 +1,282 @@
+import KidLedgerDomain
+
+/// A hand-written simulation scenario: replicas, scripted events at virtual times, expectations
+/// checked once the run is quiet. See docs/SIMULATOR.md for the format.
+public struct Scenario: Sendable, Equatable {
+    /// One scripted action.
+    public enum Action: Sendable, Equatable {
+        case addChild(String)
+        case rename(String, String)
+        case archive(String)
+        case restore(String)
+        case post(child: String, cents: Int64, note: String)
+        case postAll(cents: Int64, note: String)
+        case undo
+        /// A sync session between two replicas (opened now).
+        case sync(Int, Int)
+        /// A sync session between every pair of replicas.
+        case syncAll
+        /// Replicas in the group on one side, all others on the other.
+        case partition([Int])
+        case heal
+        case loss(perMille: Int)
+        case delay(ClosedRange<Int64>)
+        case crash
+        case restart
+        case skew(Int64)
+        case accountSwitch
+        case accountBack
+        /// The owner (the step's replica, r0) revokes a member.
+        case revoke(Int)
+        /// A laptop that already holds its own ledger (another household, with a child of its own)
+        /// opens a sync session with the replica: the replica must refuse and nothing is written.
+        case foreignSync(Int)
+    }
+
+    /// One scripted step: at a virtual time (ms from the start), on a replica (network steps: nil).
+    public struct Step: Sendable, Equatable {
+        public var line: Int
+        public var at: Int64
+        public var replica: Int?
+        public var action: Action
+        public var text: String
+    }
+
+    /// What must hold once the run is quiet.
+    public enum Check: Sendable, Equatable {
+        case converged
+        case balance(String, Int64)
+        case conflicts(Int)
+        case transactionCount(Int)
+        case attention(Int, Bool)
+        case archived(String, Bool)
+        case present(String, Bool)
+        case refused(Int)
+    }
+
+    public struct Expectation: Sendable, Equatable {
+        public var line: Int
+        public var check: Check
+        public var text: String
+    }
+
+    public var replicas = 2
+    public var seed: UInt64 = 1
+    public var steps: [Step] = []
+    public var expectations: [Expectation] = []
+
+    /// A parse error with the 1-based line it is on.
+    public struct ParseError: Error, Equatable, CustomStringConvertible, Sendable {
+        public var line: Int
+        public var message: String
+        public var description: String { "line \(line): \(message)" }
+    }
+
+    /// Parses scenario text.
+    public static func parse(_ text: String) throws(ParseError) -> Scenario {
+        var s = Scenario()
+        var sawReplicas = false
+        for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = i + 1
+            let words: [String]
+            do { words = try tokenize(String(raw)) } catch { throw ParseError(line: line, message: error.message) }
+            guard let first = words.first else { continue }
+            func fail(_ message: String) -> ParseError { ParseError(line: line, message: message) }
+            let text = words.map { $0.contains(" ") || $0.isEmpty ? "\"\($0)\"" : $0 }.joined(separator: " ")
+            switch first {
+            case "replicas":
+                guard words.count == 2, let n = Int(words[1]), (1...16).contains(n) else { throw fail("replicas takes a number from 1 to 16") }
+                guard s.steps.isEmpty else { throw fail("replicas must come before the first step") }
+                s.replicas = n
+                sawReplicas = true
+            case "seed":
+                guard words.count == 2, let n = UInt64(words[1]) else { throw fail("seed takes a non-negative number") }
+                s.seed = n
+            case "at":
+                guard words.count >= 3, let t = Int64(words[1]), t >= 0 else { throw fail("expected: at TIME (ms, >= 0) ...") }
+                if let last = s.steps.last, t < last.at { throw fail("steps must be in time order (\(t) < \(last.at))") }
+                let (replica, action) = try parseStep(Array(words.dropFirst(2)), replicas: s.replicas, line: line)
+                let stepText = words.dropFirst(2).map { $0.contains(" ") || $0.isEmpty ? "\"\($0)\"" : $0 }.joined(separator: " ")
+                s.steps.append(Step(line: line, at: t, replica: replica, action: action, text: stepText))
+            case "expect":
+                let check = try parseCheck(Array(words.dropFirst()), replicas: s.replicas, line: line)
+                s.expectations.append(Expectation(line: line, check: check, text: text))
+            case "loss", "delay":
+                // Network settings before (or between) steps: a step at the time of the last one.
+                let (replica, action) = try parseStep(words, replicas: s.replicas, line: line)
+                s.steps.append(Step(line: line, at: s.steps.last?.at ?? 0, replica: replica, action: action, text: text))
+            default:
+                throw fail("unknown directive \"\(first)\" (expected replicas, seed, at or expect)")
+            }
+        }
+        _ = sawReplicas
+        return s
+    }
+
+    struct TokenError: Error { var message: String }
+
+    /// Splits a line into words: `#` starts a comment (outside quotes), "…" quotes a word.
+    static func tokenize(_ line: String) throws(TokenError) -> [String] {
+        var words: [String] = []
+        var current = ""
+        var inWord = false, quoted = false
+        for ch in line {
+            if quoted {
+                if ch == "\"" { quoted = false; words.append(current); current = ""; inWord = false } else { current.append(ch) }
+            } else if ch == "#" {
+                break
+            } else if ch == "\"" {
+                if inWord { throw TokenError(message: "a quote inside a word") }
+                quoted = true
+                inWord = true
+            } else if ch == " " || ch == "\t" || ch == "\r" {
+                if inWord { words.append(current); current = ""; inWord = false }
+            } else {
+                current.append(ch)
+                inWord = true
+            }
+        }
+        if quoted { throw TokenError(message: "unterminated quote") }
+        if inWord { words.append(current) }
+        return words
+    }
+
+    static func replicaIndex(_ word: String, _ replicas: Int, line: Int) throws(ParseError) -> Int {
+        guard word.hasPrefix("r"), let n = Int(word.dropFirst()), n >= 0 else {
+            throw ParseError(line: line, message: "expected a replica (r0, r1, …), got \"\(word)\"")
+        }
+        guard n < replicas else { throw ParseError(line: line, message: "\(word) does not exist (replicas \(replicas))") }
+        return n
+    }
+
+    static func amount(_ word: String, line: Int) throws(ParseError) -> Int64 {
+        do {
+            let cents = try Money.parseAmount(word)
+            guard cents > 0 else { throw ParseError(line: line, message: "amount must be positive: \(word)") }
+            return cents
+        } catch let e as ParseError { throw e } catch {
+            throw ParseError(line: line, message: "bad amount \"\(word)\": \(error)")
+        }
+    }
+
+    /// An amount that may be zero or negative (`0`, `-1.50`): for expected balances.
+    static func signedAmount(_ word: String, line: Int) throws(ParseError) -> Int64 {
+        let negative = word.hasPrefix("-")
+        let magnitude = negative ? String(word.dropFirst()) : word
+        if !magnitude.isEmpty, magnitude.allSatisfy({ $0 == "0" || $0 == "." }), magnitude.contains("0") { return 0 }
+        let cents = try amount(magnitude, line: line)
+        return negative ? -cents : cents
+    }
+
+    /// `[note TEXT]` after an amount.
+    static func note(_ rest: ArraySlice<String>, line: Int) throws(ParseError) -> String {
+        if rest.isEmpty { return "" }
+        guard rest.count == 2, rest.first == "note" else { throw ParseError(line: line, message: "expected: note \"TEXT\"") }
+        return rest.last!
+    }
+
+    static func parseStep(_ w: [String], replicas: Int, line: Int) throws(ParseError) -> (Int?, Action) {
+        func fail(_ m: String) -> ParseError { ParseError(line: line, message: m) }
+        func arity(_ n: Int, _ usage: String) throws(ParseError) { if w.count != n { throw fail("expected: \(usage)") } }
+        switch w[0] {
+        case "sync", "connect":
+            if w.count == 2 && w[1] == "all" { return (nil, .syncAll) }
+            try arity(3, "sync all | sync rX rY")
+            let a = try replicaIndex(w[1], replicas, line: line), b = try replicaIndex(w[2], replicas, line: line)
+            guard a != b else { throw fail("a replica cannot sync with itself") }
+            return (nil, .sync(a, b))
+        case "partition":
+            guard let bar = w.firstIndex(of: "|"), bar > 1 else { throw fail("expected: partition rA [rB …] | rC [rD …]") }
+            var left: [Int] = [], right: [Int] = []
+            for word in w[1..<bar] { for r in word.split(separator: ",") { left.append(try replicaIndex(String(r), replicas, line: line)) } }
+            for word in w[(bar + 1)...] { for r in word.split(separator: ",") { right.append(try replicaIndex(String(r), replicas, line: line)) } }
+            guard !right.isEmpty, Set(left).isDisjoint(with: right) else { throw fail("partition groups must be non-empty and disjoint") }
+            return (nil, .partition(left))
+        case "foreign-sync":
+            try arity(2, "foreign-sync rX")
+            return (nil, .foreignSync(try replicaIndex(w[1], replicas, line: line)))
+        case "heal":
+            try arity(1, "heal")
+            return (nil, .heal)
+        case "loss":
+            try arity(2, "loss PERCENT (0 to 100)")
+            guard let p = Double(w[1].hasSuffix("%") ? String(w[1].dropLast()) : w[1]), p >= 0, p <= 100 else { throw fail("loss takes a percentage from 0 to 100") }
+            return (nil, .loss(perMille: Int(p * 10)))
+        case "delay":
+            try arity(2, "delay MIN..MAX (ms)")
+            let parts = w[1].split(separator: ".", omittingEmptySubsequences: true)
+            guard parts.count == 2, let lo = Int64(parts[0]), let hi = Int64(parts[1]), lo >= 1, lo <= hi else { throw fail("delay takes MIN..MAX with 1 <= MIN <= MAX") }
+            return (nil, .delay(lo...hi))
+        default:
+            break
+        }
+        let r = try replicaIndex(w[0], replicas, line: line)
+        guard w.count >= 2 else { throw fail("expected an operation after \(w[0])") }
+        switch w[1] {
+        case "add-child": try arity(3, "rX add-child NAME"); return (r, .addChild(w[2]))
+        case "rename": try arity(4, "rX rename CHILD NEWNAME"); return (r, .rename(w[2], w[3]))
+        case "archive": try arity(3, "rX archive CHILD"); return (r, .archive(w[2]))
+        case "restore": try arity(3, "rX restore CHILD"); return (r, .restore(w[2]))
+        case "give", "take":
+            guard w.count >= 4 else { throw fail("expected: rX \(w[1]) CHILD AMOUNT [note \"TEXT\"]") }
+            let cents = try amount(w[3], line: line)
+            return (r, .post(child: w[2], cents: w[1] == "give" ? cents : -cents, note: try note(w[4...], line: line)))
+        case "give-all", "take-all":
+            guard w.count >= 3 else { throw fail("expected: rX \(w[1]) AMOUNT [note \"TEXT\"]") }
+            let cents = try amount(w[2], line: line)
+            return (r, .postAll(cents: w[1] == "give-all" ? cents : -cents, note: try note(w[3...], line: line)))
+        case "undo": try arity(2, "rX undo"); return (r, .undo)
+        case "crash": try arity(2, "rX crash"); return (r, .crash)
+        case "restart": try arity(2, "rX restart"); return (r, .restart)
+        case "skew":
+            try arity(3, "rX skew +/-MILLIS")
+            guard let m = Int64(w[2].hasPrefix("+") ? String(w[2].dropFirst()) : w[2]) else { throw fail("skew takes +/-MILLIS") }
+            return (r, .skew(m))
+        case "account-switch": try arity(2, "rX account-switch"); return (r, .accountSwitch)
+        case "account-back": try arity(2, "rX account-back"); return (r, .accountBack)
+        case "revoke":
+            try arity(3, "r0 revoke rX")
+            guard r == 0 else { throw fail("only the owner r0 can revoke") }
+            let target = try replicaIndex(w[2], replicas, line: line)
+            guard target != 0 else { throw fail("the owner cannot revoke itself") }
+            return (r, .revoke(target))
+        default:
+            throw fail("unknown operation \"\(w[1])\"")
+        }
+    }
+
+    static func parseCheck(_ w: [String], replicas: Int, line: Int) throws(ParseError) -> Check {
+        func fail(_ m: String) -> ParseError { ParseError(line: line, message: m) }
+        func count(_ usage: String) throws(ParseError) -> Int {
+            guard w.count == 2, let n = Int(w[1]), n >= 0 else { throw fail("expected: expect \(usage)") }
+            return n
+        }
+        func bool(_ word: String) throws(ParseError) -> Bool {
+            switch word { case "true", "yes": return true; case "false", "no": return false
+            default: throw fail("expected true or false, got \"\(word)\"") }
+        }
+        guard let first = w.first else { throw fail("expect what?") }
+        switch first {
+        case "converged":
+            guard w.count == 1 else { throw fail("expected: expect converged") }
+            return .converged
+        case "balance":
+            guard w.count == 3 else { throw fail("expected: expect balance CHILD AMOUNT") }
+            return .balance(w[1], try signedAmount(w[2], line: line))
+        case "conflicts": return .conflicts(try count("conflicts N"))
+        case "transaction-count": return .transactionCount(try count("transaction-count N"))
+        case "refused": return .refused(try count("refused N"))
+        case "attention":
+            guard w.count == 2 || w.count == 3 else { throw fail("expected: expect attention rX [true|false]") }
+            return .attention(try replicaIndex(w[1], replicas, line: line), w.count == 3 ? try bool(w[2]) : true)
+        case "child":
+            guard w.count == 4, w[2] == "archived" else { throw fail("expected: expect child CHILD archived true|false") }
+            return .archived(w[1], try bool(w[3]))
+        case "present", "absent":
+            guard w.count == 2 else { throw fail("expected: expect \(first) NOTE") }
+            return .present(w[1], first == "present")
+        default:
+            throw fail("unknown expectation \"\(first)\"")
+        }
+    }
+}

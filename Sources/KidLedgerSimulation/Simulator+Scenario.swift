@@ -1,0 +1,343 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerProtocol
+import KidLedgerSecurity
+
+/// A running scenario: its script and what it has printed so far.
+final class ScenarioState {
+    let scenario: Scenario
+    var timeline: [String] = []
+    /// Sessions opened by a laptop of another household that the replica refused.
+    var refused = 0
+    var strangers = 0
+
+    init(_ scenario: Scenario) { self.scenario = scenario }
+
+    /// Engine trace lines worth showing in the timeline: sessions ending, crashes, restarts, heals.
+    func engineLine(_ line: String) {
+        let shown = [" finished:", " failed:", " restart", " dropped:", "heal:", " restored", " switches back"]
+        if shown.contains(where: { line.contains($0) }) { timeline.append(line) }
+    }
+}
+
+/// The outcome of one scenario run.
+public struct ScenarioResult: Sendable {
+    /// One expectation and whether it held (with what was found when it did not).
+    public struct Outcome: Sendable {
+        public var expectation: Scenario.Expectation
+        public var passed: Bool
+        public var detail: String
+    }
+
+    /// The engine's run (its own checks' failures included).
+    public var simulation: SimulationResult
+    /// The readable timeline: the scripted steps and their outcomes, by virtual time.
+    public var timeline: [String]
+    /// The expectations' results, in file order.
+    public var outcomes: [Outcome]
+    /// Whether every expectation and every engine check held.
+    public var passed: Bool { simulation.passed && outcomes.allSatisfy(\.passed) }
+}
+
+extension Simulator {
+    /// Gossip interval and network delay of a scenario (until it changes the delay).
+    static let scenarioGossipMillis: Int64 = 300
+    static let scenarioDelayMillisMax: Int64 = 20
+
+    /// The parameters of a scenario run: no random faults, operations or revocations.
+    static func scenarioParameters(_ scenario: Scenario, seed: UInt64) -> SimulationParameters {
+        SimulationParameters(seed: seed, replicaCount: scenario.replicas,
+                             faultPhaseMillis: (scenario.steps.last?.at ?? 0) + 1,
+                             operationIntervalMillis: 1_000, gossipIntervalMillis: scenarioGossipMillis,
+                             delayMillisMax: scenarioDelayMillisMax, lossPerMille: 0, duplicationPerMille: 0,
+                             reorderPerMille: 0, partitionPerMille: 0, crashPerMille: 0, staleRestorePerMille: 0,
+                             skewMillisMax: 0, lineTopology: false, operationWeights: Array(repeating: 0, count: 7),
+                             usesLMDB: false, revocationPerMille: 0, accountChangePerMille: 0)
+    }
+
+    /// Runs a scripted scenario: the engine's replicas, gossip and network, the script's steps
+    /// instead of random operations and faults; after the last step everything heals (as after a
+    /// fuzz run's fault phase), the run continues until quiet, then the engine's checks and the
+    /// scenario's expectations run. `seed` overrides the scenario's own.
+    public static func runScenario(_ scenario: Scenario, seed: UInt64? = nil, keepTrace: Bool = false) -> ScenarioResult {
+        let simulator = Simulator(parameters: scenarioParameters(scenario, seed: seed ?? scenario.seed), keepTrace: keepTrace)
+        let state = ScenarioState(scenario)
+        simulator.scenario = state
+        var outcomes: [ScenarioResult.Outcome] = []
+        let result = simulator.run(afterSetUp: { sim in
+            for (i, step) in scenario.steps.enumerated() { sim.queue.schedule(at: sim.startMillis + step.at, .scripted(i)) }
+        }, beforeClose: { sim in
+            outcomes = scenario.expectations.map { sim.evaluate($0, state) }
+        })
+        return ScenarioResult(simulation: result, timeline: state.timeline, outcomes: outcomes)
+    }
+
+    func note(_ text: String) {
+        let timeline = scenario?.timeline
+        log(text)
+        scenario?.timeline = (timeline ?? []) + ["t=\(time.millis - startMillis) \(text)"]
+    }
+
+    func runScripted(_ index: Int) throws {
+        guard let state = scenario else { return }
+        let step = state.scenario.steps[index]
+        let outcome: String
+        if let r = step.replica {
+            outcome = try scriptedStep(nodes[r], step.action)
+        } else {
+            outcome = try networkStep(step.action)
+        }
+        note("\(step.text)  → \(outcome)")
+    }
+
+    // MARK: Steps on a replica
+
+    func scriptedStep(_ node: SimNode, _ action: Scenario.Action) throws -> String {
+        switch action {
+        case .crash:
+            guard node.isUp else { return "already down" }
+            node.crash()
+            count("crash")
+            for id in connections.keys.sorted() where connections[id]!.ends.contains(node.index) {
+                drop(connection: id, reason: "\(node.name) crashed")
+            }
+            return "down (only committed state survives)"
+        case .restart:
+            guard !node.isUp else { return "already up" }
+            try restart(node)
+            return "up"
+        case .skew(let millis):
+            node.skew = millis
+            dropConnections(of: node, reason: "\(node.name) clock changed")
+            if node.isUp { try node.boot(time: time, seed: parameters.seed) }
+            count("skew")
+            return "clock now \(millis >= 0 ? "+" : "")\(millis) ms"
+        case .accountSwitch:
+            guard !node.isFrozen else { return "already switched" }
+            node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+            node.updateClaimSigner()
+            count("accountChange")
+            dropConnections(of: node, reason: "\(node.name) switched account")
+            return "switched to account \(node.identity.publicKey.fingerprint): no changes, no sync, queued changes kept"
+        case .accountBack:
+            guard node.isFrozen else { return "not switched" }
+            switchBack(node)
+            return "back on account \(node.member.publicKey.fingerprint)"
+        case .revoke(let target):
+            guard let replica = node.replica, !node.isFrozen else { return "refused: the owner is down or switched away" }
+            let seen = try replica.versionVector()
+            let revocation = node.member.revocation(of: nodes[target].member.publicKey.bytes, seen: seen, household: household,
+                                                    atMillis: time.millis + node.skew)
+            try replica.commitMembership([.revoke(revocation)])
+            try recordLocalChanges(node, before: seen)
+            count("revocation")
+            return "r\(target) revoked having seen \(Self.describe(seen))"
+        default:
+            return try scriptedOperation(node, action)
+        }
+    }
+
+    func dropConnections(of node: SimNode, reason: String) {
+        for id in connections.keys.sorted() {
+            guard let c = connections[id], c.ends.contains(node.index) else { continue }
+            c.sessions[c.side(of: node.index)] = nil
+            drop(connection: id, reason: reason)
+        }
+    }
+
+    /// A user's ledger operation; refusals are outcomes, not failures.
+    func scriptedOperation(_ node: SimNode, _ action: Scenario.Action) throws -> String {
+        guard let replica = node.replica else { return "refused: \(node.name) is down" }
+        guard !node.isFrozen else { return "refused: attention required (switched to another account)" }
+        let before = try replica.versionVector()
+        var made: [RecordID] = []
+        var outcome = ""
+        do {
+            switch action {
+            case .addChild(let name):
+                let c = try replica.addChild(name: name)
+                outcome = "added \(c.name) (\(c.id.hex.prefix(8)))"
+            case .rename(let query, let name):
+                let c = try replica.renameChild(query, to: name)
+                outcome = "now called \(c.name)"
+            case .archive(let query), .restore(let query):
+                let archive = action == .archive(query)
+                let c = try replica.setArchived(query, archive)
+                outcome = "\(c.name) \(archive ? "archived" : "restored")"
+            case .post(let child, let cents, let note):
+                let p = try replica.post(child, signedCents: cents, note: note, source: cents > 0 ? "give" : "take")
+                made = [p.transaction.id]
+                outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.hex.prefix(8)))"
+            case .postAll(let cents, let note):
+                let ps = try replica.postAll(signedCents: cents, note: note, source: cents > 0 ? "give-all" : "take-all")
+                made = ps.map(\.transaction.id)
+                batches.append(made)
+                outcome = ps.map { "\($0.childName) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
+            case .undo:
+                let u = try replica.undo()
+                made = [u.undo.id]
+                outcome = "undid \(u.original.id.hex.prefix(8)) (\(Money.format(cents: u.original.amountCents))); \(u.childName) balance \(Money.format(cents: u.balanceCents))"
+            default:
+                preconditionFailure("not a ledger operation: \(action)")
+            }
+        } catch let error as LedgerError {
+            outcome = "refused: \(error)"
+        }
+        if let (origin, sequences) = try recordLocalChanges(node, before: before) {
+            acknowledge(made, Carrier(node: node.index, origin: origin, sequences: sequences))
+        }
+        return outcome
+    }
+
+    // MARK: Network steps
+
+    func networkStep(_ action: Scenario.Action) throws -> String {
+        switch action {
+        case .sync(let a, let b):
+            return try openSession(a, b)
+        case .syncAll:
+            var out: [String] = []
+            for a in nodes.indices { for b in nodes.indices where b > a { out.append("r\(a)–r\(b) \(try openSession(a, b))") } }
+            return out.isEmpty ? "nothing to sync" : out.joined(separator: "; ")
+        case .partition(let group):
+            partitioned = Set(group)
+            count("partition")
+            for id in connections.keys.sorted() {
+                let c = connections[id]!
+                if !canTalk(c.ends[0], c.ends[1]) { drop(connection: id, reason: "partition") }
+            }
+            return "\(group.sorted().map { "r\($0)" }.joined(separator: ",")) cut off from the rest"
+        case .heal:
+            partitioned.removeAll()
+            return "partition healed"
+        case .loss(let perMille):
+            parameters.lossPerMille = perMille
+            return "\(perMille)‰ of chunks lost"
+        case .delay(let range):
+            delayMillisMin = range.lowerBound
+            parameters.delayMillisMax = range.upperBound
+            return "one-way delay \(range.lowerBound)..\(range.upperBound) ms"
+        case .foreignSync(let peer):
+            return try foreignSync(peer)
+        default:
+            preconditionFailure("not a network step: \(action)")
+        }
+    }
+
+    /// Opens a sync session from `a` to `b` now (as a gossip tick would).
+    func openSession(_ a: Int, _ b: Int) throws -> String {
+        if connections.values.contains(where: { Set($0.ends) == Set([a, b]) }) { return "already syncing" }
+        guard nodes[a].isUp, nodes[b].isUp else { return "unreachable: a replica is down" }
+        guard canTalk(a, b) else { return "unreachable: partitioned" }
+        guard !nodes[a].isFrozen, !nodes[b].isFrozen else { return "refused: an account is switched" }
+        let id = nextConnection
+        nextConnection += 1
+        let initiator = SyncSession(role: .initiator, replica: nodes[a].replica!, household: household)
+        let responder = SyncSession(role: .responder, replica: nodes[b].replica!, household: household)
+        let connection = SimConnection(id: id, ends: [a, b], sessions: [initiator, responder])
+        connections[id] = connection
+        log("c\(id) r\(a) → r\(b) open (scripted)")
+        try perform(responder.start(), connection: connection, side: 1)
+        try perform(initiator.start(), connection: connection, side: 0)
+        queue.schedule(at: time.millis + Self.idleMillisMax, .idleCheck(connection: id, lastSeen: 0))
+        return "session c\(id) opened"
+    }
+
+    /// A laptop holding its own ledger (another household, one child) syncs with `peer`; the two
+    /// sessions talk directly (no network faults) until both end.
+    func foreignSync(_ peer: Int) throws -> String {
+        guard let target = nodes[peer].replica else { return "unreachable: r\(peer) is down" }
+        guard let state = scenario else { return "no scenario" }
+        state.strangers += 1
+        let owner = try Identity(seed: drawBytes(Identity.seedByteCount))
+        let stranger = try Replica(store: MemoryStore(), clock: SkewedClock(time: time, skew: 0),
+                                   random: SplitMix64(seed: parameters.seed &+ 0xF0_0000 &+ UInt64(state.strangers)),
+                                   verifier: SodiumVerifier())
+        let other = try stranger.createHousehold(name: "Another household", owner: owner.publicKey.bytes, salt: drawBytes(16))
+        try stranger.addChild(name: "Stranger")
+        let before = try target.digest()
+        let sessions = [SyncSession(role: .initiator, replica: stranger, household: other.id),
+                        SyncSession(role: .responder, replica: target, household: household)]
+        var inbox: [[[UInt8]]] = [[], []]
+        var ends: [String?] = [nil, nil]
+        func take(_ actions: [SessionAction], _ side: Int) {
+            for action in actions {
+                switch action {
+                case .send(let bytes): inbox[1 - side].append(bytes)
+                case .finished: ends[side] = "finished"
+                case .failed(let error): ends[side] = "failed: \(error)"
+                }
+            }
+        }
+        take(sessions[1].start(), 1)
+        take(sessions[0].start(), 0)
+        var rounds = 0
+        while rounds < 10_000, let side = (0..<2).first(where: { !inbox[$0].isEmpty && ends[$0] == nil }) {
+            take(sessions[side].receive(inbox[side].removeFirst()), side)
+            rounds += 1
+        }
+        let unchanged = try target.digest() == before
+        let refused = (ends[1]?.hasPrefix("failed") ?? false) && unchanged
+        if refused { state.refused += 1 }
+        return "stranger laptop (household \(other.id.hex.prefix(8))): r\(peer) \(ends[1] ?? "no outcome"), stranger \(ends[0] ?? "no outcome"); r\(peer) \(unchanged ? "unchanged" : "CHANGED")"
+    }
+
+    // MARK: Expectations
+
+    func evaluate(_ expectation: Scenario.Expectation, _ state: ScenarioState) -> ScenarioResult.Outcome {
+        do {
+            let problem = try check(expectation.check, state)
+            return .init(expectation: expectation, passed: problem == nil, detail: problem ?? "")
+        } catch {
+            return .init(expectation: expectation, passed: false, detail: "error: \(error)")
+        }
+    }
+
+    /// nil when the check holds, else what was found.
+    func check(_ check: Scenario.Check, _ state: ScenarioState) throws -> String? {
+        let up = nodes.filter(\.isUp)
+        guard up.count == nodes.count else { return "replicas down: " + nodes.filter { !$0.isUp }.map(\.name).joined(separator: ",") }
+        func onEach(_ what: (SimNode, Replica) throws -> String?) throws -> String? {
+            let found = try nodes.compactMap { node in try what(node, node.replica!).map { "\(node.name): \($0)" } }
+            return found.isEmpty ? nil : found.joined(separator: "; ")
+        }
+        func child(_ name: String, _ replica: Replica) throws -> (ChildSummary?, String?) {
+            let matches = try replica.children(includeArchived: true).filter { $0.name.lowercased() == name.lowercased() }
+            if matches.count == 1 { return (matches[0], nil) }
+            return (nil, matches.isEmpty ? "no child named \(name)" : "\(matches.count) children named \(name)")
+        }
+        switch check {
+        case .converged:
+            let digests = try nodes.map { try $0.replica!.digest().description }
+            return Set(digests).count == 1 ? nil : "digests differ: " + zip(nodes, digests).map { "\($0.name)=\($1.prefix(12))" }.joined(separator: " ")
+        case .balance(let name, let cents):
+            return try onEach { _, r in
+                let (c, problem) = try child(name, r)
+                guard let c else { return problem }
+                return c.balanceCents == Int128(cents) ? nil : "balance \(Money.format(cents: c.balanceCents))"
+            }
+        case .conflicts(let n):
+            return try onEach { _, r in let k = try r.fieldConflicts().count; return k == n ? nil : "\(k) conflicts" }
+        case .transactionCount(let n):
+            return try onEach { _, r in let k = try r.counts().transactions; return k == n ? nil : "\(k) transactions" }
+        case .archived(let name, let want):
+            return try onEach { _, r in
+                let (c, problem) = try child(name, r)
+                guard let c else { return problem }
+                return c.isArchived == want ? nil : "archived=\(c.isArchived)"
+            }
+        case .present(let note, let want):
+            return try onEach { _, r in
+                let has = try r.allTransactions().contains { $0.note == note }
+                return has == want ? nil : (has ? "holds" : "lacks") + " a transaction noted \"\(note)\""
+            }
+        case .attention(let index, let want):
+            let node = nodes[index]
+            let mine = try node.replica!.members().first { $0.key == node.member.publicKey.bytes }
+            let reason: String? = node.isFrozen ? "switched account" : mine == nil ? "not a member" : mine!.isRevoked ? "revoked" : nil
+            return (reason != nil) == want ? nil : "attention required: \(reason ?? "no")"
+        case .refused(let n):
+            return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
+        }
+    }
+}
