@@ -65,6 +65,8 @@ extension Simulator {
         simulator.scenario = state
         var outcomes: [ScenarioResult.Outcome] = []
         let result = simulator.run(afterSetUp: { sim in
+            let origins = sim.nodes.map { "\($0.name)=\(Self.hex16($0.replica?.replicaID.rawValue ?? 0).prefix(6))" }
+            sim.note("replica origins (changes are sent in this order of origin): " + origins.joined(separator: " "))
             for (i, step) in scenario.steps.enumerated() { sim.queue.schedule(at: sim.startMillis + step.at, .scripted(i)) }
         }, beforeClose: { sim in
             outcomes = scenario.expectations.map { sim.evaluate($0, state) }
@@ -339,5 +341,13 @@ extension Simulator {
         case .refused(let n):
             return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
         }
+    }
+}
+
+extension Simulator {
+    /// Sixteen hex digits, zero-padded (so prefixes sort like the numbers).
+    static func hex16(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
     }
 }
