@@ -1,10 +1,11 @@
+import Foundation
 import KidLedgerDomain
 
 /// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
 public enum SimulatorCLI {
     static let usage = """
     usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace]
-           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--membership]
+           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership]
            kidledger-sim run FILE [--seed N] [--trace OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
@@ -53,12 +54,20 @@ public enum SimulatorCLI {
             let start = value("--start", &args).flatMap { UInt64($0) } ?? 1
             let every = value("--lmdb-every", &args).flatMap { Int($0) } ?? 10
             let membership = flag("--membership", &args)
+            let jobs = value("--jobs", &args).flatMap { Int($0) } ?? 1
+            guard jobs >= 1, jobs <= 64 else { output("kidledger-sim: --jobs takes 1 to 64"); return 64 }
             guard args.isEmpty else { output("kidledger-sim: unexpected \(args.joined(separator: " "))"); return 64 }
-            let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, membership: membership, output: output)
+            let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, membership: membership,
+                               jobs: jobs, output: output)
             let seconds = max(elapsedSeconds(), 1e-9)
             output("seeds=\(n) failures=\(summary.failed.count) events=\(summary.events) eventsPerSecond=\(Int(Double(summary.events) / seconds)) virtualToWall=\(Int(Double(summary.virtualMillis) / 1000 / seconds))x")
             output("faults injected: " + summary.faults.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-            return summary.failed.isEmpty ? 0 : 1
+            // Swarm testing is only as good as what it injects: a kind never drawn is a failure.
+            var kinds = ["loss", "duplication", "reorder", "partition", "crash", "staleRestore", "skew", "timeout"]
+            if membership { kinds += ["revocation", "accountChange"] }
+            let missing = kinds.filter { summary.faults[$0, default: 0] == 0 }
+            if !missing.isEmpty { output("FAILED: fault kinds never injected in this batch: \(missing.joined(separator: ", ")) (run more seeds)") }
+            return summary.failed.isEmpty && missing.isEmpty ? 0 : 1
         default:
             output(usage)
             return 64
@@ -104,25 +113,65 @@ public enum SimulatorCLI {
 
     /// Runs `seeds`, each twice (determinism self-check).
     public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int, membership: Bool = false,
-                            output: (String) -> Void) -> FuzzSummary {
-        let adjust = adjustment(membership)
+                            jobs: Int = 1, output: (String) -> Void) -> FuzzSummary {
+        // Each simulation is single-threaded and deterministic; with `jobs` > 1, independent
+        // seeds run side by side and their reports are printed in seed order.
+        let list = Array(seeds)
+        let results = SeedResults(count: list.count)
+        DispatchQueue.concurrentPerform(iterations: max(1, min(jobs, list.count))) { worker in
+            var index = worker
+            while index < list.count {
+                let seed = list[index]
+                let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
+                let adjust = adjustment(membership)
+                let first = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
+                let second = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
+                var failures = first.failures
+                if first.traceHash != second.traceHash {
+                    failures.append("not deterministic: " + firstDifference(seed, replicas: replicas, lmdb: lmdb, membership: membership))
+                }
+                results.set(index, SeedReport(seed: seed, lmdb: lmdb, result: first, failures: failures))
+                index += jobs
+            }
+        }
         var summary = FuzzSummary()
-        for seed in seeds {
-            let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
-            let first = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
-            let second = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
-            summary.events += first.events
-            summary.virtualMillis += first.virtualMillis
-            for (k, v) in first.faults { summary.faults[k, default: 0] += v }
-            var failures = first.failures
-            if first.traceHash != second.traceHash { failures.append("not deterministic: two runs gave different traces") }
-            if !failures.isEmpty {
-                summary.failed.append(seed)
-                output("seed \(seed) FAILED: \(failures.first!)")
-                output("  reproduce: " + reproduction(seed, replicas, lmdb, membership))
+        for report in results.all() {
+            summary.events += report.result.events
+            summary.virtualMillis += report.result.virtualMillis
+            for (k, v) in report.result.faults { summary.faults[k, default: 0] += v }
+            if let failure = report.failures.first {
+                summary.failed.append(report.seed)
+                output("seed \(report.seed) FAILED: \(failure)")
+                output("  reproduce: " + reproduction(report.seed, replicas, report.lmdb, membership))
             }
         }
         return summary
+    }
+
+    /// Runs a seed twice more with traces kept and names the first event where they differ.
+    static func firstDifference(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool) -> String {
+        let a = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, adjust: adjustment(membership)).trace
+        let b = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, adjust: adjustment(membership)).trace
+        for i in 0..<min(a.count, b.count) where a[i] != b[i] {
+            return "traces differ first at event \(i + 1): \"\(a[i])\" vs \"\(b[i])\""
+        }
+        return a.count == b.count ? "trace hashes differ" : "one trace is longer (\(a.count) vs \(b.count) lines)"
+    }
+
+    struct SeedReport: Sendable {
+        var seed: UInt64
+        var lmdb: Bool
+        var result: SimulationResult
+        var failures: [String]
+    }
+
+    /// Results filled in by worker threads, read in seed order.
+    final class SeedResults: @unchecked Sendable {
+        private let lock = NSLock()
+        private var slots: [SeedReport?]
+        init(count: Int) { slots = Array(repeating: nil, count: count) }
+        func set(_ i: Int, _ r: SeedReport) { lock.lock(); slots[i] = r; lock.unlock() }
+        func all() -> [SeedReport] { lock.lock(); defer { lock.unlock() }; return slots.compactMap { $0 } }
     }
 
     static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false) -> String {
