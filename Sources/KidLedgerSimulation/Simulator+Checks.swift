@@ -53,6 +53,7 @@ extension Simulator {
             }
         }
         try checkBatchesAtomic()
+        try checkAgainstReferenceModel(replicas)
         let journals = try replicas.map { try $0.fieldConflicts() }
         if Set(journals.map { $0.map { "\($0)" } }).count != 1 {
             failures.append("conflict journals differ: " + journals.map { "\($0.count)" }.joined(separator: " "))
