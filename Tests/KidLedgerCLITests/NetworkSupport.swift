@@ -235,6 +235,11 @@ func expectVerified(_ ledger: TestLedger, _ label: String, sourceLocation: Sourc
 /// A TCP port on 127.0.0.1 that is bound but not listening while the returned socket is open:
 /// connecting to it is refused, and no other process can take it meanwhile.
 func refusingPort() throws -> (fd: Int32, port: Int) {
+    try loopbackSocket(listening: false)
+}
+
+/// A TCP socket bound to 127.0.0.1 on a system-chosen port, listening or not.
+func loopbackSocket(listening: Bool) throws -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     try #require(fd >= 0)
     var addr = sockaddr_in()
@@ -244,12 +249,12 @@ func refusingPort() throws -> (fd: Int32, port: Int) {
     let bound = withUnsafePointer(to: &addr) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard bound == 0 else { close(fd); throw CocoaError(.fileWriteUnknown) }
+    guard bound == 0, !listening || listen(fd, 4) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let named = withUnsafeMutablePointer(to: &addr) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
     }
-    guard named == 0 else { close(fd); throw CocoaError(.fileWriteUnknown) }
+    guard named == 0 else { close(fd); throw POSIXError(.EIO) }
     return (fd, Int(UInt16(bigEndian: addr.sin_port)))
 }
 

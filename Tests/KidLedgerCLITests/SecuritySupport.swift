@@ -64,22 +64,7 @@ struct FrameCutter {
 
 /// A listening TCP socket on 127.0.0.1 with a system-chosen port.
 func listeningSocket() throws -> (fd: Int32, port: Int) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    try #require(fd >= 0)
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = 0
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0, listen(fd, 4) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let named = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    guard named == 0 else { close(fd); throw POSIXError(.EIO) }
-    return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+    try loopbackSocket(listening: true)
 }
 
 /// A blocking TCP connection to 127.0.0.1:port, or -1.
