@@ -173,9 +173,9 @@ enum NetworkCommands {
             last = result
             if result.succeeded { break }
             try replica.removePeer(address)
-            if let failure = result.failure, failure.contains("refused:") {
+            if result.wasRefused {
                 abandon()
-                throw CLIError("the inviting device refused: \(failure)", code: .notPermitted)
+                throw CLIError("the inviting device refused: \(result.failure ?? "no reason given")", code: .notPermitted)
             }
         }
         guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {

@@ -28,6 +28,12 @@ enum SyncDriver {
         var seconds: Double
 
         var succeeded: Bool { outcome?.summary != nil }
+        /// Whether the other device refused this one (in the handshake or at admission).
+        var wasRefused: Bool {
+            if case .refusedByPeer? = connectError { return true }
+            if case .refused? = outcome { return true }
+            return false
+        }
         var failure: String? {
             if let connectError { return connectError.description }
             return outcome?.errorDescription

@@ -58,6 +58,7 @@ public final class SecureStream: ByteStream, @unchecked Sendable {
                 case .established(let peer): established = peer
                 case .plaintext(let bytes): early += bytes
                 case .closed: break
+                case .failed(.refused(let why)): throw .refusedByPeer(why)
                 case .failed(let error): throw .handshake(error.description)
                 }
             }

@@ -8,6 +8,8 @@ public enum SessionOutcome: Equatable, Sendable {
     case finished(SessionSummary)
     /// The session failed; a readable reason (a protocol error or the transport's).
     case failed(String)
+    /// The peer refused this side (for example an unknown, used or expired invitation).
+    case refused(String)
 
     /// The summary when finished, else nil.
     public var summary: SessionSummary? {
@@ -17,8 +19,10 @@ public enum SessionOutcome: Equatable, Sendable {
 
     /// The reason when failed, else nil.
     public var errorDescription: String? {
-        if case .failed(let reason) = self { return reason }
-        return nil
+        switch self {
+        case .failed(let reason), .refused(let reason): return reason
+        case .finished: return nil
+        }
     }
 }
 
@@ -94,6 +98,7 @@ public enum SessionRunner {
                     return .finished(summary)
                 case .failed(let error):
                     // The protocol's reason is more telling than a failure to send the error frame.
+                    if case .peer(let code, _) = error, code == ProtocolError.refused("").code { return .refused(error.description) }
                     return .failed(error.description)
                 }
             }

@@ -16,13 +16,16 @@ public enum TransportError: Error, Equatable, Sendable, CustomStringConvertible 
     case io(String, Int32)
     /// The server already serves as many connections as it allows.
     case tooManyConnections
-    /// The secure channel failed: a refusal by either side, a bad signature, or tampering.
+    /// The secure channel failed: a bad signature, tampering, or this side refused the peer.
     case handshake(String)
+    /// The peer refused this side in the secure channel's handshake (the reason it gave).
+    case refusedByPeer(String)
 
     /// A readable sentence.
     public var description: String {
         switch self {
         case .handshake(let why): "secure channel failed: \(why)"
+        case .refusedByPeer(let why): "refused by the other device: \(why)"
         case .badAddress(let why): "bad address: \(why)"
         case .resolve(let why): "could not resolve \(why)"
         case .refused(let address):
