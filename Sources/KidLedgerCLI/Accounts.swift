@@ -37,8 +37,13 @@ extension Context {
 
     /// Why mutations and sync are stopped (attentionRequired), or nil when they may go on.
     func attentionReason(_ replica: Replica) throws -> String? {
-        guard try replica.household() != nil, let owner = try replica.members().first(where: \.isOwner) else { return nil }
-        guard let me = try identity(creating: false) else {
+        try attentionReason(replica, identity: try identity(creating: false))
+    }
+
+    /// ``attentionReason(_:)`` for an identity already loaded (nil: none on this device).
+    func attentionReason(_ replica: Replica, identity: Identity?) throws -> String? {
+        guard try replica.household() != nil, try replica.members().contains(where: \.isOwner) else { return nil }
+        guard let me = identity else {
             return "no identity for account \"\(accountName)\" on this laptop (see `kidledger account show`)"
         }
         if let joined = try replica.setting("memberKey"), joined != me.publicKey.hex {
@@ -50,7 +55,6 @@ extension Context {
             if mine.isRevoked { return "this laptop's membership was revoked by the owner; its data is kept but the ledger here is stale" }
             return nil
         }
-        _ = owner
         return "account \"\(accountName)\" is not a member of this household"
     }
 
@@ -58,17 +62,17 @@ extension Context {
     /// when the replica is in attentionRequired.
     func openReplicaForChanges() throws -> Replica {
         let replica = try openReplica()
-        if let reason = try attentionReason(replica) {
+        let me = try identity(creating: false)
+        if let reason = try attentionReason(replica, identity: me) {
             throw CLIError("attention required: \(reason)", code: .notPermitted)
         }
+        if let me { configure(replica, identity: me) }
         return replica
     }
 
-    /// Installs the signer of origin claims for the signed-in identity.
-    func configure(_ replica: Replica) throws {
-        if let me = try identity(creating: false) {
-            replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
-        }
+    /// Installs the signer of origin claims for `identity`.
+    func configure(_ replica: Replica, identity me: Identity) {
+        replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
     }
 }
 

@@ -95,9 +95,9 @@ public final class Context {
         if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
         if creating { try FileSystem.makeDirectory(home) }
         let environment = try LMDBEnvironment(directory: path, tables: Tables.all)
-        let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
-        try configure(replica)
-        return replica
+        // The claim signer (which needs the key file) is installed only for changes:
+        // see openReplicaForChanges(); read commands never touch the key.
+        return try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
     }
 
     /// Prints a line of text (or nothing in JSON mode).

@@ -18,7 +18,7 @@ enum LedgerCommands {
         let replica = try ctx.openReplica(creating: true)
         if let existing = try replica.household() { throw LedgerError.householdExists(name: existing.name) }
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
-        try ctx.configure(replica)
+        ctx.configure(replica, identity: me)
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
                                             salt: Sodium.randomBytes(16))
         try replica.setSetting("memberKey", me.publicKey.hex)
