@@ -5,7 +5,8 @@ import KidLedgerDomain
 public struct Scenario: Sendable, Equatable {
     /// One scripted action.
     public enum Action: Sendable, Equatable {
-        case addChild(String)
+        /// A new child; `label` (from `as LABEL`) names it for later steps (`@LABEL`).
+        case addChild(String, label: String?)
         case rename(String, String)
         case archive(String)
         case restore(String)
@@ -20,9 +21,15 @@ public struct Scenario: Sendable, Equatable {
         case partition([Int])
         case heal
         case loss(perMille: Int)
+        case duplicate(perMille: Int)
+        case reorder(perMille: Int)
         case delay(ClosedRange<Int64>)
         case crash
         case restart
+        /// Restart from the copy of its files the replica took last (`copy-files`), losing what came after.
+        case restartStale
+        /// The replica copies its files now (a backup a later `restart stale` comes back from).
+        case copyFiles
         case skew(Int64)
         case accountSwitch
         case accountBack
@@ -62,6 +69,12 @@ public struct Scenario: Sendable, Equatable {
 
     public var replicas = 2
     public var seed: UInt64 = 1
+    /// Mean virtual milliseconds between a replica's gossip attempts (`gossip MS`).
+    public var gossipMillis: Int64 = 300
+    /// Whether replicas only reach their neighbours in a line (`topology line`).
+    public var lineTopology = false
+    /// Whether replicas keep their state in LMDB files (`store lmdb`) rather than in memory.
+    public var usesLMDB = false
     public var steps: [Step] = []
     public var expectations: [Expectation] = []
 
@@ -92,6 +105,15 @@ public struct Scenario: Sendable, Equatable {
             case "seed":
                 guard words.count == 2, let n = UInt64(words[1]) else { throw fail("seed takes a non-negative number") }
                 s.seed = n
+            case "gossip":
+                guard words.count == 2, let n = Int64(words[1]), (10...60_000).contains(n) else { throw fail("gossip takes a mean interval in ms from 10 to 60000") }
+                s.gossipMillis = n
+            case "topology":
+                guard words.count == 2, ["line", "full"].contains(words[1]) else { throw fail("expected: topology line|full") }
+                s.lineTopology = words[1] == "line"
+            case "store":
+                guard words.count == 2, ["lmdb", "memory"].contains(words[1]) else { throw fail("expected: store lmdb|memory") }
+                s.usesLMDB = words[1] == "lmdb"
             case "at":
                 guard words.count >= 3, let t = Int64(words[1]), t >= 0 else { throw fail("expected: at TIME (ms, >= 0) ...") }
                 if let last = s.steps.last, t < last.at { throw fail("steps must be in time order (\(t) < \(last.at))") }
@@ -101,12 +123,12 @@ public struct Scenario: Sendable, Equatable {
             case "expect":
                 let check = try parseCheck(Array(words.dropFirst()), replicas: s.replicas, line: line)
                 s.expectations.append(Expectation(line: line, check: check, text: text))
-            case "loss", "delay":
+            case "loss", "duplicate", "reorder", "delay":
                 // Network settings before (or between) steps: a step at the time of the last one.
                 let (replica, action) = try parseStep(words, replicas: s.replicas, line: line)
                 s.steps.append(Step(line: line, at: s.steps.last?.at ?? 0, replica: replica, action: action, text: text))
             default:
-                throw fail("unknown directive \"\(first)\" (expected replicas, seed, at or expect)")
+                throw fail("unknown directive \"\(first)\" (expected replicas, seed, gossip, topology, store, at or expect)")
             }
         }
         _ = sawReplicas
@@ -168,6 +190,20 @@ public struct Scenario: Sendable, Equatable {
         return negative ? -cents : cents
     }
 
+    /// A percentage with at most one decimal (`2`, `2.5`, `2.5%`), exactly, in per mille.
+    static func perMille(_ word: String) -> Int? {
+        let text = word.hasSuffix("%") ? String(word.dropLast()) : word
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let whole = Int(parts[0]), whole >= 0, parts[0].allSatisfy(\.isASCII) else { return nil }
+        var tenths = 0
+        if parts.count == 2 {
+            guard parts[1].count == 1, let d = Int(parts[1]), d >= 0 else { return nil }
+            tenths = d
+        }
+        let value = whole * 10 + tenths
+        return value <= 1000 ? value : nil
+    }
+
     /// `[note TEXT]` after an amount.
     static func note(_ rest: ArraySlice<String>, line: Int) throws(ParseError) -> String {
         if rest.isEmpty { return "" }
@@ -198,10 +234,10 @@ public struct Scenario: Sendable, Equatable {
         case "heal":
             try arity(1, "heal")
             return (nil, .heal)
-        case "loss":
-            try arity(2, "loss PERCENT (0 to 100)")
-            guard let p = Double(w[1].hasSuffix("%") ? String(w[1].dropLast()) : w[1]), p >= 0, p <= 100 else { throw fail("loss takes a percentage from 0 to 100") }
-            return (nil, .loss(perMille: Int(p * 10)))
+        case "loss", "duplicate", "reorder":
+            try arity(2, "\(w[0]) PERCENT (0 to 100, at most one decimal)")
+            guard let p = perMille(w[1]) else { throw fail("\(w[0]) takes a percentage from 0 to 100 with at most one decimal") }
+            return (nil, w[0] == "loss" ? .loss(perMille: p) : w[0] == "duplicate" ? .duplicate(perMille: p) : .reorder(perMille: p))
         case "delay":
             try arity(2, "delay MIN..MAX (ms)")
             let parts = w[1].split(separator: ".", omittingEmptySubsequences: true)
@@ -213,7 +249,10 @@ public struct Scenario: Sendable, Equatable {
         let r = try replicaIndex(w[0], replicas, line: line)
         guard w.count >= 2 else { throw fail("expected an operation after \(w[0])") }
         switch w[1] {
-        case "add-child": try arity(3, "rX add-child NAME"); return (r, .addChild(w[2]))
+        case "add-child":
+            guard w.count == 3 || (w.count == 5 && w[3] == "as") else { throw fail("expected: rX add-child NAME [as LABEL]") }
+            if w.count == 5, w[4].isEmpty || w[4].contains("@") { throw fail("a label is a word without @") }
+            return (r, .addChild(w[2], label: w.count == 5 ? w[4] : nil))
         case "rename": try arity(4, "rX rename CHILD NEWNAME"); return (r, .rename(w[2], w[3]))
         case "archive": try arity(3, "rX archive CHILD"); return (r, .archive(w[2]))
         case "restore": try arity(3, "rX restore CHILD"); return (r, .restore(w[2]))
@@ -227,7 +266,10 @@ public struct Scenario: Sendable, Equatable {
             return (r, .postAll(cents: w[1] == "give-all" ? cents : -cents, note: try note(w[3...], line: line)))
         case "undo": try arity(2, "rX undo"); return (r, .undo)
         case "crash": try arity(2, "rX crash"); return (r, .crash)
-        case "restart": try arity(2, "rX restart"); return (r, .restart)
+        case "restart":
+            guard w.count == 2 || (w.count == 3 && w[2] == "stale") else { throw fail("expected: rX restart [stale]") }
+            return (r, w.count == 3 ? .restartStale : .restart)
+        case "copy-files": try arity(2, "rX copy-files"); return (r, .copyFiles)
         case "skew":
             try arity(3, "rX skew +/-MILLIS")
             guard let m = Int64(w[2].hasPrefix("+") ? String(w[2].dropFirst()) : w[2]) else { throw fail("skew takes +/-MILLIS") }

@@ -2,9 +2,10 @@
 import Glibc
 #endif
 
-/// `kidledger-sim run FILE [--seed N] [--trace OUT]`.
+/// `kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT]`.
 extension SimulatorCLI {
-    static func runScenarioCommand(_ arguments: [String], output: (String) -> Void) -> Int32 {
+    static func runScenarioCommand(_ arguments: [String], svg: String? = nil, plantedBug: PlantedBug? = nil,
+                                   output: (String) -> Void) -> Int32 {
         var args = arguments
         let seedText = value("--seed", &args)
         let traceFile = value("--trace", &args)
@@ -17,7 +18,7 @@ extension SimulatorCLI {
         let path = args[0]
         guard let text = readFile(path) else { output("kidledger-sim: cannot read \(path)"); return 66 }
         let result: ScenarioResult
-        switch runScenario(text: text, seed: seed, keepTrace: traceFile != nil) {
+        switch runScenario(text: text, seed: seed, keepTrace: traceFile != nil, record: svg != nil, plantedBug: plantedBug) {
         case .failure(let error):
             output("\(path):\(error.line): \(error.message)")
             return 65
@@ -37,11 +38,14 @@ extension SimulatorCLI {
             output("\(outcome.passed ? "ok  " : "FAIL") line \(e.line): \(e.text)\(outcome.passed ? "" : " — found \(outcome.detail)")")
         }
         for f in result.simulation.failures { output("FAILED (engine check): \(f)") }
+        if let svg, let code = writeDiagram(result.simulation, to: svg, title: "kidledger-sim run \(path) --seed \(seedUsed)", output: output) {
+            return code
+        }
         if !result.passed {
             if let first = result.outcomes.first(where: { !$0.passed }) {
                 output("FAILED: line \(first.expectation.line): \(first.expectation.text) — found \(first.detail)")
             }
-            output("reproduce: " + scenarioReproduction(path, seedUsed))
+            output("reproduce: " + scenarioReproduction(path, seedUsed) + (plantedBug.map { " --plant-bug \($0.rawValue)" } ?? ""))
             return 1
         }
         output("all \(result.outcomes.count) expectations hold")
@@ -49,10 +53,11 @@ extension SimulatorCLI {
     }
 
     /// Parses and runs scenario text.
-    public static func runScenario(text: String, seed: UInt64? = nil, keepTrace: Bool = false) -> Result<ScenarioResult, Scenario.ParseError> {
+    public static func runScenario(text: String, seed: UInt64? = nil, keepTrace: Bool = false, record: Bool = false,
+                                   plantedBug: PlantedBug? = nil) -> Result<ScenarioResult, Scenario.ParseError> {
         do {
             let scenario = try Scenario.parse(text)
-            return .success(Simulator.runScenario(scenario, seed: seed, keepTrace: keepTrace))
+            return .success(Simulator.runScenario(scenario, seed: seed, keepTrace: keepTrace, record: record, plantedBug: plantedBug))
         } catch {
             return .failure(error)
         }
@@ -60,6 +65,14 @@ extension SimulatorCLI {
 
     static func scenarioReproduction(_ path: String, _ seed: UInt64) -> String {
         "swift run kidledger-sim run \(path) --seed \(seed) --trace /tmp/kidledger-scenario.trace"
+    }
+
+    /// Writes the run's diagram to `path`; returns an exit code only when that fails.
+    static func writeDiagram(_ result: SimulationResult, to path: String, title: String, output: (String) -> Void) -> Int32? {
+        guard let log = result.diagram else { output("kidledger-sim: the run kept no diagram"); return 70 }
+        guard writeFile(path, SpaceTimeDiagram.svg(log, title: title)) else { output("kidledger-sim: cannot write \(path)"); return 73 }
+        output("diagram: \(path) (\(log.replicas) lanes, \(log.messages.count) deliveries\(log.failureMillis.map { ", failure at t=\($0) ms" } ?? ""))")
+        return nil
     }
 
     static func readFile(_ path: String) -> String? {

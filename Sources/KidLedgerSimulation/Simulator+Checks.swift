@@ -23,7 +23,7 @@ extension Simulator {
     /// After the run is quiet: equal digests, intact replicas, the membership checks (the
     /// revocation rule, no change of any replica lost, equal members), no acknowledged transaction
     /// lost (but those the revocation rule rejects), at most one compensation per original, no
-    /// undo of an undo, whole batches.
+    /// undo of an undo, whole batches; then three ways to the final state agree (`checkEquivalence`).
     func finalChecks() throws {
         let replicas = nodes.compactMap(\.replica)
         guard replicas.count == nodes.count else { failures.append("a replica is still down"); return }
@@ -59,6 +59,8 @@ extension Simulator {
             failures.append("conflict journals differ: " + journals.map { "\($0.count)" }.joined(separator: " "))
         }
         log("conflict journal: \(journals.first?.count ?? 0) lost writes")
+        // Last: it reopens the LMDB replicas, so `replicas` above are stale after it.
+        if Set(digests).count == 1 { equivalentWays = try checkEquivalence(digests[0]) }
         log("final digest \(digests.first?.description ?? "-") checks \(failures.isEmpty ? "passed" : "FAILED")")
     }
 }

@@ -34,18 +34,21 @@ extension Simulator {
     func accountChangeTick(_ node: SimNode) throws {
         guard node.isUp else { return }
         if node.isFrozen {
-            if chance(50) { switchBack(node) }
+            if chance(50) { switchBack(node); record(node.index, .accountBack) }
         } else if chance(parameters.accountChangePerMille) {
-            node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
-            node.updateClaimSigner()
-            count("accountChange")
-            log("\(node.name) switches to account \(node.identity.publicKey.fingerprint): frozen (no changes, no sync)")
-            for id in connections.keys.sorted() {
-                guard let c = connections[id], c.ends.contains(node.index) else { continue }
-                c.sessions[c.side(of: node.index)] = nil
-                drop(connection: id, reason: "\(node.name) switched account")
-            }
+            try switchAway(node)
         }
+    }
+
+    /// The device signs in as another (fresh) account: frozen, its connections drop.
+    func switchAway(_ node: SimNode) throws {
+        node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+        node.updateClaimSigner()
+        count("accountChange")
+        log("\(node.name) switches to account \(node.identity.publicKey.fingerprint): frozen (no changes, no sync)")
+        record(node.index, .accountSwitch)
+        diagram?.mark(.accountSwitch, node.index, at: time.millis - startMillis)
+        dropConnections(of: node, reason: "\(node.name) switched account")
     }
 
     /// The replica switches back to its member account and resumes syncing.
@@ -54,6 +57,7 @@ extension Simulator {
         node.updateClaimSigner()
         count("accountBack")
         log("\(node.name) switches back to account \(node.member.publicKey.fingerprint): syncing again")
+        diagram?.mark(.accountBack, node.index, at: time.millis - startMillis)
     }
 
     // MARK: Revocation
@@ -61,19 +65,29 @@ extension Simulator {
     /// The owner (replica 0, when up and not switched away) revokes a random other member, having
     /// seen what its own version vector says. Races with the member's offline edits.
     func revoke() throws {
-        let owner = nodes[0]
-        guard let replica = owner.replica, !owner.isFrozen else {
+        guard nodes[0].replica != nil, !nodes[0].isFrozen else {
             log("r0 cannot revoke now (down or switched away)")
             return
         }
-        let target = nodes[Int.random(in: 1..<nodes.count, using: &g)]
+        try revoke(Int.random(in: 1..<nodes.count, using: &g))
+    }
+
+    /// The owner revokes `target`'s account with `seen` = its own version vector now; returns that
+    /// vector, or nil when the owner is down or switched away.
+    @discardableResult
+    func revoke(_ target: Int) throws -> VersionVector? {
+        let owner = nodes[0]
+        guard let replica = owner.replica, !owner.isFrozen else { return nil }
         let seen = try replica.versionVector()
-        let revocation = owner.member.revocation(of: target.member.publicKey.bytes, seen: seen, household: household,
+        let revocation = owner.member.revocation(of: nodes[target].member.publicKey.bytes, seen: seen, household: household,
                                                  atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
         try recordLocalChanges(owner, before: seen)
         count("revocation")
-        log("r0 revokes \(target.name) having seen \(Self.describe(seen))")
+        log("r0 revokes r\(target) having seen \(Self.describe(seen))")
+        record(0, .revoke(target))
+        diagram?.mark(.revocation, target, at: time.millis - startMillis)
+        return seen
     }
 
     static func describe(_ vector: VersionVector) -> String {

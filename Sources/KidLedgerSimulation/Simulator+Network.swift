@@ -33,6 +33,7 @@ extension Simulator {
             members.shuffle(using: &g)
             partitioned = Set(members.prefix(size))
             count("partition")
+            record(nil, .partition(partitioned.sorted()))
             log("partition \(partitioned.sorted().map { "r\($0)" }.joined(separator: ",")) | rest")
             for id in connections.keys.sorted() {
                 let c = connections[id]!
@@ -41,6 +42,7 @@ extension Simulator {
         } else {
             partitioned.removeAll()
             count("heal")
+            record(nil, .heal)
             log("partition healed")
         }
     }
@@ -83,9 +85,10 @@ extension Simulator {
         }
     }
 
-    func deliver(_ bytes: [UInt8], connection id: Int, to side: Int) throws {
+    func deliver(_ bytes: [UInt8], connection id: Int, to side: Int, sentAt: Int64) throws {
         guard let c = connections[id], let session = c.sessions[side] else { return }
         c.deliveries += 1
+        diagram?.message(from: c.ends[1 - side], to: c.ends[side], sent: sentAt - startMillis, delivered: time.millis - startMillis)
         try perform(session.receive(bytes), connection: c, side: side)
     }
 
@@ -138,6 +141,7 @@ extension Simulator {
         if faultsOn && chance(parameters.lossPerMille) {
             count("loss")
             log("c\(c.id) lost \(bytes.count) bytes to r\(c.ends[side])")
+            diagram?.lost(from: c.ends[1 - side], to: c.ends[side], at: time.millis - startMillis)
             return
         }
         var at = time.millis + Int64.random(in: delayMillisMin...parameters.delayMillisMax, using: &g)
@@ -148,12 +152,12 @@ extension Simulator {
             at = max(at, c.lastDelivery[side])
             c.lastDelivery[side] = at
         }
-        queue.schedule(at: at, .deliver(connection: c.id, to: side, bytes: bytes))
+        queue.schedule(at: at, .deliver(connection: c.id, to: side, bytes: bytes, sentAt: time.millis))
         if faultsOn && chance(parameters.duplicationPerMille) {
             count("duplication")
             log("c\(c.id) \(bytes.count) bytes to r\(c.ends[side]) duplicated")
             queue.schedule(at: at + Int64.random(in: 0...parameters.delayMillisMax, using: &g),
-                           .deliver(connection: c.id, to: side, bytes: bytes))
+                           .deliver(connection: c.id, to: side, bytes: bytes, sentAt: time.millis))
         }
     }
 }

@@ -12,6 +12,7 @@ extension Simulator {
         if let memory = node.store as? MemoryStore, chance(50) {
             node.staleCopy = memory.clone()
             log("\(node.name) copies its files")
+            record(node.index, .copyFiles)
         }
         let weights = parameters.operationWeights
         var pick = Int.random(in: 0..<max(1, weights.reduce(0, +)), using: &g)
@@ -22,10 +23,8 @@ extension Simulator {
         let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
         var made: [RecordID] = []
-        var knowsRevoked = false
-        if kind == 0 && faults["revocation", default: 0] > 0 {
-            knowsRevoked = try replica.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
-        }
+        let knowsRevoked = kind == 0 ? try knowsItIsRevoked(node) : false
+        let label = child.map { childLabels[$0.id] ?? $0.id.hex } ?? "nobody"
         do {
             switch kind {
             case 0 where knowsRevoked:
@@ -35,35 +34,51 @@ extension Simulator {
             case 0:
                 let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
                 log("\(node.name) add \(c.name) \(c.id.hex.prefix(8))")
+                childLabels[c.id] = "c\(childLabels.count + 1)"
+                record(node.index, .addChild(c.name, label: childLabels[c.id]))
             case 1:
                 let name = Self.names.randomElement(using: &g)!
                 let c = try replica.renameChild(target, to: name)
                 log("\(node.name) rename \(c.id.hex.prefix(8)) to \(name)")
+                record(node.index, .rename("@" + label, name))
             case 2:
                 let archive = !(child?.isArchived ?? false)
                 let c = try replica.setArchived(target, archive)
                 log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hex.prefix(8))")
+                record(node.index, archive ? .archive("@" + label) : .restore("@" + label))
             case 3, 4:
                 let p = try replica.post(target, signedCents: kind == 3 ? cents : -cents, note: "n\(events)", source: kind == 3 ? "give" : "take")
                 made = [p.transaction.id]
                 log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hex.prefix(8))")
+                record(node.index, .post(child: "@" + label, cents: kind == 3 ? cents : -cents, note: "n\(events)"))
             case 5:
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
                 batches.append(ps.map(\.transaction.id))
                 log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { String($0.transaction.id.hex.prefix(8)) }.joined(separator: ","))")
+                record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
             default:
                 let u = try replica.undo()
                 made = [u.undo.id]
                 log("\(node.name) undo \(u.original.id.hex.prefix(8)) by \(u.undo.id.hex.prefix(8))")
+                record(node.index, .undo)
+                plantedBugCheck(undo: u.original.id, by: node)
             }
+            diagram?.mark(.operation, node.index, at: time.millis - startMillis)
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }
         if let (origin, sequences) = try recordLocalChanges(node, before: before) {
             acknowledge(made, Carrier(node: node.index, origin: origin, sequences: sequences))
         }
+    }
+
+    /// Whether the replica has learnt that its own account is revoked (it then adds no children:
+    /// `Replica.addChild` traps when the revocation rule rejects the change locally).
+    func knowsItIsRevoked(_ node: SimNode) throws -> Bool {
+        guard faults["revocation", default: 0] > 0, let replica = node.replica else { return false }
+        return try replica.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
     }
 
     func acknowledge(_ ids: [RecordID], _ carrier: Carrier) {

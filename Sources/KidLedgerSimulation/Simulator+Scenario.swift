@@ -10,6 +10,8 @@ final class ScenarioState {
     /// Sessions opened by a laptop of another household that the replica refused.
     var refused = 0
     var strangers = 0
+    /// Children named by `add-child NAME as LABEL`, by label.
+    var labels: [String: RecordID] = [:]
 
     init(_ scenario: Scenario) { self.scenario = scenario }
 
@@ -48,19 +50,24 @@ extension Simulator {
     static func scenarioParameters(_ scenario: Scenario, seed: UInt64) -> SimulationParameters {
         SimulationParameters(seed: seed, replicaCount: scenario.replicas,
                              faultPhaseMillis: (scenario.steps.last?.at ?? 0) + 1,
-                             operationIntervalMillis: 1_000, gossipIntervalMillis: scenarioGossipMillis,
+                             operationIntervalMillis: 1_000, gossipIntervalMillis: scenario.gossipMillis,
                              delayMillisMax: scenarioDelayMillisMax, lossPerMille: 0, duplicationPerMille: 0,
                              reorderPerMille: 0, partitionPerMille: 0, crashPerMille: 0, staleRestorePerMille: 0,
-                             skewMillisMax: 0, lineTopology: false, operationWeights: Array(repeating: 0, count: 7),
-                             usesLMDB: false, revocationPerMille: 0, accountChangePerMille: 0)
+                             skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 7),
+                             usesLMDB: scenario.usesLMDB, revocationPerMille: 0, accountChangePerMille: 0)
     }
 
     /// Runs a scripted scenario: the engine's replicas, gossip and network, the script's steps
     /// instead of random operations and faults; after the last step everything heals (as after a
     /// fuzz run's fault phase), the run continues until quiet, then the engine's checks and the
     /// scenario's expectations run. `seed` overrides the scenario's own.
-    public static func runScenario(_ scenario: Scenario, seed: UInt64? = nil, keepTrace: Bool = false) -> ScenarioResult {
-        let simulator = Simulator(parameters: scenarioParameters(scenario, seed: seed ?? scenario.seed), keepTrace: keepTrace)
+    /// `record` keeps the run's diagram; `plantedBug` is for testing the shrinker only.
+    public static func runScenario(_ scenario: Scenario, seed: UInt64? = nil, keepTrace: Bool = false, record: Bool = false,
+                                   plantedBug: PlantedBug? = nil) -> ScenarioResult {
+        let base = scenario.usesLMDB ? TemporaryDirectory.make() : nil
+        defer { if let base { TemporaryDirectory.remove(base) } }
+        let simulator = Simulator(parameters: scenarioParameters(scenario, seed: seed ?? scenario.seed), keepTrace: keepTrace,
+                                  lmdbBase: base, record: record, plantedBug: plantedBug)
         let state = ScenarioState(scenario)
         simulator.scenario = state
         var outcomes: [ScenarioResult.Outcome] = []
@@ -70,6 +77,10 @@ extension Simulator {
             for (i, step) in scenario.steps.enumerated() { sim.queue.schedule(at: sim.startMillis + step.at, .scripted(i)) }
         }, beforeClose: { sim in
             outcomes = scenario.expectations.map { sim.evaluate($0, state) }
+            for outcome in outcomes where !outcome.passed && sim.failureMillis == nil {
+                sim.failureMillis = sim.time.millis - sim.startMillis
+                sim.diagram?.failure = "line \(outcome.expectation.line): \(outcome.expectation.text) — found \(outcome.detail)"
+            }
         })
         return ScenarioResult(simulation: result, timeline: state.timeline, outcomes: outcomes)
     }
@@ -98,16 +109,21 @@ extension Simulator {
         switch action {
         case .crash:
             guard node.isUp else { return "already down" }
-            node.crash()
-            count("crash")
-            for id in connections.keys.sorted() where connections[id]!.ends.contains(node.index) {
-                drop(connection: id, reason: "\(node.name) crashed")
-            }
+            crash(node, scheduleRestart: false)
             return "down (only committed state survives)"
-        case .restart:
+        case .restart, .restartStale:
             guard !node.isUp else { return "already up" }
-            try restart(node)
-            return "up"
+            if action == .restartStale && node.staleCopy == nil {
+                try restart(node, stale: false)
+                return "up (no copy of its files was taken: restarted from its own files)"
+            }
+            return try restart(node, stale: action == .restartStale) ? "up from the copy of its files (later changes lost)" : "up"
+        case .copyFiles:
+            guard node.isUp else { return "refused: \(node.name) is down" }
+            guard let memory = node.store as? MemoryStore else { return "refused: only replicas in memory copy their files" }
+            node.staleCopy = memory.clone()
+            log("\(node.name) copies its files")
+            return "files copied"
         case .skew(let millis):
             node.skew = millis
             dropConnections(of: node, reason: "\(node.name) clock changed")
@@ -116,23 +132,14 @@ extension Simulator {
             return "clock now \(millis >= 0 ? "+" : "")\(millis) ms"
         case .accountSwitch:
             guard !node.isFrozen else { return "already switched" }
-            node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
-            node.updateClaimSigner()
-            count("accountChange")
-            dropConnections(of: node, reason: "\(node.name) switched account")
+            try switchAway(node)
             return "switched to account \(node.identity.publicKey.fingerprint): no changes, no sync, queued changes kept"
         case .accountBack:
             guard node.isFrozen else { return "not switched" }
             switchBack(node)
             return "back on account \(node.member.publicKey.fingerprint)"
         case .revoke(let target):
-            guard let replica = node.replica, !node.isFrozen else { return "refused: the owner is down or switched away" }
-            let seen = try replica.versionVector()
-            let revocation = node.member.revocation(of: nodes[target].member.publicKey.bytes, seen: seen, household: household,
-                                                    atMillis: time.millis + node.skew)
-            try replica.commitMembership([.revoke(revocation)])
-            try recordLocalChanges(node, before: seen)
-            count("revocation")
+            guard let seen = try revoke(target) else { return "refused: the owner is down or switched away" }
             return "r\(target) revoked having seen \(Self.describe(seen))"
         default:
             return try scriptedOperation(node, action)
@@ -154,20 +161,28 @@ extension Simulator {
         let before = try replica.versionVector()
         var made: [RecordID] = []
         var outcome = ""
+        /// A child as the replica's resolver takes it; `@LABEL` is the child that step added.
+        func child(_ query: String) throws(LedgerError) -> String {
+            guard query.hasPrefix("@") else { return query }
+            guard let id = scenario?.labels[String(query.dropFirst())] else { throw .unknownChild(query) }
+            return id.hex
+        }
         do {
             switch action {
-            case .addChild(let name):
+            case .addChild(let name, let label):
+                if try knowsItIsRevoked(node) { return "refused: it knows it is revoked" }
                 let c = try replica.addChild(name: name)
+                if let label { scenario?.labels[label] = c.id }
                 outcome = "added \(c.name) (\(c.id.hex.prefix(8)))"
             case .rename(let query, let name):
-                let c = try replica.renameChild(query, to: name)
+                let c = try replica.renameChild(try child(query), to: name)
                 outcome = "now called \(c.name)"
             case .archive(let query), .restore(let query):
                 let archive = action == .archive(query)
-                let c = try replica.setArchived(query, archive)
+                let c = try replica.setArchived(try child(query), archive)
                 outcome = "\(c.name) \(archive ? "archived" : "restored")"
-            case .post(let child, let cents, let note):
-                let p = try replica.post(child, signedCents: cents, note: note, source: cents > 0 ? "give" : "take")
+            case .post(let query, let cents, let note):
+                let p = try replica.post(try child(query), signedCents: cents, note: note, source: cents > 0 ? "give" : "take")
                 made = [p.transaction.id]
                 outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.hex.prefix(8)))"
             case .postAll(let cents, let note):
@@ -178,6 +193,7 @@ extension Simulator {
             case .undo:
                 let u = try replica.undo()
                 made = [u.undo.id]
+                plantedBugCheck(undo: u.original.id, by: node)
                 outcome = "undid \(u.original.id.hex.prefix(8)) (\(Money.format(cents: u.original.amountCents))); \(u.childName) balance \(Money.format(cents: u.balanceCents))"
             default:
                 preconditionFailure("not a ledger operation: \(action)")
@@ -185,6 +201,7 @@ extension Simulator {
         } catch let error as LedgerError {
             outcome = "refused: \(error)"
         }
+        if !outcome.hasPrefix("refused") { diagram?.mark(.operation, node.index, at: time.millis - startMillis) }
         if let (origin, sequences) = try recordLocalChanges(node, before: before) {
             acknowledge(made, Carrier(node: node.index, origin: origin, sequences: sequences))
         }
@@ -215,6 +232,12 @@ extension Simulator {
         case .loss(let perMille):
             parameters.lossPerMille = perMille
             return "\(perMille)‰ of chunks lost"
+        case .duplicate(let perMille):
+            parameters.duplicationPerMille = perMille
+            return "\(perMille)‰ of chunks delivered twice"
+        case .reorder(let perMille):
+            parameters.reorderPerMille = perMille
+            return "\(perMille)‰ of chunks may overtake earlier ones"
         case .delay(let range):
             delayMillisMin = range.lowerBound
             parameters.delayMillisMax = range.upperBound
@@ -258,26 +281,8 @@ extension Simulator {
         let other = try stranger.createHousehold(name: "Another household", owner: owner.publicKey.bytes, salt: drawBytes(16))
         try stranger.addChild(name: "Stranger")
         let before = try target.digest()
-        let sessions = [SyncSession(role: .initiator, replica: stranger, household: other.id),
-                        SyncSession(role: .responder, replica: target, household: household)]
-        var inbox: [[[UInt8]]] = [[], []]
-        var ends: [String?] = [nil, nil]
-        func take(_ actions: [SessionAction], _ side: Int) {
-            for action in actions {
-                switch action {
-                case .send(let bytes): inbox[1 - side].append(bytes)
-                case .finished: ends[side] = "finished"
-                case .failed(let error): ends[side] = "failed: \(error)"
-                }
-            }
-        }
-        take(sessions[1].start(), 1)
-        take(sessions[0].start(), 0)
-        var rounds = 0
-        while rounds < 10_000, let side = (0..<2).first(where: { !inbox[$0].isEmpty && ends[$0] == nil }) {
-            take(sessions[side].receive(inbox[side].removeFirst()), side)
-            rounds += 1
-        }
+        let ends = Self.pump(SyncSession(role: .initiator, replica: stranger, household: other.id),
+                             SyncSession(role: .responder, replica: target, household: household), maxMessages: 10_000)
         let unchanged = try target.digest() == before
         let refused = (ends[1]?.hasPrefix("failed") ?? false) && unchanged
         if refused { state.refused += 1 }

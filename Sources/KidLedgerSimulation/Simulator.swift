@@ -24,6 +24,16 @@ public struct SimulationResult: Sendable {
     public var digest: String
     /// Change-log entries the revocation rule rejected at the end (on every replica alike).
     public var rejectedChanges: Int = 0
+    /// Virtual milliseconds (from the start) at which the first check failed, when one did.
+    public var failureMillis: Int64?
+    /// When recorded (`record: true`): every user operation and fault the run drew, at its virtual
+    /// time, as scenario steps (``Scenario/eventList(_:)`` turns them into a scenario).
+    public var generated: [Scenario.Step]?
+    /// When recorded: what the space-time diagram draws (``SpaceTimeDiagram``).
+    public var diagram: DiagramLog?
+    /// How many ways to reach the converged state agreed or were compared: 2 (incremental sync,
+    /// full sync from empty), 3 with LMDB (restart from the files); 0 when the run did not converge.
+    public var equivalentWays = 0
 
     /// Whether every check held.
     public var passed: Bool { failures.isEmpty }
@@ -36,7 +46,7 @@ public final class Simulator {
     enum Event {
         case operation(Int)
         case gossip(Int)
-        case deliver(connection: Int, to: Int, bytes: [UInt8])
+        case deliver(connection: Int, to: Int, bytes: [UInt8], sentAt: Int64)
         case closed(connection: Int, to: Int)
         case restart(Int)
         case idleCheck(connection: Int, lastSeen: Int)
@@ -55,7 +65,9 @@ public final class Simulator {
     var nodes: [SimNode] = []
     var connections: [Int: SimConnection] = [:]
     var nextConnection = 0
-    var partitioned = Set<Int>()  // node indexes cut off from the rest
+    var partitioned = Set<Int>() {  // node indexes cut off from the rest
+        didSet { if partitioned != oldValue { diagram?.partition(partitioned, at: time.millis - startMillis) } }
+    }
     var faultsOn = true
     let startMillis: Int64
     var household = RecordID.zero
@@ -84,14 +96,33 @@ public final class Simulator {
     var scenario: ScenarioState?
     /// Shortest one-way network delay (scenarios may raise it).
     var delayMillisMin: Int64 = 1
+    /// A deliberate bug, for testing the shrinker only (never on unless asked for by name).
+    let plantedBug: PlantedBug?
+    /// When recording: the drawn user operations and faults, as scenario steps.
+    var generated: [Scenario.Step]?
+    /// Labels of the children added in a recorded run (`add-child NAME as LABEL`), by id.
+    var childLabels: [RecordID: String] = [:]
+    /// When recording: what the space-time diagram draws.
+    var diagram: DiagramLog?
+    /// When the first check failed.
+    var failureMillis: Int64?
+    /// How many ways to reach the final state were compared (``checkEquivalence(_:)``).
+    var equivalentWays = 0
 
-    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`.
-    public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil) {
+    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
+    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram.
+    public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil,
+                record: Bool = false, plantedBug: PlantedBug? = nil) {
         self.parameters = parameters
         self.keepTrace = keepTrace
         self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil
+        self.plantedBug = plantedBug
         g = SplitMix64(seed: parameters.seed)
         startMillis = time.millis
+        if record {
+            generated = []
+            diagram = DiagramLog(replicas: parameters.replicaCount)
+        }
     }
 
     /// Runs the whole simulation and its checks.
@@ -109,13 +140,32 @@ public final class Simulator {
         } catch {
             failures.append("unexpected error: \(error)")
         }
+        noteFailureTime()
         beforeClose(self)
+        noteFailureTime()
         let digest = (try? nodes.first?.replica?.digest().description) ?? nil
         for node in nodes { (node.store as? LMDBEnvironment)?.close() }
         let hash = Digest256Hex.hex(traceHasher.finalize())
+        diagram?.endMillis = time.millis - startMillis
+        diagram?.failureMillis = failureMillis
+        diagram?.failure = failures.first
         return SimulationResult(parameters: parameters, failures: failures, traceHash: hash, trace: trace,
                                 events: events, virtualMillis: time.millis - startMillis, faults: faults,
-                                digest: digest ?? "", rejectedChanges: rejectedChanges)
+                                digest: digest ?? "", rejectedChanges: rejectedChanges,
+                                failureMillis: failureMillis, generated: generated, diagram: diagram,
+                                equivalentWays: equivalentWays)
+    }
+
+    /// Remembers when the first failure was found (the diagram highlights it there).
+    func noteFailureTime() {
+        if failureMillis == nil && !failures.isEmpty { failureMillis = time.millis - startMillis }
+    }
+
+    /// Appends a drawn event to the recorded event list (seeded runs only: a scenario's steps are
+    /// its own list).
+    func record(_ replica: Int?, _ action: Scenario.Action) {
+        guard scenario == nil, generated != nil else { return }
+        generated!.append(Scenario.Step(line: 0, at: time.millis - startMillis, replica: replica, action: action, text: ""))
     }
 
     func setUp() throws {
@@ -133,7 +183,7 @@ public final class Simulator {
             let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity)
             try node.boot(time: time, seed: parameters.seed)
             nodes.append(node)
-            if skew != 0 { count("skew") }
+            if skew != 0 { count("skew"); record(i, .skew(skew)) }
         }
         // Replica 0 founds the household as its owner and grants every other replica's account; the
         // others start as joined members holding the genesis (creation, claim, grants).
@@ -176,7 +226,7 @@ public final class Simulator {
                 return
             }
             try handle(event)
-            if !failures.isEmpty { return }
+            if !failures.isEmpty { noteFailureTime(); return }
             if !faultsOn && isQuiet() { log("quiet"); return }
         }
     }
@@ -198,8 +248,8 @@ public final class Simulator {
             if faultsOn && chance(parameters.partitionPerMille) { changePartition() }
             try gossip(from: nodes[i])
             queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(i))
-        case .deliver(let id, let to, let bytes):
-            try deliver(bytes, connection: id, to: to)
+        case .deliver(let id, let to, let bytes, let sentAt):
+            try deliver(bytes, connection: id, to: to, sentAt: sentAt)
             if let c = connections[id] { try checkBatchesAtomic([c.ends[to]]) }
         case .closed(let id, let to):
             try closed(connection: id, to: to)
@@ -209,6 +259,8 @@ public final class Simulator {
             idleCheck(connection: id, lastSeen: lastSeen)
         case .heal:
             faultsOn = false
+            record(nil, .heal)
+            diagram?.healMillis = time.millis - startMillis
             partitioned.removeAll()
             log("heal: faults off, partitions healed, crashed replicas restart, switched accounts switch back")
             for node in nodes where node.isFrozen { switchBack(node) }
@@ -243,30 +295,48 @@ public final class Simulator {
         scenario?.engineLine(String(text.dropLast()))
     }
 
-    func crash(_ node: SimNode) {
+    /// The replica stops (only committed state survives) and its connections drop; a drawn crash
+    /// schedules its restart, a scripted one waits for `restart`.
+    func crash(_ node: SimNode, scheduleRestart: Bool = true) {
         node.crash()
         count("crash")
         log("\(node.name) crash")
+        record(node.index, .crash)
+        diagram?.mark(.crash, node.index, at: time.millis - startMillis)
         for id in connections.keys.sorted() where connections[id]!.ends.contains(node.index) {
             drop(connection: id, reason: "\(node.name) crashed")
         }
-        queue.schedule(at: time.millis + jitter(1_000), .restart(node.index))
+        if scheduleRestart { queue.schedule(at: time.millis + jitter(1_000), .restart(node.index)) }
     }
 
-    func restart(_ node: SimNode) throws {
-        guard !node.isUp else { return }
-        if let stale = node.staleCopy, chance(parameters.staleRestorePerMille) {
-            try noteLossesFromRestore(node, stale)
-            node.store = stale.clone()
+    /// Restarts a crashed replica from its files; from its stale copy when `stale` says so (nil:
+    /// as the seed draws). Returns whether it came back from the stale copy.
+    @discardableResult
+    func restart(_ node: SimNode, stale: Bool? = nil) throws -> Bool {
+        guard !node.isUp else { return false }
+        var restored = false
+        if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
+            try noteLossesFromRestore(node, copy)
+            node.store = copy.clone()
             if node.index < batchComplete.count { batchComplete[node.index] = [] }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
-        } else if let directory = node.lmdbDirectory {
-            (node.store as? LMDBEnvironment)?.close()
-            node.store = try LMDBEnvironment(directory: directory, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
+            restored = true
+        } else if node.lmdbDirectory != nil {
+            try reopenLMDB(node)
         }
         try node.boot(time: time, seed: parameters.seed)
         log("\(node.name) restart")
+        record(node.index, restored ? .restartStale : .restart)
+        diagram?.mark(restored ? .staleRestart : .restart, node.index, at: time.millis - startMillis)
+        return restored
+    }
+
+    /// Closes a replica's LMDB environment and opens its files again.
+    func reopenLMDB(_ node: SimNode) throws {
+        guard let directory = node.lmdbDirectory else { return }
+        (node.store as? LMDBEnvironment)?.close()
+        node.store = try LMDBEnvironment(directory: directory, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
     }
 
     /// Acknowledged transactions that only `node`'s current files held (whoever made them) vanish

@@ -4,9 +4,10 @@ import KidLedgerDomain
 /// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
 public enum SimulatorCLI {
     static let usage = """
-    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace]
+    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace] [--svg OUT]
            kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership]
-           kidledger-sim run FILE [--seed N] [--trace OUT]
+           kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT]
+           kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--out FILE] [--max-runs K] [--svg OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
            (--trace prints the whole timeline). Exit 0 when every check holds, 1 otherwise.
@@ -17,6 +18,13 @@ public enum SimulatorCLI {
            expectation's result; --trace writes the whole engine trace to OUT. Exit 0 when every
            expectation and engine check holds, 1 otherwise (with a reproduction line), 65 on a
            scenario syntax error (FILE:LINE: message).
+    shrink turns a failing seed into an explicit scenario (every operation and fault it drew, at its
+           virtual time), removes replicas and steps while the run still fails the same way (at most
+           K runs, default 400), and writes the smallest as a scenario file (default
+           Simulations/shrunk-seed-N.scenario). Exit 0 when written, or when the seed passes (nothing
+           is written); 1 when the event list does not reproduce the failure; 73 when FILE can't be written.
+    --svg OUT  writes the run as a space-time diagram (SVG): a lane per replica, deliveries as
+           arrows, partitions shaded, crashes and restarts marked, the failing check in red.
     --membership  forces revocations (both slots) and account changes (30 per mille) on, whatever
            the seed draws.
     """
@@ -37,17 +45,33 @@ public enum SimulatorCLI {
             }
             replicas = parts[0]...parts[1]
         }
+        // For testing the shrinker only (docs/SIMULATOR.md); not in the usage text.
+        var plantedBug: PlantedBug?
+        if let name = value("--plant-bug", &args) {
+            guard let bug = PlantedBug(rawValue: name) else {
+                output("kidledger-sim: --plant-bug takes one of: \(PlantedBug.allCases.map(\.rawValue).joined(separator: ", "))"); return 64
+            }
+            plantedBug = bug
+        }
+        let svg = value("--svg", &args)
         switch command {
         case "run":
-            return runScenarioCommand(args, output: output)
+            return runScenarioCommand(args, svg: svg, plantedBug: plantedBug, output: output)
+        case "shrink":
+            return shrinkCommand(args, replicas: replicas, svg: svg, plantedBug: plantedBug, output: output)
         case "seed":
             let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args), membership = flag("--membership", &args)
             guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }
-            let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace, adjust: adjustment(membership))
+            let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace, record: svg != nil,
+                                 plantedBug: plantedBug, adjust: adjustment(membership))
             if trace { result.trace.forEach(output) } else { output("params \(result.parameters)") }
             output("events=\(result.events) virtualMillis=\(result.virtualMillis) trace=\(result.traceHash.prefix(16)) digest=\(result.digest.prefix(16))")
             for f in result.failures { output("FAILED: \(f)") }
-            if !result.passed { output("reproduce: " + reproduction(seed, replicas, lmdb, membership)) }
+            if let svg, let code = writeDiagram(result, to: svg, title: "kidledger-sim seed \(seed)", output: output) { return code }
+            if !result.passed {
+                output("reproduce: " + reproduction(seed, replicas, lmdb, membership, plantedBug))
+                output("shrink:    " + shrinkLine(seed, replicas, lmdb, membership, plantedBug))
+            }
             return result.passed ? 0 : 1
         case "fuzz":
             guard let n = value("--seeds", &args).flatMap({ Int($0) }), n > 0 else { output("kidledger-sim: fuzz needs --seeds N"); return 64 }
@@ -87,8 +111,9 @@ public enum SimulatorCLI {
     }
 
     /// Runs one seed; `adjust` may override what the seed drew (scenario tests).
+    /// `record` keeps the drawn events and the diagram; `plantedBug` is for testing the shrinker only.
     public static func runSeed(_ seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdb: Bool = false,
-                               keepTrace: Bool = false,
+                               keepTrace: Bool = false, record: Bool = false, plantedBug: PlantedBug? = nil,
                                adjust: (inout SimulationParameters) -> Void = { _ in }) -> SimulationResult {
         var parameters = SimulationParameters.draw(seed: seed, replicas: replicas)
         parameters.usesLMDB = lmdb
@@ -96,7 +121,7 @@ public enum SimulatorCLI {
         var base: String?
         if lmdb { base = TemporaryDirectory.make() }
         defer { if let base { TemporaryDirectory.remove(base) } }
-        return Simulator(parameters: parameters, keepTrace: keepTrace, lmdbBase: base).run()
+        return Simulator(parameters: parameters, keepTrace: keepTrace, lmdbBase: base, record: record, plantedBug: plantedBug).run()
     }
 
     /// What a batch of seeds did.
@@ -143,6 +168,7 @@ public enum SimulatorCLI {
                 summary.failed.append(report.seed)
                 output("seed \(report.seed) FAILED: \(failure)")
                 output("  reproduce: " + reproduction(report.seed, replicas, report.lmdb, membership))
+                output("  shrink:    " + shrinkLine(report.seed, replicas, report.lmdb, membership, nil))
             }
         }
         return summary
@@ -174,8 +200,20 @@ public enum SimulatorCLI {
         func all() -> [SeedReport] { lock.lock(); defer { lock.unlock() }; return slots.compactMap { $0 } }
     }
 
-    static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false) -> String {
-        "swift run kidledger-sim seed \(seed) --replicas \(replicas.lowerBound)..\(replicas.upperBound)\(lmdb ? " --lmdb" : "")\(membership ? " --membership" : "") --trace"
+    static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false,
+                             _ plantedBug: PlantedBug? = nil) -> String {
+        "swift run kidledger-sim seed \(seed)" + options(replicas, lmdb, membership, plantedBug) + " --trace"
+    }
+
+    /// The command that shrinks a failing seed to a scenario.
+    static func shrinkLine(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool,
+                           _ plantedBug: PlantedBug?) -> String {
+        "swift run kidledger-sim shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug)
+    }
+
+    static func options(_ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool, _ plantedBug: PlantedBug?) -> String {
+        " --replicas \(replicas.lowerBound)..\(replicas.upperBound)" + (lmdb ? " --lmdb" : "") + (membership ? " --membership" : "")
+            + (plantedBug.map { " --plant-bug \($0.rawValue)" } ?? "")
     }
 
     static func value(_ name: String, _ args: inout [String]) -> String? {

@@ -1,0 +1,108 @@
+import KidLedgerDomain
+
+/// Writing scenarios back as text (the shrinker's output), and turning a recorded seeded run into
+/// an explicit scenario.
+extension Scenario {
+    /// The scenario as text; `Scenario.parse` reads it back to the same replicas, settings, steps
+    /// and expectations. `comments` go first, each as a `#` line.
+    public func text(comments: [String] = []) -> String {
+        var lines = comments.map { "# " + $0 }
+        lines.append("replicas \(replicas)")
+        lines.append("seed \(seed)")
+        if gossipMillis != 300 { lines.append("gossip \(gossipMillis)") }
+        if lineTopology { lines.append("topology line") }
+        if usesLMDB { lines.append("store lmdb") }
+        for step in steps {
+            lines.append("at \(step.at) " + Self.join(step.action.words(replica: step.replica, replicas: replicas)))
+        }
+        for e in expectations { lines.append("expect " + Self.join(e.check.words)) }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Words joined by spaces, quoted where the tokenizer needs it.
+    static func join(_ words: [String]) -> String {
+        words.map { w in w.isEmpty || w.contains(where: { " \t#".contains($0) }) ? "\"\(w)\"" : w }.joined(separator: " ")
+    }
+
+    /// An amount as the parser reads it (`1.25`).
+    static func amountText(_ cents: Int64) -> String {
+        String(Money.format(cents: Int64(cents.magnitude)).drop { $0 == "$" })
+    }
+
+    /// A per-mille rate as a percentage with one decimal at most (`25` → `2.5`).
+    static func percentText(_ perMille: Int) -> String {
+        perMille % 10 == 0 ? "\(perMille / 10)" : "\(perMille / 10).\(perMille % 10)"
+    }
+
+    /// The explicit event list of a recorded seeded run (``SimulationResult/generated``): the
+    /// network settings it drew, then every user operation and fault at its virtual time.
+    public static func eventList(_ result: SimulationResult) -> Scenario {
+        let p = result.parameters
+        var s = Scenario()
+        s.replicas = p.replicaCount
+        s.seed = p.seed
+        s.gossipMillis = min(max(p.gossipIntervalMillis, 10), 60_000)
+        s.lineTopology = p.lineTopology
+        s.usesLMDB = p.usesLMDB
+        var setup: [Action] = [.delay(1...max(1, p.delayMillisMax))]
+        if p.lossPerMille > 0 { setup.append(.loss(perMille: p.lossPerMille)) }
+        if p.duplicationPerMille > 0 { setup.append(.duplicate(perMille: p.duplicationPerMille)) }
+        if p.reorderPerMille > 0 { setup.append(.reorder(perMille: p.reorderPerMille)) }
+        s.steps = setup.map { Step(line: 0, at: 0, replica: nil, action: $0, text: "") } + (result.generated ?? [])
+        return s
+    }
+}
+
+extension Scenario.Action {
+    /// The action's words in the scenario format (`replica` is the step's, `replicas` the count).
+    func words(replica: Int?, replicas: Int) -> [String] {
+        let r = replica.map { "r\($0)" } ?? "r?"
+        switch self {
+        case .addChild(let name, let label): return [r, "add-child", name] + (label.map { ["as", $0] } ?? [])
+        case .rename(let child, let name): return [r, "rename", child, name]
+        case .archive(let child): return [r, "archive", child]
+        case .restore(let child): return [r, "restore", child]
+        case .post(let child, let cents, let note):
+            return [r, cents > 0 ? "give" : "take", child, Scenario.amountText(cents)] + (note.isEmpty ? [] : ["note", note])
+        case .postAll(let cents, let note):
+            return [r, cents > 0 ? "give-all" : "take-all", Scenario.amountText(cents)] + (note.isEmpty ? [] : ["note", note])
+        case .undo: return [r, "undo"]
+        case .sync(let a, let b): return ["sync", "r\(a)", "r\(b)"]
+        case .syncAll: return ["sync", "all"]
+        case .partition(let group):
+            let rest = (0..<replicas).filter { !group.contains($0) }
+            return ["partition", group.map { "r\($0)" }.joined(separator: ","), "|", rest.map { "r\($0)" }.joined(separator: ",")]
+        case .heal: return ["heal"]
+        case .loss(let p): return ["loss", Scenario.percentText(p)]
+        case .duplicate(let p): return ["duplicate", Scenario.percentText(p)]
+        case .reorder(let p): return ["reorder", Scenario.percentText(p)]
+        case .delay(let range): return ["delay", "\(range.lowerBound)..\(range.upperBound)"]
+        case .crash: return [r, "crash"]
+        case .restart: return [r, "restart"]
+        case .restartStale: return [r, "restart", "stale"]
+        case .copyFiles: return [r, "copy-files"]
+        case .skew(let millis): return [r, "skew", millis >= 0 ? "+\(millis)" : "\(millis)"]
+        case .accountSwitch: return [r, "account-switch"]
+        case .accountBack: return [r, "account-back"]
+        case .revoke(let target): return [r, "revoke", "r\(target)"]
+        case .foreignSync(let peer): return ["foreign-sync", "r\(peer)"]
+        }
+    }
+}
+
+extension Scenario.Check {
+    /// The expectation's words after `expect`.
+    var words: [String] {
+        func signed(_ cents: Int64) -> String { cents == 0 ? "0" : (cents < 0 ? "-" : "") + Scenario.amountText(cents) }
+        switch self {
+        case .converged: return ["converged"]
+        case .balance(let child, let cents): return ["balance", child, signed(cents)]
+        case .conflicts(let n): return ["conflicts", "\(n)"]
+        case .transactionCount(let n): return ["transaction-count", "\(n)"]
+        case .attention(let r, let want): return ["attention", "r\(r)", "\(want)"]
+        case .archived(let child, let want): return ["child", child, "archived", "\(want)"]
+        case .present(let note, let want): return [want ? "present" : "absent", note]
+        case .refused(let n): return ["refused", "\(n)"]
+        }
+    }
+}

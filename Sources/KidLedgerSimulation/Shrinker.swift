@@ -1,0 +1,140 @@
+/// Shrinks a failing scenario: removes replicas and steps (and resets settings) while the run
+/// still fails the same way, within a bounded number of runs. Each candidate is written as text
+/// and parsed back before it runs, so the result is exactly what `kidledger-sim run` of the
+/// written file does.
+public struct Shrinker {
+    /// The smallest failing scenario found, and how it was found.
+    public struct Outcome: Sendable {
+        public var scenario: Scenario
+        /// The first failure of its run.
+        public var failure: String
+        /// Scenario runs made.
+        public var runs: Int
+        /// Whether the run budget ran out before no removal helped any more.
+        public var budgetExhausted: Bool
+    }
+
+    let plantedBug: PlantedBug?
+    let maxRuns: Int
+    let target: String
+    var runs = 0
+    var lastFailure: String
+
+    /// The first failure of a scenario run (an engine check, else an expectation), nil when it passes.
+    public static func firstFailure(_ result: ScenarioResult) -> String? {
+        if let f = result.simulation.failures.first { return f }
+        if let o = result.outcomes.first(where: { !$0.passed }) { return "\(o.expectation.text) — found \(o.detail)" }
+        return nil
+    }
+
+    /// The kind of a failure: its text up to the first colon, with every word holding a digit
+    /// (replica names, ids, counts) blanked, so one bug's failure keeps its kind while it shrinks.
+    public static func kind(_ failure: String) -> String {
+        let head = failure.split(separator: ":", maxSplits: 1).first.map(String.init) ?? failure
+        return head.split(separator: " ").map { $0.contains(where: \.isNumber) ? "#" : String($0) }.joined(separator: " ")
+    }
+
+    /// Runs `scenario` as its text would run; returns its first failure (nil: it passes).
+    public static func failure(of scenario: Scenario, seed: UInt64? = nil, plantedBug: PlantedBug?) -> String? {
+        guard let parsed = try? Scenario.parse(scenario.text()) else { return "the scenario does not parse back" }
+        return firstFailure(Simulator.runScenario(parsed, seed: seed, plantedBug: plantedBug))
+    }
+
+    /// Shrinks `scenario`, which fails with `failure`, within `maxRuns` runs.
+    public static func shrink(_ scenario: Scenario, failure: String, plantedBug: PlantedBug?, maxRuns: Int = 400) -> Outcome {
+        var shrinker = Shrinker(plantedBug: plantedBug, maxRuns: maxRuns, target: kind(failure), lastFailure: failure)
+        var current = scenario
+        var progress = true
+        while progress && shrinker.runs < maxRuns {
+            progress = false
+            // Replicas, highest first (the others are renumbered).
+            var k = current.replicas - 1
+            while k >= 0 && current.replicas > 1 && shrinker.runs < maxRuns {
+                if shrinker.accept(current.removingReplica(k), into: &current) { progress = true }
+                k -= 1
+            }
+            if shrinker.removeSteps(&current) { progress = true }
+            // Settings back to the defaults.
+            var plain = current
+            (plain.gossipMillis, plain.lineTopology, plain.usesLMDB) = (300, false, false)
+            if plain != current && shrinker.runs < maxRuns && shrinker.accept(plain, into: &current) { progress = true }
+        }
+        return Outcome(scenario: current, failure: shrinker.lastFailure, runs: shrinker.runs, budgetExhausted: shrinker.runs >= maxRuns)
+    }
+
+    /// Runs `candidate`; when it fails the same way, it becomes `current`.
+    mutating func accept(_ candidate: Scenario, into current: inout Scenario) -> Bool {
+        runs += 1
+        guard let f = Self.failure(of: candidate, plantedBug: plantedBug), Self.kind(f) == target else { return false }
+        current = candidate
+        lastFailure = f
+        return true
+    }
+
+    /// Delta debugging over the steps: remove chunks of half, a quarter, … down to one step at a
+    /// time, keeping each removal after which the run still fails. Returns whether any step went.
+    mutating func removeSteps(_ current: inout Scenario) -> Bool {
+        var removedAny = false
+        var chunk = max(1, current.steps.count / 2)
+        while !current.steps.isEmpty && runs < maxRuns {
+            chunk = min(chunk, current.steps.count)
+            var removed = false
+            var start = 0
+            while start < current.steps.count && runs < maxRuns {
+                var candidate = current
+                candidate.steps.removeSubrange(start..<min(start + chunk, current.steps.count))
+                if accept(candidate, into: &current) { removed = true } else { start += chunk }
+            }
+            removedAny = removedAny || removed
+            if !removed {
+                if chunk == 1 { break }
+                chunk = max(1, chunk / 2)
+            }
+        }
+        return removedAny
+    }
+}
+
+extension Scenario {
+    /// The scenario without replica `k`: its steps and expectations go, and so do syncs, revocations
+    /// and foreign syncs that involve it; partitions lose it (and go when a side empties); the
+    /// replicas above it are renumbered.
+    public func removingReplica(_ k: Int) -> Scenario {
+        var s = self
+        s.replicas -= 1
+        func map(_ i: Int) -> Int? { i == k ? nil : (i > k ? i - 1 : i) }
+        s.steps = steps.compactMap { original in
+            var step = original
+            if let r = step.replica {
+                guard let m = map(r) else { return nil }
+                step.replica = m
+            }
+            switch step.action {
+            case .sync(let a, let b):
+                guard let x = map(a), let y = map(b) else { return nil }
+                step.action = .sync(x, y)
+            case .partition(let group):
+                let left = group.compactMap(map)
+                guard !left.isEmpty, left.count < s.replicas else { return nil }
+                step.action = .partition(left)
+            case .revoke(let target):
+                guard let t = map(target), t != 0, step.replica == 0 else { return nil }
+                step.action = .revoke(t)
+            case .foreignSync(let peer):
+                guard let p = map(peer) else { return nil }
+                step.action = .foreignSync(p)
+            default:
+                break
+            }
+            return step
+        }
+        s.expectations = expectations.compactMap { e in
+            guard case .attention(let r, let want) = e.check else { return e }
+            guard let m = map(r) else { return nil }
+            var moved = e
+            moved.check = .attention(m, want)
+            return moved
+        }
+        return s
+    }
+}

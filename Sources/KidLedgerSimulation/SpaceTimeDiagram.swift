@@ -1,0 +1,313 @@
+/// What a run's space-time diagram draws, recorded as the run goes (times are virtual
+/// milliseconds from the start of the run).
+public struct DiagramLog: Sendable {
+    /// A point event on one replica's lane.
+    public enum Mark: String, Sendable {
+        case crash, restart, staleRestart, accountSwitch, accountBack, revocation, operation
+    }
+
+    public struct Message: Sendable, Equatable {
+        public var from: Int, to: Int
+        public var sent: Int64, delivered: Int64
+    }
+
+    public struct Loss: Sendable, Equatable {
+        public var from: Int, to: Int
+        public var at: Int64
+    }
+
+    public struct Point: Sendable, Equatable {
+        public var mark: Mark
+        public var replica: Int
+        public var at: Int64
+    }
+
+    public struct Partition: Sendable, Equatable {
+        public var start: Int64
+        public var end: Int64?
+        /// The replicas cut off from the others.
+        public var group: [Int]
+    }
+
+    public var replicas: Int
+    public var messages: [Message] = []
+    public var losses: [Loss] = []
+    public var points: [Point] = []
+    public var partitions: [Partition] = []
+    /// When the faults healed (end of a fuzz run's fault phase, or after a scenario's last step).
+    public var healMillis: Int64?
+    public var endMillis: Int64 = 0
+    /// When the first check failed, and what it said.
+    public var failureMillis: Int64?
+    public var failure: String?
+
+    public init(replicas: Int) { self.replicas = replicas }
+
+    mutating func message(from: Int, to: Int, sent: Int64, delivered: Int64) {
+        messages.append(Message(from: from, to: to, sent: sent, delivered: delivered))
+    }
+
+    mutating func lost(from: Int, to: Int, at: Int64) { losses.append(Loss(from: from, to: to, at: at)) }
+
+    mutating func mark(_ mark: Mark, _ replica: Int, at: Int64) { points.append(Point(mark: mark, replica: replica, at: at)) }
+
+    /// The partition is now `group` (empty: none).
+    mutating func partition(_ group: Set<Int>, at: Int64) {
+        if let last = partitions.indices.last, partitions[last].end == nil { partitions[last].end = at }
+        if !group.isEmpty { partitions.append(Partition(start: at, end: nil, group: group.sorted())) }
+    }
+}
+
+/// Draws a run as an SVG space-time diagram: one horizontal lane per replica, time to the right.
+/// Pure string generation: the same log gives the same bytes.
+public enum SpaceTimeDiagram {
+    /// More deliveries than this are aggregated (per direction and time slice) into fewer arrows.
+    public static let maxArrows = 1_500
+    /// At most this many lost chunks and user operations are drawn each (evenly thinned beyond).
+    public static let maxMarks = 1_500
+
+    static let width = 1_200
+    static let left = 70, right = 30, top = 70, laneGap = 56
+
+    /// The diagram of `log`, titled `title`.
+    public static func svg(_ log: DiagramLog, title: String) -> String {
+        let n = max(1, log.replicas)
+        let plotWidth = Double(width - left - right)
+        let end = max(log.endMillis + log.endMillis / 40, 1)  // a margin after the last event
+        let lanesBottom = top + (n - 1) * laneGap
+        let axisY = lanesBottom + 34
+        let legendTop = axisY + 36
+        let legend = legendLines(log)
+        let height = legendTop + 18 * legend.count + 16
+        func xv(_ t: Int64) -> Double { Double(left) + plotWidth * Double(min(max(t, 0), end)) / Double(end) }
+        func x(_ t: Int64) -> String { fmt(xv(t)) }
+        func y(_ lane: Int) -> Int { top + lane * laneGap }
+
+        var out: [String] = []
+        out.append(##"<?xml version="1.0" encoding="UTF-8"?>"##)
+        out.append(##"<svg xmlns="http://www.w3.org/2000/svg" width="\##(width)" height="\##(height)" viewBox="0 0 \##(width) \##(height)" font-family="DejaVu Sans, sans-serif" font-size="12">"##)
+        out.append(##"<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#3060c0"/></marker></defs>"##)
+        out.append(##"<rect class="background" x="0" y="0" width="\##(width)" height="\##(height)" fill="white"/>"##)
+        out.append(##"<text class="title" x="\##(left)" y="24" font-size="15" font-weight="bold">\##(escape(title))</text>"##)
+
+        // Partitions: the lanes of the replicas cut off from the others, shaded.
+        out.append(##"<g class="partitions">"##)
+        for p in log.partitions {
+            let stop = p.end ?? log.healMillis ?? end
+            for lane in p.group where lane < n {
+                out.append(##"<rect class="partition" x="\##(x(p.start))" y="\##(y(lane) - 20)" width="\##(fmt(max(1, xv(stop) - xv(p.start))))" height="40" fill="#f5a623" fill-opacity="0.28"/>"##)
+            }
+        }
+        out.append("</g>")
+
+        // Down and switched-away stretches of each lane.
+        out.append(##"<g class="stretches">"##)
+        for lane in 0..<n {
+            for (start, stop, kind) in stretches(log, lane: lane, end: end) {
+                let colour = kind == "down" ? "#d0021b" : "#9013fe"
+                out.append(##"<rect class="\##(kind)" x="\##(x(start))" y="\##(y(lane) - 5)" width="\##(fmt(max(1, xv(stop) - xv(start))))" height="10" fill="\##(colour)" fill-opacity="0.25"/>"##)
+            }
+        }
+        out.append("</g>")
+
+        // Lanes.
+        out.append(##"<g class="lanes">"##)
+        for lane in 0..<n {
+            out.append(##"<line class="lane" data-replica="r\##(lane)" x1="\##(left)" y1="\##(y(lane))" x2="\##(width - right)" y2="\##(y(lane))" stroke="#222" stroke-width="1.2"/>"##)
+            out.append(##"<text class="lane-label" x="\##(left - 12)" y="\##(y(lane) + 4)" text-anchor="end" font-weight="bold">r\##(lane)</text>"##)
+        }
+        out.append("</g>")
+
+        // Deliveries: one arrow each, or aggregated per direction and time slice when there are many.
+        out.append(##"<g class="messages" stroke="#3060c0" fill="none">"##)
+        for arrow in arrows(log.messages, end: end) {
+            out.append(##"<line x1="\##(x(arrow.sent))" y1="\##(y(arrow.from))" x2="\##(x(arrow.delivered))" y2="\##(y(arrow.to))" stroke-width="\##(fmt(arrow.width))" stroke-opacity="0.55" marker-end="url(#arrow)"/>"##)
+        }
+        out.append("</g>")
+
+        // Lost chunks: a red stub from the sender towards the receiver, ending in a cross.
+        out.append(##"<g class="losses" stroke="#d0021b" stroke-width="1.2">"##)
+        for loss in thinned(log.losses, maxMarks) where loss.from < n && loss.to < n {
+            let x0 = xv(loss.at), y0 = Double(y(loss.from)), y1 = y0 + Double(y(loss.to) - y(loss.from)) / 3
+            out.append(##"<path d="M\##(fmt(x0)),\##(fmt(y0)) L\##(fmt(x0 + 6)),\##(fmt(y1)) M\##(fmt(x0 + 3)),\##(fmt(y1 - 3)) l6,6 m0,-6 l-6,6"/>"##)
+        }
+        out.append("</g>")
+
+        // Point events on the lanes.
+        out.append(##"<g class="marks">"##)
+        let operations = thinned(log.points.filter { $0.mark == .operation }, maxMarks)
+        for p in operations + log.points.filter({ $0.mark != .operation }) where p.replica < n {
+            out.append(symbol(p.mark, x: xv(p.at), y: Double(y(p.replica))))
+        }
+        out.append("</g>")
+
+        // The faults heal.
+        if let heal = log.healMillis {
+            out.append(##"<line class="heal" x1="\##(x(heal))" y1="\##(top - 30)" x2="\##(x(heal))" y2="\##(lanesBottom + 24)" stroke="#4a4a4a" stroke-dasharray="5,4"/>"##)
+            out.append(##"<text x="\##(x(heal))" y="\##(top - 34)" text-anchor="middle" fill="#4a4a4a">faults heal</text>"##)
+        }
+
+        // The failing check.
+        if let at = log.failureMillis {
+            let fx = xv(at)
+            out.append(##"<g class="failure">"##)
+            out.append(##"<rect x="\##(fmt(fx - 4))" y="\##(top - 30)" width="8" height="\##(lanesBottom - top + 54)" fill="#d0021b" fill-opacity="0.5"/>"##)
+            let anchor = fx > Double(width) / 2 ? "end" : "start"
+            let tx = anchor == "end" ? fx - 8 : fx + 8
+            let text = "FAILED at t=\(at) ms: " + truncated(log.failure ?? "a check failed", 120)
+            out.append(##"<text x="\##(fmt(tx))" y="\##(lanesBottom + 22)" text-anchor="\##(anchor)" fill="#d0021b" font-weight="bold">\##(escape(text))</text>"##)
+            out.append("</g>")
+        }
+
+        // Time axis.
+        out.append(##"<g class="axis" fill="#444">"##)
+        out.append(##"<line x1="\##(left)" y1="\##(axisY)" x2="\##(width - right)" y2="\##(axisY)" stroke="#444"/>"##)
+        let step = tickStep(end)
+        var t: Int64 = 0
+        while t <= end {
+            out.append(##"<line x1="\##(x(t))" y1="\##(axisY)" x2="\##(x(t))" y2="\##(axisY + 5)" stroke="#444"/><text x="\##(x(t))" y="\##(axisY + 18)" text-anchor="middle" font-size="11">\##(timeLabel(t, step))</text>"##)
+            t += step
+        }
+        out.append("</g>")
+
+        out.append(##"<g class="legend" font-size="11">"##)
+        for (i, line) in legend.enumerated() {
+            out.append(##"<text x="\##(left)" y="\##(legendTop + 18 * i)">\##(escape(line))</text>"##)
+        }
+        out.append("</g>")
+        out.append("</svg>")
+        return out.joined(separator: "\n") + "\n"
+    }
+
+    struct Arrow { var from: Int, to: Int, sent: Int64, delivered: Int64, width: Double, count: Int }
+
+    /// One arrow per delivery, or (beyond `maxArrows`) one per direction and 1/300 of the run.
+    static func arrows(_ messages: [DiagramLog.Message], end: Int64) -> [Arrow] {
+        if messages.count <= maxArrows {
+            return messages.map { Arrow(from: $0.from, to: $0.to, sent: $0.sent, delivered: $0.delivered, width: 0.9, count: 1) }
+        }
+        let slice = max(1, end / 300)
+        var order: [String] = []
+        var groups: [String: (from: Int, to: Int, sent: Int64, delivered: Int64, count: Int)] = [:]
+        for m in messages {
+            let key = "\(m.from)>\(m.to)@\(m.sent / slice)"
+            if var g = groups[key] {
+                g.sent += m.sent; g.delivered += m.delivered; g.count += 1
+                groups[key] = g
+            } else {
+                groups[key] = (m.from, m.to, m.sent, m.delivered, 1)
+                order.append(key)
+            }
+        }
+        return order.map { key in
+            let g = groups[key]!
+            var width = 0.9
+            var c = g.count
+            while c > 1 { width += 0.5; c /= 2 }
+            return Arrow(from: g.from, to: g.to, sent: g.sent / Int64(g.count), delivered: g.delivered / Int64(g.count),
+                         width: width, count: g.count)
+        }
+    }
+
+    /// Every k-th element, so that at most `limit` remain.
+    static func thinned<T>(_ items: [T], _ limit: Int) -> [T] {
+        guard items.count > limit else { return items }
+        let k = (items.count + limit - 1) / limit
+        return items.enumerated().filter { $0.offset % k == 0 }.map(\.element)
+    }
+
+    /// The stretches a lane is down (crash → restart) or switched to another account.
+    static func stretches(_ log: DiagramLog, lane: Int, end: Int64) -> [(Int64, Int64, String)] {
+        var out: [(Int64, Int64, String)] = []
+        var down: Int64?, away: Int64?
+        for p in log.points where p.replica == lane {
+            switch p.mark {
+            case .crash: if down == nil { down = p.at }
+            case .restart, .staleRestart: if let d = down { out.append((d, p.at, "down")); down = nil }
+            case .accountSwitch: if away == nil { away = p.at }
+            case .accountBack: if let a = away { out.append((a, p.at, "away")); away = nil }
+            default: break
+            }
+        }
+        if let d = down { out.append((d, end, "down")) }
+        if let a = away { out.append((a, end, "away")) }
+        return out
+    }
+
+    static func symbol(_ mark: DiagramLog.Mark, x: Double, y: Double) -> String {
+        let (cx, cy) = (fmt(x), fmt(y))
+        switch mark {
+        case .operation:
+            return ##"<circle class="operation" cx="\##(cx)" cy="\##(cy)" r="2.2" fill="#7a7a7a"/>"##
+        case .crash:
+            return ##"<path class="crash" d="M\##(fmt(x - 6)),\##(fmt(y - 6)) l12,12 m0,-12 l-12,12" stroke="#d0021b" stroke-width="3"/>"##
+        case .restart, .staleRestart:
+            let colour = mark == .restart ? "#2e8b57" : "#e67e00"
+            let triangle = ##"<path class="\##(mark.rawValue)" d="M\##(fmt(x - 6)),\##(fmt(y + 7)) L\##(fmt(x)),\##(fmt(y - 7)) L\##(fmt(x + 6)),\##(fmt(y + 7)) z" fill="\##(colour)"/>"##
+            return mark == .restart ? triangle : triangle + ##"<text x="\##(fmt(x + 8))" y="\##(fmt(y - 8))" fill="\##(colour)" font-weight="bold">stale</text>"##
+        case .accountSwitch, .accountBack:
+            return ##"<path class="\##(mark.rawValue)" d="M\##(cx),\##(fmt(y - 7)) l6,7 l-6,7 l-6,-7 z" fill="\##(mark == .accountSwitch ? "#9013fe" : "white")" stroke="#9013fe"/>"##
+        case .revocation:
+            return ##"<g class="revocation"><circle cx="\##(cx)" cy="\##(cy)" r="7" fill="black"/><text x="\##(cx)" y="\##(fmt(y + 4))" text-anchor="middle" fill="white" font-size="10" font-weight="bold">R</text></g>"##
+        }
+    }
+
+    static func legendLines(_ log: DiagramLog) -> [String] {
+        let arrowCount = arrows(log.messages, end: max(log.endMillis, 1)).count
+        var lines = ["Lanes: one per replica, time to the right (0 to \(log.endMillis) ms of virtual time)."]
+        if arrowCount == log.messages.count {
+            lines.append("Blue arrows: \(log.messages.count) deliveries of a chunk of bytes, from send time (sender's lane) to delivery time (receiver's lane).")
+        } else {
+            lines.append("Blue arrows: \(log.messages.count) deliveries, aggregated into \(arrowCount) arrows (one per direction and 1/300 of the run; thicker = more).")
+        }
+        let lossNote = log.losses.count > maxMarks ? " (every \((log.losses.count + maxMarks - 1) / maxMarks)th drawn)" : ""
+        lines.append("Red stub with a cross: \(log.losses.count) chunks lost by the network\(lossNote). Orange band: the replica's lane is cut off by a partition.")
+        let ops = log.points.filter { $0.mark == .operation }.count
+        lines.append("Gray dot: \(ops) user operations\(ops > maxMarks ? " (thinned)" : ""). Red cross / red band: crash, replica down. Green triangle: restart; orange 'stale': restored from an old copy.")
+        lines.append("Purple diamond / band: the device switched to another account (frozen), hollow diamond: back. Black R: its account revoked. Dashed line: faults heal.")
+        lines.append(log.failureMillis == nil ? "No check failed." : "Thick red band: where the first check failed (its message is printed next to it).")
+        return lines
+    }
+
+    /// A tick step (1, 2 or 5 × 10^k ms) giving at most about 12 ticks.
+    static func tickStep(_ end: Int64) -> Int64 {
+        var magnitude: Int64 = 1
+        while true {
+            for factor: Int64 in [1, 2, 5] where end / (factor * magnitude) <= 12 { return factor * magnitude }
+            magnitude *= 10
+        }
+    }
+
+    static func timeLabel(_ t: Int64, _ step: Int64) -> String {
+        if step >= 1_000 { return t % 1_000 == 0 ? "\(t / 1_000) s" : "\(t / 1_000).\(t % 1_000 / 100) s" }
+        return "\(t) ms"
+    }
+
+    /// Fixed-point text with one decimal, from a Double coordinate (coordinates only; no money).
+    static func fmt(_ v: Double) -> String {
+        let tenths = Int((v * 10).rounded())
+        let sign = tenths < 0 ? "-" : ""
+        let m = abs(tenths)
+        return m % 10 == 0 ? "\(sign)\(m / 10)" : "\(sign)\(m / 10).\(m % 10)"
+    }
+
+    static func truncated(_ text: String, _ limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
+    }
+
+    /// XML character escaping for text and attribute values.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for ch in text {
+            switch ch {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            default: out.append(ch)
+            }
+        }
+        return out
+    }
+}
