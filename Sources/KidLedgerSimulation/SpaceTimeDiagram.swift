@@ -77,7 +77,7 @@ public enum SpaceTimeDiagram {
         let lanesBottom = top + (n - 1) * laneGap
         let axisY = lanesBottom + 34
         let legendTop = axisY + 36
-        let legend = legendLines(log)
+        let legend = legendLines(log, end: end)
         let height = legendTop + 18 * legend.count + 16
         func xv(_ t: Int64) -> Double { Double(left) + plotWidth * Double(min(max(t, 0), end)) / Double(end) }
         func x(_ t: Int64) -> String { fmt(xv(t)) }
@@ -252,15 +252,15 @@ public enum SpaceTimeDiagram {
         }
     }
 
-    static func legendLines(_ log: DiagramLog) -> [String] {
-        let arrowCount = arrows(log.messages, end: max(log.endMillis, 1)).count
+    static func legendLines(_ log: DiagramLog, end: Int64) -> [String] {
+        let arrowCount = arrows(log.messages, end: end).count
         var lines = ["Lanes: one per replica, time to the right (0 to \(log.endMillis) ms of virtual time)."]
         if arrowCount == log.messages.count {
             lines.append("Blue arrows: \(log.messages.count) deliveries of a chunk of bytes, from send time (sender's lane) to delivery time (receiver's lane).")
         } else {
             lines.append("Blue arrows: \(log.messages.count) deliveries, aggregated into \(arrowCount) arrows (one per direction and 1/300 of the run; thicker = more).")
         }
-        let lossNote = log.losses.count > maxMarks ? " (every \((log.losses.count + maxMarks - 1) / maxMarks)th drawn)" : ""
+        let lossNote = log.losses.count > maxMarks ? " (one in \((log.losses.count + maxMarks - 1) / maxMarks) drawn)" : ""
         lines.append("Red stub with a cross: \(log.losses.count) chunks lost by the network\(lossNote). Orange band: the replica's lane is cut off by a partition.")
         let ops = log.points.filter { $0.mark == .operation }.count
         lines.append("Gray dot: \(ops) user operations\(ops > maxMarks ? " (thinned)" : ""). Red cross / red band: crash, replica down. Green triangle: restart; orange 'stale': restored from an old copy.")
