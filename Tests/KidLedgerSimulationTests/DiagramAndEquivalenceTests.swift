@@ -15,8 +15,8 @@ import Testing
 struct EquivalenceTests {
     @Test("an LMDB run compares all three ways, a memory run two; both agree")
     func waysCompared() {
-        let lmdb = SimulatorCLI.runSeed(8, lmdb: true, keepTrace: true)
-        expectPassed(lmdb, "seed 8 --lmdb")
+        let lmdb = SimulatorCLI.runSeed(20, lmdb: true, keepTrace: true)
+        expectPassed(lmdb, "seed 20 --lmdb")
         #expect(lmdb.equivalentWays == 3)
         #expect(lmdb.trace.contains { $0.contains("equivalence: incremental sync, full sync from empty (") && $0.contains("restart from the LMDB files (") && $0.contains(" agree on digest") })
         let memory = SimulatorCLI.runSeed(2, keepTrace: true)

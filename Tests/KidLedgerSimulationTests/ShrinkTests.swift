@@ -140,7 +140,7 @@ struct ScenarioTextTests {
         }
     }
 
-    @Test("a recorded seed's event list reads back from its text", arguments: [4 as UInt64, 1003])
+    @Test("a recorded seed's event list reads back from its text", arguments: [20 as UInt64, 1010])
     func roundTripEventList(seed: UInt64) throws {
         let result = SimulatorCLI.runSeed(seed, record: true, adjust: seed > 1000 ? SimulatorCLI.forceMembership : { _ in })
         let events = Scenario.eventList(result)
