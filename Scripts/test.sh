@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 Scripts/setup.sh
 swift build --build-tests 2>&1 | tail -n 3
 swift test "$@"
+Scripts/render-svg-check.sh   # the simulator's SVG diagrams render (rsvg-convert)

@@ -62,7 +62,7 @@ public struct DiagramLog: Sendable {
 /// Pure string generation: the same log gives the same bytes.
 public enum SpaceTimeDiagram {
     /// More deliveries than this are aggregated (per direction and time slice) into fewer arrows.
-    public static let maxArrows = 1_500
+    public static let maxArrows = 600
     /// At most this many lost chunks and user operations are drawn each (evenly thinned beyond).
     public static let maxMarks = 1_500
 
@@ -86,7 +86,7 @@ public enum SpaceTimeDiagram {
         var out: [String] = []
         out.append(##"<?xml version="1.0" encoding="UTF-8"?>"##)
         out.append(##"<svg xmlns="http://www.w3.org/2000/svg" width="\##(width)" height="\##(height)" viewBox="0 0 \##(width) \##(height)" font-family="DejaVu Sans, sans-serif" font-size="12">"##)
-        out.append(##"<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#3060c0"/></marker></defs>"##)
+        out.append(##"<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerUnits="userSpaceOnUse" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#3060c0"/></marker></defs>"##)
         out.append(##"<rect class="background" x="0" y="0" width="\##(width)" height="\##(height)" fill="white"/>"##)
         out.append(##"<text class="title" x="\##(left)" y="24" font-size="15" font-weight="bold">\##(escape(title))</text>"##)
 
@@ -120,7 +120,7 @@ public enum SpaceTimeDiagram {
 
         // Deliveries: one arrow each, or aggregated per direction and time slice when there are many.
         out.append(##"<g class="messages" stroke="#3060c0" fill="none">"##)
-        for arrow in arrows(log.messages, end: end) {
+        for arrow in arrows(log.messages, end: end).arrows {
             out.append(##"<line x1="\##(x(arrow.sent))" y1="\##(y(arrow.from))" x2="\##(x(arrow.delivered))" y2="\##(y(arrow.to))" stroke-width="\##(fmt(arrow.width))" stroke-opacity="0.55" marker-end="url(#arrow)"/>"##)
         }
         out.append("</g>")
@@ -181,31 +181,42 @@ public enum SpaceTimeDiagram {
 
     struct Arrow { var from: Int, to: Int, sent: Int64, delivered: Int64, width: Double, count: Int }
 
-    /// One arrow per delivery, or (beyond `maxArrows`) one per direction and 1/300 of the run.
-    static func arrows(_ messages: [DiagramLog.Message], end: Int64) -> [Arrow] {
+    /// One arrow per delivery; beyond `maxArrows`, one per direction and time slice, with slices
+    /// of 1/256 of the run, or 1/128, … (at coarsest 1/8) until at most `maxArrows` remain.
+    /// Returns the arrows and the slice length (nil: not aggregated).
+    static func arrows(_ messages: [DiagramLog.Message], end: Int64) -> (arrows: [Arrow], sliceMillis: Int64?) {
         if messages.count <= maxArrows {
-            return messages.map { Arrow(from: $0.from, to: $0.to, sent: $0.sent, delivered: $0.delivered, width: 0.9, count: 1) }
+            return (messages.map { Arrow(from: $0.from, to: $0.to, sent: $0.sent, delivered: $0.delivered, width: 0.9, count: 1) }, nil)
         }
-        let slice = max(1, end / 300)
+        var slices: Int64 = 256
+        while true {
+            let slice = max(1, end / slices)
+            let aggregated = aggregate(messages, slice: slice)
+            if aggregated.count <= maxArrows || slices <= 8 { return (aggregated, slice) }
+            slices /= 2
+        }
+    }
+
+    static func aggregate(_ messages: [DiagramLog.Message], slice: Int64) -> [Arrow] {
         var order: [String] = []
-        var groups: [String: (from: Int, to: Int, sent: Int64, delivered: Int64, count: Int)] = [:]
+        var groups: [String: Arrow] = [:]
         for m in messages {
             let key = "\(m.from)>\(m.to)@\(m.sent / slice)"
             if var g = groups[key] {
                 g.sent += m.sent; g.delivered += m.delivered; g.count += 1
                 groups[key] = g
             } else {
-                groups[key] = (m.from, m.to, m.sent, m.delivered, 1)
+                groups[key] = Arrow(from: m.from, to: m.to, sent: m.sent, delivered: m.delivered, width: 0, count: 1)
                 order.append(key)
             }
         }
         return order.map { key in
-            let g = groups[key]!
-            var width = 0.9
+            var g = groups[key]!
+            g.width = 0.7
             var c = g.count
-            while c > 1 { width += 0.5; c /= 2 }
-            return Arrow(from: g.from, to: g.to, sent: g.sent / Int64(g.count), delivered: g.delivered / Int64(g.count),
-                         width: width, count: g.count)
+            while c > 1 { g.width += 0.45; c /= 2 }
+            (g.sent, g.delivered) = (g.sent / Int64(g.count), g.delivered / Int64(g.count))
+            return g
         }
     }
 
@@ -253,12 +264,12 @@ public enum SpaceTimeDiagram {
     }
 
     static func legendLines(_ log: DiagramLog, end: Int64) -> [String] {
-        let arrowCount = arrows(log.messages, end: end).count
+        let (drawn, slice) = arrows(log.messages, end: end)
         var lines = ["Lanes: one per replica, time to the right (0 to \(log.endMillis) ms of virtual time)."]
-        if arrowCount == log.messages.count {
-            lines.append("Blue arrows: \(log.messages.count) deliveries of a chunk of bytes, from send time (sender's lane) to delivery time (receiver's lane).")
+        if let slice {
+            lines.append("Blue arrows: \(log.messages.count) deliveries, aggregated into \(drawn.count) arrows: one per direction and \(slice) ms slice, from the mean send to the mean delivery time; thicker = more.")
         } else {
-            lines.append("Blue arrows: \(log.messages.count) deliveries, aggregated into \(arrowCount) arrows (one per direction and 1/300 of the run; thicker = more).")
+            lines.append("Blue arrows: \(log.messages.count) deliveries of a chunk of bytes, from send time (sender's lane) to delivery time (receiver's lane).")
         }
         let lossNote = log.losses.count > maxMarks ? " (one in \((log.losses.count + maxMarks - 1) / maxMarks) drawn)" : ""
         lines.append("Red stub with a cross: \(log.losses.count) chunks lost by the network\(lossNote). Orange band: the replica's lane is cut off by a partition.")
