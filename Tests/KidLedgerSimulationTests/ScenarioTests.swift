@@ -99,6 +99,12 @@ struct ScenarioTests {
         ("replicas 2\nat 0 r0 give Ava 1.00 note \"open\n", 2, "unterminated quote"),
         ("replicas 2\nat 0 r1 revoke r0\n", 2, "only the owner"),
         ("hello\n", 1, "unknown directive"),
+        ("replicas 2\ngossip 5\n", 2, "gossip takes"),
+        ("replicas 2\ntopology ring\n", 2, "topology line|full"),
+        ("replicas 2\nstore disk\n", 2, "store lmdb|memory"),
+        ("replicas 2\nat 0 duplicate 1.25\n", 2, "at most one decimal"),
+        ("replicas 2\nat 0 r0 restart later\n", 2, "rX restart [stale]"),
+        ("replicas 2\nat 0 r0 add-child Ava as\n", 2, "add-child NAME [as LABEL]"),
     ])
     func syntaxErrors(text: String, line: Int, message: String) {
         #expect(throws: Scenario.ParseError.self) { try Scenario.parse(text) }

@@ -189,22 +189,4 @@ struct ScenarioTextTests {
         #expect(result.timeline.contains { $0.contains("r1 give @nobody 1.00  → refused: ") })
         #expect(result.simulation.parameters.gossipIntervalMillis == 5000 && result.simulation.parameters.lineTopology)
     }
-
-    @Test("syntax errors of the new directives name the line", arguments: [
-        ("replicas 2\ngossip 5\n", 2, "gossip takes"),
-        ("replicas 2\ntopology ring\n", 2, "topology line|full"),
-        ("replicas 2\nstore disk\n", 2, "store lmdb|memory"),
-        ("replicas 2\nat 0 duplicate 1.25\n", 2, "at most one decimal"),
-        ("replicas 2\nat 0 r0 restart later\n", 2, "rX restart [stale]"),
-        ("replicas 2\nat 0 r0 add-child Ava as\n", 2, "add-child NAME [as LABEL]"),
-    ])
-    func syntaxErrors(text: String, line: Int, message: String) {
-        do {
-            _ = try Scenario.parse(text)
-            Issue.record("parsed: \(text)")
-        } catch {
-            #expect(error.line == line)
-            #expect(error.message.contains(message), "\(error)")
-        }
-    }
 }
