@@ -70,7 +70,8 @@ public struct Scenario: Sendable, Equatable {
     public var replicas = 2
     public var seed: UInt64 = 1
     /// Mean virtual milliseconds between a replica's gossip attempts (`gossip MS`).
-    public var gossipMillis: Int64 = 300
+    public var gossipMillis: Int64 = Scenario.defaultGossipMillis
+    public static let defaultGossipMillis: Int64 = 300
     /// Whether replicas only reach their neighbours in a line (`topology line`).
     public var lineTopology = false
     /// Whether replicas keep their state in LMDB files (`store lmdb`) rather than in memory.

@@ -9,7 +9,7 @@ extension Scenario {
         var lines = comments.map { "# " + $0 }
         lines.append("replicas \(replicas)")
         lines.append("seed \(seed)")
-        if gossipMillis != 300 { lines.append("gossip \(gossipMillis)") }
+        if gossipMillis != Self.defaultGossipMillis { lines.append("gossip \(gossipMillis)") }
         if lineTopology { lines.append("topology line") }
         if usesLMDB { lines.append("store lmdb") }
         for step in steps {

@@ -56,7 +56,7 @@ public struct Shrinker {
             if shrinker.removeSteps(&current) { progress = true }
             // Settings back to the defaults.
             var plain = current
-            (plain.gossipMillis, plain.lineTopology, plain.usesLMDB) = (300, false, false)
+            (plain.gossipMillis, plain.lineTopology, plain.usesLMDB) = (Scenario.defaultGossipMillis, false, false)
             if plain != current && shrinker.runs < maxRuns && shrinker.accept(plain, into: &current) { progress = true }
         }
         return Outcome(scenario: current, failure: shrinker.lastFailure, runs: shrinker.runs, budgetExhausted: shrinker.runs >= maxRuns)

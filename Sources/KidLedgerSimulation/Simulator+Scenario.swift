@@ -42,8 +42,7 @@ public struct ScenarioResult: Sendable {
 }
 
 extension Simulator {
-    /// Gossip interval and network delay of a scenario (until it changes the delay).
-    static let scenarioGossipMillis: Int64 = 300
+    /// Network delay of a scenario (until it changes the delay; its gossip interval is `Scenario.gossipMillis`).
     static let scenarioDelayMillisMax: Int64 = 20
 
     /// The parameters of a scenario run: no random faults, operations or revocations.

@@ -148,7 +148,7 @@ public final class Simulator {
         let hash = Digest256Hex.hex(traceHasher.finalize())
         diagram?.endMillis = time.millis - startMillis
         diagram?.failureMillis = failureMillis
-        diagram?.failure = failures.first
+        if let first = failures.first { diagram?.failure = first }  // else a scenario expectation's, if any
         return SimulationResult(parameters: parameters, failures: failures, traceHash: hash, trace: trace,
                                 events: events, virtualMillis: time.millis - startMillis, faults: faults,
                                 digest: digest ?? "", rejectedChanges: rejectedChanges,

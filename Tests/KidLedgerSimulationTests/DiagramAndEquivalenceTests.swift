@@ -122,6 +122,14 @@ struct DiagramTests {
                                                        record: true).get()
         let (_, p, _) = Self.parse(SpaceTimeDiagram.svg(try #require(partitioned.simulation.diagram), title: "partition"))
         #expect(p.classes["partition"] == 1 && p.classes["lane"] == 3)
+
+        // A failing expectation is highlighted at the end of the run, with its text.
+        let wrong = try SimulatorCLI.runScenario(text: "replicas 2\nat 0 r0 add-child Ava\nat 10 r1 give Ava 1.00\nexpect balance Ava 9.00\n",
+                                                 record: true).get()
+        #expect(!wrong.passed)
+        let (_, w, _) = Self.parse(SpaceTimeDiagram.svg(try #require(wrong.simulation.diagram), title: "wrong"))
+        #expect(w.classes["failure"] == 1)
+        #expect(w.text.contains("FAILED at t=\(wrong.simulation.virtualMillis) ms: line 4: expect balance Ava 9.00 — found"), "\(w.text)")
     }
 
     @Test("thousands of deliveries are aggregated into fewer arrows, and the legend says so")
