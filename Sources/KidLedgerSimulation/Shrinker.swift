@@ -14,6 +14,9 @@ public struct Shrinker {
         public var budgetExhausted: Bool
     }
 
+    /// Engine seeds tried for each replica removal (the scenario's own, then the next ones).
+    static let engineSeedsPerReplica: UInt64 = 4
+
     let plantedBug: PlantedBug?
     let maxRuns: Int
     let target: String
@@ -47,10 +50,16 @@ public struct Shrinker {
         var progress = true
         while progress && shrinker.runs < maxRuns {
             progress = false
-            // Replicas, highest first (the others are renumbered).
+            // Replicas, highest first (the others are renumbered). Fewer replicas draw the engine's
+            // delays and gossip partners differently, so a few engine seeds are tried for each.
             var k = current.replicas - 1
             while k >= 0 && current.replicas > 1 && shrinker.runs < maxRuns {
-                if shrinker.accept(current.removingReplica(k), into: &current) { progress = true }
+                let candidate = current.removingReplica(k)
+                for offset in 0..<Self.engineSeedsPerReplica where shrinker.runs < maxRuns {
+                    var reseeded = candidate
+                    reseeded.seed = candidate.seed &+ offset
+                    if shrinker.accept(reseeded, into: &current) { progress = true; break }
+                }
                 k -= 1
             }
             if shrinker.removeSteps(&current) { progress = true }
