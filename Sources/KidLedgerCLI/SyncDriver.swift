@@ -9,11 +9,7 @@ import KidLedgerLMDB
 import KidLedgerSecurity
 
 /// A monotonic clock in milliseconds, for timeouts (the CLI and daemon only).
-func monotonicMillis() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-}
+func monotonicMillis() -> Int64 { Monotonic.millis() }
 
 /// Runs one initiator session with a peer over TCP and records the outcome in the peer's record.
 enum SyncDriver {

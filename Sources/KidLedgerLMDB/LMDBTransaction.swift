@@ -15,7 +15,11 @@ final class LMDBTransaction: KeyValueWriter {
     /// then unusable, whatever the body did with the error, and the store grows the map and retries.
     private(set) var sawMapFull = false
 
-    init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int) {
+    /// The environment's map (start, end): a key or value that starts inside it must end inside it.
+    private let map: (start: UInt, end: UInt)
+
+    init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
+        self.map = map
         self.txn = txn
         self.dbis = dbis
         self.maxKeySize = maxKeySize
@@ -82,7 +86,7 @@ final class LMDBTransaction: KeyValueWriter {
         let rc = withValue(key) { k in mdb_get(txn, dbi, &k, &value) }
         if rc == MDB_NOTFOUND { return nil }
         try call(rc)
-        return bytes(value)
+        return try bytes(value)
     }
 
     func count(_ table: Table) throws -> Int {
@@ -152,7 +156,21 @@ final class LMDBTransaction: KeyValueWriter {
         }
         if rc == MDB_NOTFOUND { return nil }
         try call(rc)
-        return (bytes(found), bytes(value))
+        return (try bytes(found), try bytes(value))
+    }
+
+    /// A copy of the bytes an `MDB_val` points at. A damaged page can carry a size that reaches
+    /// past the end of the map: that is reported as damage rather than read.
+    private func bytes(_ value: MDB_val) throws(LMDBError) -> [UInt8] {
+        guard value.mv_size > 0, let data = value.mv_data else { return [] }
+        let start = UInt(bitPattern: data)
+        if start >= map.start && start < map.end {
+            let (end, overflow) = start.addingReportingOverflow(UInt(value.mv_size))
+            guard !overflow, end <= map.end else {
+                throw .damaged("a stored entry of \(value.mv_size) bytes reaches past the end of the data file's map: the data file is damaged")
+            }
+        }
+        return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
     }
 
     // MARK: KeyValueWriter
@@ -188,9 +206,3 @@ private func withValue<R>(_ bytes: [UInt8], _ body: (inout MDB_val) -> R) -> R {
     }
 }
 
-/// A copy of the bytes an `MDB_val` points at.
-@inline(__always)
-private func bytes(_ value: MDB_val) -> [UInt8] {
-    guard value.mv_size > 0, let data = value.mv_data else { return [] }
-    return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
-}
