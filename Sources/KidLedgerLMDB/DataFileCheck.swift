@@ -35,7 +35,9 @@ enum DataFileCheck {
     /// Checks `directory/data.mdb`. A missing file is fine (LMDB creates one) unless `mustExist`;
     /// an empty one likewise.
     ///
-    /// - Throws: ``LMDBError/damaged(_:)`` saying what is wrong.
+    /// - Throws: ``LMDBError/invalid`` when a meta page is not LMDB's (overwritten, zeroed, not
+    ///   an LMDB file), ``LMDBError/versionMismatch`` for another data version,
+    ///   ``LMDBError/damaged(_:)`` saying what is wrong otherwise (truncated, impossible sizes).
     static func check(directory: String, mustExist: Bool) throws(LMDBError) {
         let path = directory + "/data.mdb"
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -94,12 +96,9 @@ enum DataFileCheck {
         }
         let flags = little(10, UInt16.self)
         let m = pageHeaderBytes
-        guard flags & metaFlag != 0, little(m, UInt32.self) == magic else {
-            throw .damaged("\(path): meta page \(which) is not an LMDB meta page (its header is overwritten or zeroed)")
-        }
-        guard little(m + 4, UInt32.self) == dataVersion else {
-            throw .damaged("\(path): meta page \(which) has an unknown LMDB data version \(little(m + 4, UInt32.self))")
-        }
+        // What LMDB itself would report for these two (MDB_INVALID, MDB_VERSION_MISMATCH).
+        guard flags & metaFlag != 0, little(m, UInt32.self) == magic else { throw .invalid }
+        guard little(m + 4, UInt32.self) == dataVersion else { throw .versionMismatch }
         let pageSize = Int(little(m + 24, UInt32.self))
         guard pageSize >= 512, pageSize <= 1 << 16, pageSize & (pageSize - 1) == 0 else {
             throw .damaged("\(path): meta page \(which) names an impossible page size \(pageSize)")

@@ -124,9 +124,21 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         self.identity = identity
         guardMap(env!)
         // Fully initialized from here on: a failure below closes everything through deinit.
+        // Tables are looked up first and created only when missing (a store made by an older
+        // build), so opening an existing store writes nothing. In a store that must exist, the
+        // first table missing means the main database is damaged: creating tables in it would
+        // write over damaged pages.
         dbis = try runWrite { txn in
             var dbis: [Table: MDB_dbi] = [:]
-            for table in unique { dbis[table] = try txn.openTable(table) }
+            for table in unique {
+                if let dbi = try txn.openTable(table, create: false) {
+                    dbis[table] = dbi
+                } else if mustExist && table == unique.first {
+                    throw LMDBError.damaged("\(directory)/data.mdb has no table \"\(table.name)\": its main database is damaged")
+                } else {
+                    dbis[table] = try txn.openTable(table, create: true)
+                }
+            }
             return dbis
         }
     }
@@ -295,6 +307,19 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         defer { gate.unlock() }
         guard let env else { throw LMDBError.badTxn }
         try check(mdb_env_sync(env, 1))
+    }
+
+    /// Reads every page LMDB can reach (free-page list, main database, every table) in one read
+    /// transaction and returns the problems found (empty when none).
+    ///
+    /// - Throws: ``LMDBError`` when LMDB finds a damaged page itself (``LMDBError/indicatesDamage``).
+    public func checkPages() throws -> [String] {
+        try read { reader in
+            guard let txn = reader as? LMDBTransaction, let env else { return [] }
+            var info = MDB_envinfo()
+            mdb_env_info(env, &info)
+            return try txn.checkPages(lastPage: info.me_last_pgno)
+        }
     }
 
     /// How many entries `table` holds and the depth of its B-tree.

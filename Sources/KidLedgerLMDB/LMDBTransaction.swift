@@ -1,4 +1,5 @@
 import CLMDB
+import Synchronization
 import KidLedgerReplica
 
 /// One LMDB transaction as the ``KeyValueReader`` / ``KeyValueWriter`` that a store's `read` or
@@ -21,6 +22,7 @@ final class LMDBTransaction: KeyValueWriter {
     init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
         self.map = map
         self.txn = txn
+        MapFaultGuard.openTransactions.add(1, ordering: .relaxed)
         self.dbis = dbis
         self.maxKeySize = maxKeySize
     }
@@ -29,8 +31,10 @@ final class LMDBTransaction: KeyValueWriter {
 
     /// Aborts the transaction (a no-op once it has ended).
     func abort() {
-        if let txn { mdb_txn_abort(txn) }
-        txn = nil
+        guard let txn else { return }
+        mdb_txn_abort(txn)
+        self.txn = nil
+        MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed)
     }
 
     /// Commits the transaction and returns LMDB's code. The transaction has ended either way:
@@ -38,6 +42,7 @@ final class LMDBTransaction: KeyValueWriter {
     func commit() -> Int32 {
         guard let txn else { return MDB_BAD_TXN }
         self.txn = nil
+        defer { MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed) }
         return mdb_txn_commit(txn)
     }
 
@@ -61,11 +66,14 @@ final class LMDBTransaction: KeyValueWriter {
         try check(rc)
     }
 
-    /// Opens (creating) the named database for `table` in this write transaction.
-    func openTable(_ table: Table) throws(LMDBError) -> MDB_dbi {
+    /// Opens the named database for `table` in this write transaction: nil when it does not exist
+    /// and `create` is false.
+    func openTable(_ table: Table, create: Bool) throws(LMDBError) -> MDB_dbi? {
         let txn = try live()
         var dbi: MDB_dbi = 0
-        try call(mdb_dbi_open(txn, table.name, UInt32(MDB_CREATE), &dbi))
+        let rc = mdb_dbi_open(txn, table.name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+        if rc == MDB_NOTFOUND && !create { return nil }
+        try call(rc)
         return dbi
     }
 
@@ -171,6 +179,44 @@ final class LMDBTransaction: KeyValueWriter {
             }
         }
         return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
+    }
+
+    // MARK: Page check
+
+    /// Walks every entry of the free-page list, the main database and every table, copying each
+    /// key and value (which checks that it lies inside the map); returns what is wrong. A free-list
+    /// entry must be a count followed by that many page numbers, each a page of the file (2 ...
+    /// `lastPage`). LMDB itself reports pages of the wrong type or missing (thrown).
+    func checkPages(lastPage: Int) throws(LMDBError) -> [String] {
+        let txn = try live()
+        var problems: [String] = []
+        func walk(_ dbi: MDB_dbi, _ body: (_ key: [UInt8], _ value: [UInt8]) -> Void) throws(LMDBError) {
+            var cursor: OpaquePointer?
+            try call(mdb_cursor_open(txn, dbi, &cursor))
+            guard let cursor else { throw .badTxn }
+            defer { mdb_cursor_close(cursor) }
+            var entry = try move(cursor, MDB_FIRST)
+            while let current = entry {
+                body(current.key, current.value)
+                entry = try move(cursor, MDB_NEXT)
+            }
+        }
+        let word = MemoryLayout<Int>.size
+        try walk(0) { key, value in  // FREE_DBI
+            guard value.count >= word, value.count % word == 0 else {
+                problems.append("a free-page list entry has \(value.count) bytes")
+                return
+            }
+            let words = value.withUnsafeBytes { raw in (0..<(value.count / word)).map { raw.loadUnaligned(fromByteOffset: $0 * word, as: Int.self) } }
+            if words[0] != words.count - 1 {
+                problems.append("a free-page list entry counts \(words[0]) pages but holds \(words.count - 1)")
+            } else if let bad = words.dropFirst().first(where: { $0 < 2 || $0 > lastPage }) {
+                problems.append("the free-page list names page \(bad), outside the file's pages 2...\(lastPage)")
+            }
+        }
+        try walk(1) { _, _ in }  // MAIN_DBI: the tables' roots
+        for dbi in dbis.values.sorted() { try walk(dbi) { _, _ in } }
+        return problems
     }
 
     // MARK: KeyValueWriter

@@ -10,8 +10,10 @@ import Synchronization
 /// were overwritten), a read of the map raises `SIGBUS` (a page beyond the end of the file) or
 /// `SIGSEGV`. A process that called ``install(message:exitCode:)`` then prints `message` and
 /// exits with `exitCode` instead of dying by the signal. Only faults whose address lies inside a
-/// map of an open ``LMDBEnvironment``, or whose instruction lies in liblmdb's code (LMDB follows
-/// the file's page numbers, offsets and sizes as they are), are handled; any other fault is passed on to the handler
+/// map of an open ``LMDBEnvironment``, whose instruction lies in liblmdb's code (LMDB follows
+/// the file's page numbers, offsets and sizes as they are), or that happen while an LMDB
+/// transaction is open (LMDB's copies with a damaged size run in libc's `memcpy`; the Swift code
+/// around a transaction is memory-safe) are handled; any other fault is passed on to the handler
 /// that was installed before (the Swift runtime's crash report, or the default action), so real
 /// bugs still crash loudly. The process writes nothing after such a fault: LMDB writes the data
 /// file only when a transaction commits, so the file is as it was.
@@ -33,8 +35,8 @@ public enum MapFaultGuard {
     /// The actions that were installed before, for faults that are not ours (heap storage with a
     /// fixed address, so the handler can read them).
     nonisolated(unsafe) static let previous: UnsafeMutablePointer<sigaction> = {
-        let p = UnsafeMutablePointer<sigaction>.allocate(capacity: 2)
-        p.initialize(repeating: sigaction(), count: 2)
+        let p = UnsafeMutablePointer<sigaction>.allocate(capacity: 3)
+        p.initialize(repeating: sigaction(), count: 3)
         return p
     }()
     private static let installedFlag = Atomic<Bool>(false)
@@ -44,6 +46,8 @@ public enum MapFaultGuard {
         p.initialize(repeating: 0, count: 8)
         return p
     }()
+    /// LMDB transactions open in this process (any thread).
+    static let openTransactions = Atomic<Int>(0)
     /// Whether ``install(message:exitCode:)`` ran in this process.
     static var installed: Bool { installedFlag.load(ordering: .acquiring) }
     private static let lock = Mutex<Void>(())
@@ -62,6 +66,14 @@ public enum MapFaultGuard {
             code[2 * i] = range.start
             code[2 * i + 1] = range.end
         }
+        // The handler runs on its own stack (of the installing thread): a damaged size can make
+        // LMDB copy over the thread's stack, and a handler on a broken stack would fault again.
+        let stackBytes = 256 << 10
+        var stack = stack_t()
+        stack.ss_sp = UnsafeMutableRawPointer.allocate(byteCount: stackBytes, alignment: 16)
+        stack.ss_size = stackBytes
+        stack.ss_flags = 0
+        sigaltstack(&stack, nil)
         var action = sigaction()
         action.__sigaction_handler.sa_sigaction = { signal, info, context in
             MapFaultGuard.handle(signal, info, context)
@@ -70,6 +82,7 @@ public enum MapFaultGuard {
         sigemptyset(&action.sa_mask)
         sigaction(SIGBUS, &action, previous)
         sigaction(SIGSEGV, &action, previous + 1)
+        sigaction(SIGABRT, &action, previous + 2)
     }
 
     /// Records the map `[start, start + count)` of an open environment; returns its slot, or nil
@@ -175,13 +188,23 @@ public enum MapFaultGuard {
 
     private static func handle(_ signal: Int32, _ info: UnsafeMutablePointer<siginfo_t>?,
                                _ context: UnsafeMutableRawPointer?) {
+        // An abort while a transaction is open: glibc found its heap overwritten (by LMDB copying
+        // with a damaged size) or LMDB's own assertion failed.
+        if signal == SIGABRT {
+            if openTransactions.load(ordering: .relaxed) > 0 { exitWithMessage() }
+            sigaction(signal, previous + 2, nil)
+            return
+        }
         let address = info.map { UInt(bitPattern: $0.pointee._sifields._sigfault.si_addr) } ?? 0
-        // A read inside a store's map, or any fault inside LMDB's own code (which follows the
-        // damaged file's page pointers and sizes): the data file is damaged.
-        if covers(address) || inLMDB(programCounter(context)) { exitWithMessage() }
+        // A read inside a store's map, any fault inside LMDB's own code (which follows the damaged
+        // file's page pointers and sizes), or any fault while a transaction is open (LMDB copying
+        // with a damaged size, e.g. through memcpy, which is libc's code): the data file is damaged.
+        if covers(address) || inLMDB(programCounter(context)) || openTransactions.load(ordering: .relaxed) > 0 {
+            exitWithMessage()
+        }
         // Not ours: restore the previous handler and return; the faulting instruction runs again
         // and the fault goes to that handler (or kills the process by default).
-        sigaction(signal, signal == SIGBUS ? previous : previous + 1, nil)
+        sigaction(signal, previous + (signal == SIGBUS ? 0 : signal == SIGSEGV ? 1 : 2), nil)
     }
 }
 
