@@ -15,6 +15,8 @@ func monotonicMillis() -> Int64 { Monotonic.millis() }
 enum SyncDriver {
     /// Connect timeout for a peer.
     static let connectTimeoutMillis = 5_000
+    /// The longest the whole secure handshake may take (a busy peer answers slowly).
+    static let handshakeTimeoutMillis = 15_000
 
     /// The outcome of one sync with one peer.
     struct Result {
@@ -69,7 +71,7 @@ enum SyncDriver {
         do {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize)
-            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: connectTimeoutMillis)
+            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
         } catch let error as TransportError {
             connection.close()
             return finish(nil, error)

@@ -38,22 +38,8 @@ struct HostilePeerTests {
             for _ in 0..<2_000 {
                 let local = next
                 next += 1
-                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                guard fd >= 0 else { return -1 }
-                var addr = sockaddr_in()
-                addr.sin_family = sa_family_t(AF_INET)
-                addr.sin_port = UInt16(local).bigEndian
-                addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-                let bound = withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-                if bound != 0 { close(fd); continue }
-                addr.sin_port = UInt16(port).bigEndian
-                let rc = withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-                if rc != 0 { close(fd); continue }
-                return fd
+                let fd = connectLocal(port, from: local)
+                if fd >= 0 { return fd }
             }
             return -1
         }
