@@ -102,8 +102,8 @@ struct MachineFaultTests {
         print("killed gives: \(killed) of 50 killed, \(acknowledged.count - 1) acknowledged, \(notes.count - 1) present")
     }
 
-    /// A daemon receiving a member's sync is killed with SIGKILL after a seeded random delay, ten
-    /// times; the member adds changes before each round. After each kill the daemon's store
+    /// A daemon receiving a member's sync is killed with SIGKILL after a seeded random delay (below
+    /// a ceiling adapted like the gives' one), ten times; the member adds changes before each round. After each kill the daemon's store
     /// verifies, a sync that reported success delivered everything, and nothing is duplicated;
     /// at the end a clean sync makes both digests equal.
     @Test func killedDaemonDuringSyncLosesNothing() throws {
@@ -115,6 +115,7 @@ struct MachineFaultTests {
         try ok(b, "join", try inviteCode(a))
         var random = SplitMix64(seed: 0xDAE_4011)
         var given = 0, completed = 0
+        var ceilingMicros: UInt64 = 400_000
         for round in 0..<10 {
             for _ in 0..<3 {
                 given += 1
@@ -123,10 +124,13 @@ struct MachineFaultTests {
             }
             let sync = try BackgroundProcess(b, ["sync", daemon.address])
             group.add(sync)
-            usleep(useconds_t(random.next() % 400_000))
+            usleep(useconds_t(random.next() % ceilingMicros))
+            let syncEndedFirst = sync.hasExited
             kill(daemon.background.pid, SIGKILL)
             #expect(daemon.background.wait(timeout: 30))
             #expect(sync.wait(timeout: 60), "sync of round \(round) did not end")
+            // As with the gives: a ceiling that halves when the sync had ended before the kill.
+            ceilingMicros = syncEndedFirst ? max(ceilingMicros / 2, 1) : min(ceilingMicros + ceilingMicros / 4 + 1, 2_000_000)
             let verify = Self.inProcess(a, ["verify"])
             #expect(verify.code == 0, "verify on the killed daemon's home, round \(round): \(verify)")
             let notes = try Self.notes(a)
