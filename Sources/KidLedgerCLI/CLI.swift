@@ -60,7 +60,7 @@ public enum CLI {
         }
         let home = parsed.values["home"] ?? environment["KIDLEDGER_HOME"] ?? ((environment["HOME"] ?? ".") + "/.kidledger")
         guard !home.isEmpty else { throw CLIError.usage("--home needs a directory") }
-        let context = Context(home: home, json: parsed.has("json"), console: console, clock: clock)
+        let context = Context(home: home, json: parsed.has("json"), console: console, clock: clock, environment: environment)
         try command.run(context, parsed)
         return .ok
     }

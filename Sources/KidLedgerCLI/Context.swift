@@ -73,8 +73,11 @@ public final class Context {
     /// Where output goes.
     public let console: Console
     let clock: any WallClock
+    /// The process environment (settings such as ``Daemon/peerTimeoutVariable``).
+    let environment: [String: String]
 
-    init(home: String, json: Bool, console: Console, clock: any WallClock) {
+    init(home: String, json: Bool, console: Console, clock: any WallClock, environment: [String: String] = [:]) {
+        self.environment = environment
         self.home = home
         self.json = json
         self.console = console
@@ -94,10 +97,24 @@ public final class Context {
     func openReplica(at path: String, creating: Bool) throws -> Replica {
         if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
         if creating { try FileSystem.makeDirectory(home) }
-        let environment = try LMDBEnvironment(directory: path, tables: Tables.all)
+        let limit = try mapSizeMax()
+        let environment = try LMDBEnvironment(directory: path, tables: Tables.all, mapSizeBytes: min(64 << 20, limit),
+                                              mapSizeBytesMax: limit, mustExist: !creating)
         // The claim signer (which needs the key file) is installed only for changes:
         // see openReplicaForChanges(); read commands never touch the key.
         return try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+    }
+
+    /// The environment variable capping the store's map (bytes; the store grows up to it).
+    static let mapSizeMaxVariable = "KIDLEDGER_MAP_SIZE_MAX"
+
+    /// The largest size the store may grow to: ``mapSizeMaxVariable`` (256 KiB to 1 TiB), else 1 TiB.
+    func mapSizeMax() throws -> Int {
+        guard let raw = environment[Self.mapSizeMaxVariable] else { return 1 << 40 }
+        guard let value = Int(raw), (256 << 10 ... 1 << 40).contains(value) else {
+            throw CLIError.usage("\(Self.mapSizeMaxVariable) must be a whole number of bytes from 262144 to 1099511627776, got \"\(raw)\"")
+        }
+        return value
     }
 
     /// Prints a line of text (or nothing in JSON mode).

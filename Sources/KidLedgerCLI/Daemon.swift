@@ -25,6 +25,15 @@ final class Daemon: @unchecked Sendable {
     static let pollMillis: Int64 = 200
     /// Most sessions served at once; more are refused at accept.
     static let connectionsMax = 16
+    /// The default of ``peerTimeoutMillis``.
+    static let peerTimeoutDefaultMillis = 15_000
+    /// The environment variable that sets ``peerTimeoutMillis`` (milliseconds, 100...600000).
+    static let peerTimeoutVariable = "KIDLEDGER_PEER_TIMEOUT_MS"
+
+    /// How long a connecting peer may take for the whole secure handshake, then for its sync
+    /// `hello` (after which it is admitted or refused), and the longest a session waits for the
+    /// peer to send or accept anything. A peer trickling bytes is dropped when the time is up.
+    let peerTimeoutMillis: Int
 
     let environment: LMDBEnvironment
     let household: RecordID
@@ -38,7 +47,8 @@ final class Daemon: @unchecked Sendable {
     private var activeThreads = 0
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
-         log: @escaping @Sendable (String) -> Void) {
+         peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, log: @escaping @Sendable (String) -> Void) {
+        self.peerTimeoutMillis = peerTimeoutMillis
         self.environment = environment
         self.household = household
         self.identity = identity
@@ -102,8 +112,9 @@ final class Daemon: @unchecked Sendable {
             }
             guard let connection else { continue }
             guard limiter.tryAcquire() else {
-                log("refused \(connection.remote): already serving \(Daemon.connectionsMax) sessions")
-                connection.close()
+                let reason = "busy: already serving \(Daemon.connectionsMax) sessions; try again later"
+                log("refused \(connection.remote): \(reason)")
+                refuse(connection, reason)
                 continue
             }
             adjustThreads(1)
@@ -112,6 +123,24 @@ final class Daemon: @unchecked Sendable {
                 serve(connection)
             }
         }
+    }
+
+    /// Tells a connection it is refused (a channel refusal frame, best effort, never waiting on the
+    /// peer) and closes it. What the peer already sent is read and dropped first, so closing does
+    /// not reset the connection before the refusal can be read.
+    private func refuse(_ connection: TCPConnection, _ reason: String) {
+        _ = try? connection.read(maxBytes: 4 << 10, timeoutMillis: 0)
+        try? connection.write(SecureChannel.refusalFrame(reason), timeoutMillis: 50)
+        connection.close()
+    }
+
+    /// Parses ``peerTimeoutVariable``'s value: nil when unset; throws a usage error when invalid.
+    static func peerTimeout(from environment: [String: String]) throws -> Int? {
+        guard let raw = environment[peerTimeoutVariable] else { return nil }
+        guard let value = Int(raw), (100...600_000).contains(value) else {
+            throw CLIError.usage("\(peerTimeoutVariable) must be a whole number of milliseconds from 100 to 600000, got \"\(raw)\"")
+        }
+        return value
     }
 
     private func serve(_ connection: TCPConnection) {
@@ -131,7 +160,7 @@ final class Daemon: @unchecked Sendable {
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount),
                                             authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil })
             let stream: SecureStream
-            do { stream = try SecureStream.establish(channel, over: connection) } catch {
+            do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: monotonicMillis) } catch {
                 connection.close()
                 log("session from \(remote) refused in the handshake: \(error)")
                 return
@@ -153,7 +182,8 @@ final class Daemon: @unchecked Sendable {
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
-            let outcome = SessionRunner.run(session, over: stream, now: monotonicMillis)
+            let outcome = SessionRunner.run(session, over: stream, idleTimeoutMillis: peerTimeoutMillis,
+                                            helloTimeoutMillis: peerTimeoutMillis, now: monotonicMillis)
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))")

@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerLMDB
 
 /// Integrity and file commands.
 enum DataCommands {
@@ -49,9 +50,13 @@ enum DataCommands {
 
     static let verify = CLI.Command(spec: CommandSpec(
         name: "verify", synopsis: "", summary: "check the replica's integrity",
-        details: "Decodes every record, recomputes every index, per-child total and the digest, and checks the\nchange log against the version vector. Exits 65 when it finds a problem.")) { ctx, _ in
+        details: "Decodes every record, recomputes every index, per-child total and the digest, and checks the\nchange log against the version vector; reads every page of the store. Exits 65 when it finds a problem,\n70 when the store is too damaged to read.")) { ctx, _ in
         let replica = try ctx.openReplica()
-        let report = try replica.verify()
+        var report = try replica.verify()
+        // Below the records: every page of the LMDB file that LMDB can reach.
+        if let environment = replica.store as? LMDBEnvironment {
+            report.problems += try environment.checkPages().map { "store: \($0)" }
+        }
         ctx.emit(.object([("ok", .bool(report.isIntact)), ("problems", .array(report.problems.map(JSON.string))),
                           ("transactions", .int(report.transactions)), ("children", .int(report.children)),
                           ("changes", .int(report.changes)), ("digest", .string(report.digest.description))]))

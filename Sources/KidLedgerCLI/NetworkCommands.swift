@@ -30,6 +30,7 @@ enum NetworkCommands {
                 address = try PeerAddress(parsing: listen)
             }
         } catch { throw CLIError.usage("--listen: \(error)") }
+        let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
@@ -46,7 +47,8 @@ enum NetworkCommands {
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.peers().count, "known peer"))")
-        let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener, log: log)
+        let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
+                            peerTimeoutMillis: peerTimeout, log: log)
         daemon.attention = { r in try? ctx.attentionReason(r) }
         try daemon.run()
         try? replica.setSetting("listen", nil)

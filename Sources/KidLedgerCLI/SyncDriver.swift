@@ -9,16 +9,14 @@ import KidLedgerLMDB
 import KidLedgerSecurity
 
 /// A monotonic clock in milliseconds, for timeouts (the CLI and daemon only).
-func monotonicMillis() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-}
+func monotonicMillis() -> Int64 { Monotonic.millis() }
 
 /// Runs one initiator session with a peer over TCP and records the outcome in the peer's record.
 enum SyncDriver {
     /// Connect timeout for a peer.
     static let connectTimeoutMillis = 5_000
+    /// The longest the whole secure handshake may take (a busy peer answers slowly).
+    static let handshakeTimeoutMillis = 15_000
 
     /// The outcome of one sync with one peer.
     struct Result {
@@ -73,7 +71,7 @@ enum SyncDriver {
         do {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize)
-            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: connectTimeoutMillis)
+            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
         } catch let error as TransportError {
             connection.close()
             return finish(nil, error)

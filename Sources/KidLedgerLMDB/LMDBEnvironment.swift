@@ -55,6 +55,10 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
     private let writer = WriterMutex()
     /// Held shared by every transaction, exclusively by remapping and closing.
     private let gate = MapGate()
+    /// The map's address range (start, end), set when opening and after each remap (under `gate`).
+    private var mapRange: (start: UInt, end: UInt) = (0, 0)
+    /// The ``MapFaultGuard`` slot of the map.
+    private var guardSlot: Int?
 
     /// How often one `read` or `write` may start over after the map was resized or grown.
     private static let maxAttempts = 64
@@ -69,9 +73,13 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
     ///   - durable: false skips fsync at commit (`MDB_NOSYNC | MDB_NOMETASYNC`): for benchmarks
     ///     and simulations only, where a crash may lose or corrupt recent data.
     ///   - mapSizeBytesMax: the limit of automatic map growth (at least `mapSizeBytes`).
+    ///   - mustExist: the data file must already exist and be non-empty (a store being reopened,
+    ///     not created).
     /// - Throws: ``LMDBError`` when anything fails; nothing stays open then.
+    ///   ``LMDBError/damaged(_:)`` when an existing data file is truncated or its meta pages are
+    ///   not LMDB's (checked with `pread` before the file is mapped; see `DataFileCheck`).
     public init(directory: String, tables: [Table], mapSizeBytes: Int = 64 << 20, maxReaders: Int = 126,
-                durable: Bool = true, mapSizeBytesMax: Int = 1 << 40) throws {
+                durable: Bool = true, mapSizeBytesMax: Int = 1 << 40, mustExist: Bool = false) throws {
         guard !directory.isEmpty else { throw LMDBError.other(EINVAL, "The LMDB directory path is empty") }
         guard mapSizeBytes > 0, maxReaders > 0, maxReaders <= Int(UInt32.max) else {
             throw LMDBError.other(EINVAL, "Invalid LMDB map size \(mapSizeBytes) or reader count \(maxReaders)")
@@ -86,6 +94,7 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         self.mapSizeBytesMax = max(mapSizeBytesMax, mapSizeBytes)
 
         let identity = try DirectoryFiles.make(directory)
+        try DataFileCheck.check(directory: directory, mustExist: mustExist)
         guard OpenDirectories.claim(identity) else {
             throw LMDBError.other(EBUSY, "The LMDB environment in \(directory) is already open in this process")
         }
@@ -93,6 +102,7 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         do {
             try check(mdb_env_create(&env))
             guard let env else { throw LMDBError.other(ENOMEM, "mdb_env_create returned no environment") }
+            if MapFaultGuard.installed { mdb_env_set_assert(env, MapFaultGuard.assertFailed) }
             try check(mdb_env_set_maxdbs(env, MDB_dbi(unique.count + 4)))
             try check(mdb_env_set_mapsize(env, mapSizeBytes))
             try check(mdb_env_set_maxreaders(env, UInt32(maxReaders)))
@@ -112,10 +122,23 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         }
         self.env = env
         self.identity = identity
+        guardMap(env!)
         // Fully initialized from here on: a failure below closes everything through deinit.
+        // Tables are looked up first and created only when missing (a store made by an older
+        // build), so opening an existing store writes nothing. In a store that must exist, the
+        // first table missing means the main database is damaged: creating tables in it would
+        // write over damaged pages.
         dbis = try runWrite { txn in
             var dbis: [Table: MDB_dbi] = [:]
-            for table in unique { dbis[table] = try txn.openTable(table) }
+            for table in unique {
+                if let dbi = try txn.openTable(table, create: false) {
+                    dbis[table] = dbi
+                } else if mustExist && table == unique.first {
+                    throw LMDBError.damaged("\(directory)/data.mdb has no table \"\(table.name)\": its main database is damaged")
+                } else {
+                    dbis[table] = try txn.openTable(table, create: true)
+                }
+            }
             return dbis
         }
     }
@@ -212,7 +235,7 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         var txn: OpaquePointer?
         try check(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn))
         guard let txn else { throw .badTxn }
-        return LMDBTransaction(txn, dbis: dbis, maxKeySize: maxKeySize)
+        return LMDBTransaction(txn, dbis: dbis, maxKeySize: maxKeySize, map: mapRange)
     }
 
     // MARK: Map size
@@ -222,6 +245,19 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         gate.lockShared()
         defer { gate.unlock() }
         return env.map(Self.mapSize) ?? 0
+    }
+
+    /// Records the map's address range for value checks and for ``MapFaultGuard``. LMDB does not
+    /// tell where it mapped the file (`me_mapaddr` is only set for fixed maps), so the mapping of
+    /// this environment's `data.mdb` is looked up in `/proc/self/maps` by inode.
+    private func guardMap(_ env: OpaquePointer) {
+        MapFaultGuard.unregister(guardSlot)
+        guardSlot = nil
+        mapRange = (0, 0)
+        guard let inode = DataFileCheck.inode(directory + "/data.mdb"),
+              let range = MapFaultGuard.mapping(inode: inode, named: "/data.mdb") else { return }
+        mapRange = range
+        guardSlot = MapFaultGuard.register(start: range.start, count: Int(range.end - range.start))
     }
 
     private static func mapSize(_ env: OpaquePointer) -> Int {
@@ -252,6 +288,7 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         gate.lockExclusive()
         defer { gate.unlock() }
         guard let env else { throw .badTxn }
+        defer { if let env = self.env { guardMap(env) } }
         do {
             try change(env)
         } catch .mapFull {
@@ -270,6 +307,19 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         defer { gate.unlock() }
         guard let env else { throw LMDBError.badTxn }
         try check(mdb_env_sync(env, 1))
+    }
+
+    /// Reads every page LMDB can reach (free-page list, main database, every table) in one read
+    /// transaction and returns the problems found (empty when none).
+    ///
+    /// - Throws: ``LMDBError`` when LMDB finds a damaged page itself (``LMDBError/indicatesDamage``).
+    public func checkPages() throws -> [String] {
+        try read { reader in
+            guard let txn = reader as? LMDBTransaction, let env else { return [] }
+            var info = MDB_envinfo()
+            mdb_env_info(env, &info)
+            return try txn.checkPages(lastPage: info.me_last_pgno)
+        }
     }
 
     /// How many entries `table` holds and the depth of its B-tree.
@@ -296,6 +346,9 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
     /// Closes with `gate` held exclusively.
     private func closeLocked() {
         guard let env else { return }
+        MapFaultGuard.unregister(guardSlot)
+        guardSlot = nil
+        mapRange = (0, 0)
         mdb_env_close(env)
         self.env = nil
         OpenDirectories.release(identity)

@@ -61,8 +61,22 @@ public enum LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The disk (or the file system's quota) is full.
     /// The corresponding C error is ENOSPC.
     case noSpace
+    /// The data file is damaged in a way found before or while reading it (truncated, a
+    /// meta page overwritten, a value reaching outside the map); the payload says how.
+    /// Reported with the code of MDB_CORRUPTED.
+    case damaged(String)
     /// Any other LMDB or `errno` code, with its message.
     case other(Int32, String)
+
+    /// Whether the error means the data file is damaged (corrupted pages, a missing page, a bad
+    /// header, a truncated file), as opposed to a full disk, a busy store or a bug.
+    public var indicatesDamage: Bool {
+        switch self {
+        case .corrupted, .panic, .invalid, .damaged: true
+        case .other(let code, _): code == MDB_PAGE_NOTFOUND || code == MDB_CURSOR_FULL || code == MDB_BAD_RSLOT
+        default: false
+        }
+    }
 
     /// Names the error for an LMDB return code or an `errno` value (`code` should not be 0).
     public init(code: Int32) {
@@ -108,6 +122,7 @@ public enum LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
         case .incompatible: MDB_INCOMPATIBLE
         case .permissionDenied: EACCES
         case .noSpace: ENOSPC
+        case .damaged: MDB_CORRUPTED
         case .other(let code, _): code
         }
     }
@@ -132,6 +147,7 @@ public enum LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
         case .incompatible: "MDB_INCOMPATIBLE"
         case .permissionDenied: "EACCES"
         case .noSpace: "ENOSPC"
+        case .damaged: "MDB_CORRUPTED"
         case .other: nil
         }
     }
@@ -155,6 +171,8 @@ public enum LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
             "No space left on device (ENOSPC)"
         case .permissionDenied:
             "Permission denied (EACCES)"
+        case .damaged(let why):
+            why
         case .other(let code, let message):
             "LMDB error \(code): \(message)"
         default:

@@ -1,4 +1,5 @@
 import CLMDB
+import Synchronization
 import KidLedgerReplica
 
 /// One LMDB transaction as the ``KeyValueReader`` / ``KeyValueWriter`` that a store's `read` or
@@ -15,8 +16,13 @@ final class LMDBTransaction: KeyValueWriter {
     /// then unusable, whatever the body did with the error, and the store grows the map and retries.
     private(set) var sawMapFull = false
 
-    init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int) {
+    /// The environment's map (start, end): a key or value that starts inside it must end inside it.
+    private let map: (start: UInt, end: UInt)
+
+    init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
+        self.map = map
         self.txn = txn
+        MapFaultGuard.openTransactions.add(1, ordering: .relaxed)
         self.dbis = dbis
         self.maxKeySize = maxKeySize
     }
@@ -25,8 +31,10 @@ final class LMDBTransaction: KeyValueWriter {
 
     /// Aborts the transaction (a no-op once it has ended).
     func abort() {
-        if let txn { mdb_txn_abort(txn) }
-        txn = nil
+        guard let txn else { return }
+        mdb_txn_abort(txn)
+        self.txn = nil
+        MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed)
     }
 
     /// Commits the transaction and returns LMDB's code. The transaction has ended either way:
@@ -34,6 +42,7 @@ final class LMDBTransaction: KeyValueWriter {
     func commit() -> Int32 {
         guard let txn else { return MDB_BAD_TXN }
         self.txn = nil
+        defer { MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed) }
         return mdb_txn_commit(txn)
     }
 
@@ -57,11 +66,14 @@ final class LMDBTransaction: KeyValueWriter {
         try check(rc)
     }
 
-    /// Opens (creating) the named database for `table` in this write transaction.
-    func openTable(_ table: Table) throws(LMDBError) -> MDB_dbi {
+    /// Opens the named database for `table` in this write transaction: nil when it does not exist
+    /// and `create` is false.
+    func openTable(_ table: Table, create: Bool) throws(LMDBError) -> MDB_dbi? {
         let txn = try live()
         var dbi: MDB_dbi = 0
-        try call(mdb_dbi_open(txn, table.name, UInt32(MDB_CREATE), &dbi))
+        let rc = mdb_dbi_open(txn, table.name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+        if rc == MDB_NOTFOUND && !create { return nil }
+        try call(rc)
         return dbi
     }
 
@@ -82,7 +94,7 @@ final class LMDBTransaction: KeyValueWriter {
         let rc = withValue(key) { k in mdb_get(txn, dbi, &k, &value) }
         if rc == MDB_NOTFOUND { return nil }
         try call(rc)
-        return bytes(value)
+        return try bytes(value)
     }
 
     func count(_ table: Table) throws -> Int {
@@ -152,7 +164,59 @@ final class LMDBTransaction: KeyValueWriter {
         }
         if rc == MDB_NOTFOUND { return nil }
         try call(rc)
-        return (bytes(found), bytes(value))
+        return (try bytes(found), try bytes(value))
+    }
+
+    /// A copy of the bytes an `MDB_val` points at. A damaged page can carry a size that reaches
+    /// past the end of the map: that is reported as damage rather than read.
+    private func bytes(_ value: MDB_val) throws(LMDBError) -> [UInt8] {
+        guard value.mv_size > 0, let data = value.mv_data else { return [] }
+        let start = UInt(bitPattern: data)
+        if start >= map.start && start < map.end {
+            let (end, overflow) = start.addingReportingOverflow(UInt(value.mv_size))
+            guard !overflow, end <= map.end else {
+                throw .damaged("a stored entry of \(value.mv_size) bytes reaches past the end of the data file's map: the data file is damaged")
+            }
+        }
+        return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
+    }
+
+    // MARK: Page check
+
+    /// Walks every entry of the free-page list, the main database and every table, copying each
+    /// key and value (which checks that it lies inside the map); returns what is wrong. A free-list
+    /// entry must be a count followed by that many page numbers, each a page of the file (2 ...
+    /// `lastPage`). LMDB itself reports pages of the wrong type or missing (thrown).
+    func checkPages(lastPage: Int) throws(LMDBError) -> [String] {
+        let txn = try live()
+        var problems: [String] = []
+        func walk(_ dbi: MDB_dbi, _ body: (_ key: [UInt8], _ value: [UInt8]) -> Void) throws(LMDBError) {
+            var cursor: OpaquePointer?
+            try call(mdb_cursor_open(txn, dbi, &cursor))
+            guard let cursor else { throw .badTxn }
+            defer { mdb_cursor_close(cursor) }
+            var entry = try move(cursor, MDB_FIRST)
+            while let current = entry {
+                body(current.key, current.value)
+                entry = try move(cursor, MDB_NEXT)
+            }
+        }
+        let word = MemoryLayout<Int>.size
+        try walk(0) { key, value in  // FREE_DBI
+            guard value.count >= word, value.count % word == 0 else {
+                problems.append("a free-page list entry has \(value.count) bytes")
+                return
+            }
+            let words = value.withUnsafeBytes { raw in (0..<(value.count / word)).map { raw.loadUnaligned(fromByteOffset: $0 * word, as: Int.self) } }
+            if words[0] != words.count - 1 {
+                problems.append("a free-page list entry counts \(words[0]) pages but holds \(words.count - 1)")
+            } else if let bad = words.dropFirst().first(where: { $0 < 2 || $0 > lastPage }) {
+                problems.append("the free-page list names page \(bad), outside the file's pages 2...\(lastPage)")
+            }
+        }
+        try walk(1) { _, _ in }  // MAIN_DBI: the tables' roots
+        for dbi in dbis.values.sorted() { try walk(dbi) { _, _ in } }
+        return problems
     }
 
     // MARK: KeyValueWriter
@@ -188,9 +252,3 @@ private func withValue<R>(_ bytes: [UInt8], _ body: (inout MDB_val) -> R) -> R {
     }
 }
 
-/// A copy of the bytes an `MDB_val` points at.
-@inline(__always)
-private func bytes(_ value: MDB_val) -> [UInt8] {
-    guard value.mv_size > 0, let data = value.mv_data else { return [] }
-    return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
-}

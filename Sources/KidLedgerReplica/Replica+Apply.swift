@@ -229,7 +229,7 @@ extension Replica {
     static func releaseDeferred(child: RecordID, in w: any KeyValueWriter) throws {
         var ids: [RecordID] = []
         try w.scan(Tables.deferred, prefix: Keys.id(child)) { key, _ in
-            ids.append(Keys.trailingID(key))
+            ids.append(try Keys.trailingID(key))
             return true
         }
         for id in ids {

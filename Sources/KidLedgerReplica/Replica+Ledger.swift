@@ -192,7 +192,7 @@ extension Replica {
     static func newestUndoable(_ r: any KeyValueReader) throws -> LedgerTransaction? {
         var found: LedgerTransaction?
         try r.scan(Tables.byTime, prefix: [], from: nil, reverse: true) { key, _ in
-            let id = Keys.trailingID(key)
+            let id = try Keys.trailingID(key)
             guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
                 throw LedgerError.corrupted("indexed transaction \(id) missing")
             }

@@ -93,7 +93,7 @@ extension Replica {
     static func children(_ r: any KeyValueReader, includeArchived: Bool) throws -> [ChildSummary] {
         var ids: [RecordID] = []
         try r.scan(Tables.children) { key, _ in
-            ids.append(RecordID(bytes: key))
+            ids.append(try Keys.storedID(key))
             return true
         }
         var result: [ChildSummary] = []
@@ -145,7 +145,7 @@ extension Replica {
             let prefix = child.map(Keys.id) ?? []
             try r.scan(table, prefix: prefix, from: nil, reverse: true) { key, _ in
                 guard entries.count < limit else { return false }
-                let id = Keys.trailingID(key)
+                let id = try Keys.trailingID(key)
                 guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
                     throw LedgerError.corrupted("indexed transaction \(id) missing")
                 }
@@ -229,7 +229,7 @@ extension Replica {
         try store.read { r in
             var result: [RecordID: Aggregate] = [:]
             try r.scan(Tables.children) { key, _ in
-                let id = RecordID(bytes: key)
+                let id = try Keys.storedID(key)
                 result[id] = try Aggregate.load(id, r)
                 return true
             }

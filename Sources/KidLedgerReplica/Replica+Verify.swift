@@ -93,12 +93,16 @@ extension Replica {
             let storedDigest = Digest256(bytes: try r.get(Tables.meta, Keys.digest))
             if storedDigest != digest { problem("stored digest \(storedDigest?.description ?? "missing") does not match the records (\(digest))") }
 
-            try verifyChangeLog(r, report: &report, problem: problem)
+            // Not `&report`: `problem` writes to `report` too, and an inout access for the whole call
+            // would overlap with it (a fatal exclusivity violation as soon as a problem is found).
+            let changes = try verifyChangeLog(r, problem: problem)
+            report.changes = changes
             return report
         }
     }
 
-    private func verifyChangeLog(_ r: any KeyValueReader, report: inout VerifyReport, problem: (String) -> Void) throws {
+    /// Checks the change log, the hash chains and the version vector; returns the changes counted.
+    private func verifyChangeLog(_ r: any KeyValueReader, problem: (String) -> Void) throws -> Int {
         var lastByOrigin: [ReplicaID: UInt64] = [:]
         var changes = 0
         var chain: (origin: ReplicaID, sequence: UInt64, previous: [UInt8], hasher: SHA256Hasher)?
@@ -140,7 +144,6 @@ extension Replica {
         if try r.count(Tables.chains) != lastByOrigin.values.reduce(0, { $0 + Int($1) }) {
             problem("hash chains table does not match the change log")
         }
-        report.changes = changes
         var vectorEntries = 0
         try r.scan(Tables.vector) { key, value in
             vectorEntries += 1
@@ -149,6 +152,7 @@ extension Replica {
             return true
         }
         if vectorEntries != lastByOrigin.count { problem("version vector has \(vectorEntries) origins, the change log \(lastByOrigin.count)") }
+        return changes
     }
 
     private func checkReflected(_ op: Operation, change: Change, _ r: any KeyValueReader, problem: (String) -> Void) throws {

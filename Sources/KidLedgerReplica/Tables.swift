@@ -114,9 +114,16 @@ enum Keys {
         return w.bytes
     }
 
-    /// The trailing 16-byte id of an index key.
-    static func trailingID(_ key: [UInt8]) -> RecordID {
-        RecordID(bytes: key[(key.count - 16)...])
+    /// The trailing 16-byte id of an index key; a shorter key (a damaged store) throws.
+    static func trailingID(_ key: [UInt8]) throws -> RecordID {
+        guard key.count >= 16 else { throw LedgerError.corrupted("an index key of \(key.count) bytes") }
+        return RecordID(bytes: key[(key.count - 16)...])
+    }
+
+    /// The id that is a whole 16-byte key; another length (a damaged store) throws.
+    static func storedID(_ key: [UInt8]) throws -> RecordID {
+        guard key.count == 16 else { throw LedgerError.corrupted("a record key of \(key.count) bytes") }
+        return RecordID(bytes: key)
     }
 
     static let schema: [UInt8] = Array("schema".utf8)

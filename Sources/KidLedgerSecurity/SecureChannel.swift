@@ -401,6 +401,12 @@ public final class SecureChannel {
         return [.send(Self.frame(.refused, Self.truncated(reason))), .failed(error)]
     }
 
+    /// A `refused` frame with `reason` (cut to ``refusalBytesMax``), for a server that turns a
+    /// connection away before running a channel on it (e.g. too many connections).
+    public static func refusalFrame(_ reason: String) -> [UInt8] {
+        frame(.refused, truncated(reason))
+    }
+
     static func frame(_ type: FrameType, _ payload: [UInt8]) -> [UInt8] {
         var w = ByteWriter(capacity: 5 + payload.count)
         w.write(bigEndian: UInt32(payload.count + 1))

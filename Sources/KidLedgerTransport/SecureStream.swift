@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import KidLedgerDomain
 import KidLedgerSecurity
 
@@ -23,6 +26,16 @@ extension ByteStream {
 
 extension TCPConnection: ByteStream {}
 
+/// A monotonic clock (CLOCK_MONOTONIC) in milliseconds, for deadlines in drivers.
+public enum Monotonic {
+    /// Milliseconds since an arbitrary fixed point; never goes back.
+    public static func millis() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
+
 /// A TCP connection after a ``SecureChannel`` handshake: both ends authenticated (Ed25519) and
 /// authorised, every byte encrypted and authenticated (secretstream). A tampered frame fails the
 /// stream; nothing of it reaches the caller.
@@ -43,18 +56,25 @@ public final class SecureStream: ByteStream, @unchecked Sendable {
         self.remote = connection.remote
     }
 
-    /// Runs the channel handshake over `connection` (bounded by `timeoutMillis` per read).
+    /// Runs the channel handshake over `connection`.
     ///
-    /// - Throws: ``TransportError/refused(_:)``-style failures as `.io`/`.closed`, or
-    ///   `.handshake(reason)` when either side refused or a signature failed.
+    /// The whole handshake must complete within `timeoutMillis`, measured with `now` (a monotonic
+    /// clock in milliseconds): a peer that trickles its handshake a byte at a time is dropped when
+    /// the time is up, however many bytes it sent. Each read waits at most what is left.
+    ///
+    /// - Throws: ``TransportError/timeout(_:)`` when the time is up; `.io`/`.closed` when the
+    ///   connection fails; `.handshake(reason)` when this side refused or a signature failed;
+    ///   `.refusedByPeer(reason)` when the peer refused.
     public static func establish(_ channel: SecureChannel, over connection: TCPConnection,
-                                 timeoutMillis: Int = 15_000) throws(TransportError) -> SecureStream {
+                                 timeoutMillis: Int = 15_000, now: () -> Int64 = Monotonic.millis) throws(TransportError) -> SecureStream {
+        let deadline = now() + Int64(max(timeoutMillis, 1))
         var early: [UInt8] = []
+        func left() -> Int { Int(max(deadline - now(), 0)) }
         func perform(_ actions: [ChannelAction]) throws(TransportError) -> PublicKey? {
             var established: PublicKey?
             for action in actions {
                 switch action {
-                case .send(let bytes): try connection.write(bytes, timeoutMillis: timeoutMillis)
+                case .send(let bytes): try connection.write(bytes, timeoutMillis: max(left(), 1))
                 case .established(let peer): established = peer
                 case .plaintext(let bytes): early += bytes
                 case .closed: break
@@ -65,11 +85,19 @@ public final class SecureStream: ByteStream, @unchecked Sendable {
             return established
         }
         var peer = try perform(channel.start())
+        // Every pass reads at least one byte or waits out what is left of the deadline; the count
+        // only guards against a clock that stands still.
         var rounds = 0
         while peer == nil {
             rounds += 1
-            guard rounds < 64 else { throw .handshake("the handshake did not complete") }
-            let chunk = try connection.read(timeoutMillis: timeoutMillis)
+            let wait = left()
+            guard wait > 0, rounds < 1 << 20 else {
+                throw .timeout("waiting for the handshake: not completed within \(timeoutMillis) ms")
+            }
+            let chunk: [UInt8]
+            do { chunk = try connection.read(maxBytes: 4 << 10, timeoutMillis: wait) } catch .timeout {
+                throw .timeout("waiting for the handshake: not completed within \(timeoutMillis) ms")
+            }
             if chunk.isEmpty {
                 _ = channel.connectionClosed()
                 throw .handshake("\(connection.remote) closed the connection during the handshake")

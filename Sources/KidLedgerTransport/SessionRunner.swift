@@ -55,19 +55,33 @@ public enum SessionRunner {
     /// - Parameters:
     ///   - idleTimeoutMillis: the longest wait for the peer to send or accept anything.
     ///   - totalTimeoutMillis: the longest the whole session may take, measured with `now`.
+    ///   - helloTimeoutMillis: responder only: the longest the peer may take to identify itself (its
+    ///     `hello`, which the session admits or refuses), however it trickles the bytes; nil: no limit
+    ///     beyond the others.
     ///   - progress: called on this thread after each received chunk.
     ///   - now: a monotonic clock in milliseconds (injected; only used for the total timeout).
     public static func run(_ session: SyncSession, over connection: any ByteStream, idleTimeoutMillis: Int = 15_000,
-                           totalTimeoutMillis: Int = 600_000, progress: ((SessionProgress) -> Void)? = nil,
+                           totalTimeoutMillis: Int = 600_000, helloTimeoutMillis: Int? = nil, progress: ((SessionProgress) -> Void)? = nil,
                            now: () -> Int64) -> SessionOutcome {
         defer { connection.close() }
         let started = now()
         let idle = max(idleTimeoutMillis, 1)
         let totalExpired = "sync with \(connection.remote) timed out after \(totalTimeoutMillis) ms: the whole sync took too long"
 
-        /// Milliseconds left of the total, at most the idle timeout; nil when the total is spent.
+        let helloExpired = "\(connection.remote) did not identify itself within \(helloTimeoutMillis ?? 0) ms"
+        /// Whether the session still waits for the peer's hello past its deadline.
+        func helloLate() -> Bool {
+            guard let helloTimeoutMillis, session.state == .awaitingHello else { return false }
+            return now() - started >= Int64(helloTimeoutMillis)
+        }
+
+        /// Milliseconds left of the total (and of the hello deadline while it applies), at most the
+        /// idle timeout; nil when the time is spent.
         func wait() -> Int? {
-            let left = Int64(totalTimeoutMillis) - (now() - started)
+            var left = Int64(totalTimeoutMillis) - (now() - started)
+            if let helloTimeoutMillis, session.state == .awaitingHello {
+                left = min(left, Int64(helloTimeoutMillis) - (now() - started))
+            }
             guard left > 0 else { return nil }
             return Int(min(Int64(idle), left))
         }
@@ -113,13 +127,13 @@ public enum SessionRunner {
         while passes < Int.max {
             passes += 1
             guard let timeout = wait() else {
-                return transportFailure(totalExpired)
+                return transportFailure(helloLate() ? helloExpired : totalExpired)
             }
             let chunk: [UInt8]
             do {
                 chunk = try connection.read(timeoutMillis: timeout)
             } catch {
-                if case .timeout = error, wait() == nil { return transportFailure(totalExpired) }
+                if case .timeout = error, wait() == nil { return transportFailure(helloLate() ? helloExpired : totalExpired) }
                 return transportFailure("sync with \(connection.remote) failed: \(error)")
             }
             if chunk.isEmpty {

@@ -12,5 +12,8 @@ while let pointer = entry.pointee {
     }
     entry += 1
 }
+// A read of a damaged data file through LMDB's memory map ends the process with a message and
+// exit 70 instead of SIGBUS/SIGSEGV (docs/ERRORS.md).
+CLI.installStoreFaultGuard()
 let code = CLI.run(arguments: Array(CommandLine.arguments.dropFirst()), environment: environment, console: StandardConsole())
 exit(code)

@@ -19,9 +19,9 @@ final class BackgroundProcess: @unchecked Sendable {
     let arguments: [String]
     private var status: Int32?
 
-    /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`), with
-    /// `blocked` signals blocked (none unless a test asks).
-    init(_ ledger: TestLedger, _ arguments: [String], blocked: [Int32] = []) throws {
+    /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`, plus
+    /// `extraEnvironment`), with `blocked` signals blocked (none unless a test asks).
+    init(_ ledger: TestLedger, _ arguments: [String], blocked: [Int32] = [], extraEnvironment: [String: String] = [:]) throws {
         let binary = try #require(Binary.path, "the kidledger executable was neither found nor built")
         let base = ledger.directory + "/proc-\(UUID().uuidString.prefix(8))"
         outPath = base + ".out"
@@ -46,6 +46,7 @@ final class BackgroundProcess: @unchecked Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         let environment = ["KIDLEDGER_HOME=\(ledger.home)", "HOME=\(ledger.directory)", "PATH=/usr/bin:/bin", "LC_ALL=C"]
+            + extraEnvironment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         let argv = ([binary] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }
@@ -88,6 +89,12 @@ final class BackgroundProcess: @unchecked Sendable {
     var killedBySignal: Bool {
         guard let status else { return false }
         return status & 0x7f != 0 && status & 0x7f != 0x7f
+    }
+
+    /// The signal that ended it, or nil (running, or ended by `exit`).
+    var terminationSignal: Int32? {
+        guard let status, killedBySignal else { return nil }
+        return status & 0x7f
     }
 
     /// Sends `signal` while it runs (not yet reaped, so the pid is still ours).
@@ -134,8 +141,10 @@ final class DaemonProcess: @unchecked Sendable {
     /// and waits at most 30 s for its first line, `... serving "NAME" on 127.0.0.1:PORT (...`.
     /// Returns nil (the process reaped) when it exits first or never says so.
     static func start(_ ledger: TestLedger, in group: ProcessGroup, port: Int = 0, blocked: [Int32] = [],
+                      extraEnvironment: [String: String] = [:],
                       sourceLocation: SourceLocation = #_sourceLocation) throws -> DaemonProcess? {
-        let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"], blocked: blocked))
+        let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"], blocked: blocked,
+                                                extraEnvironment: extraEnvironment))
         let marker = " on 127.0.0.1:"
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {

@@ -36,6 +36,13 @@ final class TestLedger {
         home = directory + "/home"
     }
 
+    /// A ledger whose home is `home` (e.g. on a file system a test mounted), with `directory` (an
+    /// existing directory elsewhere) for everything else.
+    init(directory: String, home: String) {
+        self.directory = directory
+        self.home = home
+    }
+
     /// Sets the clock of the next run.
     func setClock(_ millis: Int64) { self.millis = millis }
 
