@@ -27,9 +27,10 @@ def main():
     table = {"local": {}, "sync": {}, "incremental": {}}
     for n in sizes:
         app = rows("append", n)
-        version = rows("version", n)
-        give = rows("give", n)
-        balance = rows("balance", n)
+        procs = [l for l in lines if l["row"] == "proc"]
+        version = [l for l in procs if l["cmd"] == "version"]
+        give = [l for l in procs if l["cmd"] == "give" and l["n"] == n]
+        balance = [l for l in procs if l["cmd"] == "balance" and l["n"] == n]
         local = {}
         if app:
             local["appendSeconds"] = med([r["result"]["seconds"] for r in app])
@@ -37,14 +38,11 @@ def main():
             local["records"] = app[-1]["result"]["records"]
             local["recordBytes"] = app[-1]["result"]["recordBytes"]
             local["appendPerFloor"] = local["appendSeconds"] / local["floorSeconds"]
-        if version:
-            local["versionSeconds"] = version[0]["result"]["median"]
-        if give:
-            local["giveSeconds"] = give[0]["result"]["median"]
-            local["givePeakKiB"] = give[0]["result"]["maxRSSKiB"]
-        if balance:
-            local["balanceSeconds"] = balance[0]["result"]["median"]
-            local["balancePeakKiB"] = balance[0]["result"]["maxRSSKiB"]
+        for name, samples in (("version", version), ("give", give), ("balance", balance)):
+            if samples:
+                local[name + "Seconds"] = med([x["result"]["median"] for x in samples])
+                local[name + "CPUSeconds"] = med([x["result"]["cpuMedian"] for x in samples])
+                local[name + "PeakKiB"] = max(x["result"]["maxRSSKiB"] for x in samples)
         table["local"][n] = local
 
         sync = rows("sync", n)
@@ -52,12 +50,15 @@ def main():
             sessions = [r["session"]["results"][0] for r in sync]
             s = {
                 "processSeconds": med([r["process"]["median"] for r in sync]),
+                "processCPUSeconds": med([r["process"]["cpuMedian"] for r in sync]),
                 "sessionSeconds": med([x["micros"] / 1e6 for x in sessions]),
                 "wireBytesSent": med([x["wireBytesSent"] for x in sessions]),
                 "wireBytesReceived": med([x["wireBytesReceived"] for x in sessions]),
                 "changesReceived": sessions[-1]["changesReceived"],
                 "syncPeakKiB": max(r["process"]["maxRSSKiB"] for r in sync),
                 "daemonPeakKiB": max(r["daemonHWMKiB"] for r in sync),
+                "syncPeakAnonKiB": max(r["process"].get("peakAnonKiB", 0) for r in sync),
+                "daemonPeakAnonKiB": max(r["process"].get("watchPeakAnonKiB", 0) for r in sync),
             }
             s["wireBytes"] = s["wireBytesSent"] + s["wireBytesReceived"]
             s["wireBytesPerTransaction"] = s["wireBytes"] / n
@@ -142,7 +143,9 @@ def targets(t, sizes):
     if sim:
         add(f"simulator: {sim['seeds']} standard seeds on 2 cores finish (failures)", sim["failures"], 0)
     daemon = t["sync"].get(top, {}).get("daemonPeakKiB")
-    add(f"daemon peak memory during the {top} initial sync (MB)", daemon / 1024 if daemon else None, 200)
+    add(f"daemon peak RSS during the {top} initial sync (MB, mapped LMDB pages included)", daemon / 1024 if daemon else None, 200)
+    anon = t["sync"].get(top, {}).get("daemonPeakAnonKiB")
+    add(f"daemon peak heap (RssAnon) during the {top} initial sync (MB)", anon / 1024 if anon else None, 200)
     return out
 
 
@@ -170,7 +173,7 @@ def label(n):
 def render(meta, t, sizes):
     out = []
     out.append(f"kidledger benchmarks ({meta['mode']} run, {meta['date']}, commit {meta['commit']}, {meta['cpus']} cores; "
-               f"median of {meta['runs']} runs, 3 for N >= 100k)")
+               f"median of {meta['runs']} runs, 3 for N >= 100k; whole processes: median of {meta.get('procRuns', '?')} interleaved rounds)")
     out.append("")
     head = "| row | " + " | ".join(f"N = {label(n)}" for n in sizes) + " |"
     out.append(head)
@@ -191,11 +194,14 @@ def render(meta, t, sizes):
     line("`kidledger --version` (start-up floor)", lambda n: human_seconds(L[n]["versionSeconds"]))
     line("`kidledger give` with N in the home", lambda n: f"{human_seconds(L[n]['giveSeconds'])} ({L[n]['giveSeconds'] / L[n]['versionSeconds']:.2f}x start-up)")
     line("`kidledger balance` with N in the home", lambda n: f"{human_seconds(L[n]['balanceSeconds'])} ({L[n]['balanceSeconds'] / L[n]['versionSeconds']:.2f}x start-up)")
+    line("CPU time: --version / give / balance", lambda n: f"{L[n]['versionCPUSeconds'] * 1000:.1f} / {L[n]['giveCPUSeconds'] * 1000:.1f} / {L[n]['balanceCPUSeconds'] * 1000:.1f} ms")
     line("initial sync of N, `sync` process (durable)", lambda n: f"{human_seconds(S[n]['processSeconds'])} ({S[n]['processPerFloor']:.1f}x floor)")
+    line("initial sync: CPU time of the `sync` process", lambda n: human_seconds(S[n]["processCPUSeconds"]))
     line("initial sync of N, session only", lambda n: human_seconds(S[n]["sessionSeconds"]))
     line("initial sync: wire bytes sent / received", lambda n: f"{human_bytes(S[n]['wireBytesSent'])} / {human_bytes(S[n]['wireBytesReceived'])}")
     line("initial sync: wire bytes per transaction", lambda n: f"{S[n]['wireBytesPerTransaction']:.1f}")
-    line("initial sync: peak memory sync / daemon", lambda n: f"{S[n]['syncPeakKiB'] / 1024:.0f} MB / {S[n]['daemonPeakKiB'] / 1024:.0f} MB")
+    line("initial sync: peak RSS sync / daemon (mapped LMDB pages included)", lambda n: f"{S[n]['syncPeakKiB'] / 1024:.0f} MB / {S[n]['daemonPeakKiB'] / 1024:.0f} MB")
+    line("initial sync: peak heap (RssAnon) sync / daemon", lambda n: f"{S[n]['syncPeakAnonKiB'] / 1024:.0f} MB / {S[n]['daemonPeakAnonKiB'] / 1024:.0f} MB")
     line("incremental sync of 1 change: session", lambda n: human_seconds(I[n]["sessionSeconds"]))
     line("incremental sync of 1 change: process", lambda n: human_seconds(I[n]["processSeconds"]))
     line("incremental sync of 1 change: wire bytes", lambda n: human_bytes(I[n]["wireBytes"]))

@@ -6,17 +6,21 @@
 #   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
 #
 # Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,
-# 3 for N >= 100k), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
-# --work DIR keeps the homes there (default: a temporary directory, removed at the end).
+# 3 for N >= 100k; whole-process rows take 15 interleaved rounds), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
+# --seeds 0 skips the simulator, --work DIR keeps the homes there (default: a temporary directory, removed at the end).
 # Environment: SCRATCH (SwiftPM scratch path, default .build).
 # Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
 set -euo pipefail
+# Everything runs inside main, so bash has read the whole script before it starts (editing the
+# file during a long run cannot change what runs).
+main() {
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
 MODE=full
 OUT=bench-results.json
 RUNS=5
+PROC_RUNS=15
 SIZES=""
 SEEDS=""
 WORK=""
@@ -36,6 +40,7 @@ if [ "$MODE" = quick ]; then
     SIZES=${SIZES:-"1000 10000"}
     SEEDS=${SEEDS:-20}
     RUNS=3
+    PROC_RUNS=7
 else
     SIZES=${SIZES:-"1000 10000 100000 1000000"}
     SEEDS=${SEEDS:-1000}
@@ -47,7 +52,9 @@ for n in $SIZES; do if [ "$n" -le 100000 ] && [ "$n" -gt "$YRS_N" ]; then YRS_N=
 started=$(date +%s)
 Scripts/setup.sh >/dev/null
 SCRATCH=${SCRATCH:-$REPO/.build}
-for product in kidledger kidledger-sim kidledger-bench; do
+PRODUCTS="kidledger kidledger-bench"
+[ "$SEEDS" -gt 0 ] && PRODUCTS="$PRODUCTS kidledger-sim"
+for product in $PRODUCTS; do
     swift build -c release --scratch-path "$SCRATCH" --product "$product" 2>&1 | tail -n 1
 done
 BIN=$SCRATCH/release
@@ -70,7 +77,7 @@ else
 fi
 RESULTS=$WORK/results.jsonl
 : > "$RESULTS"
-echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
+echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"procRuns\":$PROC_RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
 
 say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 record() { echo "$1" >> "$RESULTS"; }
@@ -97,7 +104,7 @@ stop_daemon() {
         DAEMON_PID=""
     fi
 }
-# The daemon's peak resident memory so far, in KiB.
+# The daemon's peak resident memory so far, in KiB (LMDB's mapped file pages it touched included).
 daemon_hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status"; }
 # A JSON field of a one-line document.
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
@@ -128,16 +135,11 @@ for N in $SIZES; do
     done
     rm -rf "$D/a0"
 
-    say "N=$N: whole processes"
-    record "{\"row\":\"version\",\"n\":$N,\"result\":$("$BENCH" run --runs "$RUNS" --warmup 1 -- "$KL" --version)}"
-    record "{\"row\":\"give\",\"n\":$N,\"result\":$("$BENCH" run --runs "$RUNS" --warmup 1 -- "$KL" --home "$D/a" give Kid1 1.25 --note bench)}"
-    record "{\"row\":\"balance\",\"n\":$N,\"result\":$("$BENCH" run --runs "$RUNS" --warmup 1 -- "$KL" --home "$D/a" balance)}"
-
     say "N=$N: initial sync over loopback TCP ($R runs)"
     for r in $(seq 1 "$R"); do
         rm -rf "$D/b"; cp -a "$D/b0" "$D/b"
         start_daemon "$D/a"
-        proc=$("$BENCH" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
+        proc=$("$BENCH" run --runs 1 --watch "$DAEMON_PID" --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
         hwm=$(daemon_hwm)
         stop_daemon
         record "{\"row\":\"sync\",\"n\":$N,\"run\":$r,\"process\":$proc,\"session\":$(cat "$WORK/sync.json"),\"daemonHWMKiB\":$hwm}"
@@ -145,9 +147,9 @@ for N in $SIZES; do
     da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
     if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the sync: $da vs $db" >&2; exit 1; fi
 
-    say "N=$N: incremental sync of one change ($R runs)"
+    say "N=$N: incremental sync of one change ($PROC_RUNS runs)"
     start_daemon "$D/a"
-    for r in $(seq 1 "$R"); do
+    for r in $(seq 1 "$PROC_RUNS"); do
         "$KL" --home "$D/a" give Kid2 0.25 --note incremental >/dev/null
         proc=$("$BENCH" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
         record "{\"row\":\"incremental\",\"n\":$N,\"run\":$r,\"process\":$proc,\"session\":$(cat "$WORK/sync.json")}"
@@ -155,18 +157,37 @@ for N in $SIZES; do
     stop_daemon
     da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
     if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the incremental syncs" >&2; exit 1; fi
-    rm -rf "$D"
+    rm -rf "$D/b" "$D/b0"
 done
+
+# Whole processes, interleaved round by round (version, then give and balance at every N), so the
+# noise of a shared machine falls on all of them alike.
+say "whole processes: $PROC_RUNS interleaved rounds (after one warm-up round)"
+for r in $(seq 0 "$PROC_RUNS"); do
+    line=$("$BENCH" run --runs 1 -- "$KL" --version)
+    [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"version\",\"run\":$r,\"result\":$line}"
+    for N in $SIZES; do
+        line=$("$BENCH" run --runs 1 -- "$KL" --home "$WORK/n$N/a" give Kid1 1.25 --note bench)
+        [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"give\",\"n\":$N,\"run\":$r,\"result\":$line}"
+        line=$("$BENCH" run --runs 1 -- "$KL" --home "$WORK/n$N/a" balance)
+        [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"balance\",\"n\":$N,\"run\":$r,\"result\":$line}"
+    done
+done
+for N in $SIZES; do rm -rf "$WORK/n$N"; done
 
 if [ "$YRS_N" -gt 0 ]; then
     say "Yrs (pycrdt) on the same $YRS_N transactions"
     record "{\"row\":\"yrs\",\"n\":$YRS_N,\"result\":$("$VENV/bin/python" Scripts/bench-yrs.py --runs 3 "$WORK/yrs.tsv")}"
 fi
 
-say "simulator: $SEEDS standard seeds on $(nproc) cores"
-proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)")
-summary=$(grep '^seeds=' "$WORK/sim.txt")
-record "{\"row\":\"simulator\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
+if [ "$SEEDS" -gt 0 ]; then
+    say "simulator: $SEEDS standard seeds on $(nproc) cores"
+    proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)")
+    summary=$(grep '^seeds=' "$WORK/sim.txt")
+    record "{\"row\":\"simulator\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
+fi
 
 record "{\"row\":\"elapsed\",\"seconds\":$(( $(date +%s) - started ))}"
 python3 Scripts/bench-report.py "$RESULTS" "$OUT"
+}
+main "$@"

@@ -7,7 +7,7 @@ public let protocolVersionMin: UInt16 = 1
 public let protocolVersionMax: UInt16 = 1
 
 /// Most changes in one `changes` message.
-public let changesPerBatchMax = 512
+public let changesPerBatchMax = 4096
 /// Most entries in one version vector on the wire.
 public let vectorEntriesMax = 10_000
 /// Longest join token in `hello`, in bytes.

@@ -210,7 +210,7 @@ public final class SyncSession {
 
     /// Sends batches while the flow-control window allows and something is left.
     private func pump() throws(ProtocolError) {
-        let overhead = 1 + 1 + 3  // type, isLast, count varint (≤ 512 fits in 2; 3 to be safe)
+        let overhead = 1 + 1 + 3  // type, isLast, count varint (≤ 4096 fits in 2; 3 to be safe)
         while inFlight < limits.batchesInFlightMax && !sentLast {
             if queued.isEmpty { try refill() }
             var batch: [Change] = []

@@ -113,17 +113,18 @@ extension Replica {
     public func post(_ query: String, signedCents: Int64, note: String, source: String) throws -> Posting {
         guard note.utf8.count <= Limits.noteBytesMax else { throw LedgerError.badNote }
         precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
-        let id = newID()
+        var generator = random
         let (_, posting) = try commitLocal { w, hlc in
             _ = try Self.requireHousehold(w)
             let child = try Self.resolveChild(query, w)
             if child.isArchived { throw LedgerError.archived(child.name) }
             let balance = try Self.checkedBalance(child, adding: signedCents)
-            let t = LedgerTransaction(id: id, childID: child.id, amountCents: signedCents,
-                                      createdAtMillis: hlc.millis, note: note, source: source)
+            let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
+                                      amountCents: signedCents, createdAtMillis: hlc.millis, note: note, source: source)
             if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
             return ([.addTransaction(t)], Posting(transaction: t, childName: child.name, balanceCents: balance))
         }
+        random = generator
         return posting
     }
 
@@ -168,7 +169,7 @@ extension Replica {
                 if child.isArchived { throw LedgerError.archived(child.name) }
                 child.balanceCents = try Self.checkedBalance(child, adding: draft.signedCents)
                 children[draft.childID] = child
-                let t = LedgerTransaction(id: RecordID.random(using: &generator), childID: draft.childID,
+                let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: draft.childID,
                                           amountCents: draft.signedCents, createdAtMillis: hlc.millis,
                                           note: draft.note, source: source)
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
@@ -200,7 +201,7 @@ extension Replica {
             var postings: [Posting] = []
             for child in active {
                 let balance = try Self.checkedBalance(child, adding: signedCents)
-                let t = LedgerTransaction(id: RecordID.random(using: &generator), childID: child.id,
+                let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
                                           amountCents: signedCents, createdAtMillis: hlc.millis,
                                           note: note, source: source)
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }

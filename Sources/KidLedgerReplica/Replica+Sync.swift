@@ -87,7 +87,8 @@ extension Replica {
         let me = replicaID
         var generator = random
         let verifier = self.verifier
-        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
+        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { base in
+            let w = BatchWriter(base)
             var report = ApplyReport()
             var ownHistoryForked = false
             for change in changes {
@@ -100,9 +101,14 @@ extension Replica {
                 }
                 if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
             }
-            guard ownHistoryForked else { return (report, nil) }
+            guard ownHistoryForked else {
+                try w.flush()
+                return (report, nil)
+            }
             report.rotatedReplicaID = true
-            return (report, try Self.rotate(from: me, in: w, generator: &generator))
+            let fresh = try Self.rotate(from: me, in: w, generator: &generator)
+            try w.flush()
+            return (report, fresh)
         }
         random = generator
         if let fresh { replicaID = fresh }

@@ -56,8 +56,9 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     private mutating func mix(_ id: RecordID) {
-        let h = SHA256.hash(id.bytes)
-        for i in 0..<16 { idHash[i] ^= h[i] }
+        var hasher = SHA256Hasher()
+        hasher.update(id.bytes)
+        hasher.finalize { h in for i in 0..<16 { idHash[i] ^= h[i] } }
     }
 
     func encoded() -> [UInt8] {

@@ -9,7 +9,8 @@
 //       (id, child, cents, createdAt, note, source) for the Yrs comparison.
 //   kidledger-bench run [--runs R] [--warmup W] [--out FILE] -- PROGRAM ARGS...
 //       runs a whole process R times (after W unmeasured runs) and prints one JSON line: the
-//       median and every sample of its wall time, and its peak resident memory (ru_maxrss).
+//       median and every sample of its wall time, the median CPU time (user + system) and its peak
+//       resident memory (ru_maxrss).
 //       --out keeps the standard output of the last run; a failing exit status stops the bench
 //       unless --any-status.
 #if canImport(Glibc)
@@ -166,6 +167,23 @@ func rawLMDBPuts(_ tables: [(Table, [([UInt8], [UInt8])])], directory: String) -
 
 // MARK: run
 
+/// The highest anonymous resident memory (KiB) seen of the child and of the watched process.
+nonisolated(unsafe) var peakAnon = (child: 0, watched: 0)
+
+/// `RssAnon` of a process (KiB), 0 when it can't be read.
+func anonKiB(_ pid: Int32) -> Int {
+    guard let file = fopen("/proc/\(pid)/status", "r") else { return 0 }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if text.hasPrefix("RssAnon:") {
+            return Int(String(text.dropFirst(8).filter(\.isNumber))) ?? 0
+        }
+    }
+    return 0
+}
+
 func run(_ args: [String]) {
     guard let dash = args.firstIndex(of: "--"), dash + 1 < args.count else { fail("run needs -- PROGRAM ARGS...") }
     var options = Array(args[..<dash])
@@ -173,28 +191,33 @@ func run(_ args: [String]) {
     let runs = option("--runs", &options).flatMap(Int.init) ?? 5
     let warmup = option("--warmup", &options).flatMap(Int.init) ?? 0
     let out = option("--out", &options)
+    // With --watch PID (the daemon), the child's and that process's anonymous memory (heap, not
+    // the mapped LMDB file) is sampled every 2 ms while the child runs.
+    let watch = option("--watch", &options).flatMap { Int32($0) }
     let anyStatus = options.contains("--any-status")
     options.removeAll { $0 == "--any-status" }
     guard options.isEmpty, runs >= 1, warmup >= 0 else { fail("unexpected \(options)") }
     var samples: [Double] = []
+    var cpuSamples: [Double] = []
     var maxRSS = 0
     var lastStatus: Int32 = 0
     for i in 0..<(warmup + runs) {
         let last = i == warmup + runs - 1
-        let (seconds, rss, status) = spawn(command, stdoutPath: last ? out : nil)
+        let (seconds, cpu, rss, status) = spawn(command, stdoutPath: last ? out : nil, watch: watch)
         lastStatus = status
         guard status == 0 || anyStatus else { fail("\(command.joined(separator: " ")) exited with \(status)") }
         if i >= warmup {
             samples.append(seconds)
+            cpuSamples.append(cpu)
             maxRSS = max(maxRSS, rss)
         }
     }
-    print("{\"median\":\(fmt(median(samples))),\"samples\":[\(samples.map(fmt).joined(separator: ","))],\"maxRSSKiB\":\(maxRSS),\"status\":\(lastStatus)}")
+    print("{\"median\":\(fmt(median(samples))),\"samples\":[\(samples.map(fmt).joined(separator: ","))],\"cpuMedian\":\(fmt(median(cpuSamples))),\"maxRSSKiB\":\(maxRSS),\"status\":\(lastStatus)\(watch == nil ? "" : ",\"peakAnonKiB\":\(peakAnon.child),\"watchPeakAnonKiB\":\(peakAnon.watched)")}")
 }
 
 /// Runs `command` (an absolute path and its arguments), waits for it, and returns its wall time,
-/// peak resident set (KiB) and exit status.
-func spawn(_ command: [String], stdoutPath: String?) -> (Double, Int, Int32) {
+/// CPU time (user + system), peak resident set (KiB) and exit status.
+func spawn(_ command: [String], stdoutPath: String?, watch: Int32? = nil) -> (Double, Double, Int, Int32) {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -208,10 +231,21 @@ func spawn(_ command: [String], stdoutPath: String?) -> (Double, Int, Int32) {
     guard rc == 0 else { fail("cannot run \(command[0]): \(String(cString: strerror(rc)))") }
     var status: Int32 = 0
     var usage = rusage()
-    while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+    if let watch {
+        while true {
+            peakAnon.child = max(peakAnon.child, anonKiB(pid))
+            peakAnon.watched = max(peakAnon.watched, anonKiB(watch))
+            let rc = wait4(pid, &status, WNOHANG, &usage)
+            if rc == pid || (rc < 0 && errno != EINTR) { break }
+            usleep(2_000)
+        }
+    } else {
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+    }
     let seconds = monotonicSeconds() - started
     let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-    return (seconds, Int(usage.ru_maxrss), exitStatus)
+    let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    return (seconds, cpu, Int(usage.ru_maxrss), exitStatus)
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
