@@ -8,6 +8,18 @@ public enum SHA256 {
     }
 }
 
+/// A SHA-256 digest held inline: its 32 bytes as four big-endian 64-bit words (`w0` holds bytes 0–7).
+public struct SHA256Words: Equatable, Sendable {
+    /// Bytes 0–7, 8–15, 16–23 and 24–31 of the digest, each read big-endian.
+    public var w0, w1, w2, w3: UInt64
+
+    /// The first `count` bytes (at most 32).
+    public func prefix(_ count: Int) -> [UInt8] {
+        var words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
+        return withUnsafeBytes(of: &words) { Array($0.prefix(count)) }
+    }
+}
+
 /// Incremental SHA-256: feed bytes with `update`, then call `finalize` for the 32-byte digest.
 public struct SHA256Hasher: Sendable {
     private var engine = BlockHashEngine(SHA256Compressor())
@@ -30,10 +42,10 @@ public struct SHA256Hasher: Sendable {
         engine.finalize()
     }
 
-    /// Passes the 32-byte digest of everything fed so far to `body` without allocating, and resets
-    /// the hasher to its initial state.
-    public mutating func finalize<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try engine.finalize { compressor in try compressor.withDigest(body) }
+    /// The digest of everything fed so far as four words, without allocating (the hot paths hash
+    /// several times per change); resets the hasher to its initial state.
+    public mutating func finalizeWords() -> SHA256Words {
+        engine.finalize { c in c.words }
     }
 
     mutating func update(sequence bytes: some Sequence<UInt8>) {
@@ -147,12 +159,12 @@ struct SHA256Compressor: BlockCompressor {
 
     init() {}
 
-    var digest: [UInt8] { withDigest { Array($0) } }
+    var digest: [UInt8] { words.prefix(32) }
 
-    /// The 32 digest bytes (the state words big-endian), without allocating.
-    func withDigest<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        var words = (h0.bigEndian, h1.bigEndian, h2.bigEndian, h3.bigEndian, h4.bigEndian, h5.bigEndian, h6.bigEndian, h7.bigEndian)
-        return try withUnsafeBytes(of: &words) { try body($0) }
+    /// The state as the digest's four big-endian words.
+    var words: SHA256Words {
+        SHA256Words(w0: UInt64(h0) << 32 | UInt64(h1), w1: UInt64(h2) << 32 | UInt64(h3),
+                    w2: UInt64(h4) << 32 | UInt64(h5), w3: UInt64(h6) << 32 | UInt64(h7))
     }
 
     private static let k: [UInt32] = [

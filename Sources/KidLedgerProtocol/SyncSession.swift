@@ -318,7 +318,7 @@ public final class SyncSession {
     static func digest(of checks: [ChildCheck]) -> Message {
         var hasher = SHA256Hasher()
         hasher.update(Message.checks(checks).encodePayload())
-        return .checksDigest(children: UInt64(checks.count), digest: hasher.finalize { Array($0.prefix(16)) })
+        return .checksDigest(children: UInt64(checks.count), digest: hasher.finalizeWords().prefix(16))
     }
 
     private func compare(_ theirs: [ChildCheck]) throws(ProtocolError) {

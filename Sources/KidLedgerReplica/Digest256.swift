@@ -56,7 +56,8 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
     private static func hash(_ record: [UInt8]) -> Digest256 {
         var hasher = SHA256Hasher()
         hasher.update(record)
-        return hasher.finalize { Digest256(raw: $0) }
+        let h = hasher.finalizeWords()
+        return Digest256(h.w0, h.w1, h.w2, h.w3)
     }
 
     private mutating func add(_ other: Digest256, sign: Int) {

@@ -115,7 +115,7 @@ extension Replica {
             hasher.update([UInt8](repeating: 0, count: 16))
         }
         hasher.update(version)
-        return hasher.finalize { Array($0.prefix(16)) }
+        return hasher.finalizeWords().prefix(16)
     }
 
     static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, previous: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {

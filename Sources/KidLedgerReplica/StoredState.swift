@@ -58,7 +58,8 @@ public struct Aggregate: Equatable, Sendable {
     private mutating func mix(_ id: RecordID) {
         var hasher = SHA256Hasher()
         hasher.update(id.bytes)
-        hasher.finalize { h in for i in 0..<16 { idHash[i] ^= h[i] } }
+        let h = hasher.finalizeWords().prefix(16)
+        for i in 0..<16 { idHash[i] ^= h[i] }
     }
 
     func encoded() -> [UInt8] {

@@ -70,7 +70,7 @@ enum Keys {
     static func version(_ encoded: [UInt8]) -> [UInt8] {
         var hasher = SHA256Hasher()
         hasher.update(encoded)
-        return hasher.finalize { Array($0.prefix(8)) }
+        return hasher.finalizeWords().prefix(8)
     }
 
     static func origin(_ origin: ReplicaID) -> [UInt8] {
