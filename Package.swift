@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .executable(name: "kidledger", targets: ["kidledger"]),
         .executable(name: "kidledger-sim", targets: ["kidledger-sim"]),
+        // Benchmark helper behind Scripts/bench.sh (docs/PERFORMANCE.md); not a user command.
+        .executable(name: "kidledger-bench", targets: ["kidledger-bench"]),
     ],
     targets: [
         // C libraries through system-library targets.
@@ -42,6 +44,7 @@ let package = Package(
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
+        .executableTarget(name: "kidledger-bench", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),

@@ -83,6 +83,8 @@ enum NetworkCommands {
                      ("changesSent", .int(r.outcome?.summary?.changesSent ?? 0)),
                      ("changesReceived", .int(r.outcome?.summary?.changesApplied ?? 0)),
                      ("bytes", .int((r.outcome?.summary?.bytesSent ?? 0) + (r.outcome?.summary?.bytesReceived ?? 0))),
+                     ("wireBytesSent", .int(r.wireBytesSent)), ("wireBytesReceived", .int(r.wireBytesReceived)),
+                     ("micros", .int(Int((r.seconds * 1_000_000).rounded()))),
                      ("upToDate", .bool(r.outcome?.summary?.bothUpToDate ?? false)),
                      ("error", r.failure.map(JSON.string) ?? .null)])
         })), ("digest", .string(try replica.digest().description))]))

@@ -11,6 +11,9 @@ import KidLedgerSecurity
 /// A monotonic clock in milliseconds, for timeouts (the CLI and daemon only).
 func monotonicMillis() -> Int64 { Monotonic.millis() }
 
+/// A monotonic clock in microseconds, for session timings.
+func monotonicMicros() -> Int64 { Monotonic.micros() }
+
 /// Runs one initiator session with a peer over TCP and records the outcome in the peer's record.
 enum SyncDriver {
     /// Connect timeout for a peer.
@@ -24,6 +27,9 @@ enum SyncDriver {
         var outcome: SessionOutcome?
         var connectError: TransportError?
         var seconds: Double
+        /// Bytes that crossed the wire each way (TCP payload: handshake, encryption and framing included).
+        var wireBytesSent = 0
+        var wireBytesReceived = 0
 
         var succeeded: Bool { outcome?.summary != nil }
         /// Whether the other device refused this one (in the handshake or at admission).
@@ -50,17 +56,20 @@ enum SyncDriver {
     static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
                      joinToken: [UInt8] = [], expectedPeer: [UInt8]? = nil,
                      progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
-        let started = monotonicMillis()
+        let started = monotonicMicros()
+        var connection: TCPConnection?
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
             let result = Result(address: address, outcome: outcome, connectError: error,
-                                seconds: Double(monotonicMillis() - started) / 1000)
+                                seconds: Double(monotonicMicros() - started) / 1_000_000,
+                                wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0)
             record(result, in: replica)
             return result
         }
         let peer: PeerAddress
         do { peer = try PeerAddress(parsing: address) } catch { return finish(nil, error) }
-        let connection: TCPConnection
-        do { connection = try TCPConnection.connect(to: peer, timeoutMillis: connectTimeoutMillis) } catch { return finish(nil, error) }
+        let connected: TCPConnection
+        do { connected = try TCPConnection.connect(to: peer, timeoutMillis: connectTimeoutMillis) } catch { return finish(nil, error) }
+        connection = connected
         let (members, revoked) = admissibleKeys(replica)
         let authorize: SecureChannel.Authorize = { key, _, _ in
             if let expectedPeer { return key.bytes == expectedPeer ? nil : "that device is not the household's owner" }
@@ -71,12 +80,12 @@ enum SyncDriver {
         do {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize)
-            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
+            stream = try SecureStream.establish(channel, over: connected, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
         } catch let error as TransportError {
-            connection.close()
+            connected.close()
             return finish(nil, error)
         } catch {
-            connection.close()
+            connected.close()
             return finish(nil, .handshake("\(error)"))
         }
         let session = SyncSession(role: .initiator, replica: replica, household: household, joinToken: joinToken)

@@ -8,6 +8,18 @@ public enum SHA256 {
     }
 }
 
+/// A SHA-256 digest held inline: its 32 bytes as four big-endian 64-bit words (`w0` holds bytes 0–7).
+public struct SHA256Words: Equatable, Sendable {
+    /// Bytes 0–7, 8–15, 16–23 and 24–31 of the digest, each read big-endian.
+    public var w0, w1, w2, w3: UInt64
+
+    /// The first `count` bytes (at most 32).
+    public func prefix(_ count: Int) -> [UInt8] {
+        var words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
+        return withUnsafeBytes(of: &words) { Array($0.prefix(count)) }
+    }
+}
+
 /// Incremental SHA-256: feed bytes with `update`, then call `finalize` for the 32-byte digest.
 public struct SHA256Hasher: Sendable {
     private var engine = BlockHashEngine(SHA256Compressor())
@@ -28,6 +40,12 @@ public struct SHA256Hasher: Sendable {
     /// Returns the 32-byte digest of everything fed so far and resets the hasher to its initial state.
     public mutating func finalize() -> [UInt8] {
         engine.finalize()
+    }
+
+    /// The digest of everything fed so far as four words, without allocating (the hot paths hash
+    /// several times per change); resets the hasher to its initial state.
+    public mutating func finalizeWords() -> SHA256Words {
+        engine.finalize { c in c.words }
     }
 
     mutating func update(sequence bytes: some Sequence<UInt8>) {
@@ -95,18 +113,25 @@ struct BlockHashEngine<Compressor: BlockCompressor>: Sendable {
     }
 
     mutating func finalize() -> [UInt8] {
+        finalize { $0.digest }
+    }
+
+    /// Pads, compresses the last block(s), hands the final compressor to `body`, and resets.
+    mutating func finalize<R>(_ body: (Compressor) throws -> R) rethrows -> R {
         let bitLength = length &* 8
         // 0x80, then zeros up to 56 mod 64, then the 64-bit big-endian bit length.
         let padCount = (buffered < 56 ? 56 : 120) - buffered
-        var tail = [UInt8](repeating: 0, count: padCount + 8)
-        tail[0] = 0x80
-        for i in 0..<8 {
-            tail[padCount + i] = UInt8(truncatingIfNeeded: bitLength >> (56 - 8 * UInt64(i)))
+        var tail: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                   UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &tail) { t in
+            t[0] = 0x80
+            for i in 0..<8 {
+                t[padCount + i] = UInt8(truncatingIfNeeded: bitLength >> (56 - 8 * UInt64(i)))
+            }
+            update(UnsafeRawBufferPointer(rebasing: t[0..<(padCount + 8)]))
         }
-        tail.withUnsafeBytes { update($0) }
-        let result = compressor.digest
-        self = BlockHashEngine(Compressor())
-        return result
+        defer { self = BlockHashEngine(Compressor()) }
+        return try body(compressor)
     }
 }
 
@@ -134,7 +159,13 @@ struct SHA256Compressor: BlockCompressor {
 
     init() {}
 
-    var digest: [UInt8] { bigEndianBytes([h0, h1, h2, h3, h4, h5, h6, h7]) }
+    var digest: [UInt8] { words.prefix(32) }
+
+    /// The state as the digest's four big-endian words.
+    var words: SHA256Words {
+        SHA256Words(w0: UInt64(h0) << 32 | UInt64(h1), w1: UInt64(h2) << 32 | UInt64(h3),
+                    w2: UInt64(h4) << 32 | UInt64(h5), w3: UInt64(h6) << 32 | UInt64(h7))
+    }
 
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -147,6 +178,17 @@ struct SHA256Compressor: BlockCompressor {
         0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
     ]
 
+    /// One round: `d` and `h` take their new values; the caller rotates the roles of the eight
+    /// working variables instead of moving them (the usual unrolled form).
+    @inline(__always)
+    private static func round(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: inout UInt32,
+                              _ e: UInt32, _ f: UInt32, _ g: UInt32, _ h: inout UInt32, _ kw: UInt32) {
+        let t1 = h &+ (rotateRight(e, 6) ^ rotateRight(e, 11) ^ rotateRight(e, 25)) &+ ((e & f) ^ (~e & g)) &+ kw
+        let t2 = (rotateRight(a, 2) ^ rotateRight(a, 13) ^ rotateRight(a, 22)) &+ ((a & b) ^ (a & c) ^ (b & c))
+        d = d &+ t1
+        h = t1 &+ t2
+    }
+
     mutating func compress(blocks: UnsafeRawBufferPointer) {
         Self.k.withUnsafeBufferPointer { k in
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
@@ -156,19 +198,23 @@ struct SHA256Compressor: BlockCompressor {
                         w[t] = UInt32(bigEndian: blocks.loadUnaligned(fromByteOffset: offset + 4 * t, as: UInt32.self))
                     }
                     for t in 16..<64 {
-                        let s0 = rotateRight(w[t - 15], 7) ^ rotateRight(w[t - 15], 18) ^ (w[t - 15] >> 3)
-                        let s1 = rotateRight(w[t - 2], 17) ^ rotateRight(w[t - 2], 19) ^ (w[t - 2] >> 10)
+                        let x = w[t - 15], y = w[t - 2]
+                        let s0 = rotateRight(x, 7) ^ rotateRight(x, 18) ^ (x >> 3)
+                        let s1 = rotateRight(y, 17) ^ rotateRight(y, 19) ^ (y >> 10)
                         w[t] = w[t - 16] &+ s0 &+ w[t - 7] &+ s1
                     }
                     var (a, b, c, d, e, f, g, h) = (h0, h1, h2, h3, h4, h5, h6, h7)
-                    for t in 0..<64 {
-                        let s1 = rotateRight(e, 6) ^ rotateRight(e, 11) ^ rotateRight(e, 25)
-                        let ch = (e & f) ^ (~e & g)
-                        let t1 = h &+ s1 &+ ch &+ k[t] &+ w[t]
-                        let s0 = rotateRight(a, 2) ^ rotateRight(a, 13) ^ rotateRight(a, 22)
-                        let maj = (a & b) ^ (a & c) ^ (b & c)
-                        let t2 = s0 &+ maj
-                        (h, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
+                    var t = 0
+                    while t < 64 {
+                        Self.round(a, b, c, &d, e, f, g, &h, k[t] &+ w[t])
+                        Self.round(h, a, b, &c, d, e, f, &g, k[t + 1] &+ w[t + 1])
+                        Self.round(g, h, a, &b, c, d, e, &f, k[t + 2] &+ w[t + 2])
+                        Self.round(f, g, h, &a, b, c, d, &e, k[t + 3] &+ w[t + 3])
+                        Self.round(e, f, g, &h, a, b, c, &d, k[t + 4] &+ w[t + 4])
+                        Self.round(d, e, f, &g, h, a, b, &c, k[t + 5] &+ w[t + 5])
+                        Self.round(c, d, e, &f, g, h, a, &b, k[t + 6] &+ w[t + 6])
+                        Self.round(b, c, d, &e, f, g, h, &a, k[t + 7] &+ w[t + 7])
+                        t += 8
                     }
                     h0 &+= a; h1 &+= b; h2 &+= c; h3 &+= d
                     h4 &+= e; h5 &+= f; h6 &+= g; h7 &+= h

@@ -7,7 +7,7 @@ public let protocolVersionMin: UInt16 = 1
 public let protocolVersionMax: UInt16 = 1
 
 /// Most changes in one `changes` message.
-public let changesPerBatchMax = 512
+public let changesPerBatchMax = 4096
 /// Most entries in one version vector on the wire.
 public let vectorEntriesMax = 10_000
 /// Longest join token in `hello`, in bytes.
@@ -36,8 +36,12 @@ public enum Message: Equatable, Sendable {
     case done
     /// The sender gives up; the session fails on both sides.
     case error(code: UInt16, message: String)
-    /// Before `done`: the sender's per-child check (count, sum, id hash) after the exchange.
+    /// Before `done`, only when the check digests differed: the sender's per-child check (count,
+    /// sum, id hash) after the exchange, so each side can name the children that differ.
     case checks([ChildCheck])
+    /// After the exchange: how many children the sender's per-child checks cover and the first 16
+    /// bytes of SHA-256 over their `checks` payload. Equal digests: every child agrees.
+    case checksDigest(children: UInt64, digest: [UInt8])
     /// Responder → initiator, before its first batch: origins whose histories it found forked in
     /// the initiator's vector; the initiator sends every version of them from sequence 1.
     case forked([ReplicaID])
@@ -54,6 +58,7 @@ public enum Message: Equatable, Sendable {
         case .error: 7
         case .forked: 8
         case .checks: 9
+        case .checksDigest: 10
         }
     }
 
@@ -69,6 +74,7 @@ public enum Message: Equatable, Sendable {
         case .error: "error"
         case .forked: "forked"
         case .checks: "checks"
+        case .checksDigest: "checksDigest"
         }
     }
 
@@ -92,6 +98,10 @@ public enum Message: Equatable, Sendable {
                 w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents))
                 w.write(raw: c.idHash)
             }
+        case .checksDigest(let children, let digest):
+            precondition(digest.count == 16, "a checks digest has 16 bytes")
+            w.write(varint: children)
+            w.write(raw: digest)
         case .welcome(let version, let replica):
             Self.write(u16: version, &w)
             w.write(bigEndian: replica.rawValue)
@@ -176,6 +186,10 @@ public enum Message: Equatable, Sendable {
                     checks.append(ChildCheck(child: child, count: n, sumCents: (Int128(Int64(bitPattern: high)) << 64) | Int128(low), idHash: hash))
                 }
                 message = .checks(checks)
+            case 10:
+                let children = try r.readVarint("checks digest children")
+                guard children <= UInt64(checksMax) else { throw DecodeError.invalid("check count \(children)") }
+                message = .checksDigest(children: children, digest: try r.readRaw(count: 16, "checks digest"))
             case 7:
                 let code = try readU16(&r, "error code")
                 message = .error(code: code, message: try r.readString(maxBytes: errorMessageBytesMax, "error message"))
@@ -251,8 +265,14 @@ public enum Message: Equatable, Sendable {
     }
 
     /// Encoded size of `change` inside a `changes` payload.
-    static func encodedSize(_ change: Change) -> Int {
-        RecordCodec.encode(change).count
+    /// The frame of `.changes(changes, isLast:)` built from the changes' canonical encodings
+    /// (as the log holds them): the same bytes, without decoding and encoding again.
+    static func changesFrame(encoded changes: [[UInt8]], isLast: Bool) -> [UInt8] {
+        var w = ByteWriter(capacity: 16 + changes.reduce(0) { $0 + $1.count })
+        w.write(bool: isLast)
+        w.write(varint: UInt64(changes.count))
+        for c in changes { w.write(raw: c) }
+        return Frame.encode(type: 4, payload: w.bytes)
     }
 }
 

@@ -49,13 +49,19 @@ public final class SyncSession {
     private var decoder = FrameDecoder()
     private var peerHas: VersionVector = [:]
     private var peerKnown: VersionVector = [:]
-    private var queued: ArraySlice<Change> = []
+    private var queued: ArraySlice<EncodedChange> = []
     private var inFlight = 0
     private var sentLast = false
     private var receivedLast = false
     private var doneSent = false
     private var doneReceived = false
     private var checksReceived = false
+    /// This side's per-child checks, taken once its exchange completed (nil before).
+    private var myChecks: [ChildCheck]?
+    /// The peer's checks digest, once received.
+    private var peerDigest: Message?
+    /// Whether the digests differed, so both sides send their full checks before done.
+    private var checksDiffer = false
     private var actions: [SessionAction] = []
 
     /// Initiator: the invitation secret sent in hello when joining (empty otherwise).
@@ -168,12 +174,17 @@ public final class SyncSession {
             peerKnown = peerVector
             try pump()
             try finishIfDone()
+        case (.transferring, .checksDigest):
+            guard peerDigest == nil else { throw .unexpectedMessage("a second checks digest") }
+            peerDigest = message
+            try finishIfDone()
         case (.transferring, .checks(let theirs)):
-            guard !checksReceived else { throw .unexpectedMessage("a second checks message") }
+            guard !checksReceived, peerDigest != nil else { throw .unexpectedMessage("checks before the checks digest, or twice") }
             checksReceived = true
             try compare(theirs)
         case (.transferring, .done):
-            guard sentLast && receivedLast && inFlight == 0 && !doneReceived else {
+            guard sentLast && receivedLast && inFlight == 0 && !doneReceived, peerDigest != nil,
+                  checksReceived || !checksDiffer else {
                 throw .unexpectedMessage("done before the exchange completed")
             }
             doneReceived = true
@@ -210,13 +221,13 @@ public final class SyncSession {
 
     /// Sends batches while the flow-control window allows and something is left.
     private func pump() throws(ProtocolError) {
-        let overhead = 1 + 1 + 3  // type, isLast, count varint (≤ 512 fits in 2; 3 to be safe)
+        let overhead = 1 + 1 + 3  // type, isLast, count varint (≤ 4096 fits in 2; 3 to be safe)
         while inFlight < limits.batchesInFlightMax && !sentLast {
             if queued.isEmpty { try refill() }
-            var batch: [Change] = []
+            var batch: [EncodedChange] = []
             var bytes = overhead
             while let next = queued.first, batch.count < limits.changesPerBatch {
-                let size = Message.encodedSize(next)
+                let size = next.bytes.count
                 if bytes + size > limits.frameBytes {
                     if batch.isEmpty { throw .changeTooLarge(bytes: size) }
                     break
@@ -228,7 +239,7 @@ public final class SyncSession {
             for change in batch { peerHas[change.origin] = change.sequence }
             if queued.isEmpty { try refill() }
             let isLast = queued.isEmpty
-            send(.changes(batch, isLast: isLast))
+            sendFrame(Message.changesFrame(encoded: batch.map(\.bytes), isLast: isLast))
             inFlight += 1
             summary.batchesSent += 1
             summary.changesSent += batch.count
@@ -239,13 +250,26 @@ public final class SyncSession {
     private func refill() throws(ProtocolError) {
         let limit = limits.changesPerBatch
         let peer = peerHas
-        queued = ArraySlice(try storage { try replica.changes(notCoveredBy: peer, limit: limit) })
+        queued = ArraySlice(try storage { try replica.encodedChanges(notCoveredBy: peer, limit: limit) })
     }
 
     private func finishIfDone() throws(ProtocolError) {
         guard state == .transferring else { return }
-        if !doneSent && sentLast && inFlight == 0 && receivedLast {
-            send(.checks(try localChecks()))
+        // Once this side's exchange is complete: its checks digest. Once the peer's digest is in:
+        // equal digests mean every child agrees; otherwise both sides send their full checks
+        // (before done, so each receives the other's before the session ends) and compare.
+        if myChecks == nil && sentLast && inFlight == 0 && receivedLast {
+            let checks = try localChecks()
+            myChecks = checks
+            send(Self.digest(of: checks))
+        }
+        if !doneSent, let mine = myChecks, let theirs = peerDigest {
+            if theirs == Self.digest(of: mine) {
+                summary.childrenAgreeing = mine.map(\.child)
+            } else {
+                checksDiffer = true
+                send(.checks(mine))
+            }
             send(.done)
             doneSent = true
         }
@@ -290,8 +314,15 @@ public final class SyncSession {
             .sorted { $0.child < $1.child }
     }
 
+    /// The `checksDigest` message of `checks` (sorted by child, as ``localChecks()`` returns them).
+    static func digest(of checks: [ChildCheck]) -> Message {
+        var hasher = SHA256Hasher()
+        hasher.update(Message.checks(checks).encodePayload())
+        return .checksDigest(children: UInt64(checks.count), digest: hasher.finalizeWords().prefix(16))
+    }
+
     private func compare(_ theirs: [ChildCheck]) throws(ProtocolError) {
-        let mine = Dictionary(uniqueKeysWithValues: try localChecks().map { ($0.child, $0) })
+        let mine = Dictionary(uniqueKeysWithValues: (myChecks ?? []).map { ($0.child, $0) })
         let other = Dictionary(uniqueKeysWithValues: theirs.map { ($0.child, $0) })
         for child in Set(mine.keys).union(other.keys).sorted() {
             if mine[child] == other[child] { summary.childrenAgreeing.append(child) } else { summary.childrenDiffering.append(child) }
@@ -317,7 +348,10 @@ public final class SyncSession {
     }
 
     private func send(_ message: Message) {
-        let frame = message.frame()
+        sendFrame(message.frame())
+    }
+
+    private func sendFrame(_ frame: [UInt8]) {
         summary.bytesSent += frame.count
         actions.append(.send(frame))
     }

@@ -6,25 +6,32 @@ import KidLedgerDomain
 /// exactly when they hold the same records (up to hash collisions), however the records arrived.
 public struct Digest256: Hashable, Sendable, CustomStringConvertible {
     /// Four 64-bit limbs, most significant first.
-    public private(set) var limbs: [UInt64]
+    public var limbs: [UInt64] { [l0, l1, l2, l3] }
+    private var l0: UInt64, l1: UInt64, l2: UInt64, l3: UInt64
 
     /// The digest of the empty set.
-    public static let zero = Digest256(limbs: [0, 0, 0, 0])
+    public static let zero = Digest256(0, 0, 0, 0)
 
-    init(limbs: [UInt64]) { self.limbs = limbs }
+    init(_ l0: UInt64, _ l1: UInt64, _ l2: UInt64, _ l3: UInt64) {
+        (self.l0, self.l1, self.l2, self.l3) = (l0, l1, l2, l3)
+    }
 
     /// Reads 32 big-endian bytes.
     public init?(bytes: [UInt8]?) {
         guard let bytes, bytes.count == 32 else { return nil }
-        var limbs = [UInt64](repeating: 0, count: 4)
-        for i in 0..<32 { limbs[i / 8] = (limbs[i / 8] << 8) | UInt64(bytes[i]) }
-        self.limbs = limbs
+        self = bytes.withUnsafeBytes { Self(raw: $0) }
+    }
+
+    /// Reads 32 big-endian bytes from `raw` (at least 32 long).
+    init(raw: UnsafeRawBufferPointer) {
+        func limb(_ i: Int) -> UInt64 { UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8 * i, as: UInt64.self)) }
+        self.init(limb(0), limb(1), limb(2), limb(3))
     }
 
     /// 32 big-endian bytes.
     public var bytes: [UInt8] {
         var w = ByteWriter(capacity: 32)
-        for l in limbs { w.write(bigEndian: l) }
+        for l in [l0, l1, l2, l3] { w.write(bigEndian: l) }
         return w.bytes
     }
 
@@ -41,26 +48,44 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Adds the hash of `record`.
-    public mutating func insert(_ record: [UInt8]) { add(Digest256(bytes: SHA256.hash(record))!, sign: 1) }
+    public mutating func insert(_ record: [UInt8]) { add(Self.hash(record), sign: 1) }
 
     /// Removes the hash of `record` (inverse of ``insert(_:)``).
-    public mutating func remove(_ record: [UInt8]) { add(Digest256(bytes: SHA256.hash(record))!, sign: -1) }
+    public mutating func remove(_ record: [UInt8]) { add(Self.hash(record), sign: -1) }
+
+    private static func hash(_ record: [UInt8]) -> Digest256 {
+        var hasher = SHA256Hasher()
+        hasher.update(record)
+        let h = hasher.finalizeWords()
+        return Digest256(h.w0, h.w1, h.w2, h.w3)
+    }
 
     private mutating func add(_ other: Digest256, sign: Int) {
-        var carry: UInt64 = 0
-        for i in stride(from: 3, through: 0, by: -1) {
-            if sign > 0 {
-                let (s1, o1) = limbs[i].addingReportingOverflow(other.limbs[i])
-                let (s2, o2) = s1.addingReportingOverflow(carry)
-                limbs[i] = s2
-                carry = (o1 ? 1 : 0) + (o2 ? 1 : 0)
-            } else {
-                let (d1, o1) = limbs[i].subtractingReportingOverflow(other.limbs[i])
-                let (d2, o2) = d1.subtractingReportingOverflow(carry)
-                limbs[i] = d2
-                carry = (o1 ? 1 : 0) + (o2 ? 1 : 0)
-            }
+        if sign > 0 {
+            var carry = false
+            (l3, carry) = Self.add(l3, other.l3, carry)
+            (l2, carry) = Self.add(l2, other.l2, carry)
+            (l1, carry) = Self.add(l1, other.l1, carry)
+            (l0, _) = Self.add(l0, other.l0, carry)
+        } else {
+            var borrow = false
+            (l3, borrow) = Self.subtract(l3, other.l3, borrow)
+            (l2, borrow) = Self.subtract(l2, other.l2, borrow)
+            (l1, borrow) = Self.subtract(l1, other.l1, borrow)
+            (l0, _) = Self.subtract(l0, other.l0, borrow)
         }
+    }
+
+    private static func add(_ a: UInt64, _ b: UInt64, _ carry: Bool) -> (UInt64, Bool) {
+        let (s1, o1) = a.addingReportingOverflow(b)
+        let (s2, o2) = s1.addingReportingOverflow(carry ? 1 : 0)
+        return (s2, o1 || o2)
+    }
+
+    private static func subtract(_ a: UInt64, _ b: UInt64, _ borrow: Bool) -> (UInt64, Bool) {
+        let (d1, o1) = a.subtractingReportingOverflow(b)
+        let (d2, o2) = d1.subtractingReportingOverflow(borrow ? 1 : 0)
+        return (d2, o1 || o2)
     }
 }
 

@@ -2,9 +2,21 @@
 public struct Table: Hashable, Sendable, CustomStringConvertible {
     /// The table's name (an LMDB named database).
     public let name: String
+    /// A 64-bit hash of the name (FNV-1a), computed once: hashing and comparing tables, which
+    /// every store operation does, then costs an integer instead of a string.
+    let nameHash: UInt64
 
     /// Names a table.
-    public init(_ name: String) { self.name = name }
+    public init(_ name: String) {
+        self.name = name
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 { h = (h ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        nameHash = h
+    }
+
+    public static func == (a: Table, b: Table) -> Bool { a.nameHash == b.nameHash && a.name == b.name }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(nameHash) }
 
     /// The name.
     public var description: String { name }

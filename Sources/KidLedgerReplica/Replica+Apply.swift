@@ -49,7 +49,10 @@ extension Replica {
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
             try w.put(Tables.changes, Keys.change(change.origin, change.sequence, version: version), encoded)
-            try rechain(change.origin, from: change.sequence, through: change.sequence, in: w)
+            // The log holds versions of an origin only up to its vector entry, so this version is
+            // the only one at the new sequence: its link needs no scan of the log.
+            try w.put(Tables.chains, Keys.change(change.origin, change.sequence),
+                      try chainLink(change.origin, change.sequence, onlyVersion: version, w))
             try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
             outcome = .applied
         } else {
@@ -59,12 +62,13 @@ extension Replica {
 
         var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
         let newRevocation = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
         if newRevocation {
+            try w.put(Tables.meta, Keys.digest, digest.bytes)
             // A revocation changes which past changes count: recompute the merged state.
             try rebuild(in: w, verifier: verifier)
         } else {
-            try applyLedger(of: change, version: version, in: w)
+            try applyLedger(of: change, version: version, in: w, digest: &digest)
+            try w.put(Tables.meta, Keys.digest, digest.bytes)
         }
         return outcome
     }
@@ -72,15 +76,20 @@ extension Replica {
     /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
     /// rejects the change: its author was revoked and the revocation had not seen it.
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter) throws {
+        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        try applyLedger(of: change, version: version, in: w, digest: &digest)
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
+    }
+
+    /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
+    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256) throws {
         if let reason = try rejection(of: change, in: w) {
             try w.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
             return
         }
-        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
         for op in change.operations where !op.isMembership {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
         }
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 
     /// Recomputes the hash chain of `origin` for sequences `from...through` from the versions in
@@ -95,6 +104,18 @@ extension Replica {
             previous = link
             sequence += 1
         }
+    }
+
+    /// The link at `sequence` when `version` is the only version held there.
+    static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, onlyVersion version: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {
+        var hasher = SHA256Hasher()
+        if sequence > 1, let previous = try r.get(Tables.chains, Keys.change(origin, sequence - 1)) {
+            hasher.update(previous)
+        } else {
+            hasher.update([UInt8](repeating: 0, count: 16))
+        }
+        hasher.update(version)
+        return hasher.finalizeWords().prefix(16)
     }
 
     static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, previous: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {

@@ -113,18 +113,75 @@ extension Replica {
     public func post(_ query: String, signedCents: Int64, note: String, source: String) throws -> Posting {
         guard note.utf8.count <= Limits.noteBytesMax else { throw LedgerError.badNote }
         precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
-        let id = newID()
+        var generator = random
         let (_, posting) = try commitLocal { w, hlc in
             _ = try Self.requireHousehold(w)
             let child = try Self.resolveChild(query, w)
             if child.isArchived { throw LedgerError.archived(child.name) }
             let balance = try Self.checkedBalance(child, adding: signedCents)
-            let t = LedgerTransaction(id: id, childID: child.id, amountCents: signedCents,
-                                      createdAtMillis: hlc.millis, note: note, source: source)
+            let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
+                                      amountCents: signedCents, createdAtMillis: hlc.millis, note: note, source: source)
             if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
             return ([.addTransaction(t)], Posting(transaction: t, childName: child.name, balanceCents: balance))
         }
+        random = generator
         return posting
+    }
+
+    /// One transaction of ``postBatch(_:source:)``: a child (by id), signed cents and a note.
+    public struct Draft: Equatable, Sendable {
+        /// The child, which must exist and be active.
+        public var childID: RecordID
+        /// Signed cents, never zero and never `Int64.min`.
+        public var signedCents: Int64
+        /// The note.
+        public var note: String
+
+        /// Creates a draft.
+        public init(childID: RecordID, signedCents: Int64, note: String) {
+            self.childID = childID
+            self.signedCents = signedCents
+            self.note = note
+        }
+    }
+
+    /// Posts many transactions at once, each its own local change (exactly what as many
+    /// ``post(_:signedCents:note:source:)`` calls would write, with consecutive HLC readings), in
+    /// one write transaction: all or nothing. Every child must be active and every running
+    /// balance must stay within Int64. For bulk loading and benchmarks.
+    @discardableResult
+    public func postBatch(_ drafts: [Draft], source: String) throws -> [Change] {
+        var generator = random
+        let (changes, _) = try commitLocalBatch { w, first in
+            _ = try Self.requireHousehold(w)
+            var children: [RecordID: ChildSummary] = [:]
+            var hlc = first
+            var batches: [[Operation]] = []
+            batches.reserveCapacity(drafts.count)
+            for draft in drafts {
+                guard draft.note.utf8.count <= Limits.noteBytesMax else { throw LedgerError.badNote }
+                guard draft.signedCents != 0 && draft.signedCents != .min else { throw LedgerError.invalid("amount \(draft.signedCents)") }
+                if children[draft.childID] == nil {
+                    guard let child = try Self.child(draft.childID, w) else { throw LedgerError.unknownChild(draft.childID.description) }
+                    children[draft.childID] = child
+                }
+                var child = children[draft.childID]!
+                if child.isArchived { throw LedgerError.archived(child.name) }
+                child.balanceCents = try Self.checkedBalance(child, adding: draft.signedCents)
+                children[draft.childID] = child
+                let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: draft.childID,
+                                          amountCents: draft.signedCents, createdAtMillis: hlc.millis,
+                                          note: draft.note, source: source)
+                if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
+                batches.append([.addTransaction(t)])
+                // The same readings commitLocalBatch stamps its changes with (each local change
+                // takes the next millisecond; `now` is never later than the first reading).
+                hlc = hlc.tickLocal(now: first.millis)
+            }
+            return (batches, ())
+        }
+        random = generator
+        return changes
     }
 
     /// Adds `signedCents` to every active child as one atomic change: every balance is validated
@@ -144,7 +201,7 @@ extension Replica {
             var postings: [Posting] = []
             for child in active {
                 let balance = try Self.checkedBalance(child, adding: signedCents)
-                let t = LedgerTransaction(id: RecordID.random(using: &generator), childID: child.id,
+                let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
                                           amountCents: signedCents, createdAtMillis: hlc.millis,
                                           note: note, source: source)
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }

@@ -3,6 +3,16 @@ import KidLedgerDomain
 /// A version vector: for each origin replica, the highest contiguous sequence held.
 public typealias VersionVector = [ReplicaID: UInt64]
 
+/// One change of the log in its canonical encoding.
+public struct EncodedChange: Equatable, Sendable {
+    /// The replica that made it.
+    public var origin: ReplicaID
+    /// Its sequence number at that origin.
+    public var sequence: UInt64
+    /// `RecordCodec.encode(change)`.
+    public var bytes: [UInt8]
+}
+
 /// What applying a batch of received changes did.
 public struct ApplyReport: Equatable, Sendable {
     /// Changes written.
@@ -53,21 +63,29 @@ extension Replica {
     /// order (every version of a forked sequence, never split), about `limit` of them. Costs one
     /// cursor range per origin: proportional to what is missing, not to the size of the ledger.
     public func changes(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [Change] {
+        try encodedChanges(notCoveredBy: vector, limit: limit).map { entry in
+            do { return try RecordCodec.decodeChange(entry.bytes) } catch {
+                throw LedgerError.corrupted("change log entry: \(error)")
+            }
+        }
+    }
+
+    /// ``changes(notCoveredBy:limit:)`` as the log holds them: each change's canonical encoding,
+    /// with its origin and sequence (from the log key), not decoded. What a sync sends.
+    public func encodedChanges(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [EncodedChange] {
         try store.read { r in
-            var result: [Change] = []
+            var result: [EncodedChange] = []
             let mine = try Self.versionVector(r)
             for origin in mine.keys.sorted() where (vector[origin] ?? 0) < mine[origin]! {
                 guard result.count < limit else { break }
                 let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
                 var lastSequence: UInt64 = 0
-                try r.scan(Tables.changes, prefix: Keys.origin(origin), from: start, reverse: false) { _, value in
-                    let change: Change
-                    do { change = try RecordCodec.decodeChange(value) } catch {
-                        throw LedgerError.corrupted("change log entry: \(error)")
-                    }
-                    if result.count >= limit && change.sequence != lastSequence { return false }
-                    result.append(change)
-                    lastSequence = change.sequence
+                try r.scan(Tables.changes, prefix: Keys.origin(origin), from: start, reverse: false) { key, value in
+                    guard key.count == 24 else { throw LedgerError.corrupted("change log key") }
+                    let sequence = key.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+                    if result.count >= limit && sequence != lastSequence { return false }
+                    result.append(EncodedChange(origin: origin, sequence: sequence, bytes: value))
+                    lastSequence = sequence
                     return true
                 }
             }
@@ -87,7 +105,8 @@ extension Replica {
         let me = replicaID
         var generator = random
         let verifier = self.verifier
-        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
+        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { base in
+            let w = BatchWriter(base)
             var report = ApplyReport()
             var ownHistoryForked = false
             for change in changes {
@@ -100,9 +119,14 @@ extension Replica {
                 }
                 if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
             }
-            guard ownHistoryForked else { return (report, nil) }
+            guard ownHistoryForked else {
+                try w.flush()
+                return (report, nil)
+            }
             report.rotatedReplicaID = true
-            return (report, try Self.rotate(from: me, in: w, generator: &generator))
+            let fresh = try Self.rotate(from: me, in: w, generator: &generator)
+            try w.flush()
+            return (report, fresh)
         }
         random = generator
         if let fresh { replicaID = fresh }

@@ -81,7 +81,8 @@ public final class Replica {
     @discardableResult
     func commitLocalBatch<T>(_ build: (any KeyValueWriter, HLC) throws -> ([[Operation]], T)) throws -> ([Change], T) {
         let now = clock.nowMillis()
-        let (changes, extra): ([Change], T) = try store.write { w in
+        let (changes, extra): ([Change], T) = try store.write { base in
+            let w = BatchWriter(base)
             // Another process (the daemon) may have moved this replica to a new id.
             let origin = try Self.currentReplicaID(w)
             var hlc = try Self.lastHLC(w).tickLocal(now: now)
@@ -100,6 +101,7 @@ public final class Replica {
                 changes.append(change)
                 hlc = hlc.tickLocal(now: now)
             }
+            try w.flush()
             return (changes, extra)
         }
         if let first = changes.first { replicaID = first.origin }

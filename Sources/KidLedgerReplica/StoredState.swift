@@ -56,7 +56,9 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     private mutating func mix(_ id: RecordID) {
-        let h = SHA256.hash(id.bytes)
+        var hasher = SHA256Hasher()
+        hasher.update(id.bytes)
+        let h = hasher.finalizeWords().prefix(16)
         for i in 0..<16 { idHash[i] ^= h[i] }
     }
 

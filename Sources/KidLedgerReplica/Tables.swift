@@ -68,7 +68,9 @@ enum Keys {
 
     /// The 8-byte version hash of a change's canonical bytes.
     static func version(_ encoded: [UInt8]) -> [UInt8] {
-        Array(SHA256.hash(encoded).prefix(8))
+        var hasher = SHA256Hasher()
+        hasher.update(encoded)
+        return hasher.finalizeWords().prefix(8)
     }
 
     static func origin(_ origin: ReplicaID) -> [UInt8] {

@@ -29,10 +29,12 @@ extension TCPConnection: ByteStream {}
 /// A monotonic clock (CLOCK_MONOTONIC) in milliseconds, for deadlines in drivers.
 public enum Monotonic {
     /// Milliseconds since an arbitrary fixed point; never goes back.
-    public static func millis() -> Int64 {
+    public static func millis() -> Int64 { micros() / 1_000 }
+    /// Microseconds since the same fixed point, for timings.
+    public static func micros() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
     }
 }
 

@@ -95,27 +95,36 @@ public enum SessionRunner {
             return outcome
         }
 
-        /// Performs `actions`; returns the outcome once the session ended.
+        /// Performs `actions`; returns the outcome once the session ended. Consecutive frames go out
+        /// in one write (on an encrypted stream: one sealed chunk, one system call).
         func perform(_ actions: [SessionAction]) -> SessionOutcome? {
             var writeError: TransportError?
+            var pending: [UInt8] = []
+            func flush() {
+                defer { pending = [] }
+                guard writeError == nil, !pending.isEmpty else { return }
+                guard let timeout = wait() else {
+                    writeError = .timeout("after \(totalTimeoutMillis) ms: the whole sync took too long")
+                    return
+                }
+                do { try connection.write(pending, timeoutMillis: timeout) } catch { writeError = error }
+            }
             for action in actions {
                 switch action {
                 case .send(let bytes):
-                    guard writeError == nil else { continue }
-                    guard let timeout = wait() else {
-                        writeError = .timeout("after \(totalTimeoutMillis) ms: the whole sync took too long")
-                        continue
-                    }
-                    do { try connection.write(bytes, timeoutMillis: timeout) } catch { writeError = error }
+                    pending += bytes
                 case .finished(let summary):
+                    flush()
                     // Everything this side needed arrived; a failure to send the last frame only affects the peer.
                     return .finished(summary)
                 case .failed(let error):
+                    flush()
                     // The protocol's reason is more telling than a failure to send the error frame.
                     if case .peer(let code, _) = error, code == ProtocolError.refused("").code { return .refused(error.description) }
                     return .failed(error.description)
                 }
             }
+            flush()
             if let writeError { return transportFailure("sync with \(connection.remote) failed: \(writeError)") }
             return nil
         }

@@ -18,6 +18,10 @@ public final class TCPConnection: @unchecked Sendable {
     private let handle: SocketHandle
     /// The numeric address of the other end, e.g. `127.0.0.1:4000` or `[::1]:4000`.
     public let remote: String
+    /// Bytes received on the socket so far (what crossed the wire: handshake and encryption included).
+    public private(set) var bytesReceived = 0
+    /// Bytes sent on the socket so far.
+    public private(set) var bytesSent = 0
 
     init(fd: Int32) {
         handle = SocketHandle(fd)
@@ -108,7 +112,10 @@ public final class TCPConnection: @unchecked Sendable {
                 if handle.closed { throw .closed }
                 var buffer = [UInt8](repeating: 0, count: count)
                 let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n > 0 { return Array(buffer.prefix(n)) }
+                if n > 0 {
+                    bytesReceived += n
+                    return Array(buffer.prefix(n))
+                }
                 if n == 0 {
                     if handle.closed { throw .closed }
                     return []
@@ -143,6 +150,7 @@ public final class TCPConnection: @unchecked Sendable {
                 }
                 if n > 0 {
                     offset += n
+                    bytesSent += n
                     stalls = 0
                     continue
                 }

@@ -42,6 +42,43 @@ struct AdmissionAndChecksTests {
         #expect(sa.peerVector == (try b.versionVector()).filter { $0.value > 0 })
     }
 
+    @Test func agreeingChecksTravelAsOneDigest() throws {
+        let a = try Fixture.replica(1), b = try Fixture.replica(2)
+        let h = try Fixture.household([a, b])
+        try Fixture.give(a, 4)
+        let d = Fixture.sync(a, b, household: h)
+        #expect(d.bothFinished)
+        for sent in [d.sentByA, d.sentByB] {
+            #expect(sent.contains { if case .checksDigest(1, _) = $0 { true } else { false } })
+            #expect(!sent.contains { if case .checks = $0 { true } else { false } })
+        }
+    }
+
+    @Test func differingChecksAreExchangedInFullAndNameTheChild() throws {
+        let a = try Fixture.replica(1), b = try Fixture.replica(2)
+        let h = try Fixture.household([a, b])
+        let ann = try #require(try a.children().first).id
+        try Fixture.give(a, 2)
+        #expect(Fixture.sync(a, b, household: h).bothFinished)
+        // Break b's stored total for Ann (count 1, sum 0, empty id hash): the next session must notice.
+        try b.store.write { w in try w.put(Tables.aggregates, ann.bytes, [1] + [UInt8](repeating: 0, count: 32)) }
+        try Fixture.give(a, 1)
+        let d = Fixture.sync(a, b, household: h)
+        #expect(d.bothFinished)
+        let sa = try #require(d.summaryA), sb = try #require(d.summaryB)
+        #expect(sa.childrenDiffering == [ann] && sb.childrenDiffering == [ann])
+        #expect(sa.childrenAgreeing.isEmpty && sb.childrenAgreeing.isEmpty)
+        for sent in [d.sentByA, d.sentByB] {
+            #expect(sent.contains { if case .checks = $0 { true } else { false } })
+        }
+    }
+
+    @Test func checksDigestRoundTripsAndRejectsAShortDigest() throws {
+        let m = Message.checksDigest(children: 3, digest: [UInt8](repeating: 5, count: 16))
+        #expect(try Message.decode(type: m.type, payload: m.encodePayload()) == m)
+        #expect(throws: ProtocolError.self) { try Message.decode(type: m.type, payload: Array(m.encodePayload().dropLast())) }
+    }
+
     @Test func checksMessageRoundTripsAndRejectsDisorder() throws {
         let checks = [ChildCheck(child: RecordID(high: 1, low: 1), count: 3, sumCents: -5, idHash: [UInt8](repeating: 7, count: 16)),
                       ChildCheck(child: RecordID(high: 2, low: 0), count: 0, sumCents: Int128(Int64.max) * 4, idHash: [UInt8](repeating: 0, count: 16))]

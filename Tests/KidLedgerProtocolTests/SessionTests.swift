@@ -43,7 +43,8 @@ import Testing
         let a = try Fixture.replica(1), b = try Fixture.replica(2)
         let h = try Fixture.household([a, b])
         try Fixture.give(a, 3000)
-        let d = Fixture.sync(a, b, household: h, maxChunk: 40_000)
+        // Batches of at most 500 here (the default, changesPerBatchMax, would carry all 3000 at once).
+        let d = Fixture.sync(a, b, household: h, maxChunk: 40_000, limits: SessionLimits(changesPerBatch: 500))
         #expect(d.bothFinished)
         #expect(try a.digest() == b.digest())
         #expect(try b.counts().transactions == 3000)
@@ -52,7 +53,7 @@ import Testing
             return nil
         }
         #expect(batches.count >= 6)
-        #expect(batches.allSatisfy { $0 <= changesPerBatchMax })
+        #expect(batches.allSatisfy { $0 <= 500 })
         #expect(batches.reduce(0, +) == 3000)
         #expect(d.maxInFlight <= 4)
         #expect(d.maxInFlight >= 2)

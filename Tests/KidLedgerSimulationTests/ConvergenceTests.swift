@@ -86,7 +86,9 @@ struct MembershipScenarioTests {
         #expect(rejected > 0)
     }
 
-    @Test("determinism holds with membership on", arguments: [1001 as UInt64, 1004])
+    // Seeds whose owner is up at a revocation slot (which seeds those are depends on every byte
+    // the protocol sends, so a protocol change may have to pick others).
+    @Test("determinism holds with membership on", arguments: [1002 as UInt64, 1004])
     func deterministic(seed: UInt64) {
         let first = SimulatorCLI.runSeed(seed, keepTrace: true, adjust: SimulatorCLI.forceMembership)
         let second = SimulatorCLI.runSeed(seed, keepTrace: true, adjust: SimulatorCLI.forceMembership)

@@ -1,0 +1,236 @@
+"""Turns the raw lines of Scripts/bench.sh (results.jsonl) into one table and one JSON document.
+
+usage: python3 Scripts/bench-report.py RESULTS.jsonl OUT.json
+
+Every figure is the median of the runs of its row; every target is a ratio of figures measured in
+the same run (absolute times drift on a shared machine).
+"""
+import json
+import re
+import statistics
+import sys
+
+
+def main():
+    results_path, out_path = sys.argv[1:3]
+    lines = [json.loads(line) for line in open(results_path, encoding="utf-8") if line.strip()]
+    meta = next(l for l in lines if l["row"] == "meta")
+    sizes = meta["sizes"]
+
+    def rows(kind, n=None):
+        return [l for l in lines if l["row"] == kind and (n is None or l.get("n") == n)]
+
+    def med(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    table = {"local": {}, "sync": {}, "incremental": {}}
+    for n in sizes:
+        app = rows("append", n)
+        procs = [l for l in lines if l["row"] == "proc"]
+        version = [l for l in procs if l["cmd"] == "version"]
+        give = [l for l in procs if l["cmd"] == "give" and l["n"] == n]
+        balance = [l for l in procs if l["cmd"] == "balance" and l["n"] == n]
+        local = {}
+        if app:
+            local["appendSeconds"] = med([r["result"]["seconds"] for r in app])
+            local["floorSeconds"] = med([r["result"]["floorSeconds"] for r in app])
+            local["records"] = app[-1]["result"]["records"]
+            local["recordBytes"] = app[-1]["result"]["recordBytes"]
+            local["appendPerFloor"] = local["appendSeconds"] / local["floorSeconds"]
+        for name, samples in (("version", version), ("give", give), ("balance", balance)):
+            if samples:
+                local[name + "Seconds"] = med([x["result"]["median"] for x in samples])
+                local[name + "CPUSeconds"] = med([x["result"]["cpuMedian"] for x in samples])
+                local[name + "PeakKiB"] = max(x["result"]["maxRSSKiB"] for x in samples)
+        table["local"][n] = local
+
+        sync = rows("sync", n)
+        if sync:
+            sessions = [r["session"]["results"][0] for r in sync]
+            s = {
+                "processSeconds": med([r["process"]["median"] for r in sync]),
+                "processCPUSeconds": med([r["process"]["cpuMedian"] for r in sync]),
+                "sessionSeconds": med([x["micros"] / 1e6 for x in sessions]),
+                "wireBytesSent": med([x["wireBytesSent"] for x in sessions]),
+                "wireBytesReceived": med([x["wireBytesReceived"] for x in sessions]),
+                "changesReceived": sessions[-1]["changesReceived"],
+                "syncPeakKiB": max(r["process"]["maxRSSKiB"] for r in sync),
+                "daemonPeakKiB": max(r["daemonHWMKiB"] for r in sync),
+                "syncPeakAnonKiB": max(r["process"].get("peakAnonKiB", 0) for r in sync),
+                "daemonPeakAnonKiB": max(r["process"].get("watchPeakAnonKiB", 0) for r in sync),
+            }
+            s["wireBytes"] = s["wireBytesSent"] + s["wireBytesReceived"]
+            s["wireBytesPerTransaction"] = s["wireBytes"] / n
+            if local.get("floorSeconds"):
+                s["processPerFloor"] = s["processSeconds"] / local["floorSeconds"]
+            table["sync"][n] = s
+        inc = rows("incremental", n)
+        if inc:
+            sessions = [r["session"]["results"][0] for r in inc]
+            table["incremental"][n] = {
+                "sessionSeconds": med([x["micros"] / 1e6 for x in sessions]),
+                "processSeconds": med([r["process"]["median"] for r in inc]),
+                "wireBytes": med([x["wireBytesSent"] + x["wireBytesReceived"] for x in sessions]),
+                "changesReceived": sessions[-1]["changesReceived"],
+            }
+
+    yrs = rows("yrs")
+    table["yrs"] = yrs[0]["result"] | {"n": yrs[0]["n"]} if yrs else None
+    sim = rows("simulator")
+    if sim:
+        summary = sim[0]["summary"]
+        fields = dict(re.findall(r"(\w+)=(\d+)", summary))
+        wall = sim[0]["process"]["median"]
+        table["simulator"] = {
+            "seeds": sim[0]["seeds"], "wallSeconds": wall,
+            "eventsPerSecond": int(fields.get("eventsPerSecond", 0)),
+            "virtualToWall": int(fields.get("virtualToWall", 0)),
+            "seedsPerMinute": sim[0]["seeds"] / wall * 60,
+            "failures": int(fields.get("failures", 0)),
+            "exitStatus": sim[0]["process"].get("status", 0),
+            "summary": summary,
+        }
+    else:
+        table["simulator"] = None
+    elapsed = rows("elapsed")
+    table["elapsedSeconds"] = elapsed[0]["seconds"] if elapsed else None
+
+    table["targets"] = targets(table, sizes)
+    document = {"meta": meta, "table": table}
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=2, default=str)
+        f.write("\n")
+    print(render(meta, table, sizes))
+    print(f"\nJSON written to {out_path}")
+
+
+def targets(t, sizes):
+    """Each target of issue 8 as (name, measured, limit, met)."""
+    out = []
+
+    def add(name, value, limit, better="lower", note=""):
+        if value is None:
+            out.append({"target": name, "value": None, "limit": limit, "met": None, "note": "not measured in this run"})
+            return
+        met = value <= limit if better == "lower" else value >= limit
+        out.append({"target": name, "value": value, "limit": limit, "met": met, "note": note})
+
+    yrs = t.get("yrs")
+    big = max((n for n in t["sync"] if n <= 100000), default=None)
+    s = t["sync"].get(big) if big else None
+    if s and yrs and yrs["n"] == big:
+        add(f"initial sync {big}: process seconds / Yrs encode+apply", s["processSeconds"] / yrs["encodeApplySeconds"], 1.0)
+        add(f"wire bytes per transaction / Yrs update bytes per entry ({big})", s["wireBytesPerTransaction"] / yrs["bytesPerEntry"], 0.8)
+    else:
+        add("initial sync: process seconds / Yrs encode+apply", None, 1.0)
+        add("wire bytes per transaction / Yrs update bytes per entry", None, 0.8)
+    add(f"initial sync {big}: process seconds / raw LMDB floor", s.get("processPerFloor") if s else None, 4.0)
+    top = max(sizes)
+    low = min(sizes)
+    inc_top, inc_low = t["incremental"].get(top), t["incremental"].get(low)
+    add(f"incremental sync on top of {top}: wire bytes", inc_top["wireBytes"] if inc_top else None, 1024)
+    add(f"incremental sync: session time at {top} / at {low}",
+        inc_top["sessionSeconds"] / inc_low["sessionSeconds"] if inc_top and inc_low else None, 1.2)
+    lt, ll = t["local"].get(top, {}), t["local"].get(low, {})
+    for cmd in ("give", "balance"):
+        key = cmd + "Seconds"
+        add(f"`kidledger {cmd}` at {top} / `kidledger --version`",
+            lt[key] / lt["versionSeconds"] if key in lt and "versionSeconds" in lt else None, 1.5)
+        add(f"`kidledger {cmd}` at {top} / at {low}", lt[key] / ll[key] if key in lt and key in ll else None, 1.2)
+    sim = t.get("simulator")
+    add("simulator: simulated time / wall time", sim["virtualToWall"] if sim else None, 1000, better="higher")
+    if sim:
+        add(f"simulator: {sim['seeds']} standard seeds on 2 cores finish (failures)", sim["failures"], 0)
+    daemon = t["sync"].get(top, {}).get("daemonPeakKiB")
+    add(f"daemon peak RSS during the {top} initial sync (MB, mapped LMDB pages included)", daemon / 1024 if daemon else None, 200)
+    anon = t["sync"].get(top, {}).get("daemonPeakAnonKiB")
+    add(f"daemon peak heap (RssAnon) during the {top} initial sync (MB)", anon / 1024 if anon else None, 200)
+    return out
+
+
+def human_seconds(x):
+    if x is None:
+        return "–"
+    if x < 1:
+        return f"{x * 1000:.1f} ms"
+    return f"{x:.2f} s"
+
+
+def human_bytes(x):
+    if x is None:
+        return "–"
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if x >= size:
+            return f"{x / size:.1f} {unit}"
+    return f"{int(x)} B"
+
+
+def label(n):
+    return f"{n // 1000000}M" if n >= 1000000 and n % 1000000 == 0 else (f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n))
+
+
+def render(meta, t, sizes):
+    out = []
+    out.append(f"kidledger benchmarks ({meta['mode']} run, {meta['date']}, commit {meta['commit']}, {meta['cpus']} cores; "
+               f"median of {meta['runs']} runs, 3 for N >= 100k; whole processes: median of {meta.get('procRuns', '?')} interleaved rounds)")
+    out.append("")
+    head = "| row | " + " | ".join(f"N = {label(n)}" for n in sizes) + " |"
+    out.append(head)
+    out.append("|---|" + "---|" * len(sizes))
+
+    def line(name, fn):
+        cells = []
+        for n in sizes:
+            try:
+                cells.append(fn(n))
+            except (KeyError, TypeError, ZeroDivisionError):
+                cells.append("–")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    L, S, I = t["local"], t["sync"], t["incremental"]
+    line("append N through the store API, one batch", lambda n: f"{human_seconds(L[n]['appendSeconds'])} ({L[n]['appendPerFloor']:.1f}x floor)")
+    line("floor: raw LMDB puts of the same records", lambda n: f"{human_seconds(L[n]['floorSeconds'])} ({L[n]['records']} records, {human_bytes(L[n]['recordBytes'])})")
+    line("`kidledger --version` (start-up floor)", lambda n: human_seconds(L[n]["versionSeconds"]))
+    line("`kidledger give` with N in the home", lambda n: f"{human_seconds(L[n]['giveSeconds'])} ({L[n]['giveSeconds'] / L[n]['versionSeconds']:.2f}x start-up)")
+    line("`kidledger balance` with N in the home", lambda n: f"{human_seconds(L[n]['balanceSeconds'])} ({L[n]['balanceSeconds'] / L[n]['versionSeconds']:.2f}x start-up)")
+    line("CPU time: --version / give / balance", lambda n: f"{L[n]['versionCPUSeconds'] * 1000:.1f} / {L[n]['giveCPUSeconds'] * 1000:.1f} / {L[n]['balanceCPUSeconds'] * 1000:.1f} ms")
+    line("initial sync of N, `sync` process (durable)", lambda n: f"{human_seconds(S[n]['processSeconds'])} ({S[n]['processPerFloor']:.1f}x floor)")
+    line("initial sync: CPU time of the `sync` process", lambda n: human_seconds(S[n]["processCPUSeconds"]))
+    line("initial sync of N, session only", lambda n: human_seconds(S[n]["sessionSeconds"]))
+    line("initial sync: wire bytes sent / received", lambda n: f"{human_bytes(S[n]['wireBytesSent'])} / {human_bytes(S[n]['wireBytesReceived'])}")
+    line("initial sync: wire bytes per transaction", lambda n: f"{S[n]['wireBytesPerTransaction']:.1f}")
+    line("initial sync: peak RSS sync / daemon (mapped LMDB pages included)", lambda n: f"{S[n]['syncPeakKiB'] / 1024:.0f} MB / {S[n]['daemonPeakKiB'] / 1024:.0f} MB")
+    line("initial sync: peak heap (RssAnon) sync / daemon", lambda n: f"{S[n]['syncPeakAnonKiB'] / 1024:.0f} MB / {S[n]['daemonPeakAnonKiB'] / 1024:.0f} MB")
+    line("incremental sync of 1 change: session", lambda n: human_seconds(I[n]["sessionSeconds"]))
+    line("incremental sync of 1 change: process", lambda n: human_seconds(I[n]["processSeconds"]))
+    line("incremental sync of 1 change: wire bytes", lambda n: human_bytes(I[n]["wireBytes"]))
+    y = t.get("yrs")
+    if y:
+        out.append("")
+        out.append(f"Yrs (pycrdt {meta['pycrdt']}) on the same {label(y['n'])} transactions, in one process: build {human_seconds(y['buildSeconds'])}, "
+                   f"encode {human_seconds(y['encodeSeconds'])}, apply {human_seconds(y['applySeconds'])}, encode+apply "
+                   f"{human_seconds(y['encodeApplySeconds'])}; update {human_bytes(y['updateBytes'])} = {y['bytesPerEntry']:.1f} bytes per entry. "
+                   f"Ours for the same N: initial sync {human_seconds(S.get(y['n'], {}).get('processSeconds'))} "
+                   f"(two processes, TCP, encrypted, durable), {S.get(y['n'], {}).get('wireBytesPerTransaction', 0):.1f} wire bytes per transaction.")
+    sim = t.get("simulator")
+    if sim:
+        out.append("")
+        out.append(f"Simulator, standard fuzz mix (`kidledger-sim fuzz --seeds {sim['seeds']} --jobs {meta['cpus']}`, each seed run twice "
+                   f"for the determinism check): {sim['wallSeconds']:.1f} s wall, {sim['seedsPerMinute']:.0f} seeds per minute, "
+                   f"{sim['eventsPerSecond']} simulated events per second, simulated time {sim['virtualToWall']}x wall time; "
+                   f"{sim['failures']} failing seeds (exit {sim['exitStatus']}).")
+    out.append("")
+    out.append("| target | measured | limit | met |")
+    out.append("|---|---|---|---|")
+    for x in t["targets"]:
+        value = "–" if x["value"] is None else (f"{x['value']:.2f}" if isinstance(x["value"], float) else str(x["value"]))
+        met = "–" if x["met"] is None else ("yes" if x["met"] else "**no**")
+        out.append(f"| {x['target']} | {value} | {x['limit']} | {met} |")
+    if t.get("elapsedSeconds") is not None:
+        out.append("")
+        out.append(f"The whole run took {t['elapsedSeconds'] / 60:.1f} minutes.")
+    return "\n".join(out)
+
+
+main()

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# The performance benchmarks of docs/PERFORMANCE.md: builds release binaries, measures every row
+# (the median of several runs), prints one table and writes it as JSON.
+#
+#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds (about an hour)
+#   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
+#
+# Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,
+# 3 for N >= 100k; whole-process rows take 15 interleaved rounds), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
+# --seeds 0 skips the simulator, --work DIR keeps the homes there (default: a temporary directory, removed at the end).
+# Environment: SCRATCH (SwiftPM scratch path, default .build).
+# Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
+set -euo pipefail
+# Everything runs inside main, so bash has read the whole script before it starts (editing the
+# file during a long run cannot change what runs).
+main() {
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+MODE=full
+OUT=bench-results.json
+RUNS=5
+PROC_RUNS=15
+SIZES=""
+SEEDS=""
+WORK=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) MODE=quick ;;
+        --out) OUT=$2; shift ;;
+        --runs) RUNS=$2; shift ;;
+        --sizes) SIZES=$2; shift ;;
+        --seeds) SEEDS=$2; shift ;;
+        --work) WORK=$2; shift ;;
+        *) echo "usage: Scripts/bench.sh [--quick] [--out FILE] [--runs R] [--sizes \"N ...\"] [--seeds S] [--work DIR]" >&2; exit 64 ;;
+    esac
+    shift
+done
+if [ "$MODE" = quick ]; then
+    SIZES=${SIZES:-"1000 10000"}
+    SEEDS=${SEEDS:-20}
+    RUNS=3
+    PROC_RUNS=7
+else
+    SIZES=${SIZES:-"1000 10000 100000 1000000"}
+    SEEDS=${SEEDS:-1000}
+fi
+# The Yrs peer gets the transactions of N = 100k (or the largest N below it).
+YRS_N=0
+for n in $SIZES; do if [ "$n" -le 100000 ] && [ "$n" -gt "$YRS_N" ]; then YRS_N=$n; fi; done
+
+started=$(date +%s)
+Scripts/setup.sh >/dev/null
+SCRATCH=${SCRATCH:-$REPO/.build}
+PRODUCTS="kidledger kidledger-bench"
+[ "$SEEDS" -gt 0 ] && PRODUCTS="$PRODUCTS kidledger-sim"
+for product in $PRODUCTS; do
+    swift build -c release --scratch-path "$SCRATCH" --product "$product" 2>&1 | tail -n 1
+done
+BIN=$SCRATCH/release
+KL=$BIN/kidledger
+BENCH=$BIN/kidledger-bench
+
+# A local virtual environment with pycrdt (Yrs) for the peer comparison.
+VENV=$REPO/.bench/venv
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import pycrdt" 2>/dev/null; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --upgrade pycrdt
+fi
+
+if [ -z "$WORK" ]; then
+    WORK=$(mktemp -d /tmp/kidledger-bench.XXXXXX)
+    trap 'stop_daemon; rm -rf "$WORK"' EXIT
+else
+    mkdir -p "$WORK"
+    trap 'stop_daemon' EXIT
+fi
+RESULTS=$WORK/results.jsonl
+: > "$RESULTS"
+echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"procRuns\":$PROC_RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
+
+say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+record() { echo "$1" >> "$RESULTS"; }
+
+DAEMON_PID=""
+PORT=""
+# Starts the daemon of home $1 on a free loopback port (sets DAEMON_PID and PORT).
+start_daemon() {
+    local log=$WORK/daemon.log
+    : > "$log"
+    "$KL" --home "$1" serve --listen 127.0.0.1:0 2> "$log" &
+    DAEMON_PID=$!
+    for _ in $(seq 1 200); do
+        PORT=$(sed -n 's/.* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log" | head -n 1)
+        [ -n "$PORT" ] && return 0
+        sleep 0.05
+    done
+    echo "the daemon did not start:" >&2; cat "$log" >&2; exit 1
+}
+stop_daemon() {
+    if [ -n "$DAEMON_PID" ]; then
+        kill -TERM "$DAEMON_PID" 2>/dev/null || true
+        wait "$DAEMON_PID" 2>/dev/null || true
+        DAEMON_PID=""
+    fi
+}
+# The daemon's peak resident memory so far, in KiB (LMDB's mapped file pages it touched included).
+daemon_hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status"; }
+# A JSON field of a one-line document.
+field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
+
+runs_for() { if [ "$1" -ge 100000 ] && [ "$RUNS" -gt 3 ]; then echo 3; else echo "$RUNS"; fi; }
+
+for N in $SIZES; do
+    R=$(runs_for "$N")
+    D=$WORK/n$N
+    rm -rf "$D"; mkdir -p "$D"
+    say "N=$N: homes"
+    # Home A (the owner's) with 10 children; home B joins it while A holds no transactions yet.
+    "$KL" --home "$D/a" init "Bench family" >/dev/null
+    for i in $(seq 1 10); do "$KL" --home "$D/a" child add "Kid$i" >/dev/null; done
+    start_daemon "$D/a"
+    CODE=$("$KL" --home "$D/a" --json invite --address "127.0.0.1:$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["code"])')
+    "$KL" --home "$D/b" join "$CODE" >/dev/null
+    stop_daemon
+    cp -a "$D/a" "$D/a0"; cp -a "$D/b" "$D/b0"
+
+    say "N=$N: append through the store API ($R runs) and the raw LMDB floor"
+    for r in $(seq 1 "$R"); do
+        rm -rf "$D/a"; cp -a "$D/a0" "$D/a"
+        tsv=""
+        if [ "$r" = "$R" ] && [ "$N" = "$YRS_N" ]; then tsv="--tsv $WORK/yrs.tsv"; fi
+        line=$("$BENCH" append --store "$D/a/ledger" --count "$N" $tsv)
+        record "{\"row\":\"append\",\"n\":$N,\"run\":$r,\"result\":$line}"
+    done
+    rm -rf "$D/a0"
+
+    say "N=$N: initial sync over loopback TCP ($R runs)"
+    for r in $(seq 1 "$R"); do
+        rm -rf "$D/b"; cp -a "$D/b0" "$D/b"
+        start_daemon "$D/a"
+        proc=$("$BENCH" run --runs 1 --watch "$DAEMON_PID" --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
+        hwm=$(daemon_hwm)
+        stop_daemon
+        record "{\"row\":\"sync\",\"n\":$N,\"run\":$r,\"process\":$proc,\"session\":$(cat "$WORK/sync.json"),\"daemonHWMKiB\":$hwm}"
+    done
+    da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
+    if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the sync: $da vs $db" >&2; exit 1; fi
+
+    say "N=$N: incremental sync of one change ($PROC_RUNS runs)"
+    start_daemon "$D/a"
+    for r in $(seq 1 "$PROC_RUNS"); do
+        "$KL" --home "$D/a" give Kid2 0.25 --note incremental >/dev/null
+        proc=$("$BENCH" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
+        record "{\"row\":\"incremental\",\"n\":$N,\"run\":$r,\"process\":$proc,\"session\":$(cat "$WORK/sync.json")}"
+    done
+    stop_daemon
+    da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
+    if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the incremental syncs" >&2; exit 1; fi
+    rm -rf "$D/b" "$D/b0"
+done
+
+# Whole processes, interleaved round by round (version, then give and balance at every N), so the
+# noise of a shared machine falls on all of them alike.
+say "whole processes: $PROC_RUNS interleaved rounds (after one warm-up round)"
+for r in $(seq 0 "$PROC_RUNS"); do
+    line=$("$BENCH" run --runs 1 -- "$KL" --version)
+    [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"version\",\"run\":$r,\"result\":$line}"
+    for N in $SIZES; do
+        line=$("$BENCH" run --runs 1 -- "$KL" --home "$WORK/n$N/a" give Kid1 1.25 --note bench)
+        [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"give\",\"n\":$N,\"run\":$r,\"result\":$line}"
+        line=$("$BENCH" run --runs 1 -- "$KL" --home "$WORK/n$N/a" balance)
+        [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"balance\",\"n\":$N,\"run\":$r,\"result\":$line}"
+    done
+done
+for N in $SIZES; do rm -rf "$WORK/n$N"; done
+
+if [ "$YRS_N" -gt 0 ]; then
+    say "Yrs (pycrdt) on the same $YRS_N transactions"
+    record "{\"row\":\"yrs\",\"n\":$YRS_N,\"result\":$("$VENV/bin/python" Scripts/bench-yrs.py --runs 3 "$WORK/yrs.tsv")}"
+fi
+
+if [ "$SEEDS" -gt 0 ]; then
+    say "simulator: $SEEDS standard seeds on $(nproc) cores"
+    proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)")
+    summary=$(grep '^seeds=' "$WORK/sim.txt")
+    record "{\"row\":\"simulator\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
+fi
+
+record "{\"row\":\"elapsed\",\"seconds\":$(( $(date +%s) - started ))}"
+python3 Scripts/bench-report.py "$RESULTS" "$OUT"
+}
+main "$@"
