@@ -9,14 +9,14 @@
 #
 # The fuzzer is one binary, `kidledger-fuzz`, built with `swiftc -sanitize=fuzzer,address` from
 # Fuzz/Sources and the package's sources (not by `swift build`: libFuzzer supplies `main`) into
-# $KIDLEDGER_FUZZ_BUILD (default .build-fuzz). Each run reads the seed corpus Fuzz/corpus/TARGET and
+# $KIDLEDGER_FUZZ_BUILD (default .build/fuzz). Each run reads the seed corpus Fuzz/corpus/TARGET and
 # grows a scratch corpus in $KIDLEDGER_FUZZ_WORK/corpus/TARGET (default /tmp/kidledger-fuzz, outside
 # the repository); crashes go to $KIDLEDGER_FUZZ_WORK/crashes/TARGET. Exit status: 0 when no target
 # crashed, 1 when one did (the crash file is named), 64 for bad arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
-build="${KIDLEDGER_FUZZ_BUILD:-$root/.build-fuzz}"
+build="${KIDLEDGER_FUZZ_BUILD:-$root/.build/fuzz}"
 work="${KIDLEDGER_FUZZ_WORK:-/tmp/kidledger-fuzz}"
 # libFuzzer reports crashes itself; the Swift runtime's backtracer would only slow that down.
 export SWIFT_BACKTRACE=enable=no

@@ -75,14 +75,11 @@ private func decodeAndEncode(_ kind: RecordKind, _ bytes: [UInt8]) -> (encoded: 
 let sampleHousehold = Household(id: RecordID(high: 0x1111_2222_3333_4444, low: 0x8555_6666_7777_8888), createdAtMillis: 1_795_000_000_000,
                                 owner: Array(repeating: 0x0C, count: 32), salt: Array(repeating: 0x5A, count: 16))
 
-/// Real changes: a replica creates a household and children, gives, renames, archives, gives to
-/// all and undoes; plus a change holding one of each membership operation.
+/// Real changes: a replica creates a household and children, gives, takes, renames, gives to all,
+/// undoes and archives; plus a change holding one of each membership operation.
 func sampleChanges() -> [Change] {
     do {
-        let replica = try Replica(store: MemoryStore(), clock: FixedClock(millis: 1_795_000_000_000), random: SplitMix64(seed: 7))
-        _ = try replica.createHousehold(name: "The Smiths")
-        _ = try replica.addChild(name: "Ava")
-        _ = try replica.addChild(name: "Ben")
+        let replica = freshReplica()
         _ = try replica.post("Ava", signedCents: 125, note: "chores", source: "give")
         _ = try replica.post("Ben", signedCents: -25, note: "", source: "take")
         _ = try replica.renameChild("Ben", to: "Benjamin")

@@ -7,7 +7,7 @@ import KidLedgerReplica
 // MARK: - CSV and import
 
 /// A fresh in-memory replica with a household and two children (Ava, Ben), at a fixed time.
-private func freshReplica() -> Replica {
+func freshReplica() -> Replica {
     do {
         let replica = try Replica(store: MemoryStore(), clock: FixedClock(millis: 1_795_000_000_000), random: SplitMix64(seed: 11))
         _ = try replica.createHousehold(name: "Fuzz")
