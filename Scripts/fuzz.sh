@@ -55,26 +55,27 @@ build_fuzzer() {
 # Runs one target for $2 seconds and prints its numbers; returns 1 on a crash.
 run_target() {
   local target="$1" seconds="$2"
-  local corpus="$work/corpus/$target" crashes="$work/crashes/$target" log="$work/logs/$target.log"
-  mkdir -p "$corpus" "$crashes" "$work/logs" "Fuzz/corpus/$target"
+  local scratch="$work/corpus/$target" crashes="$work/crashes/$target" log="$work/logs/$target.log"
+  mkdir -p "$scratch" "$crashes" "$work/logs" "Fuzz/corpus/$target"
   local status=0
   KIDLEDGER_FUZZ_TARGET="$target" "$build/kidledger-fuzz" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
-    -max_len=4096 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "Fuzz/corpus/$target" > "$log" 2>&1 || status=$?
-  local runs execs corpus_files corpus_bytes cov
-  runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -n 1)
-  execs=$(grep -E '^stat::average_exec_per_sec' "$log" | awk '{print $2}' | tail -n 1)
-  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -n 1)
-  corpus_files=$(find "$corpus" "Fuzz/corpus/$target" -type f | wc -l)
-  corpus_bytes=$(cat "$corpus"/* "Fuzz/corpus/$target"/* 2>/dev/null | wc -c)
+    -max_len=4096 -print_final_stats=1 -artifact_prefix="$crashes/" "$scratch" "Fuzz/corpus/$target" > "$log" 2>&1 || status=$?
+  local runs execs corpus cov
+  runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -n 1 || true)
+  execs=$(grep -E '^stat::average_exec_per_sec' "$log" | awk '{print $2}' | tail -n 1 || true)
+  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -n 1 || true)
+  # libFuzzer's corpus: the distinct inputs that each add coverage (seeds plus scratch), and their size.
+  corpus=$(grep -oE 'corp: [0-9]+/[0-9]+[a-zA-Z]*' "$log" | tail -n 1 | sed 's/corp: //; s|/| inputs, |' || true)
   if [ "$status" -ne 0 ]; then
     local artifact
-    artifact=$(grep -oE 'Test unit written to [^ ]+' "$log" | tail -n 1 | sed 's/Test unit written to //')
+    artifact=$(grep -oE 'Test unit written to [^ ]+' "$log" | tail -n 1 | sed 's/Test unit written to //' || true)
     grep -E 'property violated|Fatal error|ERROR: (AddressSanitizer|libFuzzer)|deadly signal' "$log" | head -n 3 >&2 || true
+    runs=$(grep -oE '^#[0-9]+' "$log" | tail -n 1 | tr -d '#' || true)
     echo "fuzz: $target: CRASH after ${runs:-?} executions: ${artifact:-no crash file (see $log)}"
-    echo "fuzz: reproduce: KIDLEDGER_FUZZ_TARGET=$target $build/kidledger-fuzz ${artifact:-}"
+    echo "fuzz: reproduce: SWIFT_BACKTRACE=enable=no KIDLEDGER_FUZZ_TARGET=$target $build/kidledger-fuzz ${artifact:-}"
     return 1
   fi
-  echo "fuzz: $target: ${runs:-?} executions in $seconds s (${execs:-?}/s), corpus $corpus_files inputs ($corpus_bytes bytes), ${cov:-cov: ?}, no crash"
+  echo "fuzz: $target: ${runs:-?} executions in $seconds s (${execs:-?}/s), corpus ${corpus:-?}, ${cov:-cov: ?}, no crash"
 }
 
 command -v swiftc >/dev/null || { echo "fuzz: the Swift toolchain (swiftc) is not on PATH" >&2; exit 1; }
