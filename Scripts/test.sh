@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs what is missing, builds, and runs `swift test`.
+# Runs the whole test suite: installs what is missing, builds, runs `swift test`, then fuzzes briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
 swift build --build-tests 2>&1 | tail -n 3
 swift test "$@"
 Scripts/render-svg-check.sh   # the simulator's SVG diagrams render (rsvg-convert)
+# A short run of every fuzz target (docs/FUZZING.md); a crash fails the tests.
+Scripts/fuzz.sh all 10

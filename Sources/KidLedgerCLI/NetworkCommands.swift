@@ -184,7 +184,10 @@ enum NetworkCommands {
         }
         guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
             abandon()
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address"); is `kidledger serve` running there?", code: .unavailable)
+            let failure = last?.failure ?? "no address"
+            // The connection failure may already ask whether the daemon runs; don't ask twice.
+            let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint)", code: .unavailable)
         }
         var backup: String?
         if let old = replacing {

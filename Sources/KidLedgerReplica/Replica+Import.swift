@@ -19,10 +19,13 @@ extension Replica {
     public func importTransactions(_ rows: [ImportRow]) throws -> ImportResult {
         var generator = random
         let (_, result) = try commitLocalBatch { w, hlc in
-            _ = try Self.requireHousehold(w)
+            let household = try Self.requireHousehold(w)
             var result = ImportResult()
             var operations: [Operation] = []
             var created: [String: RecordID] = [:]
+            // Children created by this import for a `childId` the ledger did not hold: the new child takes
+            // that id, so importing the file again finds it instead of creating another.
+            var createdByID = Set<RecordID>()
             var balances: [RecordID: Int128] = [:]
             var names: [RecordID: String] = [:]
             var seen: [String: Int] = [:]
@@ -33,6 +36,8 @@ extension Replica {
                 if let id = row.childID, let c = existing.first(where: { $0.id == id }) {
                     childID = c.id
                     names[c.id] = c.name
+                } else if let id = row.childID, createdByID.contains(id) {
+                    childID = id
                 } else {
                     let matches = existing.filter { $0.name.lowercased() == row.childName.lowercased() }
                     if matches.count > 1 { throw LedgerError.ambiguousChild(row.childName, candidates: matches.map(\.name)) }
@@ -44,7 +49,12 @@ extension Replica {
                     } else {
                         let name = try Self.validName(row.childName.isEmpty ? "Child \(String(row.childID!.hex.prefix(8)))" : row.childName,
                                                       what: "child name (line \(row.line))")
-                        childID = RecordID.random(using: &generator)
+                        if let id = row.childID, id != household.id {
+                            childID = id
+                            createdByID.insert(id)
+                        } else {
+                            childID = RecordID.random(using: &generator)
+                        }
                         created[name.lowercased()] = childID
                         names[childID] = name
                         result.childrenCreated.append(name)
