@@ -11,8 +11,12 @@ extension Tables {
     public static let rejected = Table("rejected")
     /// Signed records whose signature failed: log key + op index (4) → reason. Counted, never applied.
     public static let forged = Table("forged")
-    /// Claims that arrived before the household they belong to: origin (8) → encoded claim op.
-    /// Verified (and recorded or counted as forged) when the household arrives.
+    /// Membership operations that arrived before the household they belong to (changes of other
+    /// origins can overtake it: a member's claim, or the owner's grants and revocations from a
+    /// device id the owner took after a restore from a stale copy). Claims: origin (8) → encoded
+    /// claim op, verified (and recorded or counted as forged) when the household arrives. Grants and
+    /// revocations: log key + op index (4) → encoded op; their arrival with the household triggers
+    /// a rebuild, which applies the household first.
     public static let pendingClaims = Table("pendingClaims")
 }
 
@@ -57,16 +61,23 @@ extension Replica {
                                 verifier: any SignatureVerifier, digest: inout Digest256) throws -> Bool {
         var newRevocation = false
         for (index, op) in change.operations.enumerated() where op.isMembership {
-            func forged(_ reason: String) throws {
-                var key = Keys.change(change.origin, change.sequence, version: version)
-                key += [UInt8(index >> 24 & 255), UInt8(index >> 16 & 255), UInt8(index >> 8 & 255), UInt8(index & 255)]
-                try w.put(Tables.forged, key, Array(reason.utf8))
+            func opKey() -> [UInt8] {
+                Keys.change(change.origin, change.sequence, version: version)
+                    + [UInt8(index >> 24 & 255), UInt8(index >> 16 & 255), UInt8(index >> 8 & 255), UInt8(index & 255)]
+            }
+            func forged(_ reason: String) throws { try w.put(Tables.forged, opKey(), Array(reason.utf8)) }
+            /// A grant or revocation whose household has not arrived waits for it (not forged).
+            func parkedBeforeHousehold(_ op: Operation, index: Int) throws -> Bool {
+                guard try household(w) == nil else { return false }
+                try w.put(Tables.pendingClaims, opKey(), RecordCodec.encodeOperation(op))
+                return true
             }
             switch op {
             case .createHousehold(let h):
                 guard h.isWellFormed else { try forged("household id not derived from its owner"); continue }
                 try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
-                try releasePendingClaims(in: w, verifier: verifier, digest: &digest)
+                // Owner-signed operations that came first: the rebuild applies them in order.
+                if try releasePendingClaims(in: w, verifier: verifier, digest: &digest) { newRevocation = true }
             case .claim(let c):
                 guard c.origin == change.origin else { try forged("claim of another origin"); continue }
                 guard let (household, _) = try owner(w) else {
@@ -79,6 +90,7 @@ extension Replica {
                 }
                 try record(c, in: w, digest: &digest)
             case .grant(let g):
+                guard try parkedBeforeHousehold(op, index: index) == false else { continue }
                 guard let (household, ownerKey) = try owner(w),
                       verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
                     try forged("grant not signed by the owner"); continue
@@ -90,6 +102,7 @@ extension Replica {
                     digest.insert([UInt8(ascii: "G")] + encoded)
                 }
             case .revoke(let rv):
+                guard try parkedBeforeHousehold(op, index: index) == false else { continue }
                 guard let (household, ownerKey) = try owner(w), rv.member != ownerKey,
                       verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
                     try forged("revocation not signed by the owner"); continue
@@ -120,11 +133,16 @@ extension Replica {
         digest.insert([UInt8(ascii: "L")] + key + c.member)
     }
 
-    /// Verifies the claims that waited for the household, now that it is here.
-    static func releasePendingClaims(in w: any KeyValueWriter, verifier: any SignatureVerifier, digest: inout Digest256) throws {
-        guard let (household, _) = try owner(w) else { return }
+    /// Verifies the claims that waited for the household, now that it is here. Returns whether
+    /// grants or revocations waited too: they are left for the rebuild that the caller then runs.
+    static func releasePendingClaims(in w: any KeyValueWriter, verifier: any SignatureVerifier, digest: inout Digest256) throws -> Bool {
+        guard let (household, _) = try owner(w) else { return false }
         var pending: [([UInt8], [UInt8])] = []
-        try w.scan(Tables.pendingClaims) { key, value in pending.append((key, value)); return true }
+        var ownerSigned = false
+        try w.scan(Tables.pendingClaims) { key, value in
+            if key.count == 8 { pending.append((key, value)) } else { ownerSigned = true }
+            return true
+        }
         for (key, value) in pending {
             try w.delete(Tables.pendingClaims, key)
             var reader = ByteReader(value)
@@ -135,6 +153,7 @@ extension Replica {
             }
             try record(c, in: w, digest: &digest)
         }
+        return ownerSigned
     }
 
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
