@@ -25,6 +25,8 @@ final class Daemon: @unchecked Sendable {
     static let pollMillis: Int64 = 200
     /// Most sessions served at once; more are refused at accept.
     static let connectionsMax = 16
+    /// A serving session drops its resident map pages after sending this many changes.
+    static let changesPerPageRelease = 32_768
     /// The default of ``peerTimeoutMillis``.
     static let peerTimeoutDefaultMillis = 15_000
     /// The environment variable that sets ``peerTimeoutMillis`` (milliseconds, 100...600000).
@@ -182,8 +184,17 @@ final class Daemon: @unchecked Sendable {
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
+            // Sending a long log touches pages all over the map: let them go every so often so
+            // the daemon's resident memory stays small whatever the ledger's size.
+            var sentAtRelease = 0
+            let environment = self.environment
             let outcome = SessionRunner.run(session, over: stream, idleTimeoutMillis: peerTimeoutMillis,
-                                            helloTimeoutMillis: peerTimeoutMillis, now: monotonicMillis)
+                                            helloTimeoutMillis: peerTimeoutMillis, progress: { p in
+                guard p.changesSent - sentAtRelease >= Self.changesPerPageRelease else { return }
+                sentAtRelease = p.changesSent
+                environment.releaseResidentPages()
+            }, now: monotonicMillis)
+            if sentAtRelease > 0 { environment.releaseResidentPages() }
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))")

@@ -301,6 +301,18 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
 
     // MARK: Maintenance
 
+    /// Drops this process's resident pages of the memory map (`madvise(MADV_DONTNEED)`). The map is
+    /// read-only and shared with the file (no `MDB_WRITEMAP`), so nothing is lost: the pages stay in
+    /// the kernel's page cache and a later read faults them back in. A long read of the whole store
+    /// (sending a million-change log to a new device) would otherwise keep every page it touched
+    /// resident in the daemon: hundreds of MB for a ledger of that size (docs/PERFORMANCE.md).
+    public func releaseResidentPages() {
+        gate.lockShared()
+        defer { gate.unlock() }
+        guard env != nil, mapRange.end > mapRange.start, let start = UnsafeMutableRawPointer(bitPattern: mapRange.start) else { return }
+        _ = madvise(start, Int(mapRange.end - mapRange.start), MADV_DONTNEED)
+    }
+
     /// Flushes the data to disk (`mdb_env_sync` with force), useful after non-durable writes.
     public func sync() throws {
         gate.lockShared()
