@@ -2,7 +2,7 @@
 # The performance benchmarks of docs/PERFORMANCE.md: builds release binaries, measures every row
 # (the median of several runs), prints one table and writes it as JSON.
 #
-#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds (about an hour)
+#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds (7 to 10 minutes on 2 cores)
 #   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
 #
 # Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,

@@ -106,6 +106,7 @@ func sampleMessages() -> [Message] {
                  ChildCheck(child: RecordID(high: 0xF000_0000_0000_0000, low: 1), count: 1, sumCents: Int128(Int64.max) * 4,
                             idHash: Array(repeating: 7, count: 16))]),
         .forked([ReplicaID(2), ReplicaID(3)]),
+        .checksDigest(children: 2, digest: Array(repeating: 0x3C, count: 16)),
     ]
 }
 
