@@ -8,13 +8,16 @@ struct Carrier {
     let node: Int
     let origin: ReplicaID
     let sequences: ClosedRange<UInt64>
+    /// The changes themselves: after a restore from a stale copy that nobody noticed, the same
+    /// origin and sequences can be reused by other changes, so only these say whether it is held.
+    let changes: [Change]
 }
 
 extension Simulator {
-    /// Records the local changes `node` made since its version vector was `before`; returns their
-    /// origin and sequences (nil when it made none).
+    /// Records the local changes `node` made since its version vector was `before`; returns them
+    /// as the carrier of whatever transactions they hold (nil when it made none).
     @discardableResult
-    func recordLocalChanges(_ node: SimNode, before: VersionVector) throws -> (ReplicaID, ClosedRange<UInt64>)? {
+    func recordLocalChanges(_ node: SimNode, before: VersionVector) throws -> Carrier? {
         guard let replica = node.replica else { return nil }
         let origin = replica.replicaID
         let after = try replica.versionVector()
@@ -22,10 +25,9 @@ extension Simulator {
         guard let new = after[origin], new > old else { return nil }
         var cover = after
         cover[origin] = old
-        for change in try replica.changes(notCoveredBy: cover) where change.origin == origin {
-            madeChanges.append((node.index, change))
-        }
-        return (origin, (old + 1)...new)
+        let made = try replica.changes(notCoveredBy: cover).filter { $0.origin == origin }
+        for change in made { madeChanges.append((node.index, change)) }
+        return Carrier(node: node.index, origin: origin, sequences: (old + 1)...new, changes: made)
     }
 
     // MARK: Account changes
@@ -174,14 +176,12 @@ extension Simulator {
         // The revocation rule on transactions: those only revoked members' changes beyond the cut
         // carried are absent everywhere; the others are checked as acknowledged transactions.
         // A carrier change that no replica holds any more was lost with a stale restore's files.
-        var held = Set<String>()
-        for replica in replicas {
-            for change in try replica.changes(notCoveredBy: [:]) { held.insert("\(change.origin.rawValue):\(change.sequence)") }
-        }
+        var held = Set<Change>()
+        for replica in replicas { held.formUnion(try replica.changes(notCoveredBy: [:])) }
         var rejected = Set<RecordID>()
         for id in acknowledgedOrder {
             let statuses = carriers[id, default: []].map { c -> Bool? in
-                if c.sequences.allSatisfy({ !held.contains("\(c.origin.rawValue):\($0)") }) { return true }
+                if c.changes.allSatisfy({ !held.contains($0) }) { return true }
                 guard let v = cut(c.origin) else { return false }
                 if c.sequences.lowerBound > v { return true }
                 if c.sequences.upperBound <= v { return false }

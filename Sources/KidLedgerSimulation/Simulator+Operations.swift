@@ -69,8 +69,8 @@ extension Simulator {
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }
-        if let (origin, sequences) = try recordLocalChanges(node, before: before) {
-            acknowledge(made, Carrier(node: node.index, origin: origin, sequences: sequences))
+        if let carrier = try recordLocalChanges(node, before: before) {
+            acknowledge(made, carrier)
         }
     }
 

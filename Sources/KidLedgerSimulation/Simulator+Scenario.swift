@@ -201,8 +201,8 @@ extension Simulator {
             outcome = "refused: \(error)"
         }
         if !outcome.hasPrefix("refused") { diagram?.mark(.operation, node.index, at: time.millis - startMillis) }
-        if let (origin, sequences) = try recordLocalChanges(node, before: before) {
-            acknowledge(made, Carrier(node: node.index, origin: origin, sequences: sequences))
+        if let carrier = try recordLocalChanges(node, before: before) {
+            acknowledge(made, carrier)
         }
         return outcome
     }

@@ -195,7 +195,7 @@ public final class Simulator {
             Operation.grant(owner.member.grant(node.member.publicKey, name: node.name, household: household, atMillis: time.millis + owner.skew))
         }
         if !grants.isEmpty { try founder.commitMembership(grants) }
-        _ = try recordLocalChanges(owner, before: [:])
+        try recordLocalChanges(owner, before: [:])
         log("household \(household.hex.prefix(8)) owned by r0 \(owner.member.publicKey.fingerprint); members " +
             nodes.dropFirst().map { "\($0.name) \($0.member.publicKey.fingerprint)" }.joined(separator: ", "))
         let genesis = try founder.changes(notCoveredBy: [:])
