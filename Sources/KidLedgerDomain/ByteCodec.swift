@@ -189,7 +189,8 @@ public struct ByteReader: Sendable {
         // Decoding repairs invalid UTF-8 (with U+FFFD), so the bytes round-trip exactly when they
         // are valid; this is several times cheaper than the generic `String(validating:as:)`.
         let s = String(decoding: raw, as: UTF8.self)
-        guard s.utf8.elementsEqual(raw) else { throw .invalid("\(what) (not UTF-8)") }
+        let same = s.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(raw) } ?? s.utf8.elementsEqual(raw)
+        guard same else { throw .invalid("\(what) (not UTF-8)") }
         return s
     }
 
