@@ -186,7 +186,11 @@ public struct ByteReader: Sendable {
     /// Reads a length-prefixed UTF-8 string of at most `maxBytes` bytes; invalid UTF-8 is an error.
     public mutating func readString(maxBytes: Int, _ what: String = "string") throws(DecodeError) -> String {
         let raw = try readBlob(maxCount: maxBytes, what)
-        guard let s = String(validating: raw, as: UTF8.self) else { throw .invalid("\(what) (not UTF-8)") }
+        // Decoding repairs invalid UTF-8 (with U+FFFD), so the bytes round-trip exactly when they
+        // are valid; this is several times cheaper than the generic `String(validating:as:)`.
+        let s = String(decoding: raw, as: UTF8.self)
+        let same = s.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(raw) } ?? s.utf8.elementsEqual(raw)
+        guard same else { throw .invalid("\(what) (not UTF-8)") }
         return s
     }
 

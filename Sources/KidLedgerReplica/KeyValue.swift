@@ -81,8 +81,28 @@ public enum KeyBytes {
     /// Unsigned lexicographic comparison.
     @inlinable
     public static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        a.withUnsafeBufferPointer { a in
+            b.withUnsafeBufferPointer { b in compare(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) }
+        }
+    }
+
+    /// Unsigned lexicographic comparison of raw bytes: eight at a time (as big-endian words, whose
+    /// numeric order is the bytes' order), then the rest one by one.
+    @inlinable
+    public static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
         let n = min(a.count, b.count)
-        for i in 0..<n where a[i] != b[i] { return a[i] < b[i] ? -1 : 1 }
+        var i = 0
+        while i + 8 <= n {
+            let x = UInt64(bigEndian: a.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let y = UInt64(bigEndian: b.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if x != y { return x < y ? -1 : 1 }
+            i += 8
+        }
+        while i < n {
+            let x = a[i], y = b[i]
+            if x != y { return x < y ? -1 : 1 }
+            i += 1
+        }
         return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
     }
 }

@@ -15,17 +15,29 @@ public final class MemoryStore: KeyValueStore {
 
         /// Index of the first key >= `key`.
         func lowerBound(_ key: [UInt8]) -> Int {
-            var lo = 0, hi = keys.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if KeyBytes.compare(keys[mid], key) < 0 { lo = mid + 1 } else { hi = mid }
+            key.withUnsafeBytes { key in
+                keys.withUnsafeBufferPointer { keys in
+                    var lo = 0, hi = keys.count
+                    while lo < hi {
+                        let mid = (lo + hi) / 2
+                        let order = keys[mid].withUnsafeBytes { KeyBytes.compare($0, key) }
+                        if order < 0 { lo = mid + 1 } else { hi = mid }
+                    }
+                    return lo
+                }
             }
-            return lo
         }
     }
 
+    /// The tables, found by a linear search on the precomputed name hash: there are about twenty,
+    /// and every store operation looks one up, so this is cheaper than hashing into a dictionary.
     struct Snapshot {
-        var tables: [Table: SortedTable] = [:]
+        var entries: [(table: Table, sorted: SortedTable)] = []
+
+        subscript(_ t: Table) -> SortedTable? {
+            for entry in entries where entry.table == t { return entry.sorted }
+            return nil
+        }
     }
 
     private var committed = Snapshot()
@@ -36,7 +48,7 @@ public final class MemoryStore: KeyValueStore {
     /// Everything the store holds, table by table (for copying a replica's "files" in simulations).
     public func clone() -> MemoryStore {
         let other = MemoryStore()
-        for (t, table) in committed.tables { other.committed.tables[t] = table.copy() }
+        other.committed.entries = committed.entries.map { ($0.table, $0.sorted.copy()) }
         return other
     }
 
@@ -54,7 +66,7 @@ public final class MemoryStore: KeyValueStore {
             return result
         } catch {
             for (table, key, old) in txn.undo.reversed() {
-                let t = txn.snapshot.tables[table]!
+                let t = txn.snapshot[table]!
                 let i = t.lowerBound(key)
                 let present = i < t.keys.count && t.keys[i] == key
                 switch (present, old) {
@@ -82,9 +94,12 @@ public final class MemoryStore: KeyValueStore {
         func table(_ t: Table, forWriting: Bool) -> SortedTable? {
             if forWriting {
                 precondition(writable, "write in a read transaction")
-                if snapshot.tables[t] == nil { snapshot.tables[t] = SortedTable() }
+                if let existing = snapshot[t] { return existing }
+                let created = SortedTable()
+                snapshot.entries.append((t, created))
+                return created
             }
-            return snapshot.tables[t]
+            return snapshot[t]
         }
 
         func get(_ t: Table, _ key: [UInt8]) throws -> [UInt8]? {

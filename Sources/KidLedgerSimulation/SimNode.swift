@@ -28,14 +28,18 @@ final class SimNode {
     let lmdbDirectory: String?
     /// The account this device is a member as (granted at genesis; the owner's for replica 0).
     let member: Identity
+    /// The run's signature verifier (shared by its replicas: ``CachingVerifier``).
+    let verifier: any SignatureVerifier
     /// The account the device is switched to now: `member`, or another one while frozen.
     var identity: Identity
     /// Whether the device is switched to another account: it makes no local changes and does not
     /// sync, but keeps its store (and the changes it has not sent yet).
     var isFrozen: Bool { identity.publicKey != member.publicKey }
 
-    init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity) {
+    init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
+         verifier: any SignatureVerifier) {
         self.index = index
+        self.verifier = verifier
         self.store = store
         self.skew = skew
         self.lmdbDirectory = lmdbDirectory
@@ -51,7 +55,7 @@ final class SimNode {
         incarnation += 1
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
-                              verifier: SodiumVerifier())
+                              verifier: verifier)
         updateClaimSigner()
     }
 

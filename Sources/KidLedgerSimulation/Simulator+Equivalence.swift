@@ -16,7 +16,7 @@ extension Simulator {
         let source = nodes[nodes.count - 1]
         guard let sourceReplica = source.replica else { failures.append("equivalence: \(source.name) is down"); return 0 }
         let fresh = try Replica(store: MemoryStore(), clock: SkewedClock(time: time, skew: 0),
-                                random: SplitMix64(seed: parameters.seed ^ 0xF7E5_40E0), verifier: SodiumVerifier())
+                                random: SplitMix64(seed: parameters.seed ^ 0xF7E5_40E0), verifier: verifier)
         let ends = Self.pump(SyncSession(role: .initiator, replica: fresh, household: household),
                              SyncSession(role: .responder, replica: sourceReplica, household: household))
         let full = try fresh.digest()

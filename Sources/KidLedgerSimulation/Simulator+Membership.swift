@@ -129,8 +129,8 @@ extension Simulator {
         func cut(_ origin: ReplicaID) -> UInt64? { claimant[origin].flatMap { seen[$0] }.map { $0[origin] ?? 0 } }
 
         // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).
-        func canonical(_ ms: [MemberSummary]) -> [String] {
-            ms.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { "\($0)" }
+        func canonical(_ ms: [MemberSummary]) -> [MemberSummary] {
+            ms.sorted { $0.key.lexicographicallyPrecedes($1.key) }
         }
         let expectedRejected = changeLog.filter { change in cut(change.origin).map { change.sequence > $0 } ?? false }.count
         rejectedChanges = expectedRejected

@@ -276,7 +276,7 @@ extension Simulator {
         let owner = try Identity(seed: drawBytes(Identity.seedByteCount))
         let stranger = try Replica(store: MemoryStore(), clock: SkewedClock(time: time, skew: 0),
                                    random: SplitMix64(seed: parameters.seed &+ 0xF0_0000 &+ UInt64(state.strangers)),
-                                   verifier: SodiumVerifier())
+                                   verifier: verifier)
         let other = try stranger.createHousehold(name: "Another household", owner: owner.publicKey.bytes, salt: drawBytes(16))
         try stranger.addChild(name: "Stranger")
         let before = try target.digest()

@@ -60,6 +60,8 @@ public final class Simulator {
     /// The drawn parameters (a scenario changes the network's loss and delay as it goes).
     public internal(set) var parameters: SimulationParameters
     let time = SimTime()
+    /// Every replica's signature verifier in this run; it remembers answers (``CachingVerifier``).
+    let verifier = CachingVerifier(SodiumVerifier())
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
@@ -180,7 +182,8 @@ public final class Simulator {
                 store = MemoryStore()
             }
             let identity = try Identity(seed: drawBytes(Identity.seedByteCount))
-            let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity)
+            let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity,
+                               verifier: verifier)
             try node.boot(time: time, seed: parameters.seed)
             nodes.append(node)
             if skew != 0 { count("skew"); record(i, .skew(skew)) }
