@@ -67,9 +67,18 @@ extension Replica {
             }
             func forged(_ reason: String) throws { try w.put(Tables.forged, opKey(), Array(reason.utf8)) }
             /// A grant or revocation whose household has not arrived waits for it (not forged).
-            func parkedBeforeHousehold(_ op: Operation, index: Int) throws -> Bool {
+            func parkedBeforeHousehold() throws -> Bool {
                 guard try household(w) == nil else { return false }
                 try w.put(Tables.pendingClaims, opKey(), RecordCodec.encodeOperation(op))
+                return true
+            }
+            /// Stores a verified grant or revocation of `member` once; returns whether it was new.
+            func storeSigned(of member: [UInt8], in table: Table, tag: UInt8) throws -> Bool {
+                let encoded = RecordCodec.encodeOperation(op)
+                let key = member + Array(SHA256.hash(encoded).prefix(16))
+                guard try w.get(table, key) == nil else { return false }
+                try w.put(table, key, encoded)
+                digest.insert([tag] + encoded)
                 return true
             }
             switch op {
@@ -90,30 +99,19 @@ extension Replica {
                 }
                 try record(c, in: w, digest: &digest)
             case .grant(let g):
-                guard try parkedBeforeHousehold(op, index: index) == false else { continue }
+                guard try !parkedBeforeHousehold() else { continue }
                 guard let (household, ownerKey) = try owner(w),
                       verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
                     try forged("grant not signed by the owner"); continue
                 }
-                let encoded = RecordCodec.encodeOperation(op)
-                let key = g.member + Array(SHA256.hash(encoded).prefix(16))
-                if try w.get(Tables.grants, key) == nil {
-                    try w.put(Tables.grants, key, encoded)
-                    digest.insert([UInt8(ascii: "G")] + encoded)
-                }
+                _ = try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G"))
             case .revoke(let rv):
-                guard try parkedBeforeHousehold(op, index: index) == false else { continue }
+                guard try !parkedBeforeHousehold() else { continue }
                 guard let (household, ownerKey) = try owner(w), rv.member != ownerKey,
                       verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
                     try forged("revocation not signed by the owner"); continue
                 }
-                let encoded = RecordCodec.encodeOperation(op)
-                let key = rv.member + Array(SHA256.hash(encoded).prefix(16))
-                if try w.get(Tables.revocations, key) == nil {
-                    try w.put(Tables.revocations, key, encoded)
-                    digest.insert([UInt8(ascii: "V")] + encoded)
-                    newRevocation = true
-                }
+                if try storeSigned(of: rv.member, in: Tables.revocations, tag: UInt8(ascii: "V")) { newRevocation = true }
             default:
                 break
             }
