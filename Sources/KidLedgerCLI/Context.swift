@@ -102,7 +102,9 @@ public final class Context {
                                               mapSizeBytesMax: limit, mustExist: !creating)
         // The claim signer (which needs the key file) is installed only for changes:
         // see openReplicaForChanges(); read commands never touch the key.
-        return try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        replica.workSplitter = ThreadedWork.forThisMachine()
+        return replica
     }
 
     /// The environment variable capping the store's map (bytes; the store grows up to it).

@@ -21,14 +21,24 @@ public struct ByteWriter: Sendable {
 
     /// Appends a fixed-width big-endian unsigned integer.
     public mutating func write(bigEndian value: UInt64) {
-        var v = value.bigEndian
-        withUnsafeBytes(of: &v) { bytes.append(contentsOf: $0) }
+        // Byte by byte: the generic append of a raw buffer costs several times more, and this
+        // runs for every id and key the hot paths build.
+        bytes.append(UInt8(truncatingIfNeeded: value >> 56))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 48))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 40))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 32))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 24))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
     }
 
     /// Appends a fixed-width big-endian unsigned 32-bit integer.
     public mutating func write(bigEndian value: UInt32) {
-        var v = value.bigEndian
-        withUnsafeBytes(of: &v) { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(truncatingIfNeeded: value >> 24))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
     }
 
     /// Appends a fixed-width signed integer in big-endian order with the sign bit flipped, so that
@@ -60,7 +70,11 @@ public struct ByteWriter: Sendable {
 
     /// Appends a length-prefixed UTF-8 string.
     public mutating func write(string: String) {
-        write(blob: Array(string.utf8))
+        // No intermediate array: the UTF-8 view's count is O(1) for native strings and the append
+        // copies from its contiguous storage.
+        let utf8 = string.utf8
+        write(varint: UInt64(utf8.count))
+        bytes.append(contentsOf: utf8)
     }
 
     /// Appends a Boolean as one byte (0 or 1).

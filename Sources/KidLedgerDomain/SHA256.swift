@@ -167,17 +167,6 @@ struct SHA256Compressor: BlockCompressor {
                     w2: UInt64(h4) << 32 | UInt64(h5), w3: UInt64(h6) << 32 | UInt64(h7))
     }
 
-    private static let k: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
-
     /// One round: `d` and `h` take their new values; the caller rotates the roles of the eight
     /// working variables instead of moving them (the usual unrolled form).
     @inline(__always)
@@ -189,38 +178,154 @@ struct SHA256Compressor: BlockCompressor {
         h = t1 &+ t2
     }
 
+    /// The message schedule: W[t] from W[t-16] (`w`), W[t-15], W[t-7] and W[t-2].
+    @inline(__always)
+    private static func schedule(_ w: UInt32, _ w15: UInt32, _ w7: UInt32, _ w2: UInt32) -> UInt32 {
+        let s0 = rotateRight(w15, 7) ^ rotateRight(w15, 18) ^ (w15 >> 3)
+        let s1 = rotateRight(w2, 17) ^ rotateRight(w2, 19) ^ (w2 >> 10)
+        return w &+ s0 &+ w7 &+ s1
+    }
+
+    /// Fully unrolled (generated): the sixteen schedule words and the round constants stay in
+    /// registers and immediates instead of a 64-word array and a table (about a third fewer
+    /// instructions per block).
     mutating func compress(blocks: UnsafeRawBufferPointer) {
-        Self.k.withUnsafeBufferPointer { k in
-            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-                var offset = 0
-                while offset < blocks.count {
-                    for t in 0..<16 {
-                        w[t] = UInt32(bigEndian: blocks.loadUnaligned(fromByteOffset: offset + 4 * t, as: UInt32.self))
-                    }
-                    for t in 16..<64 {
-                        let x = w[t - 15], y = w[t - 2]
-                        let s0 = rotateRight(x, 7) ^ rotateRight(x, 18) ^ (x >> 3)
-                        let s1 = rotateRight(y, 17) ^ rotateRight(y, 19) ^ (y >> 10)
-                        w[t] = w[t - 16] &+ s0 &+ w[t - 7] &+ s1
-                    }
-                    var (a, b, c, d, e, f, g, h) = (h0, h1, h2, h3, h4, h5, h6, h7)
-                    var t = 0
-                    while t < 64 {
-                        Self.round(a, b, c, &d, e, f, g, &h, k[t] &+ w[t])
-                        Self.round(h, a, b, &c, d, e, f, &g, k[t + 1] &+ w[t + 1])
-                        Self.round(g, h, a, &b, c, d, e, &f, k[t + 2] &+ w[t + 2])
-                        Self.round(f, g, h, &a, b, c, d, &e, k[t + 3] &+ w[t + 3])
-                        Self.round(e, f, g, &h, a, b, c, &d, k[t + 4] &+ w[t + 4])
-                        Self.round(d, e, f, &g, h, a, b, &c, k[t + 5] &+ w[t + 5])
-                        Self.round(c, d, e, &f, g, h, a, &b, k[t + 6] &+ w[t + 6])
-                        Self.round(b, c, d, &e, f, g, h, &a, k[t + 7] &+ w[t + 7])
-                        t += 8
-                    }
-                    h0 &+= a; h1 &+= b; h2 &+= c; h3 &+= d
-                    h4 &+= e; h5 &+= f; h6 &+= g; h7 &+= h
-                    offset += 64
-                }
-            }
+        guard let start = blocks.baseAddress else { return }
+        var offset = 0
+        while offset < blocks.count {
+            let p = start + offset
+            var w0 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+            var w1 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            var w2 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+            var w3 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+            var w4 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
+            var w5 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 20, as: UInt32.self))
+            var w6 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 24, as: UInt32.self))
+            var w7 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 28, as: UInt32.self))
+            var w8 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 32, as: UInt32.self))
+            var w9 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 36, as: UInt32.self))
+            var w10 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 40, as: UInt32.self))
+            var w11 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 44, as: UInt32.self))
+            var w12 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 48, as: UInt32.self))
+            var w13 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 52, as: UInt32.self))
+            var w14 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 56, as: UInt32.self))
+            var w15 = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt32.self))
+            var (a, b, c, d, e, f, g, h) = (h0, h1, h2, h3, h4, h5, h6, h7)
+            Self.round(a, b, c, &d, e, f, g, &h, 0x428a2f98 &+ w0)
+            Self.round(h, a, b, &c, d, e, f, &g, 0x71374491 &+ w1)
+            Self.round(g, h, a, &b, c, d, e, &f, 0xb5c0fbcf &+ w2)
+            Self.round(f, g, h, &a, b, c, d, &e, 0xe9b5dba5 &+ w3)
+            Self.round(e, f, g, &h, a, b, c, &d, 0x3956c25b &+ w4)
+            Self.round(d, e, f, &g, h, a, b, &c, 0x59f111f1 &+ w5)
+            Self.round(c, d, e, &f, g, h, a, &b, 0x923f82a4 &+ w6)
+            Self.round(b, c, d, &e, f, g, h, &a, 0xab1c5ed5 &+ w7)
+            Self.round(a, b, c, &d, e, f, g, &h, 0xd807aa98 &+ w8)
+            Self.round(h, a, b, &c, d, e, f, &g, 0x12835b01 &+ w9)
+            Self.round(g, h, a, &b, c, d, e, &f, 0x243185be &+ w10)
+            Self.round(f, g, h, &a, b, c, d, &e, 0x550c7dc3 &+ w11)
+            Self.round(e, f, g, &h, a, b, c, &d, 0x72be5d74 &+ w12)
+            Self.round(d, e, f, &g, h, a, b, &c, 0x80deb1fe &+ w13)
+            Self.round(c, d, e, &f, g, h, a, &b, 0x9bdc06a7 &+ w14)
+            Self.round(b, c, d, &e, f, g, h, &a, 0xc19bf174 &+ w15)
+            w0 = Self.schedule(w0, w1, w9, w14)
+            Self.round(a, b, c, &d, e, f, g, &h, 0xe49b69c1 &+ w0)
+            w1 = Self.schedule(w1, w2, w10, w15)
+            Self.round(h, a, b, &c, d, e, f, &g, 0xefbe4786 &+ w1)
+            w2 = Self.schedule(w2, w3, w11, w0)
+            Self.round(g, h, a, &b, c, d, e, &f, 0x0fc19dc6 &+ w2)
+            w3 = Self.schedule(w3, w4, w12, w1)
+            Self.round(f, g, h, &a, b, c, d, &e, 0x240ca1cc &+ w3)
+            w4 = Self.schedule(w4, w5, w13, w2)
+            Self.round(e, f, g, &h, a, b, c, &d, 0x2de92c6f &+ w4)
+            w5 = Self.schedule(w5, w6, w14, w3)
+            Self.round(d, e, f, &g, h, a, b, &c, 0x4a7484aa &+ w5)
+            w6 = Self.schedule(w6, w7, w15, w4)
+            Self.round(c, d, e, &f, g, h, a, &b, 0x5cb0a9dc &+ w6)
+            w7 = Self.schedule(w7, w8, w0, w5)
+            Self.round(b, c, d, &e, f, g, h, &a, 0x76f988da &+ w7)
+            w8 = Self.schedule(w8, w9, w1, w6)
+            Self.round(a, b, c, &d, e, f, g, &h, 0x983e5152 &+ w8)
+            w9 = Self.schedule(w9, w10, w2, w7)
+            Self.round(h, a, b, &c, d, e, f, &g, 0xa831c66d &+ w9)
+            w10 = Self.schedule(w10, w11, w3, w8)
+            Self.round(g, h, a, &b, c, d, e, &f, 0xb00327c8 &+ w10)
+            w11 = Self.schedule(w11, w12, w4, w9)
+            Self.round(f, g, h, &a, b, c, d, &e, 0xbf597fc7 &+ w11)
+            w12 = Self.schedule(w12, w13, w5, w10)
+            Self.round(e, f, g, &h, a, b, c, &d, 0xc6e00bf3 &+ w12)
+            w13 = Self.schedule(w13, w14, w6, w11)
+            Self.round(d, e, f, &g, h, a, b, &c, 0xd5a79147 &+ w13)
+            w14 = Self.schedule(w14, w15, w7, w12)
+            Self.round(c, d, e, &f, g, h, a, &b, 0x06ca6351 &+ w14)
+            w15 = Self.schedule(w15, w0, w8, w13)
+            Self.round(b, c, d, &e, f, g, h, &a, 0x14292967 &+ w15)
+            w0 = Self.schedule(w0, w1, w9, w14)
+            Self.round(a, b, c, &d, e, f, g, &h, 0x27b70a85 &+ w0)
+            w1 = Self.schedule(w1, w2, w10, w15)
+            Self.round(h, a, b, &c, d, e, f, &g, 0x2e1b2138 &+ w1)
+            w2 = Self.schedule(w2, w3, w11, w0)
+            Self.round(g, h, a, &b, c, d, e, &f, 0x4d2c6dfc &+ w2)
+            w3 = Self.schedule(w3, w4, w12, w1)
+            Self.round(f, g, h, &a, b, c, d, &e, 0x53380d13 &+ w3)
+            w4 = Self.schedule(w4, w5, w13, w2)
+            Self.round(e, f, g, &h, a, b, c, &d, 0x650a7354 &+ w4)
+            w5 = Self.schedule(w5, w6, w14, w3)
+            Self.round(d, e, f, &g, h, a, b, &c, 0x766a0abb &+ w5)
+            w6 = Self.schedule(w6, w7, w15, w4)
+            Self.round(c, d, e, &f, g, h, a, &b, 0x81c2c92e &+ w6)
+            w7 = Self.schedule(w7, w8, w0, w5)
+            Self.round(b, c, d, &e, f, g, h, &a, 0x92722c85 &+ w7)
+            w8 = Self.schedule(w8, w9, w1, w6)
+            Self.round(a, b, c, &d, e, f, g, &h, 0xa2bfe8a1 &+ w8)
+            w9 = Self.schedule(w9, w10, w2, w7)
+            Self.round(h, a, b, &c, d, e, f, &g, 0xa81a664b &+ w9)
+            w10 = Self.schedule(w10, w11, w3, w8)
+            Self.round(g, h, a, &b, c, d, e, &f, 0xc24b8b70 &+ w10)
+            w11 = Self.schedule(w11, w12, w4, w9)
+            Self.round(f, g, h, &a, b, c, d, &e, 0xc76c51a3 &+ w11)
+            w12 = Self.schedule(w12, w13, w5, w10)
+            Self.round(e, f, g, &h, a, b, c, &d, 0xd192e819 &+ w12)
+            w13 = Self.schedule(w13, w14, w6, w11)
+            Self.round(d, e, f, &g, h, a, b, &c, 0xd6990624 &+ w13)
+            w14 = Self.schedule(w14, w15, w7, w12)
+            Self.round(c, d, e, &f, g, h, a, &b, 0xf40e3585 &+ w14)
+            w15 = Self.schedule(w15, w0, w8, w13)
+            Self.round(b, c, d, &e, f, g, h, &a, 0x106aa070 &+ w15)
+            w0 = Self.schedule(w0, w1, w9, w14)
+            Self.round(a, b, c, &d, e, f, g, &h, 0x19a4c116 &+ w0)
+            w1 = Self.schedule(w1, w2, w10, w15)
+            Self.round(h, a, b, &c, d, e, f, &g, 0x1e376c08 &+ w1)
+            w2 = Self.schedule(w2, w3, w11, w0)
+            Self.round(g, h, a, &b, c, d, e, &f, 0x2748774c &+ w2)
+            w3 = Self.schedule(w3, w4, w12, w1)
+            Self.round(f, g, h, &a, b, c, d, &e, 0x34b0bcb5 &+ w3)
+            w4 = Self.schedule(w4, w5, w13, w2)
+            Self.round(e, f, g, &h, a, b, c, &d, 0x391c0cb3 &+ w4)
+            w5 = Self.schedule(w5, w6, w14, w3)
+            Self.round(d, e, f, &g, h, a, b, &c, 0x4ed8aa4a &+ w5)
+            w6 = Self.schedule(w6, w7, w15, w4)
+            Self.round(c, d, e, &f, g, h, a, &b, 0x5b9cca4f &+ w6)
+            w7 = Self.schedule(w7, w8, w0, w5)
+            Self.round(b, c, d, &e, f, g, h, &a, 0x682e6ff3 &+ w7)
+            w8 = Self.schedule(w8, w9, w1, w6)
+            Self.round(a, b, c, &d, e, f, g, &h, 0x748f82ee &+ w8)
+            w9 = Self.schedule(w9, w10, w2, w7)
+            Self.round(h, a, b, &c, d, e, f, &g, 0x78a5636f &+ w9)
+            w10 = Self.schedule(w10, w11, w3, w8)
+            Self.round(g, h, a, &b, c, d, e, &f, 0x84c87814 &+ w10)
+            w11 = Self.schedule(w11, w12, w4, w9)
+            Self.round(f, g, h, &a, b, c, d, &e, 0x8cc70208 &+ w11)
+            w12 = Self.schedule(w12, w13, w5, w10)
+            Self.round(e, f, g, &h, a, b, c, &d, 0x90befffa &+ w12)
+            w13 = Self.schedule(w13, w14, w6, w11)
+            Self.round(d, e, f, &g, h, a, b, &c, 0xa4506ceb &+ w13)
+            w14 = Self.schedule(w14, w15, w7, w12)
+            Self.round(c, d, e, &f, g, h, a, &b, 0xbef9a3f7 &+ w14)
+            w15 = Self.schedule(w15, w0, w8, w13)
+            Self.round(b, c, d, &e, f, g, h, &a, 0xc67178f2 &+ w15)
+            h0 &+= a; h1 &+= b; h2 &+= c; h3 &+= d
+            h4 &+= e; h5 &+= f; h6 &+= g; h7 &+= h
+            offset += 64
         }
     }
 }

@@ -1,70 +1,215 @@
 import KidLedgerDomain
 
-/// A write-back cache in front of one write transaction, for the few small tables that every
-/// applied change reads and rewrites: the clock and digest (`meta`), the version vector, the
-/// per-child totals and the origin claims. A batch of changes then reads each of those entries
-/// from the store once and writes it once, at ``flush()``, instead of once per change.
+/// A write-back cache in front of one write transaction, for what every applied change reads and
+/// rewrites: the clock and digest (`meta`), the version vector, the origin claims and the
+/// per-child totals (held decoded). A batch of changes then reads each of those entries from the
+/// store once and writes it once, at ``flush()``, instead of once per change.
+///
+/// It also remembers, write-through, what the next change of a batch is about to read again: the
+/// child records (every transaction looks up its child), the newest hash-chain link of each
+/// origin (the next change of that origin links to it) and each member's revocation horizon (the
+/// revocation rule checks every change). Those tables are still written to the store at once.
 ///
 /// Every read and write of the transaction must go through the cache while it is in use; a scan
-/// or count of a cached table first writes that table's pending entries to the store, so it sees
-/// them. The caller must call ``flush()`` before the transaction commits.
+/// or count of a write-back table first writes that table's pending entries to the store, so it
+/// sees them. The caller must call ``flush()`` before the transaction commits.
 final class BatchWriter: KeyValueWriter {
     private let base: any KeyValueWriter
-    /// Cached entries per table: the value (nil: absent or deleted) and whether it must be written.
-    private var entries: [Table: [[UInt8]: (value: [UInt8]?, dirty: Bool)]] = [:]
+
+    /// A byte-string key hashed a buffer at a time (an array's own `hash(into:)` feeds the hasher
+    /// one byte per call, which cost more than the lookup itself).
+    private struct Key: Hashable {
+        let bytes: [UInt8]
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+        static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
+    }
+
+    /// A cached entry: the value (nil: absent or deleted) and whether it must be written.
+    private struct Entry {
+        var value: [UInt8]?
+        var dirty: Bool
+    }
+
+    private struct AggregateEntry {
+        var value: Aggregate?
+        var dirty: Bool
+    }
+
+    /// The write-back byte tables, by slot (see ``slot(_:)``).
+    private var entries: [[Key: Entry]] = [[:], [:], [:]]
+    private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
+    /// The per-child totals, decoded.
+    private var aggregates: [RecordID: AggregateEntry] = [:]
+    /// Child records read or written in this batch (nil: absent).
+    private var children: [RecordID: [UInt8]?] = [:]
+    /// The newest chain link written for each origin in this batch: (sequence, link).
+    private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    /// Revocation horizons computed in this batch, by member; emptied when a revocation is written.
+    private var horizons: [Key: [ReplicaID: UInt64]?] = [:]
 
     init(_ base: any KeyValueWriter) { self.base = base }
 
-    private static let cached: [Table] = [Tables.meta, Tables.vector, Tables.aggregates, Tables.claims]
+    /// The write-back slot of `table`, or nil. Compares the precomputed name hashes only after the
+    /// cheap integer test.
+    @inline(__always)
+    private func slot(_ table: Table) -> Int? {
+        let h = table.nameHash
+        if h == Tables.meta.nameHash && table == Tables.meta { return 0 }
+        if h == Tables.vector.nameHash && table == Tables.vector { return 1 }
+        if h == Tables.claims.nameHash && table == Tables.claims { return 2 }
+        return nil
+    }
 
-    private static func isCached(_ table: Table) -> Bool {
-        cached.contains(table)
+    @inline(__always)
+    private func isTable(_ table: Table, _ other: Table) -> Bool {
+        table.nameHash == other.nameHash && table == other
     }
 
     func get(_ table: Table, _ key: [UInt8]) throws -> [UInt8]? {
-        guard Self.isCached(table) else { return try base.get(table, key) }
-        if let entry = entries[table]?[key] { return entry.value }
-        let value = try base.get(table, key)
-        entries[table, default: [:]][key] = (value, false)
-        return value
+        if let s = slot(table) {
+            let k = Key(key)
+            if let entry = entries[s][k] { return entry.value }
+            let value = try base.get(table, key)
+            entries[s][k] = Entry(value: value, dirty: false)
+            return value
+        }
+        if key.count == 16 && isTable(table, Tables.aggregates) {
+            return try aggregate(RecordID(bytes: key)).map { $0.encoded() }
+        }
+        if key.count == 16 && isTable(table, Tables.children) {
+            let id = RecordID(bytes: key)
+            if let known = children[id] { return known }
+            let value = try base.get(table, key)
+            children[id] = .some(value)
+            return value
+        }
+        if key.count == 16 && isTable(table, Tables.chains) {
+            let (origin, sequence) = Self.originAndSequence(key)
+            if let newest = newestLinks[origin], newest.sequence == sequence { return newest.link }
+        }
+        return try base.get(table, key)
     }
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
-        guard Self.isCached(table) else { return try base.put(table, key, value) }
-        entries[table, default: [:]][key] = (value, true)
+        if let s = slot(table) {
+            entries[s][Key(key)] = Entry(value: value, dirty: true)
+            return
+        }
+        if key.count == 16 && isTable(table, Tables.aggregates) {
+            let decoded: Aggregate
+            do { decoded = try Aggregate.decode(value) } catch {
+                aggregates[RecordID(bytes: key)] = nil
+                return try base.put(table, key, value)
+            }
+            aggregates[RecordID(bytes: key)] = AggregateEntry(value: decoded, dirty: true)
+            return
+        }
+        try base.put(table, key, value)
+        noteWrite(table, key, value)
     }
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
-        guard Self.isCached(table) else { return try base.delete(table, key) }
-        entries[table, default: [:]][key] = (nil, true)
+        if let s = slot(table) {
+            entries[s][Key(key)] = Entry(value: nil, dirty: true)
+            return
+        }
+        if key.count == 16 && isTable(table, Tables.aggregates) {
+            aggregates[RecordID(bytes: key)] = AggregateEntry(value: nil, dirty: true)
+            return
+        }
+        try base.delete(table, key)
+        noteWrite(table, key, nil)
+    }
+
+    /// Keeps the write-through memos equal to the store after a write.
+    private func noteWrite(_ table: Table, _ key: [UInt8], _ value: [UInt8]?) {
+        if isTable(table, Tables.children) {
+            if key.count == 16 { children[RecordID(bytes: key)] = .some(value) } else { children = [:] }
+        } else if isTable(table, Tables.chains) {
+            guard key.count == 16 else { newestLinks = [:]; return }
+            let (origin, sequence) = Self.originAndSequence(key)
+            if let value { newestLinks[origin] = (sequence, value) } else { newestLinks[origin] = nil }
+        } else if isTable(table, Tables.revocations) {
+            horizons = [:]
+        }
+    }
+
+    private static func originAndSequence(_ key: [UInt8]) -> (UInt64, UInt64) {
+        key.withUnsafeBytes {
+            (UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+             UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        }
+    }
+
+    /// The totals of `child` (nil: none stored), decoded once per batch.
+    func aggregate(_ child: RecordID) throws -> Aggregate? {
+        if let entry = aggregates[child] { return entry.value }
+        let value = try base.get(Tables.aggregates, Keys.id(child)).map { try Aggregate.decode($0) }
+        aggregates[child] = AggregateEntry(value: value, dirty: false)
+        return value
+    }
+
+    /// Replaces the totals of `child`; written at ``flush()``.
+    func setAggregate(_ value: Aggregate, of child: RecordID) {
+        aggregates[child] = AggregateEntry(value: value, dirty: true)
+    }
+
+    /// The revocation horizon of `member`, computed by `compute` at most once per batch while no
+    /// revocation is written.
+    func horizon(of member: [UInt8], _ compute: () throws -> [ReplicaID: UInt64]?) rethrows -> [ReplicaID: UInt64]? {
+        let k = Key(member)
+        if let known = horizons[k] { return known }
+        let value = try compute()
+        horizons[k] = .some(value)
+        return value
     }
 
     func scan(_ table: Table, prefix: [UInt8], from start: [UInt8]?, reverse: Bool,
               _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {
-        if Self.isCached(table) { try flush(table) }
+        try flush(table)
         try base.scan(table, prefix: prefix, from: start, reverse: reverse, body)
     }
 
     func count(_ table: Table) throws -> Int {
-        if Self.isCached(table) { try flush(table) }
+        try flush(table)
         return try base.count(table)
     }
 
     /// Writes every pending entry to the store (in key order, table by table).
     func flush() throws {
-        for table in entries.keys.sorted(by: { $0.name < $1.name }) { try flush(table) }
+        try flushAggregates()
+        for s in Self.slotTables.indices.sorted(by: { Self.slotTables[$0].name < Self.slotTables[$1].name }) {
+            try flush(slot: s)
+        }
     }
 
     private func flush(_ table: Table) throws {
-        guard var map = entries[table] else { return }
-        for key in map.keys.sorted(by: { KeyBytes.compare($0, $1) < 0 }) where map[key]!.dirty {
-            if let value = map[key]!.value {
-                try base.put(table, key, value)
+        if let s = slot(table) { try flush(slot: s) }
+        if isTable(table, Tables.aggregates) { try flushAggregates() }
+    }
+
+    private func flush(slot s: Int) throws {
+        let table = Self.slotTables[s]
+        let dirty = entries[s].filter { $0.value.dirty }.keys.sorted { KeyBytes.compare($0.bytes, $1.bytes) < 0 }
+        for key in dirty {
+            if let value = entries[s][key]!.value {
+                try base.put(table, key.bytes, value)
             } else {
-                try base.delete(table, key)
+                try base.delete(table, key.bytes)
             }
-            map[key]!.dirty = false
+            entries[s][key]!.dirty = false
         }
-        entries[table] = map
+    }
+
+    private func flushAggregates() throws {
+        for child in aggregates.keys.sorted() where aggregates[child]!.dirty {
+            if let value = aggregates[child]!.value {
+                try base.put(Tables.aggregates, Keys.id(child), value.encoded())
+            } else {
+                try base.delete(Tables.aggregates, Keys.id(child))
+            }
+            aggregates[child]!.dirty = false
+        }
     }
 }

@@ -53,6 +53,26 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
     /// Removes the hash of `record` (inverse of ``insert(_:)``).
     public mutating func remove(_ record: [UInt8]) { add(Self.hash(record), sign: -1) }
 
+    /// Adds the hash of the record `tag ‖ body` without building it (``insert(_:)`` of the
+    /// concatenation).
+    mutating func insert(tag: UInt8, _ body: [UInt8]) { add(Self.hash(tag: tag, body), sign: 1) }
+
+    /// The inverse of ``insert(tag:_:)``.
+    mutating func remove(tag: UInt8, _ body: [UInt8]) { add(Self.hash(tag: tag, body), sign: -1) }
+
+    /// Adds a record hash computed beforehand by ``hash(tag:_:)``.
+    mutating func insert(hashed: Digest256) { add(hashed, sign: 1) }
+
+    /// The hash ``insert(tag:_:)`` adds.
+    static func hash(tag: UInt8, _ body: [UInt8]) -> Digest256 {
+        var hasher = SHA256Hasher()
+        var t = tag
+        withUnsafeBytes(of: &t) { hasher.update($0) }
+        hasher.update(body)
+        let h = hasher.finalizeWords()
+        return Digest256(h.w0, h.w1, h.w2, h.w3)
+    }
+
     private static func hash(_ record: [UInt8]) -> Digest256 {
         var hasher = SHA256Hasher()
         hasher.update(record)
@@ -110,6 +130,9 @@ enum DigestRecord {
     }
 
     static func transaction(_ payload: [UInt8]) -> [UInt8] {
-        [UInt8(ascii: "T")] + payload
+        [transactionTag] + payload
     }
+
+    /// The first byte of a transaction's digest record (see ``Digest256/insert(tag:_:)``).
+    static let transactionTag = UInt8(ascii: "T")
 }

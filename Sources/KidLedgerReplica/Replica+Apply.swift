@@ -19,7 +19,9 @@ extension Replica {
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` for a change that breaks a domain rule (decoded
     ///   changes are already checked; this guards changes built in memory).
-    static func apply(_ change: Change, in w: any KeyValueWriter, now: Int64,
+    ///
+    /// `prepared` is ``PreparedChange/init(_:)`` of `change` when the caller computed it ahead.
+    static func apply(_ change: Change, prepared: PreparedChange? = nil, in w: any KeyValueWriter, now: Int64,
                       verifier: any SignatureVerifier = RejectingVerifier()) throws -> ApplyOutcome {
         guard change.hlc.millis >= 0, change.hlc.millis <= HLC.millisMax else {
             throw LedgerError.invalid("change time \(change.hlc.millis) out of range")
@@ -39,16 +41,17 @@ extension Replica {
         }
         let originKey = Keys.origin(change.origin)
         let held = Bytes.u64(try w.get(Tables.vector, originKey)) ?? 0
-        let encoded = RecordCodec.encode(change)
-        let version = Keys.version(encoded)
+        let encoded = prepared?.encoded ?? RecordCodec.encode(change)
+        let version = prepared?.version ?? Keys.version(encoded)
+        let logKey = prepared?.logKey ?? Keys.change(change.origin, change.sequence, version: version)
         let outcome: ApplyOutcome
         if change.sequence <= held {
-            if try w.get(Tables.changes, Keys.change(change.origin, change.sequence, version: version)) != nil { return .duplicate }
-            try w.put(Tables.changes, Keys.change(change.origin, change.sequence, version: version), encoded)
+            if try w.get(Tables.changes, logKey) != nil { return .duplicate }
+            try w.put(Tables.changes, logKey, encoded)
             try rechain(change.origin, from: change.sequence, through: held, in: w)
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
-            try w.put(Tables.changes, Keys.change(change.origin, change.sequence, version: version), encoded)
+            try w.put(Tables.changes, logKey, encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
             try w.put(Tables.chains, Keys.change(change.origin, change.sequence),
@@ -67,7 +70,7 @@ extension Replica {
             // A revocation changes which past changes count: recompute the merged state.
             try rebuild(in: w, verifier: verifier)
         } else {
-            try applyLedger(of: change, version: version, in: w, digest: &digest)
+            try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared?.transaction)
             try w.put(Tables.meta, Keys.digest, digest.bytes)
         }
         return outcome
@@ -82,13 +85,16 @@ extension Replica {
     }
 
     /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
-    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256) throws {
+    /// `prepared` is the prepared transaction of a change whose only operation adds it.
+    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256,
+                            prepared: PreparedTransaction? = nil) throws {
         if let reason = try rejection(of: change, in: w) {
             try w.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
             return
         }
         for op in change.operations where !op.isMembership {
-            try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
+            try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest,
+                      prepared: change.operations.count == 1 ? prepared : nil)
         }
     }
 
@@ -128,7 +134,8 @@ extension Replica {
         return Array(hasher.finalize().prefix(16))
     }
 
-    static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256) throws {
+    static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256,
+                      prepared: PreparedTransaction? = nil) throws {
         switch op {
         case .createHousehold(let h):
             let payload = RecordCodec.encodeRecord(h)
@@ -145,7 +152,7 @@ extension Replica {
         case .setField(let entity, let field, let value, let base):
             try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest)
         case .addTransaction(let t):
-            try mergeTransaction(t, in: w, digest: &digest)
+            try mergeTransaction(t, in: w, digest: &digest, prepared: prepared)
         case .grant, .revoke, .claim:
             break  // applied by applyMembership
         }
@@ -193,13 +200,18 @@ extension Replica {
     }
 
     /// Merges a transaction into the grow-only set.
-    static func mergeTransaction(_ t: LedgerTransaction, in w: any KeyValueWriter, digest: inout Digest256) throws {
-        let key = Keys.id(t.id)
-        let payload = RecordCodec.encode(t)
+    static func mergeTransaction(_ t: LedgerTransaction, in w: any KeyValueWriter, digest: inout Digest256,
+                                 prepared: PreparedTransaction? = nil) throws {
+        let key = prepared?.key ?? Keys.id(t.id)
+        let payload = prepared?.payload ?? RecordCodec.encode(t)
         guard let existing = try w.get(Tables.transactions, key) else {
             try w.put(Tables.transactions, key, payload)
-            digest.insert(DigestRecord.transaction(payload))
-            try place(t, in: w)
+            if let prepared {
+                digest.insert(hashed: prepared.recordHash)
+            } else {
+                digest.insert(tag: DigestRecord.transactionTag, payload)
+            }
+            try place(t, in: w, prepared: prepared)
             return
         }
         if existing == payload { return }
@@ -213,23 +225,23 @@ extension Replica {
                                                  id: t.id, payload: loser), loser)
         guard winner != existing else { return }
         try unplace(old, in: w)
-        digest.remove(DigestRecord.transaction(existing))
-        digest.insert(DigestRecord.transaction(winner))
+        digest.remove(tag: DigestRecord.transactionTag, existing)
+        digest.insert(tag: DigestRecord.transactionTag, winner)
         try w.put(Tables.transactions, key, winner)
         try place(t, in: w)
     }
 
     /// Indexes a winning transaction and adds it to its child's aggregate, or defers it when the
     /// child has not arrived yet.
-    static func place(_ t: LedgerTransaction, in w: any KeyValueWriter) throws {
-        guard try w.get(Tables.children, Keys.id(t.childID)) != nil else {
+    static func place(_ t: LedgerTransaction, in w: any KeyValueWriter, prepared: PreparedTransaction? = nil) throws {
+        guard try w.get(Tables.children, prepared?.childKey ?? Keys.id(t.childID)) != nil else {
             try w.put(Tables.deferred, Keys.deferred(t), [])
             return
         }
-        try w.put(Tables.byTime, Keys.byTime(t), [])
-        try w.put(Tables.byChild, Keys.byChild(t), [])
+        try w.put(Tables.byTime, prepared?.byTimeKey ?? Keys.byTime(t), [])
+        try w.put(Tables.byChild, prepared?.byChildKey ?? Keys.byChild(t), [])
         var aggregate = try Aggregate.load(t.childID, w)
-        aggregate.add(t)
+        aggregate.add(t, idMix: prepared?.idMix)
         try aggregate.store(t.childID, w)
     }
 

@@ -157,6 +157,11 @@ extension Replica {
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
     /// further revocation can only reject more), or nil when the member is not revoked.
     static func revokedSeen(_ member: [UInt8], _ r: any KeyValueReader) throws -> [ReplicaID: UInt64]? {
+        if let batch = r as? BatchWriter { return try batch.horizon(of: member) { try scanRevokedSeen(member, r) } }
+        return try scanRevokedSeen(member, r)
+    }
+
+    private static func scanRevokedSeen(_ member: [UInt8], _ r: any KeyValueReader) throws -> [ReplicaID: UInt64]? {
         var seen: [ReplicaID: UInt64]?
         try r.scan(Tables.revocations, prefix: member) { _, value in
             var reader = ByteReader(value)

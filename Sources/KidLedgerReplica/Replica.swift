@@ -20,6 +20,9 @@ public final class Replica {
     /// Signs this device's claim of an origin (its account key); set by the CLI. In a household
     /// with an owner, the first local change of every origin carries such a claim.
     public var claimSigner: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?
+    /// Who computes the pure part of applying a received batch (encodings and hashes, see
+    /// `PreparedChange`): the calling thread unless the CLI passes its cores.
+    public var workSplitter: any WorkSplitter = SequentialWork()
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///

@@ -38,15 +38,19 @@ public struct Aggregate: Equatable, Sendable {
     /// Their sum in cents (wide: a merged sum can exceed Int64 even when each write was checked).
     public var sumCents: Int128 = 0
     /// XOR of the first 16 bytes of SHA-256 of each transaction id.
-    public var idHash: [UInt8] = [UInt8](repeating: 0, count: 16)
+    public var idHash: [UInt8] { Bytes.u64(hashHigh) + Bytes.u64(hashLow) }
+    /// ``idHash`` as two big-endian words, held inline (no array per aggregate).
+    var hashHigh: UInt64 = 0, hashLow: UInt64 = 0
 
     /// An empty aggregate.
     public init() {}
 
-    mutating func add(_ t: LedgerTransaction) {
+    mutating func add(_ t: LedgerTransaction, idMix: (high: UInt64, low: UInt64)? = nil) {
         count += 1
         sumCents += Int128(t.amountCents)
-        mix(t.id)
+        let m = idMix ?? Self.idMix(t.id)
+        hashHigh ^= m.high
+        hashLow ^= m.low
     }
 
     mutating func remove(_ t: LedgerTransaction) {
@@ -56,10 +60,18 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     private mutating func mix(_ id: RecordID) {
+        let m = Self.idMix(id)
+        hashHigh ^= m.high
+        hashLow ^= m.low
+    }
+
+    /// The id's share of ``idHash``: the first 16 bytes of SHA-256 of the id, as two words.
+    static func idMix(_ id: RecordID) -> (high: UInt64, low: UInt64) {
         var hasher = SHA256Hasher()
-        hasher.update(id.bytes)
-        let h = hasher.finalizeWords().prefix(16)
-        for i in 0..<16 { idHash[i] ^= h[i] }
+        var words = (id.high.bigEndian, id.low.bigEndian)
+        withUnsafeBytes(of: &words) { hasher.update($0) }
+        let h = hasher.finalizeWords()
+        return (h.w0, h.w1)
     }
 
     func encoded() -> [UInt8] {
@@ -67,7 +79,8 @@ public struct Aggregate: Equatable, Sendable {
         w.write(varint: count)
         w.write(bigEndian: UInt64(truncatingIfNeeded: sumCents >> 64))
         w.write(bigEndian: UInt64(truncatingIfNeeded: sumCents))
-        w.write(raw: idHash)
+        w.write(bigEndian: hashHigh)
+        w.write(bigEndian: hashLow)
         return w.bytes
     }
 
@@ -79,7 +92,8 @@ public struct Aggregate: Equatable, Sendable {
             let high = try r.readBigEndianUInt64("sum")
             let low = try r.readBigEndianUInt64("sum")
             a.sumCents = (Int128(Int64(bitPattern: high)) << 64) | Int128(low)
-            a.idHash = try r.readRaw(count: 16, "id hash")
+            a.hashHigh = try r.readBigEndianUInt64("id hash")
+            a.hashLow = try r.readBigEndianUInt64("id hash")
             try r.expectEnd()
             return a
         } catch {
@@ -88,11 +102,13 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     static func load(_ child: RecordID, _ r: any KeyValueReader) throws -> Aggregate {
+        if let batch = r as? BatchWriter { return try batch.aggregate(child) ?? Aggregate() }
         guard let raw = try r.get(Tables.aggregates, Keys.id(child)) else { return Aggregate() }
         return try decode(raw)
     }
 
     func store(_ child: RecordID, _ w: any KeyValueWriter) throws {
+        if let batch = w as? BatchWriter { return batch.setAggregate(self, of: child) }
         try w.put(Tables.aggregates, Keys.id(child), encoded())
     }
 }

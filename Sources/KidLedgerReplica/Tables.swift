@@ -63,7 +63,11 @@ enum Keys {
 
     /// The log key of one version of a change.
     static func change(_ origin: ReplicaID, _ sequence: UInt64, version: [UInt8]) -> [UInt8] {
-        change(origin, sequence) + version
+        var w = ByteWriter(capacity: 16 + version.count)
+        w.write(bigEndian: origin.rawValue)
+        w.write(bigEndian: sequence)
+        w.write(raw: version)
+        return w.bytes
     }
 
     /// The 8-byte version hash of a change's canonical bytes.
