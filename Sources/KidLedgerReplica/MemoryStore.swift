@@ -5,11 +5,14 @@ public final class MemoryStore: KeyValueStore {
     final class SortedTable {
         var keys: [[UInt8]] = []
         var values: [[UInt8]] = []
+        /// Puts and deletes so far (undone ones included): see ``MemoryStore/writeCount(_:)``.
+        var writes: UInt64 = 0
 
         func copy() -> SortedTable {
             let t = SortedTable()
             t.keys = keys
             t.values = values
+            t.writes = writes
             return t
         }
 
@@ -52,6 +55,27 @@ public final class MemoryStore: KeyValueStore {
         return other
     }
 
+    /// How many puts and deletes `table` has seen in this store (0 while it has none). Whenever the
+    /// table's committed content changes, so does this number, so a caller can keep something
+    /// derived from the table and recompute it only when the count moved (the simulator's list of
+    /// children). The converse does not hold: a write of the same value, or one undone by a
+    /// throwing transaction, counts too.
+    public func writeCount(_ table: Table) -> UInt64 {
+        committed[table]?.writes ?? 0
+    }
+
+    /// Whether `other` holds exactly the same committed entries as this store in each of `tables`
+    /// (a table never written counts as empty). Cheap for a ``clone()``: the copies share storage.
+    public func hasSameEntries(as other: MemoryStore, in tables: [Table]) -> Bool {
+        for t in tables {
+            let mine = committed[t], theirs = other.committed[t]
+            guard (mine?.keys ?? []) == (theirs?.keys ?? []), (mine?.values ?? []) == (theirs?.values ?? []) else {
+                return false
+            }
+        }
+        return true
+    }
+
     /// Runs `body` against the committed state.
     public func read<T>(_ body: (any KeyValueReader) throws -> T) throws -> T {
         try body(Transaction(snapshot: committed, writable: false))
@@ -67,6 +91,7 @@ public final class MemoryStore: KeyValueStore {
         } catch {
             for (table, key, old) in txn.undo.reversed() {
                 let t = txn.snapshot[table]!
+                t.writes &+= 1
                 let i = t.lowerBound(key)
                 let present = i < t.keys.count && t.keys[i] == key
                 switch (present, old) {
@@ -139,6 +164,7 @@ public final class MemoryStore: KeyValueStore {
 
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
+            table.writes &+= 1
             let i = table.lowerBound(key)
             if i < table.keys.count && table.keys[i] == key {
                 undo.append((t, key, table.values[i]))
@@ -152,6 +178,7 @@ public final class MemoryStore: KeyValueStore {
 
         func delete(_ t: Table, _ key: [UInt8]) throws {
             let table = table(t, forWriting: true)!
+            table.writes &+= 1
             let i = table.lowerBound(key)
             if i < table.keys.count && table.keys[i] == key {
                 undo.append((t, key, table.values[i]))

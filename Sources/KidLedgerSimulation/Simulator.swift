@@ -110,6 +110,9 @@ public final class Simulator {
     var failureMillis: Int64?
     /// How many ways to reach the final state were compared (``checkEquivalence(_:)``).
     var equivalentWays = 0
+    /// The final checks' `verify` reports, each with a copy of the store content it was computed
+    /// on (``verifyOnce(_:)``).
+    var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
     /// `record`, the run keeps its drawn events (as scenario steps) and its diagram.
