@@ -329,10 +329,25 @@ extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
         try store.read { r in
+            var keys: [[UInt8]] = []
             var result: [RecordID: Aggregate] = [:]
             try r.scan(Tables.children) { key, _ in
-                let id = try Keys.storedID(key)
-                result[id] = try Aggregate.load(id, r)
+                result[try Keys.storedID(key)] = Aggregate()  // zero totals unless stored
+                keys.append(key)
+                return true
+            }
+            guard let first = keys.first else { return result }
+            // The totals are keyed by child id, in the same order: one pass, joined on the id.
+            var j = 0
+            try r.scan(Tables.aggregates, prefix: [], from: first, reverse: false) { key, value in
+                var order = 0
+                while j < keys.count {
+                    order = KeyBytes.compare(keys[j], key)
+                    if order >= 0 { break }
+                    j += 1
+                }
+                if j == keys.count { return false }
+                if order == 0 { result[RecordID(bytes: key)] = try Aggregate.decode(value) }
                 return true
             }
             return result

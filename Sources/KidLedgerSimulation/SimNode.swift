@@ -39,6 +39,9 @@ final class SimNode {
     /// The children a user operation picks from (``pickableChildren()``), with what they were
     /// read from: the store and its children and registers tables' write counts.
     private var childrenCache: (store: MemoryStore, children: UInt64, registers: UInt64, list: [PickableChild])?
+    /// The hash chain at the head of every origin (``heads()``), with what it was read from: the
+    /// store and its vector and chains tables' write counts.
+    private var headsCache: (store: MemoryStore, vector: UInt64, chains: UInt64, heads: [ReplicaID: [UInt8]])?
 
     init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
          verifier: any SignatureVerifier) {
@@ -85,6 +88,21 @@ final class SimNode {
         let list = try replica.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
         childrenCache = (memory, children, registers, list)
         return list
+    }
+
+    /// The running replica's hash chains at its version vector (nil when down or unreadable):
+    /// equal on two replicas exactly when they hold the same changes. Derived from the vector and
+    /// chains tables only, so for a ``MemoryStore`` it is re-read only when one was written.
+    func heads() -> [ReplicaID: [UInt8]]? {
+        guard let replica else { return nil }
+        let memory = store as? MemoryStore
+        let vector = memory?.writeCount(Tables.vector), chains = memory?.writeCount(Tables.chains)
+        if let memory, let cache = headsCache, cache.store === memory, cache.vector == vector, cache.chains == chains {
+            return cache.heads
+        }
+        guard let v = try? replica.versionVector(), let heads = try? replica.chains(at: v) else { return nil }
+        if let memory, let vector, let chains { headsCache = (memory, vector, chains, heads) }
+        return heads
     }
 
     /// Drops the running replica; only committed state survives.
