@@ -185,16 +185,19 @@ extension Replica {
     }
 
     static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
-        // Names, flags and ids decide the match; only the match's totals are read.
-        let all = try childRows(r).sorted(by: listOrder)
+        // Names, flags and ids decide the match; only the match's totals are read, and only the
+        // matches are put in list order (the candidates of an ambiguous query).
+        let all = try childRows(r)
         let wanted = Text.trimmed(query).lowercased()
         var matches = all.filter { Self.equalIgnoringCase($0.name, lowercased: wanted) }
         if matches.isEmpty {
             let hex = wanted.filter { $0 != "-" }
             if hex.count >= 4, hex.allSatisfy(\.isHexDigit) {
-                matches = all.filter { $0.id.hex.hasPrefix(hex) }
+                let digits = Array(hex.utf8)
+                matches = all.filter { Self.hex(of: $0.id, hasPrefix: digits) }
             }
         }
+        matches.sort(by: listOrder)
         switch matches.count {
         case 1:
             var match = matches[0]
@@ -231,6 +234,18 @@ extension Replica {
                 return name.lowercased() == wanted  // one ended first: rare, so no shortcut
             }
         }
+    }
+
+    /// Whether `id.hex.hasPrefix(String(decoding: digits, as: UTF8.self))`, without building the
+    /// hex string: `id.hex` is 32 ASCII lowercase digits, so the prefix must be those bytes.
+    static func hex(of id: RecordID, hasPrefix digits: [UInt8]) -> Bool {
+        guard digits.count <= 32 else { return false }
+        for (i, byte) in digits.enumerated() {
+            let word = i < 16 ? id.high : id.low
+            let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i % 16))) & 0xF
+            if byte != (nibble < 10 ? 0x30 + nibble : 0x57 + nibble) { return false }
+        }
+        return true
     }
 
     /// A child's balance.

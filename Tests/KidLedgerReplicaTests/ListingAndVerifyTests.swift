@@ -162,3 +162,27 @@ struct ListingAndVerifyTests {
         #expect(store.writeCount(Table("other")) == 0)
     }
 }
+
+@Suite("Matching an id by hex prefix")
+struct HexPrefixTests {
+    @Test("equals id.hex.hasPrefix for every prefix length, and for digits that are not the id's")
+    func hexPrefix() {
+        var g = SplitMix64(seed: 5)
+        for _ in 0..<50 {
+            let id = RecordID.random(using: &g)
+            let hex = id.hex
+            for n in 0...33 {
+                let prefix = String(hex.prefix(n)) + (n > 32 ? "0" : "")
+                #expect(Replica.hex(of: id, hasPrefix: Array(prefix.utf8)) == hex.hasPrefix(prefix))
+                var wrong = Array(prefix.utf8)
+                if !wrong.isEmpty {
+                    wrong[wrong.count - 1] = wrong.last! == UInt8(ascii: "f") ? UInt8(ascii: "0") : UInt8(ascii: "f")
+                    #expect(Replica.hex(of: id, hasPrefix: wrong) == hex.hasPrefix(String(decoding: wrong, as: UTF8.self)))
+                }
+            }
+            for odd in ["\u{FF10}\u{FF11}\u{FF12}\u{FF13}", "ABCD", hex.uppercased()] {
+                #expect(Replica.hex(of: id, hasPrefix: Array(odd.utf8)) == hex.hasPrefix(odd))
+            }
+        }
+    }
+}
