@@ -17,16 +17,21 @@ public final class MemoryStore: KeyValueStore {
         }
 
         /// Index of the first key >= `key`.
-        func lowerBound(_ key: [UInt8]) -> Int {
+        func lowerBound(_ key: [UInt8]) -> Int { find(key).index }
+
+        /// Index of the first key >= `key`, and whether that key is `key`. The search compares
+        /// the key at the index it returns (when there is one), so it notices equality itself.
+        func find(_ key: [UInt8]) -> (index: Int, found: Bool) {
             key.withUnsafeBytes { key in
                 keys.withUnsafeBufferPointer { keys in
                     var lo = 0, hi = keys.count
+                    var found = false
                     while lo < hi {
                         let mid = (lo + hi) / 2
                         let order = keys[mid].withUnsafeBytes { KeyBytes.compare($0, key) }
-                        if order < 0 { lo = mid + 1 } else { hi = mid }
+                        if order < 0 { lo = mid + 1 } else { hi = mid; if order == 0 { found = true } }
                     }
-                    return lo
+                    return (lo, found)
                 }
             }
         }
@@ -92,8 +97,7 @@ public final class MemoryStore: KeyValueStore {
             for (table, key, old) in txn.undo.reversed() {
                 let t = txn.snapshot[table]!
                 t.writes &+= 1
-                let i = t.lowerBound(key)
-                let present = i < t.keys.count && t.keys[i] == key
+                let (i, present) = t.find(key)
                 switch (present, old) {
                 case (true, let value?): t.values[i] = value
                 case (true, nil): t.keys.remove(at: i); t.values.remove(at: i)
@@ -129,8 +133,8 @@ public final class MemoryStore: KeyValueStore {
 
         func get(_ t: Table, _ key: [UInt8]) throws -> [UInt8]? {
             guard let table = table(t, forWriting: false) else { return nil }
-            let i = table.lowerBound(key)
-            return i < table.keys.count && table.keys[i] == key ? table.values[i] : nil
+            let (i, found) = table.find(key)
+            return found ? table.values[i] : nil
         }
 
         func scan(_ t: Table, prefix: [UInt8], from start: [UInt8]?, reverse: Bool,
@@ -145,8 +149,8 @@ public final class MemoryStore: KeyValueStore {
             } else {
                 var i: Int
                 if let start {
-                    i = table.lowerBound(start)
-                    if !(i < table.keys.count && table.keys[i] == start) { i -= 1 }
+                    let (at, found) = table.find(start)
+                    i = found ? at : at - 1
                 } else {
                     // Last key with the prefix: one before the first key past the prefix range.
                     i = table.lowerBound(prefix)
@@ -165,8 +169,8 @@ public final class MemoryStore: KeyValueStore {
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
             table.writes &+= 1
-            let i = table.lowerBound(key)
-            if i < table.keys.count && table.keys[i] == key {
+            let (i, found) = table.find(key)
+            if found {
                 undo.append((t, key, table.values[i]))
                 table.values[i] = value
             } else {
@@ -179,8 +183,8 @@ public final class MemoryStore: KeyValueStore {
         func delete(_ t: Table, _ key: [UInt8]) throws {
             let table = table(t, forWriting: true)!
             table.writes &+= 1
-            let i = table.lowerBound(key)
-            if i < table.keys.count && table.keys[i] == key {
+            let (i, found) = table.find(key)
+            if found {
                 undo.append((t, key, table.values[i]))
                 table.keys.remove(at: i)
                 table.values.remove(at: i)
