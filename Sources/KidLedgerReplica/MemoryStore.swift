@@ -5,25 +5,33 @@ public final class MemoryStore: KeyValueStore {
     final class SortedTable {
         var keys: [[UInt8]] = []
         var values: [[UInt8]] = []
+        /// Puts and deletes so far (undone ones included): see ``MemoryStore/writeCount(_:)``.
+        var writes: UInt64 = 0
 
         func copy() -> SortedTable {
             let t = SortedTable()
             t.keys = keys
             t.values = values
+            t.writes = writes
             return t
         }
 
         /// Index of the first key >= `key`.
-        func lowerBound(_ key: [UInt8]) -> Int {
+        func lowerBound(_ key: [UInt8]) -> Int { find(key).index }
+
+        /// Index of the first key >= `key`, and whether that key is `key`. The search compares
+        /// the key at the index it returns (when there is one), so it notices equality itself.
+        func find(_ key: [UInt8]) -> (index: Int, found: Bool) {
             key.withUnsafeBytes { key in
                 keys.withUnsafeBufferPointer { keys in
                     var lo = 0, hi = keys.count
+                    var found = false
                     while lo < hi {
                         let mid = (lo + hi) / 2
                         let order = keys[mid].withUnsafeBytes { KeyBytes.compare($0, key) }
-                        if order < 0 { lo = mid + 1 } else { hi = mid }
+                        if order < 0 { lo = mid + 1 } else { hi = mid; if order == 0 { found = true } }
                     }
-                    return lo
+                    return (lo, found)
                 }
             }
         }
@@ -52,6 +60,27 @@ public final class MemoryStore: KeyValueStore {
         return other
     }
 
+    /// How many puts and deletes `table` has seen in this store (0 while it has none). Whenever the
+    /// table's committed content changes, so does this number, so a caller can keep something
+    /// derived from the table and recompute it only when the count moved (the simulator's list of
+    /// children). The converse does not hold: a write of the same value, or one undone by a
+    /// throwing transaction, counts too.
+    public func writeCount(_ table: Table) -> UInt64 {
+        committed[table]?.writes ?? 0
+    }
+
+    /// Whether `other` holds exactly the same committed entries as this store in each of `tables`
+    /// (a table never written counts as empty). Cheap for a ``clone()``: the copies share storage.
+    public func hasSameEntries(as other: MemoryStore, in tables: [Table]) -> Bool {
+        for t in tables {
+            let mine = committed[t], theirs = other.committed[t]
+            guard (mine?.keys ?? []) == (theirs?.keys ?? []), (mine?.values ?? []) == (theirs?.values ?? []) else {
+                return false
+            }
+        }
+        return true
+    }
+
     /// Runs `body` against the committed state.
     public func read<T>(_ body: (any KeyValueReader) throws -> T) throws -> T {
         try body(Transaction(snapshot: committed, writable: false))
@@ -67,8 +96,8 @@ public final class MemoryStore: KeyValueStore {
         } catch {
             for (table, key, old) in txn.undo.reversed() {
                 let t = txn.snapshot[table]!
-                let i = t.lowerBound(key)
-                let present = i < t.keys.count && t.keys[i] == key
+                t.writes &+= 1
+                let (i, present) = t.find(key)
                 switch (present, old) {
                 case (true, let value?): t.values[i] = value
                 case (true, nil): t.keys.remove(at: i); t.values.remove(at: i)
@@ -104,8 +133,8 @@ public final class MemoryStore: KeyValueStore {
 
         func get(_ t: Table, _ key: [UInt8]) throws -> [UInt8]? {
             guard let table = table(t, forWriting: false) else { return nil }
-            let i = table.lowerBound(key)
-            return i < table.keys.count && table.keys[i] == key ? table.values[i] : nil
+            let (i, found) = table.find(key)
+            return found ? table.values[i] : nil
         }
 
         func scan(_ t: Table, prefix: [UInt8], from start: [UInt8]?, reverse: Bool,
@@ -120,8 +149,8 @@ public final class MemoryStore: KeyValueStore {
             } else {
                 var i: Int
                 if let start {
-                    i = table.lowerBound(start)
-                    if !(i < table.keys.count && table.keys[i] == start) { i -= 1 }
+                    let (at, found) = table.find(start)
+                    i = found ? at : at - 1
                 } else {
                     // Last key with the prefix: one before the first key past the prefix range.
                     i = table.lowerBound(prefix)
@@ -139,8 +168,9 @@ public final class MemoryStore: KeyValueStore {
 
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            let i = table.lowerBound(key)
-            if i < table.keys.count && table.keys[i] == key {
+            table.writes &+= 1
+            let (i, found) = table.find(key)
+            if found {
                 undo.append((t, key, table.values[i]))
                 table.values[i] = value
             } else {
@@ -152,8 +182,9 @@ public final class MemoryStore: KeyValueStore {
 
         func delete(_ t: Table, _ key: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            let i = table.lowerBound(key)
-            if i < table.keys.count && table.keys[i] == key {
+            table.writes &+= 1
+            let (i, found) = table.find(key)
+            if found {
                 undo.append((t, key, table.values[i]))
                 table.keys.remove(at: i)
                 table.values.remove(at: i)

@@ -71,18 +71,80 @@ extension Replica {
     }
 
     static func child(_ id: RecordID, _ r: any KeyValueReader) throws -> ChildSummary? {
-        guard let raw = try r.get(Tables.children, Keys.id(id)) else { return nil }
+        let key = Keys.id(id)
+        guard let raw = try r.get(Tables.children, key) else { return nil }
         let record: ChildRecord
         do { record = try RecordCodec.decodeChild(raw) } catch { throw LedgerError.corrupted("child record") }
         var summary = ChildSummary(id: id, name: "(unnamed)", isArchived: false, sortOrder: 0,
                                    createdAtMillis: record.createdAtMillis, balanceCents: 0, transactionCount: 0)
-        if case .text(let s)? = try register(id, .childName, r) { summary.name = s }
-        if case .flag(let b)? = try register(id, .childArchived, r) { summary.isArchived = b }
-        if case .integer(let i)? = try register(id, .childSortOrder, r) { summary.sortOrder = i }
+        // The child's registers are adjacent (entity + field): one range read, not a lookup per field.
+        try r.scan(Tables.registers, prefix: key) { key, value in
+            if key.count == 17 { try applyRegister(key[16], value, to: &summary) }
+            return true
+        }
         let aggregate = try Aggregate.load(id, r)
         summary.balanceCents = aggregate.sumCents
         summary.transactionCount = aggregate.count
         return summary
+    }
+
+    /// Sets what register `field` of a child holds (its name, archived flag or sort order; other
+    /// fields are ignored) in `summary`.
+    private static func applyRegister(_ field: UInt8, _ raw: [UInt8], to summary: inout ChildSummary) throws {
+        switch field {
+        case Field.childName.rawValue:
+            if case .text(let s) = try StoredRegister.decode(raw).value { summary.name = s }
+        case Field.childArchived.rawValue:
+            if case .flag(let b) = try StoredRegister.decode(raw).value { summary.isArchived = b }
+        case Field.childSortOrder.rawValue:
+            if case .integer(let i) = try StoredRegister.decode(raw).value { summary.sortOrder = i }
+        default:
+            break
+        }
+    }
+
+    /// Every child with its registers but not its totals (balance and count are zero), in id
+    /// order: the child records and the registers are each read in one pass, joined on the id.
+    static func childRows(_ r: any KeyValueReader) throws -> [ChildSummary] {
+        try childRowsAndKeys(r).rows
+    }
+
+    /// ``childRows(_:)`` and each row's key in the children table.
+    private static func childRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
+        var keys: [[UInt8]] = []
+        var rows: [ChildSummary] = []
+        try r.scan(Tables.children) { key, value in
+            let id = try Keys.storedID(key)
+            let record: ChildRecord
+            do { record = try RecordCodec.decodeChild(value) } catch { throw LedgerError.corrupted("child record") }
+            keys.append(key)
+            rows.append(ChildSummary(id: id, name: "(unnamed)", isArchived: false, sortOrder: 0,
+                                     createdAtMillis: record.createdAtMillis, balanceCents: 0, transactionCount: 0))
+            return true
+        }
+        guard let first = keys.first else { return (rows, keys) }
+        // Registers are keyed entity (16) + field (1), in the children's key order: walk both.
+        var j = 0
+        try r.scan(Tables.registers, prefix: [], from: first, reverse: false) { key, value in
+            guard key.count == 17 else { return true }
+            var order = 0
+            while j < keys.count {
+                order = keys[j].withUnsafeBytes { c in
+                    key.withUnsafeBytes { k in KeyBytes.compare(c, UnsafeRawBufferPointer(rebasing: k[0..<16])) }
+                }
+                if order >= 0 { break }
+                j += 1
+            }
+            if j == keys.count { return false }
+            if order == 0 { try applyRegister(key[16], value, to: &rows[j]) }  // else another entity's
+            return true
+        }
+        return (rows, keys)
+    }
+
+    /// The order of child lists: sort order, then name, then id.
+    static func listOrder(_ a: ChildSummary, _ b: ChildSummary) -> Bool {
+        (a.sortOrder, a.name, a.id) < (b.sortOrder, b.name, b.id)
     }
 
     /// Every child (or only active ones), ordered by sort order, then name, then id.
@@ -91,17 +153,28 @@ extension Replica {
     }
 
     static func children(_ r: any KeyValueReader, includeArchived: Bool) throws -> [ChildSummary] {
-        var ids: [RecordID] = []
-        try r.scan(Tables.children) { key, _ in
-            ids.append(try Keys.storedID(key))
-            return true
+        var (rows, keys) = try childRowsAndKeys(r)
+        if !rows.isEmpty {
+            // The totals are keyed by child id too: one pass over them, joined like the registers
+            // (a child without an entry has zero totals).
+            var j = 0
+            try r.scan(Tables.aggregates, prefix: [], from: keys[0], reverse: false) { key, value in
+                var order = 0
+                while j < keys.count {
+                    order = KeyBytes.compare(keys[j], key)
+                    if order >= 0 { break }
+                    j += 1
+                }
+                if j == keys.count { return false }
+                if order == 0 && (includeArchived || !rows[j].isArchived) {
+                    let aggregate = try Aggregate.decode(value)
+                    rows[j].balanceCents = aggregate.sumCents
+                    rows[j].transactionCount = aggregate.count
+                }
+                return true
+            }
         }
-        var result: [ChildSummary] = []
-        for id in ids {
-            guard let c = try child(id, r) else { continue }
-            if includeArchived || !c.isArchived { result.append(c) }
-        }
-        return result.sorted { ($0.sortOrder, $0.name, $0.id) < ($1.sortOrder, $1.name, $1.id) }
+        return rows.filter { includeArchived || !$0.isArchived }.sorted(by: listOrder)
     }
 
     /// Finds a child by name (case-insensitive) or by id prefix (at least 4 hex digits).
@@ -112,23 +185,67 @@ extension Replica {
     }
 
     static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
-        let all = try children(r, includeArchived: true)
+        // Names, flags and ids decide the match; only the match's totals are read, and only the
+        // matches are put in list order (the candidates of an ambiguous query).
+        let all = try childRows(r)
         let wanted = Text.trimmed(query).lowercased()
-        var matches = all.filter { $0.name.lowercased() == wanted }
+        var matches = all.filter { Self.equalIgnoringCase($0.name, lowercased: wanted) }
         if matches.isEmpty {
             let hex = wanted.filter { $0 != "-" }
             if hex.count >= 4, hex.allSatisfy(\.isHexDigit) {
-                matches = all.filter { $0.id.hex.hasPrefix(hex) }
+                let digits = Array(hex.utf8)
+                matches = all.filter { Self.hex(of: $0.id, hasPrefix: digits) }
             }
         }
+        matches.sort(by: listOrder)
         switch matches.count {
-        case 1: return matches[0]
+        case 1:
+            var match = matches[0]
+            let aggregate = try Aggregate.load(match.id, r)
+            match.balanceCents = aggregate.sumCents
+            match.transactionCount = aggregate.count
+            return match
         case 0: throw LedgerError.unknownChild(query)
         default:
             throw LedgerError.ambiguousChild(query, candidates: matches.map {
                 "\($0.name) (\(String($0.id.hex.prefix(8)))\($0.isArchived ? ", archived" : ""))"
             })
         }
+    }
+
+    /// Whether `name.lowercased() == wanted` (`wanted` already lowercased), without building the
+    /// lowercased copy while both are ASCII: lowercasing maps A–Z to a–z and nothing else there,
+    /// and two different ASCII characters after an equal prefix can't be canonically equivalent.
+    /// At the first non-ASCII byte it compares the whole strings as before.
+    static func equalIgnoringCase(_ name: String, lowercased wanted: String) -> Bool {
+        var a = name.utf8.makeIterator(), b = wanted.utf8.makeIterator()
+        while true {
+            switch (a.next(), b.next()) {
+            case (nil, nil):
+                return true
+            case (let x?, let y?) where x < 0x80 && y < 0x80:
+                let lower = x &- 0x41 < 26 ? x | 0x20 : x
+                if lower != y { return false }
+            case (let x?, _) where x >= 0x80:
+                return name.lowercased() == wanted
+            case (_, let y?) where y >= 0x80:
+                return name.lowercased() == wanted
+            default:
+                return name.lowercased() == wanted  // one ended first: rare, so no shortcut
+            }
+        }
+    }
+
+    /// Whether `id.hex.hasPrefix(String(decoding: digits, as: UTF8.self))`, without building the
+    /// hex string: `id.hex` is 32 ASCII lowercase digits, so the prefix must be those bytes.
+    static func hex(of id: RecordID, hasPrefix digits: [UInt8]) -> Bool {
+        guard digits.count <= 32 else { return false }
+        for (i, byte) in digits.enumerated() {
+            let word = i < 16 ? id.high : id.low
+            let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i % 16))) & 0xF
+            if byte != (nibble < 10 ? 0x30 + nibble : 0x57 + nibble) { return false }
+        }
+        return true
     }
 
     /// A child's balance.
@@ -227,10 +344,25 @@ extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
         try store.read { r in
+            var keys: [[UInt8]] = []
             var result: [RecordID: Aggregate] = [:]
             try r.scan(Tables.children) { key, _ in
-                let id = try Keys.storedID(key)
-                result[id] = try Aggregate.load(id, r)
+                result[try Keys.storedID(key)] = Aggregate()  // zero totals unless stored
+                keys.append(key)
+                return true
+            }
+            guard let first = keys.first else { return result }
+            // The totals are keyed by child id, in the same order: one pass, joined on the id.
+            var j = 0
+            try r.scan(Tables.aggregates, prefix: [], from: first, reverse: false) { key, value in
+                var order = 0
+                while j < keys.count {
+                    order = KeyBytes.compare(keys[j], key)
+                    if order >= 0 { break }
+                    j += 1
+                }
+                if j == keys.count { return false }
+                if order == 0 { result[RecordID(bytes: key)] = try Aggregate.decode(value) }
                 return true
             }
             return result

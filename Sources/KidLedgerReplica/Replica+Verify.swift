@@ -18,6 +18,22 @@ public struct VerifyReport: Equatable, Sendable {
 }
 
 extension Replica {
+    /// Everything ``verify()`` reads: these tables, and of `meta` only the stored digest
+    /// (`VerifyTests` checks it). Its report is a function of them alone.
+    public static let verifiedTables: [Table] = [
+        Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
+        Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.changes,
+        Tables.chains, Tables.rejected, Tables.vector,
+    ]
+
+    /// Whether ``verify()`` must report the same on the two stores because they hold the same
+    /// entries in everything it reads (``verifiedTables`` and the stored digest). A simulation
+    /// whose replicas converged verifies each distinct content once.
+    public static func verifiesAlike(_ a: MemoryStore, _ b: MemoryStore) throws -> Bool {
+        guard a.hasSameEntries(as: b, in: verifiedTables) else { return false }
+        return try a.read { try $0.get(Tables.meta, Keys.digest) } == b.read { try $0.get(Tables.meta, Keys.digest) }
+    }
+
     /// A full integrity check: every record decodes and validates, every index and per-child total
     /// matches the transactions, the stored digest matches one recomputed from the records, the
     /// change log is contiguous per origin and agrees with the version vector, and every change

@@ -36,6 +36,13 @@ final class SimNode {
     /// sync, but keeps its store (and the changes it has not sent yet).
     var isFrozen: Bool { identity.publicKey != member.publicKey }
 
+    /// The children a user operation picks from (``pickableChildren()``), with what they were
+    /// read from: the store and its children and registers tables' write counts.
+    private var childrenCache: (store: MemoryStore, children: UInt64, registers: UInt64, list: [PickableChild])?
+    /// The hash chain at the head of every origin (``heads()``), with what it was read from: the
+    /// store and its vector and chains tables' write counts.
+    private var headsCache: (store: MemoryStore, vector: UInt64, chains: UInt64, heads: [ReplicaID: [UInt8]])?
+
     init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
          verifier: any SignatureVerifier) {
         self.index = index
@@ -65,8 +72,47 @@ final class SimNode {
         replica?.claimSigner = { household, origin in identity.claim(origin: origin, household: household) }
     }
 
+    /// What `replica.children(includeArchived: true)` lists (in its order), as much of it as a
+    /// drawn user operation uses. The list derives from the children and registers tables only,
+    /// so for a ``MemoryStore`` it is kept and read again only when one of their write counts
+    /// moved or the store was replaced (a restore from stale files); LMDB stores read it every time.
+    func pickableChildren() throws -> [PickableChild] {
+        guard let replica else { return [] }
+        guard let memory = store as? MemoryStore else {
+            return try replica.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+        }
+        let children = memory.writeCount(Tables.children), registers = memory.writeCount(Tables.registers)
+        if let cache = childrenCache, cache.store === memory, cache.children == children, cache.registers == registers {
+            return cache.list
+        }
+        let list = try replica.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+        childrenCache = (memory, children, registers, list)
+        return list
+    }
+
+    /// The running replica's hash chains at its version vector (nil when down or unreadable):
+    /// equal on two replicas exactly when they hold the same changes. Derived from the vector and
+    /// chains tables only, so for a ``MemoryStore`` it is re-read only when one was written.
+    func heads() -> [ReplicaID: [UInt8]]? {
+        guard let replica else { return nil }
+        let memory = store as? MemoryStore
+        let vector = memory?.writeCount(Tables.vector), chains = memory?.writeCount(Tables.chains)
+        if let memory, let cache = headsCache, cache.store === memory, cache.vector == vector, cache.chains == chains {
+            return cache.heads
+        }
+        guard let v = try? replica.versionVector(), let heads = try? replica.chains(at: v) else { return nil }
+        if let memory, let vector, let chains { headsCache = (memory, vector, chains, heads) }
+        return heads
+    }
+
     /// Drops the running replica; only committed state survives.
     func crash() {
         replica = nil
     }
+}
+
+/// A child as a drawn user operation sees it: its id and whether it is archived.
+struct PickableChild: Equatable {
+    let id: RecordID
+    let isArchived: Bool
 }

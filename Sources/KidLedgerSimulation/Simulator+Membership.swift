@@ -119,9 +119,10 @@ extension Simulator {
 
     /// After convergence: the revocation rule, no change of any replica lost (a frozen one's
     /// included), and equal membership on every replica. Returns the transactions the revocation
-    /// rule rejects (left out of the "no acknowledged transaction lost" check).
-    func membershipChecks(_ replicas: [Replica]) throws -> Set<RecordID> {
-        let changeLog = try replicas[0].changes(notCoveredBy: [:])
+    /// rule rejects (left out of the "no acknowledged transaction lost" check). `logs` are the
+    /// replicas' whole change logs (`changes(notCoveredBy: [:])`), in the same order.
+    func membershipChecks(_ replicas: [Replica], logs: [[Change]]) throws -> Set<RecordID> {
+        let changeLog = logs[0]
         let seen = Self.revokedSeen(in: changeLog)
         let members = try replicas[0].members()
         var claimant: [ReplicaID: [UInt8]] = [:]
@@ -159,8 +160,16 @@ extension Simulator {
 
         // No change a replica made is lost: every one is in its own log (a restore from a stale
         // copy excepted, for changes only the lost files held).
-        for (node, replica) in zip(nodes, replicas) {
-            let own = Set(try replica.changes(notCoveredBy: [:]))
+        // Converged replicas usually hold equal logs: each distinct log is made a set once.
+        var logSets: [(log: [Change], set: Set<Change>)] = []
+        func set(of log: [Change]) -> Set<Change> {
+            if let known = logSets.first(where: { $0.log == log }) { return known.set }
+            let made = Set(log)
+            logSets.append((log, made))
+            return made
+        }
+        for (node, log) in zip(nodes, logs) {
+            let own = set(of: log)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
                 origins.insert(made.change.origin)
@@ -177,7 +186,7 @@ extension Simulator {
         // carried are absent everywhere; the others are checked as acknowledged transactions.
         // A carrier change that no replica holds any more was lost with a stale restore's files.
         var held = Set<Change>()
-        for replica in replicas { held.formUnion(try replica.changes(notCoveredBy: [:])) }
+        for entry in logSets { held.formUnion(entry.set) }
         var rejected = Set<RecordID>()
         for id in acknowledgedOrder {
             let statuses = carriers[id, default: []].map { c -> Bool? in

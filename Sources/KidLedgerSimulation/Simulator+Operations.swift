@@ -18,7 +18,7 @@ extension Simulator {
         var pick = Int.random(in: 0..<max(1, weights.reduce(0, +)), using: &g)
         var kind = 0
         while kind < weights.count - 1 && pick >= weights[kind] { pick -= weights[kind]; kind += 1 }
-        let children = try replica.children(includeArchived: true)
+        let children = try node.pickableChildren()
         let child = children.randomElement(using: &g)
         let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)

@@ -110,6 +110,13 @@ public final class Simulator {
     var failureMillis: Int64?
     /// How many ways to reach the final state were compared (``checkEquivalence(_:)``).
     var equivalentWays = 0
+    /// The final checks' `verify` reports, each with a copy of the store content it was computed
+    /// on (``verifyOnce(_:)``).
+    var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
+    /// Per replica index: the in-memory store its batches were last checked on without a failure,
+    /// that store's transactions write count then, and how many batches there were
+    /// (``checkBatchesAtomic(_:)``).
+    var batchesChecked: [Int: (store: MemoryStore, transactions: UInt64, batches: Int)] = [:]
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
     /// `record`, the run keeps its drawn events (as scenario steps) and its diagram.
@@ -371,10 +378,7 @@ public final class Simulator {
         // don't matter once every version vector is equal.
         guard nodes.allSatisfy(\.isUp) else { return false }
         // Equal vectors and equal hash chains: the same changes, every version of them.
-        let heads = nodes.map { node -> [ReplicaID: [UInt8]]? in
-            guard let r = node.replica, let v = try? r.versionVector() else { return nil }
-            return try? r.chains(at: v)
-        }
+        let heads = nodes.map { $0.heads() }
         guard let first = heads[0] else { return false }
         return heads.allSatisfy { $0 == first }
     }

@@ -1,0 +1,104 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import Testing
+@testable import KidLedgerSimulation
+
+/// The simulator keeps what it derives from a replica's store (the children a user operation
+/// picks from, the hash-chain heads of the quiet check, the give-all batches already checked)
+/// until the tables it came from are written. These tests change those tables behind the cache's
+/// back (remote changes, a replaced store) and compare with a fresh read each time.
+@Suite("Simulator caches")
+struct SimulatorCacheTests {
+    /// Two replicas of one household, set up as a seed would (no events run).
+    func simulator() throws -> Simulator {
+        let sim = Simulator(parameters: SimulationParameters.draw(seed: 3, replicas: 2...2))
+        try sim.setUp()
+        return sim
+    }
+
+    func fresh(_ node: SimNode) throws -> [PickableChild] {
+        try node.replica!.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+    }
+
+    /// Applies to `to` what `from` holds and it does not.
+    func sync(_ from: SimNode, _ to: SimNode) throws {
+        try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
+    }
+
+    @Test("the pickable children follow children added, renamed and archived remotely")
+    func pickableChildrenFollowRemoteChanges() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        #expect(try b.pickableChildren() == [])
+        // Concurrent adds: both get sort order 0, so names decide the order.
+        let ava = try a.replica!.addChild(name: "Ava")
+        let cleo = try b.replica!.addChild(name: "Cleo")
+        #expect(try b.pickableChildren().map(\.id) == [cleo.id])
+        try sync(a, b)
+        #expect(try b.pickableChildren() == fresh(b))
+        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+        // A remote rename moves Ava after Cleo.
+        try a.replica!.renameChild("Ava", to: "Zed")
+        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+        try sync(a, b)
+        #expect(try b.pickableChildren().map(\.id) == [cleo.id, ava.id])
+        #expect(try b.pickableChildren() == fresh(b))
+        // A remote archive.
+        try a.replica!.setArchived("Zed", true)
+        try sync(a, b)
+        #expect(try b.pickableChildren() == fresh(b))
+        #expect(try b.pickableChildren().first { $0.id == ava.id }?.isArchived == true)
+        // Transactions alone leave the list as it was (and it stays right).
+        try b.replica!.post("Cleo", signedCents: 5, note: "", source: "give")
+        #expect(try b.pickableChildren() == fresh(b))
+    }
+
+    @Test("a replaced store (a restore from stale files) is read again")
+    func replacedStoreIsReadAgain() throws {
+        let sim = try simulator()
+        let b = sim.nodes[1]
+        let stale = (b.store as! MemoryStore).clone()
+        try b.replica!.addChild(name: "Ava")
+        #expect(try b.pickableChildren().count == 1)
+        b.crash()
+        b.store = stale
+        try b.boot(time: sim.time, seed: 3)
+        #expect(try b.pickableChildren() == [])
+        #expect(try b.pickableChildren() == fresh(b))
+    }
+
+    @Test("the hash-chain heads follow remote changes")
+    func headsFollowRemoteChanges() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        #expect(a.heads() == b.heads())
+        try a.replica!.addChild(name: "Ava")
+        #expect(a.heads() != b.heads())
+        #expect(sim.isQuiet() == false)
+        try sync(a, b)
+        #expect(a.heads() == b.heads())
+        #expect(sim.isQuiet())
+        let v = try b.replica!.versionVector()
+        #expect(b.heads() == (try b.replica!.chains(at: v)))
+    }
+
+    @Test("a give-all batch shown in part is found after an earlier clean check")
+    func partialBatchFoundAfterCleanCheck() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        try a.replica!.addChild(name: "Ava")
+        try sync(a, b)
+        let before = try b.replica!.versionVector()
+        let first = try a.replica!.post("Ava", signedCents: 1, note: "", source: "give").transaction.id
+        let second = try a.replica!.post("Ava", signedCents: 2, note: "", source: "give").transaction.id
+        sim.batches.append([first, second])
+        try sim.checkBatchesAtomic([1])
+        #expect(sim.failures.isEmpty)
+        // Only the first of the two reaches b.
+        let missing = try a.replica!.changes(notCoveredBy: before)
+        try b.replica!.applyRemote(Array(missing.prefix(1)))
+        #expect(try b.replica!.containsTransaction(first) && !(try b.replica!.containsTransaction(second)))
+        try sim.checkBatchesAtomic([1])
+        #expect(sim.failures.count == 1)
+    }
+}
