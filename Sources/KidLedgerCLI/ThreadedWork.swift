@@ -22,6 +22,9 @@ struct ThreadedWork: WorkSplitter {
     private final class Progress: Sendable {
         /// How many items are produced (0..<produced).
         let produced = Atomic<Int>(0)
+        /// How many items are consumed.
+        let consumed = Atomic<Int>(0)
+        /// Set by the caller when it consumes no more: produce nothing more, discard the rest.
         let stop = Atomic<Bool>(false)
     }
 
@@ -31,19 +34,33 @@ struct ThreadedWork: WorkSplitter {
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }
     }
 
-    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void) throws {
+    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void,
+                  discard: @escaping @Sendable (Int) -> Void) throws {
         guard parallel, count >= Self.itemsMin else {
-            return try SequentialWork().pipeline(count, produce: produce, consume: consume)
+            return try SequentialWork().pipeline(count, produce: produce, consume: consume, discard: discard)
         }
         let progress = Progress()
-        // A thread of its own, not a Dispatch worker: the caller may itself be one (the daemon's
-        // sessions, Swift concurrency), and a full worker pool spinning on producers queued behind
-        // it would never let them run.
+        // A thread of its own, not a Dispatch worker: the caller may itself be one (Swift
+        // concurrency, a test), and a full pool spinning on producers queued behind it would never
+        // let them run. The producer also discards, so what it allocated is freed by its own
+        // thread: freeing into another thread's malloc arena takes that arena's lock, and the two
+        // threads then spend their time waking each other.
         let job = Unmanaged.passRetained(Job {
-            for i in 0..<count {
-                if progress.stop.load(ordering: .relaxed) { break }
-                produce(i)
-                progress.produced.store(i + 1, ordering: .releasing)
+            var produced = 0
+            while produced < count && !progress.stop.load(ordering: .relaxed) {
+                produce(produced)
+                produced += 1
+                progress.produced.store(produced, ordering: .releasing)
+            }
+            var discarded = 0
+            while discarded < produced {
+                let stopped = progress.stop.load(ordering: .acquiring)
+                let limit = stopped ? produced : min(produced, progress.consumed.load(ordering: .acquiring))
+                while discarded < limit {
+                    discard(discarded)
+                    discarded += 1
+                }
+                if discarded < produced { usleep(50) }
             }
         })
         var thread = pthread_t()
@@ -53,10 +70,10 @@ struct ThreadedWork: WorkSplitter {
         }, job.toOpaque())
         guard started == 0 else {
             job.release()
-            return try SequentialWork().pipeline(count, produce: produce, consume: consume)
+            return try SequentialWork().pipeline(count, produce: produce, consume: consume, discard: discard)
         }
         defer {
-            progress.stop.store(true, ordering: .relaxed)
+            progress.stop.store(true, ordering: .releasing)
             pthread_join(thread, nil)
         }
         for i in 0..<count {
@@ -68,6 +85,7 @@ struct ThreadedWork: WorkSplitter {
                 if spins > 100 { sched_yield() }
             }
             try consume(i)
+            progress.consumed.store(i + 1, ordering: .releasing)
         }
     }
 }

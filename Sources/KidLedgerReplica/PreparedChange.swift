@@ -1,25 +1,31 @@
 import KidLedgerDomain
 
-/// Runs the two halves of applying a batch: `produce` (pure work on one item) and `consume`
-/// (applying it, in order, on the calling thread). Injected like the clock: the replica itself
-/// never starts a thread (the simulator and the tests use ``SequentialWork``); the CLI passes one
-/// that produces ahead on another core while the calling thread consumes.
+/// Runs the two halves of applying a batch: `produce` (pure work on one item), `consume`
+/// (applying it, in order, on the calling thread) and `discard` (dropping what `produce` made).
+/// Injected like the clock: the replica itself never starts a thread (the simulator and the tests
+/// use ``SequentialWork``); the CLI passes one that produces ahead on another core while the
+/// calling thread consumes.
 public protocol WorkSplitter: Sendable {
     /// Calls `produce(i)` once for each `i` in `0..<count` and `consume(i)` on the calling thread
-    /// in increasing order, each after `produce(i)` has returned. `produce` may run ahead on
-    /// another thread. When `consume` throws, stops producing and rethrows; returns (or throws)
-    /// only after every `produce` call has returned.
-    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void) throws
+    /// in increasing order, each after `produce(i)` has returned, and `discard(i)` once for every
+    /// produced item after its `consume(i)` returned or was skipped, on the thread that produced it
+    /// (memory is then freed by the thread that allocated it). `produce` may run ahead on another
+    /// thread. When `consume` throws, stops producing and rethrows; returns (or throws) only after
+    /// every `produce` and `discard` call has returned.
+    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void,
+                  discard: @escaping @Sendable (Int) -> Void) throws
 }
 
-/// Everything on the calling thread: produce one item, consume it, and so on.
+/// Everything on the calling thread: produce one item, consume it, discard it, and so on.
 public struct SequentialWork: WorkSplitter {
     /// Creates the splitter.
     public init() {}
 
-    public func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void) throws {
+    public func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void,
+                         discard: @escaping @Sendable (Int) -> Void) throws {
         for i in 0..<count {
             produce(i)
+            defer { discard(i) }
             try consume(i)
         }
     }
@@ -85,8 +91,9 @@ extension Replica {
             target[i] = PreparedChange(changes[i])
         }, consume: { i in
             let outcome = try apply(changes[i], prepared: target[i], in: w, now: now, verifier: verifier)
-            target[i] = nil
             try body(changes[i], outcome)
+        }, discard: { i in
+            target[i] = nil
         })
     }
 }

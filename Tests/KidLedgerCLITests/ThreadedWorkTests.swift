@@ -6,14 +6,29 @@ import Testing
 /// produced, and nothing produced after it returns, also when a consumer throws.
 @Suite("Threaded work splitter")
 struct ThreadedWorkTests {
-    /// How often each item was produced.
+    /// How often each item was produced and discarded, and whether it was consumed before its
+    /// discard.
     final class Log: Sendable {
         let produced: Mutex<[Int]>
-        init(_ count: Int) { produced = Mutex([Int](repeating: 0, count: count)) }
+        let discarded: Mutex<[Int]>
+        let consumed: Mutex<[Bool]>
+        let discardedBeforeConsumed = Mutex(0)
+        init(_ count: Int) {
+            produced = Mutex([Int](repeating: 0, count: count))
+            discarded = Mutex([Int](repeating: 0, count: count))
+            consumed = Mutex([Bool](repeating: false, count: count))
+        }
         func note(_ i: Int) { produced.withLock { $0[i] += 1 } }
         func times(_ i: Int) -> Int { produced.withLock { $0[i] } }
+        func consume(_ i: Int) { consumed.withLock { $0[i] = true } }
+        func discard(_ i: Int) {
+            if !consumed.withLock({ $0[i] }) { discardedBeforeConsumed.withLock { $0 += 1 } }
+            discarded.withLock { $0[i] += 1 }
+        }
         var total: Int { produced.withLock { $0.reduce(0, +) } }
         var most: Int { produced.withLock { $0.max() ?? 0 } }
+        /// Whether every produced item was discarded exactly once.
+        var discardsMatch: Bool { produced.withLock { p in discarded.withLock { $0 == p } } }
     }
 
     struct Stop: Error {}
@@ -24,11 +39,14 @@ struct ThreadedWorkTests {
         var consumed: [Int] = []
         try ThreadedWork(parallel: true).pipeline(count, produce: { i in log.note(i) }, consume: { i in
             #expect(log.times(i) == 1, "item \(i) consumed before it was produced")
+            log.consume(i)
             consumed.append(i)
-        })
+        }, discard: { i in log.discard(i) })
         #expect(consumed == Array(0..<count))
         #expect(log.total == count)
         #expect(log.most <= 1)
+        #expect(log.discardsMatch)
+        #expect(log.discardedBeforeConsumed.withLock { $0 } == 0)
     }
 
     @Test("a throwing consumer stops the producer, and nothing is produced after the call returns")
@@ -38,7 +56,8 @@ struct ThreadedWorkTests {
         #expect(throws: Stop.self) {
             try ThreadedWork(parallel: true).pipeline(count, produce: { i in log.note(i) }, consume: { i in
                 if i == 100 { throw Stop() }
-            })
+                log.consume(i)
+            }, discard: { i in log.discard(i) })
         }
         let atReturn = log.total
         #expect(atReturn >= 101)
@@ -46,5 +65,7 @@ struct ThreadedWorkTests {
         // The producer had finished (or stopped) before the call returned.
         for _ in 0..<1_000 { _ = log.most }
         #expect(log.total == atReturn)
+        // Everything produced was discarded before the call returned, also what was never consumed.
+        #expect(log.discardsMatch)
     }
 }

@@ -5,8 +5,10 @@ import Testing
 /// Prepares every item before consuming any: the most run-ahead a splitter can do (the CLI's
 /// threaded splitter sits between this and ``SequentialWork``).
 struct RunAheadWork: WorkSplitter {
-    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void) throws {
+    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void,
+                  discard: @escaping @Sendable (Int) -> Void) throws {
         for i in 0..<count { produce(i) }
+        defer { for i in 0..<count { discard(i) } }
         for i in 0..<count { try consume(i) }
     }
 }
