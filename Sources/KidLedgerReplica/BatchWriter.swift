@@ -36,8 +36,45 @@ final class BatchWriter: KeyValueWriter {
         var dirty: Bool
     }
 
+    /// One write-back table: a short list searched in order while it has few keys (the usual
+    /// case: a handful of meta keys, one vector entry and one claim per origin; comparing a few
+    /// short keys, often the very same array, costs less than hashing one), a dictionary beyond.
+    private struct SlotMap {
+        private var small: [(key: [UInt8], entry: Entry)] = []
+        private var large: [Key: Entry]?
+        private static let smallMax = 16
+
+        func find(_ key: [UInt8]) -> Entry? {
+            if let large { return large[Key(key)] }
+            for item in small where item.key == key { return item.entry }
+            return nil
+        }
+
+        mutating func set(_ key: [UInt8], _ entry: Entry) {
+            if large != nil {
+                large![Key(key)] = entry
+                return
+            }
+            for i in small.indices where small[i].key == key {
+                small[i].entry = entry
+                return
+            }
+            small.append((key, entry))
+            if small.count > Self.smallMax {
+                large = Dictionary(uniqueKeysWithValues: small.map { (Key($0.key), $0.entry) })
+                small = []
+            }
+        }
+
+        /// The keys with unwritten changes, in key order.
+        var dirtyKeys: [[UInt8]] {
+            let keys = large.map { $0.filter { $0.value.dirty }.map(\.key.bytes) } ?? small.filter { $0.entry.dirty }.map(\.key)
+            return keys.sorted { KeyBytes.compare($0, $1) < 0 }
+        }
+    }
+
     /// The write-back byte tables, by slot (see ``slot(_:)``).
-    private var entries: [[Key: Entry]] = [[:], [:], [:]]
+    private var entries: [SlotMap] = [SlotMap(), SlotMap(), SlotMap()]
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
     private var aggregates: [RecordID: AggregateEntry] = [:]
@@ -45,46 +82,51 @@ final class BatchWriter: KeyValueWriter {
     private var children: [RecordID: [UInt8]?] = [:]
     /// The newest chain link written for each origin in this batch: (sequence, link).
     private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
-    /// Revocation horizons computed in this batch, by member; emptied when a revocation is written.
-    private var horizons: [Key: [ReplicaID: UInt64]?] = [:]
+    /// Revocation horizons of the member who claimed each origin, computed in this batch; emptied
+    /// when a claim or a revocation is written.
+    private var horizons: [UInt64: [ReplicaID: UInt64]?] = [:]
+
+    /// The name hashes of the tables it treats specially, read once (a static read costs a
+    /// once-check per access). Every table of `Tables.all` has a distinct name hash
+    /// (`BatchApplyTests` checks), so the hash alone identifies a table here.
+    private let metaHash = Tables.meta.nameHash, vectorHash = Tables.vector.nameHash
+    private let claimsHash = Tables.claims.nameHash, aggregatesHash = Tables.aggregates.nameHash
+    private let childrenHash = Tables.children.nameHash, chainsHash = Tables.chains.nameHash
+    private let revocationsHash = Tables.revocations.nameHash
 
     init(_ base: any KeyValueWriter) { self.base = base }
 
-    /// The write-back slot of `table`, or nil. Compares the precomputed name hashes only after the
-    /// cheap integer test.
+    /// The write-back slot of `table`, or nil.
     @inline(__always)
     private func slot(_ table: Table) -> Int? {
         let h = table.nameHash
-        if h == Tables.meta.nameHash && table == Tables.meta { return 0 }
-        if h == Tables.vector.nameHash && table == Tables.vector { return 1 }
-        if h == Tables.claims.nameHash && table == Tables.claims { return 2 }
+        if h == metaHash { return 0 }
+        if h == vectorHash { return 1 }
+        if h == claimsHash { return 2 }
         return nil
     }
 
     @inline(__always)
-    private func isTable(_ table: Table, _ other: Table) -> Bool {
-        table.nameHash == other.nameHash && table == other
-    }
+    private func isTable(_ table: Table, _ hash: UInt64) -> Bool { table.nameHash == hash }
 
     func get(_ table: Table, _ key: [UInt8]) throws -> [UInt8]? {
         if let s = slot(table) {
-            let k = Key(key)
-            if let entry = entries[s][k] { return entry.value }
+            if let entry = entries[s].find(key) { return entry.value }
             let value = try base.get(table, key)
-            entries[s][k] = Entry(value: value, dirty: false)
+            entries[s].set(key, Entry(value: value, dirty: false))
             return value
         }
-        if key.count == 16 && isTable(table, Tables.aggregates) {
+        if key.count == 16 && isTable(table, aggregatesHash) {
             return try aggregate(RecordID(bytes: key)).map { $0.encoded() }
         }
-        if key.count == 16 && isTable(table, Tables.children) {
+        if key.count == 16 && isTable(table, childrenHash) {
             let id = RecordID(bytes: key)
             if let known = children[id] { return known }
             let value = try base.get(table, key)
             children[id] = .some(value)
             return value
         }
-        if key.count == 16 && isTable(table, Tables.chains) {
+        if key.count == 16 && isTable(table, chainsHash) {
             let (origin, sequence) = Self.originAndSequence(key)
             if let newest = newestLinks[origin], newest.sequence == sequence { return newest.link }
         }
@@ -93,10 +135,11 @@ final class BatchWriter: KeyValueWriter {
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         if let s = slot(table) {
-            entries[s][Key(key)] = Entry(value: value, dirty: true)
+            if s == 2 { horizons = [:] }
+            entries[s].set(key, Entry(value: value, dirty: true))
             return
         }
-        if key.count == 16 && isTable(table, Tables.aggregates) {
+        if key.count == 16 && isTable(table, aggregatesHash) {
             let decoded: Aggregate
             do { decoded = try Aggregate.decode(value) } catch {
                 aggregates[RecordID(bytes: key)] = nil
@@ -111,10 +154,11 @@ final class BatchWriter: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         if let s = slot(table) {
-            entries[s][Key(key)] = Entry(value: nil, dirty: true)
+            if s == 2 { horizons = [:] }
+            entries[s].set(key, Entry(value: nil, dirty: true))
             return
         }
-        if key.count == 16 && isTable(table, Tables.aggregates) {
+        if key.count == 16 && isTable(table, aggregatesHash) {
             aggregates[RecordID(bytes: key)] = AggregateEntry(value: nil, dirty: true)
             return
         }
@@ -124,13 +168,13 @@ final class BatchWriter: KeyValueWriter {
 
     /// Keeps the write-through memos equal to the store after a write.
     private func noteWrite(_ table: Table, _ key: [UInt8], _ value: [UInt8]?) {
-        if isTable(table, Tables.children) {
+        if isTable(table, childrenHash) {
             if key.count == 16 { children[RecordID(bytes: key)] = .some(value) } else { children = [:] }
-        } else if isTable(table, Tables.chains) {
+        } else if isTable(table, chainsHash) {
             guard key.count == 16 else { newestLinks = [:]; return }
             let (origin, sequence) = Self.originAndSequence(key)
             if let value { newestLinks[origin] = (sequence, value) } else { newestLinks[origin] = nil }
-        } else if isTable(table, Tables.revocations) {
+        } else if isTable(table, revocationsHash) {
             horizons = [:]
         }
     }
@@ -155,13 +199,13 @@ final class BatchWriter: KeyValueWriter {
         aggregates[child] = AggregateEntry(value: value, dirty: true)
     }
 
-    /// The revocation horizon of `member`, computed by `compute` at most once per batch while no
-    /// revocation is written.
-    func horizon(of member: [UInt8], _ compute: () throws -> [ReplicaID: UInt64]?) rethrows -> [ReplicaID: UInt64]? {
-        let k = Key(member)
-        if let known = horizons[k] { return known }
+    /// The revocation horizon of the member who claimed `origin` (nil: no claim, or not
+    /// revoked), computed by `compute` at most once per batch while no claim or revocation is
+    /// written.
+    func horizon(ofOrigin origin: ReplicaID, _ compute: () throws -> [ReplicaID: UInt64]?) rethrows -> [ReplicaID: UInt64]? {
+        if let known = horizons[origin.rawValue] { return known }
         let value = try compute()
-        horizons[k] = .some(value)
+        horizons[origin.rawValue] = .some(value)
         return value
     }
 
@@ -186,19 +230,19 @@ final class BatchWriter: KeyValueWriter {
 
     private func flush(_ table: Table) throws {
         if let s = slot(table) { try flush(slot: s) }
-        if isTable(table, Tables.aggregates) { try flushAggregates() }
+        if isTable(table, aggregatesHash) { try flushAggregates() }
     }
 
     private func flush(slot s: Int) throws {
         let table = Self.slotTables[s]
-        let dirty = entries[s].filter { $0.value.dirty }.keys.sorted { KeyBytes.compare($0.bytes, $1.bytes) < 0 }
-        for key in dirty {
-            if let value = entries[s][key]!.value {
-                try base.put(table, key.bytes, value)
+        for key in entries[s].dirtyKeys {
+            let value = entries[s].find(key)!.value
+            if let value {
+                try base.put(table, key, value)
             } else {
-                try base.delete(table, key.bytes)
+                try base.delete(table, key)
             }
-            entries[s][key]!.dirty = false
+            entries[s].set(key, Entry(value: value, dirty: false))
         }
     }
 

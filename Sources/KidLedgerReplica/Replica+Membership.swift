@@ -157,11 +157,6 @@ extension Replica {
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
     /// further revocation can only reject more), or nil when the member is not revoked.
     static func revokedSeen(_ member: [UInt8], _ r: any KeyValueReader) throws -> [ReplicaID: UInt64]? {
-        if let batch = r as? BatchWriter { return try batch.horizon(of: member) { try scanRevokedSeen(member, r) } }
-        return try scanRevokedSeen(member, r)
-    }
-
-    private static func scanRevokedSeen(_ member: [UInt8], _ r: any KeyValueReader) throws -> [ReplicaID: UInt64]? {
         var seen: [ReplicaID: UInt64]?
         try r.scan(Tables.revocations, prefix: member) { _, value in
             var reader = ByteReader(value)
@@ -183,8 +178,18 @@ extension Replica {
 
     /// Why the revocation rule rejects `change`, or nil.
     static func rejection(of change: Change, in r: any KeyValueReader) throws -> String? {
-        guard let member = try r.get(Tables.claims, Keys.origin(change.origin)) else { return nil }
-        guard let seen = try revokedSeen(member, r) else { return nil }
+        func horizon() throws -> [ReplicaID: UInt64]? {
+            guard let member = try r.get(Tables.claims, Keys.origin(change.origin)) else { return nil }
+            return try revokedSeen(member, r)
+        }
+        // Every change of a batch asks; the batch remembers the answer per origin.
+        let found: [ReplicaID: UInt64]?
+        if let batch = r as? BatchWriter {
+            found = try batch.horizon(ofOrigin: change.origin, horizon)
+        } else {
+            found = try horizon()
+        }
+        guard let seen = found else { return nil }
         if change.sequence > (seen[change.origin] ?? 0) { return "made by a revoked member after the revocation" }
         return nil
     }

@@ -112,6 +112,11 @@ struct BatchApplyTests {
         #expect(try single.verify().problems == [])
     }
 
+    @Test("every table has its own name hash (the batch writer tells tables apart by it)")
+    func distinctNameHashes() {
+        #expect(Set(Tables.all.map(\.nameHash)).count == Tables.all.count)
+    }
+
     @Test("a failing change in a prepared batch leaves nothing of the batch behind")
     func failureRollsBack() throws {
         let a = try householdWithChildren(["Ava"], seed: 5)
