@@ -117,10 +117,10 @@ final class BatchWriter: KeyValueWriter {
             return value
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
-            return try aggregate(RecordID(bytes: key)).map { $0.encoded() }
+            return try aggregate(Self.id(key)).map { $0.encoded() }
         }
         if key.count == 16 && isTable(table, childrenHash) {
-            let id = RecordID(bytes: key)
+            let id = Self.id(key)
             if let known = children[id] { return known }
             let value = try base.get(table, key)
             children[id] = .some(value)
@@ -142,10 +142,10 @@ final class BatchWriter: KeyValueWriter {
         if key.count == 16 && isTable(table, aggregatesHash) {
             let decoded: Aggregate
             do { decoded = try Aggregate.decode(value) } catch {
-                aggregates[RecordID(bytes: key)] = nil
+                aggregates[Self.id(key)] = nil
                 return try base.put(table, key, value)
             }
-            aggregates[RecordID(bytes: key)] = AggregateEntry(value: decoded, dirty: true)
+            aggregates[Self.id(key)] = AggregateEntry(value: decoded, dirty: true)
             return
         }
         try base.put(table, key, value)
@@ -159,7 +159,7 @@ final class BatchWriter: KeyValueWriter {
             return
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
-            aggregates[RecordID(bytes: key)] = AggregateEntry(value: nil, dirty: true)
+            aggregates[Self.id(key)] = AggregateEntry(value: nil, dirty: true)
             return
         }
         try base.delete(table, key)
@@ -169,7 +169,7 @@ final class BatchWriter: KeyValueWriter {
     /// Keeps the write-through memos equal to the store after a write.
     private func noteWrite(_ table: Table, _ key: [UInt8], _ value: [UInt8]?) {
         if isTable(table, childrenHash) {
-            if key.count == 16 { children[RecordID(bytes: key)] = .some(value) } else { children = [:] }
+            if key.count == 16 { children[Self.id(key)] = .some(value) } else { children = [:] }
         } else if isTable(table, chainsHash) {
             guard key.count == 16 else { newestLinks = [:]; return }
             let (origin, sequence) = Self.originAndSequence(key)
@@ -177,6 +177,14 @@ final class BatchWriter: KeyValueWriter {
         } else if isTable(table, revocationsHash) {
             horizons = [:]
         }
+    }
+
+    /// The id that is the whole 16-byte `key` (the caller checked the length): two loads, where
+    /// the generic `RecordID(bytes:)` costs several hundred instructions.
+    @inline(__always)
+    private static func id(_ key: [UInt8]) -> RecordID {
+        let (high, low) = originAndSequence(key)
+        return RecordID(high: high, low: low)
     }
 
     private static func originAndSequence(_ key: [UInt8]) -> (UInt64, UInt64) {
