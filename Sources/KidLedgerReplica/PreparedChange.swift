@@ -6,8 +6,9 @@ import KidLedgerDomain
 /// use ``SequentialWork``); the CLI passes one that produces ahead on another core while the
 /// calling thread consumes.
 public protocol WorkSplitter: Sendable {
-    /// Calls `produce(i)` once for each `i` in `0..<count` and `consume(i)` on the calling thread
-    /// in increasing order, each after `produce(i)` has returned, and `discard(i)` once for every
+    /// Calls `produce(i)` once for each `i` in `0..<count`, in increasing order and one call at a
+    /// time, and `consume(i)` on the calling thread in increasing order, each after `produce(i)`
+    /// has returned, and `discard(i)` once for every
     /// produced item after its `consume(i)` returned or was skipped, on the thread that produced it
     /// (memory is then freed by the thread that allocated it). `produce` may run ahead on another
     /// thread. When `consume` throws, stops producing and rethrows; returns (or throws) only after
@@ -44,6 +45,10 @@ struct PreparedChange: Sendable {
     var logKey: [UInt8]
     /// For a change whose only operation adds a transaction.
     var transaction: PreparedTransaction?
+    /// The hash-chain link this change gets if the link before it is `previous` (predicted from
+    /// the store's chain heads when the batch began and the changes prepared before it); apply
+    /// uses it only when the actual previous link is the same.
+    var chain: (previous: [UInt8], link: [UInt8])?
 
     init(_ change: Change) {
         encoded = RecordCodec.encode(change)
@@ -87,13 +92,35 @@ extension Replica {
             slots.deallocate()
         }
         nonisolated(unsafe) let target = slots
+        // The chain link before each origin's first change in the batch, read now, so the
+        // preparing thread can chain the links of the changes that follow it.
+        let predictor = LinkPredictor()
+        for change in changes where change.sequence >= 1 && predictor.heads[change.origin.rawValue] == nil {
+            predictor.heads[change.origin.rawValue] = (change.sequence - 1, try previousLink(change.origin, change.sequence, w))
+        }
         try splitter.pipeline(changes.count, produce: { i in
-            target[i] = PreparedChange(changes[i])
+            var prepared = PreparedChange(changes[i])
+            predictor.predict(changes[i], &prepared)
+            target[i] = prepared
         }, consume: { i in
             let outcome = try apply(changes[i], prepared: target[i], in: w, now: now, verifier: verifier)
             try body(changes[i], outcome)
         }, discard: { i in
             target[i] = nil
         })
+    }
+}
+
+/// The chain links a batch will probably write, one origin at a time: used by the one thread that
+/// prepares the batch, in order.
+final class LinkPredictor: @unchecked Sendable {
+    /// Per origin: the sequence of the newest predicted link, and that link.
+    var heads: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+
+    func predict(_ change: Change, _ prepared: inout PreparedChange) {
+        guard let head = heads[change.origin.rawValue], head.sequence &+ 1 == change.sequence else { return }
+        let link = Replica.link(after: head.link, onlyVersion: prepared.version)
+        prepared.chain = (head.link, link)
+        heads[change.origin.rawValue] = (change.sequence, link)
     }
 }

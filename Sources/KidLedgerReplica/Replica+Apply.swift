@@ -54,8 +54,11 @@ extension Replica {
             try w.put(Tables.changes, logKey, encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
-            try w.put(Tables.chains, Keys.change(change.origin, change.sequence),
-                      try chainLink(change.origin, change.sequence, onlyVersion: version, w))
+            let previous = try previousLink(change.origin, change.sequence, w)
+            // The preparing thread usually computed this link from the link it predicted here.
+            let link = prepared?.chain.flatMap { $0.previous == previous ? $0.link : nil }
+                ?? Self.link(after: previous, onlyVersion: version)
+            try w.put(Tables.chains, Keys.change(change.origin, change.sequence), link)
             try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
             outcome = .applied
         } else {
@@ -112,14 +115,19 @@ extension Replica {
         }
     }
 
-    /// The link at `sequence` when `version` is the only version held there.
-    static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, onlyVersion version: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {
+    /// The link before `sequence` of `origin`: sixteen zeros at the first sequence (or when it is
+    /// missing).
+    static func previousLink(_ origin: ReplicaID, _ sequence: UInt64, _ r: any KeyValueReader) throws -> [UInt8] {
+        if sequence > 1, let previous = try r.get(Tables.chains, Keys.change(origin, sequence - 1)) { return previous }
+        return zeroLink
+    }
+
+    static let zeroLink = [UInt8](repeating: 0, count: 16)
+
+    /// The link after `previous` when `version` is the only version held at its sequence.
+    static func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
         var hasher = SHA256Hasher()
-        if sequence > 1, let previous = try r.get(Tables.chains, Keys.change(origin, sequence - 1)) {
-            hasher.update(previous)
-        } else {
-            hasher.update([UInt8](repeating: 0, count: 16))
-        }
+        hasher.update(previous)
         hasher.update(version)
         return hasher.finalizeWords().prefix(16)
     }
