@@ -152,27 +152,34 @@ extension Replica {
         try store.read { r in try Self.children(r, includeArchived: includeArchived) }
     }
 
+    /// Walks the stored totals of the children whose keys are `keys` (ascending) in one pass over
+    /// the totals table, calling `body` with the index in `keys` and the raw totals of each child
+    /// that has an entry.
+    static func joinTotals(_ keys: [[UInt8]], _ r: any KeyValueReader, _ body: (Int, [UInt8]) throws -> Void) throws {
+        guard let first = keys.first else { return }
+        var j = 0
+        try r.scan(Tables.aggregates, prefix: [], from: first, reverse: false) { key, value in
+            var order = 0
+            while j < keys.count {
+                order = KeyBytes.compare(keys[j], key)
+                if order >= 0 { break }
+                j += 1
+            }
+            if j == keys.count { return false }
+            if order == 0 { try body(j, value) }
+            return true
+        }
+    }
+
     static func children(_ r: any KeyValueReader, includeArchived: Bool) throws -> [ChildSummary] {
         var (rows, keys) = try childRowsAndKeys(r)
-        if !rows.isEmpty {
-            // The totals are keyed by child id too: one pass over them, joined like the registers
-            // (a child without an entry has zero totals).
-            var j = 0
-            try r.scan(Tables.aggregates, prefix: [], from: keys[0], reverse: false) { key, value in
-                var order = 0
-                while j < keys.count {
-                    order = KeyBytes.compare(keys[j], key)
-                    if order >= 0 { break }
-                    j += 1
-                }
-                if j == keys.count { return false }
-                if order == 0 && (includeArchived || !rows[j].isArchived) {
-                    let aggregate = try Aggregate.decode(value)
-                    rows[j].balanceCents = aggregate.sumCents
-                    rows[j].transactionCount = aggregate.count
-                }
-                return true
-            }
+        // The totals are keyed by child id too: one pass over them, joined like the registers
+        // (a child without an entry has zero totals).
+        try joinTotals(keys, r) { j, value in
+            guard includeArchived || !rows[j].isArchived else { return }
+            let aggregate = try Aggregate.decode(value)
+            rows[j].balanceCents = aggregate.sumCents
+            rows[j].transactionCount = aggregate.count
         }
         return rows.filter { includeArchived || !$0.isArchived }.sorted(by: listOrder)
     }
@@ -351,20 +358,8 @@ extension Replica {
                 keys.append(key)
                 return true
             }
-            guard let first = keys.first else { return result }
             // The totals are keyed by child id, in the same order: one pass, joined on the id.
-            var j = 0
-            try r.scan(Tables.aggregates, prefix: [], from: first, reverse: false) { key, value in
-                var order = 0
-                while j < keys.count {
-                    order = KeyBytes.compare(keys[j], key)
-                    if order >= 0 { break }
-                    j += 1
-                }
-                if j == keys.count { return false }
-                if order == 0 { result[RecordID(bytes: key)] = try Aggregate.decode(value) }
-                return true
-            }
+            try Self.joinTotals(keys, r) { j, value in result[RecordID(bytes: keys[j])] = try Aggregate.decode(value) }
             return result
         }
     }
