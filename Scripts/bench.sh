@@ -151,7 +151,7 @@ for N in $SIZES; do
     if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the sync: $da vs $db" >&2; exit 1; fi
 
     say "N=$N: incremental sync of one change ($PROC_RUNS runs)"
-    sync   # the same for what the initial syncs and copies left to write back
+    sync; sleep 5   # the same for what the initial syncs and copies left to write back, and a moment for the disk to settle
     start_daemon "$D/a"
     for r in $(seq 1 "$PROC_RUNS"); do
         "$KL" --home "$D/a" give Kid2 0.25 --note incremental >/dev/null
