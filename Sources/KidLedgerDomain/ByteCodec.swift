@@ -199,13 +199,24 @@ public struct ByteReader: Sendable {
 
     /// Reads a length-prefixed UTF-8 string of at most `maxBytes` bytes; invalid UTF-8 is an error.
     public mutating func readString(maxBytes: Int, _ what: String = "string") throws(DecodeError) -> String {
-        let raw = try readBlob(maxCount: maxBytes, what)
-        // Decoding repairs invalid UTF-8 (with U+FFFD), so the bytes round-trip exactly when they
-        // are valid; this is several times cheaper than the generic `String(validating:as:)`.
-        let s = String(decoding: raw, as: UTF8.self)
-        let same = s.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(raw) } ?? s.utf8.elementsEqual(raw)
-        guard same else { throw .invalid("\(what) (not UTF-8)") }
-        return s
+        let count = try readVarint(what)
+        guard count <= UInt64(maxBytes) else { throw .invalid("\(what) (length \(count) exceeds \(maxBytes))") }
+        let n = Int(count)
+        guard n <= remaining else { throw .truncated(what) }
+        let start = offset
+        // Straight from the buffer, without copying the bytes out first. Decoding repairs invalid
+        // UTF-8 (with U+FFFD), so the bytes round-trip exactly when they are valid (several times
+        // cheaper than the generic `String(validating:as:)`); ASCII is valid as it is.
+        let decoded: String? = bytes.withUnsafeBufferPointer { buffer in
+            let raw = UnsafeBufferPointer(rebasing: buffer[start..<start + n])
+            let s = String(decoding: raw, as: UTF8.self)
+            if raw.allSatisfy({ $0 < 0x80 }) { return s }
+            let same = s.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(raw) } ?? s.utf8.elementsEqual(raw)
+            return same ? s : nil
+        }
+        guard let decoded else { throw .invalid("\(what) (not UTF-8)") }
+        offset += n
+        return decoded
     }
 
     /// Reads a Boolean byte (0 or 1 only).
