@@ -62,7 +62,7 @@ public enum MapFaultGuard {
         messageCount = bytes.count
         self.exitCode = exitCode
         guard installedFlag.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-        for (i, range) in mappings(where: { $0.contains("/liblmdb") }, executable: true).prefix(4).enumerated() {
+        for (i, range) in mappings(containing: "/liblmdb", executable: true).prefix(4).enumerated() {
             code[2 * i] = range.start
             code[2 * i + 1] = range.end
         }
@@ -110,18 +110,21 @@ public enum MapFaultGuard {
     /// The address range of this process's mapping of the file with `inode` whose path ends with
     /// `suffix` (the largest such mapping); nil when none is found.
     static func mapping(inode: UInt64, named suffix: String) -> (start: UInt, end: UInt)? {
-        mappings(where: { $0.hasSuffix(suffix) }, inode: inode).max { $0.end - $0.start < $1.end - $1.start }
+        mappings(containing: suffix, where: { $0.hasSuffix(suffix) }, inode: inode).max { $0.end - $0.start < $1.end - $1.start }
     }
 
-    /// The mappings listed in `/proc/self/maps` whose path satisfies `matches` (and, when given,
-    /// whose inode is `inode`; when `executable`, only those mapped executable).
-    static func mappings(where matches: (String) -> Bool, inode: UInt64? = nil,
-                         executable: Bool = false) -> [(start: UInt, end: UInt)] {
+    /// The mappings listed in `/proc/self/maps` whose line contains `needle` and whose path
+    /// satisfies `matches` (and, when given, whose inode is `inode`; when `executable`, only those
+    /// mapped executable). Lines without `needle` are skipped before any string is built: the
+    /// process has hundreds of mappings and this runs at every start-up.
+    static func mappings(containing needle: String, where matches: (String) -> Bool = { _ in true },
+                         inode: UInt64? = nil, executable: Bool = false) -> [(start: UInt, end: UInt)] {
         guard let file = fopen("/proc/self/maps", "r") else { return [] }
         defer { fclose(file) }
         var found: [(start: UInt, end: UInt)] = []
         var line = [CChar](repeating: 0, count: 4096)
         while fgets(&line, Int32(line.count), file) != nil {
+            guard strstr(line, needle) != nil else { continue }
             let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             // start-end perms offset dev inode path
             let fields = text.split(separator: " ", omittingEmptySubsequences: true)
