@@ -26,15 +26,11 @@ final class BatchWriter: KeyValueWriter {
     }
 
     /// A cached entry: the value (nil: absent or deleted) and whether it must be written.
-    private struct Entry {
-        var value: [UInt8]?
+    private struct Cached<Value> {
+        var value: Value?
         var dirty: Bool
     }
-
-    private struct AggregateEntry {
-        var value: Aggregate?
-        var dirty: Bool
-    }
+    private typealias Entry = Cached<[UInt8]>
 
     /// One write-back table: a short list searched in order while it has few keys (the usual
     /// case: a handful of meta keys, one vector entry and one claim per origin; comparing a few
@@ -77,7 +73,7 @@ final class BatchWriter: KeyValueWriter {
     private var entries: [SlotMap] = [SlotMap(), SlotMap(), SlotMap()]
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
-    private var aggregates: [RecordID: AggregateEntry] = [:]
+    private var aggregates: [RecordID: Cached<Aggregate>] = [:]
     /// Child records read or written in this batch (nil: absent).
     private var children: [RecordID: [UInt8]?] = [:]
     /// The newest chain link written for each origin in this batch: (sequence, link).
@@ -127,7 +123,7 @@ final class BatchWriter: KeyValueWriter {
             return value
         }
         if key.count == 16 && isTable(table, chainsHash) {
-            let (origin, sequence) = Self.originAndSequence(key)
+            let (origin, sequence) = Self.words(key)
             if let newest = newestLinks[origin], newest.sequence == sequence { return newest.link }
         }
         return try base.get(table, key)
@@ -145,7 +141,7 @@ final class BatchWriter: KeyValueWriter {
                 aggregates[Self.id(key)] = nil
                 return try base.put(table, key, value)
             }
-            aggregates[Self.id(key)] = AggregateEntry(value: decoded, dirty: true)
+            aggregates[Self.id(key)] = Cached(value: decoded, dirty: true)
             return
         }
         try base.put(table, key, value)
@@ -159,7 +155,7 @@ final class BatchWriter: KeyValueWriter {
             return
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
-            aggregates[Self.id(key)] = AggregateEntry(value: nil, dirty: true)
+            aggregates[Self.id(key)] = Cached(value: nil, dirty: true)
             return
         }
         try base.delete(table, key)
@@ -172,7 +168,7 @@ final class BatchWriter: KeyValueWriter {
             if key.count == 16 { children[Self.id(key)] = .some(value) } else { children = [:] }
         } else if isTable(table, chainsHash) {
             guard key.count == 16 else { newestLinks = [:]; return }
-            let (origin, sequence) = Self.originAndSequence(key)
+            let (origin, sequence) = Self.words(key)
             if let value { newestLinks[origin] = (sequence, value) } else { newestLinks[origin] = nil }
         } else if isTable(table, revocationsHash) {
             horizons = [:]
@@ -183,11 +179,13 @@ final class BatchWriter: KeyValueWriter {
     /// the generic `RecordID(bytes:)` costs several hundred instructions.
     @inline(__always)
     private static func id(_ key: [UInt8]) -> RecordID {
-        let (high, low) = originAndSequence(key)
+        let (high, low) = words(key)
         return RecordID(high: high, low: low)
     }
 
-    private static func originAndSequence(_ key: [UInt8]) -> (UInt64, UInt64) {
+    /// The first two big-endian words of `key` (at least 16 bytes): a chain key's origin and
+    /// sequence, or an id's two halves.
+    private static func words(_ key: [UInt8]) -> (UInt64, UInt64) {
         key.withUnsafeBytes {
             (UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
              UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
@@ -198,13 +196,13 @@ final class BatchWriter: KeyValueWriter {
     func aggregate(_ child: RecordID) throws -> Aggregate? {
         if let entry = aggregates[child] { return entry.value }
         let value = try base.get(Tables.aggregates, Keys.id(child)).map { try Aggregate.decode($0) }
-        aggregates[child] = AggregateEntry(value: value, dirty: false)
+        aggregates[child] = Cached(value: value, dirty: false)
         return value
     }
 
     /// Replaces the totals of `child`; written at ``flush()``.
     func setAggregate(_ value: Aggregate, of child: RecordID) {
-        aggregates[child] = AggregateEntry(value: value, dirty: true)
+        aggregates[child] = Cached(value: value, dirty: true)
     }
 
     /// The revocation horizon of the member who claimed `origin` (nil: no claim, or not

@@ -55,7 +55,7 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
 
     /// Adds the hash of the record `tag ‖ body` without building it (``insert(_:)`` of the
     /// concatenation).
-    mutating func insert(tag: UInt8, _ body: [UInt8]) { add(Self.hash(tag: tag, body), sign: 1) }
+    mutating func insert(tag: UInt8, _ body: [UInt8]) { insert(hashed: Self.hash(tag: tag, body)) }
 
     /// The inverse of ``insert(tag:_:)``.
     mutating func remove(tag: UInt8, _ body: [UInt8]) { add(Self.hash(tag: tag, body), sign: -1) }
@@ -129,10 +129,7 @@ enum DigestRecord {
         [UInt8(ascii: "R")] + key + stored
     }
 
-    static func transaction(_ payload: [UInt8]) -> [UInt8] {
-        [transactionTag] + payload
-    }
-
-    /// The first byte of a transaction's digest record (see ``Digest256/insert(tag:_:)``).
+    /// The first byte of a transaction's digest record, `T ‖ payload`, hashed without building it
+    /// (``Digest256/insert(tag:_:)``).
     static let transactionTag = UInt8(ascii: "T")
 }

@@ -75,7 +75,7 @@ extension Replica {
                     problem("transaction record is damaged")
                     return true
                 }
-                digest.insert(DigestRecord.transaction(value))
+                digest.insert(tag: DigestRecord.transactionTag, value)
                 if childIDs.contains(t.childID) {
                     placed += 1
                     aggregates[t.childID, default: Aggregate()].add(t)

@@ -45,22 +45,21 @@ public struct Aggregate: Equatable, Sendable {
     /// An empty aggregate.
     public init() {}
 
+    /// Adds `t`; `idMix` is ``idMix(_:)`` of its id when the caller computed it already.
     mutating func add(_ t: LedgerTransaction, idMix: (high: UInt64, low: UInt64)? = nil) {
         count += 1
         sumCents += Int128(t.amountCents)
-        let m = idMix ?? Self.idMix(t.id)
-        hashHigh ^= m.high
-        hashLow ^= m.low
+        mix(idMix ?? Self.idMix(t.id))
     }
 
     mutating func remove(_ t: LedgerTransaction) {
         count -= 1
         sumCents -= Int128(t.amountCents)
-        mix(t.id)
+        mix(Self.idMix(t.id))
     }
 
-    private mutating func mix(_ id: RecordID) {
-        let m = Self.idMix(id)
+    /// XOR is its own inverse: adding and removing an id mix alike.
+    private mutating func mix(_ m: (high: UInt64, low: UInt64)) {
         hashHigh ^= m.high
         hashLow ^= m.low
     }
