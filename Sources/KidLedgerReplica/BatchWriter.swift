@@ -221,6 +221,12 @@ final class BatchWriter: KeyValueWriter {
         try base.scan(table, prefix: prefix, from: start, reverse: reverse, body)
     }
 
+    func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {
+        // The store can't see this batch's pending entries of a write-back table.
+        for t in tables where slot(t) != nil || isTable(t, aggregatesHash) { return try compute() }
+        return try base.memo(key, tables: tables, compute)
+    }
+
     func count(_ table: Table) throws -> Int {
         try flush(table)
         return try base.count(table)

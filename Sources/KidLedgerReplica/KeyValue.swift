@@ -38,6 +38,18 @@ public protocol KeyValueReader {
 
     /// How many entries the table holds.
     func count(_ table: Table) throws -> Int
+
+    /// `compute()`, or the object it returned last time for `key` when the store can tell that none of
+    /// `tables` has changed since. The in-memory store can (it stamps every write); LMDB and the
+    /// default implementation compute every time. `compute` must read nothing but `tables`,
+    /// through this reader, and must not write.
+    func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T
+}
+
+/// What a store may keep between transactions (``KeyValueReader/memo(_:tables:_:)``).
+public enum MemoKey: Hashable, Sendable {
+    /// Every child's record and registers, in key order, without totals.
+    case childRows
 }
 
 /// Read and write access inside one write transaction of a ``KeyValueStore``.
@@ -61,6 +73,10 @@ public protocol KeyValueStore: AnyObject {
 }
 
 extension KeyValueReader {
+    public func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {
+        try compute()
+    }
+
     /// Visits every entry with `prefix` in forward key order.
     public func scan(_ table: Table, prefix: [UInt8] = [],
                      _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {

@@ -5,7 +5,8 @@ public final class MemoryStore: KeyValueStore {
     final class SortedTable {
         var keys: [[UInt8]] = []
         var values: [[UInt8]] = []
-        /// Puts and deletes so far (undone ones included): see ``MemoryStore/writeCount(_:)``.
+        /// The store's stamp of the last put or delete (undone ones included), 0 before any: see
+        /// ``MemoryStore/writeCount(_:)``.
         var writes: UInt64 = 0
 
         func copy() -> SortedTable {
@@ -49,6 +50,17 @@ public final class MemoryStore: KeyValueStore {
     }
 
     private var committed = Snapshot()
+    /// The last stamp handed to a write: every put and delete (and every undo of one) takes the
+    /// next, so a table's stamp names one state of one table object for the store's lifetime,
+    /// even across tables created by a transaction that was then undone.
+    private var stamp: UInt64 = 0
+    /// ``KeyValueReader/memo(_:tables:_:)``'s values, with the stamps of their tables.
+    private var memos: [MemoKey: (stamps: [UInt64], value: AnyObject)] = [:]
+
+    func nextStamp() -> UInt64 {
+        stamp &+= 1
+        return stamp
+    }
 
     /// Creates an empty store.
     public init() {}
@@ -57,10 +69,12 @@ public final class MemoryStore: KeyValueStore {
     public func clone() -> MemoryStore {
         let other = MemoryStore()
         other.committed.entries = committed.entries.map { ($0.table, $0.sorted.copy()) }
+        other.stamp = stamp
         return other
     }
 
-    /// How many puts and deletes `table` has seen in this store (0 while it has none). Whenever the
+    /// The stamp of the last put or delete `table` has seen in this store (0 while it has none; a
+    /// clone starts with the same). Whenever the
     /// table's committed content changes, so does this number, so a caller can keep something
     /// derived from the table and recompute it only when the count moved (the simulator's list of
     /// children). The converse does not hold: a write of the same value, or one undone by a
@@ -83,12 +97,12 @@ public final class MemoryStore: KeyValueStore {
 
     /// Runs `body` against the committed state.
     public func read<T>(_ body: (any KeyValueReader) throws -> T) throws -> T {
-        try body(Transaction(snapshot: committed, writable: false))
+        try body(Transaction(store: self, snapshot: committed, writable: false))
     }
 
     /// Runs `body` in place; on a throw, undoes its writes in reverse order.
     public func write<T>(_ body: (any KeyValueWriter) throws -> T) throws -> T {
-        let txn = Transaction(snapshot: committed, writable: true)
+        let txn = Transaction(store: self, snapshot: committed, writable: true)
         do {
             let result = try body(txn)
             committed = txn.snapshot
@@ -96,7 +110,7 @@ public final class MemoryStore: KeyValueStore {
         } catch {
             for (table, key, old) in txn.undo.reversed() {
                 let t = txn.snapshot[table]!
-                t.writes &+= 1
+                t.writes = nextStamp()
                 let (i, present) = t.find(key)
                 switch (present, old) {
                 case (true, let value?): t.values[i] = value
@@ -114,10 +128,22 @@ public final class MemoryStore: KeyValueStore {
         /// (table, key, previous value) for every write, to undo on a throw.
         var undo: [(Table, [UInt8], [UInt8]?)] = []
         let writable: Bool
+        unowned let store: MemoryStore
 
-        init(snapshot: Snapshot, writable: Bool) {
+        init(store: MemoryStore, snapshot: Snapshot, writable: Bool) {
+            self.store = store
             self.snapshot = snapshot
             self.writable = writable
+        }
+
+        func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {
+            // Writes land in place, so the stamps seen here are those of what `compute` reads,
+            // inside a write transaction too.
+            let stamps = tables.map { snapshot[$0]?.writes ?? 0 }
+            if let kept = store.memos[key], kept.stamps == stamps, let value = kept.value as? T { return value }
+            let value = try compute()
+            store.memos[key] = (stamps, value)
+            return value
         }
 
         func table(_ t: Table, forWriting: Bool) -> SortedTable? {
@@ -168,7 +194,7 @@ public final class MemoryStore: KeyValueStore {
 
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            table.writes &+= 1
+            table.writes = store.nextStamp()
             let (i, found) = table.find(key)
             if found {
                 undo.append((t, key, table.values[i]))
@@ -182,7 +208,7 @@ public final class MemoryStore: KeyValueStore {
 
         func delete(_ t: Table, _ key: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            table.writes &+= 1
+            table.writes = store.nextStamp()
             let (i, found) = table.find(key)
             if found {
                 undo.append((t, key, table.values[i]))

@@ -110,7 +110,23 @@ extension Replica {
     }
 
     /// ``childRows(_:)`` and each row's key in the children table.
-    private static func childRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
+    final class ChildRows {
+        let rows: [ChildSummary]
+        let keys: [[UInt8]]
+        init(_ rows: [ChildSummary], _ keys: [[UInt8]]) { self.rows = rows; self.keys = keys }
+    }
+
+    /// ``childRows(_:)`` and each row's key in the children table. Kept between transactions by
+    /// a store that can tell its tables are unchanged (the in-memory store of simulations): every
+    /// ledger operation resolves a child by name.
+    private static func childRowsAndKeys(_ r: any KeyValueReader) throws -> ChildRows {
+        try r.memo(.childRows, tables: [Tables.children, Tables.registers]) {
+            let (rows, keys) = try readChildRowsAndKeys(r)
+            return ChildRows(rows, keys)
+        }
+    }
+
+    private static func readChildRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
         var keys: [[UInt8]] = []
         var rows: [ChildSummary] = []
         try r.scan(Tables.children) { key, value in
@@ -172,7 +188,9 @@ extension Replica {
     }
 
     static func children(_ r: any KeyValueReader, includeArchived: Bool) throws -> [ChildSummary] {
-        var (rows, keys) = try childRowsAndKeys(r)
+        let stored = try childRowsAndKeys(r)
+        var rows = stored.rows
+        let keys = stored.keys
         // The totals are keyed by child id too: one pass over them, joined like the registers
         // (a child without an entry has zero totals).
         try joinTotals(keys, r) { j, value in
@@ -194,16 +212,14 @@ extension Replica {
     static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
         // Names, flags and ids decide the match; only the match's totals are read, and only the
         // matches are put in list order (the candidates of an ambiguous query).
-        let all = try childRows(r)
+        let all = try childRowsAndKeys(r).rows
         let wanted = Text.trimmed(query).lowercased()
-        var matches = all.filter { Self.equalIgnoringCase($0.name, lowercased: wanted) }
-        if matches.isEmpty {
-            let hex = wanted.filter { $0 != "-" }
-            if hex.count >= 4, hex.allSatisfy(\.isHexDigit) {
-                let digits = Array(hex.utf8)
-                matches = all.filter { Self.hex(of: $0.id, hasPrefix: digits) }
-            }
+        // Indexes first, so only the matches are copied.
+        var indexes = all.indices.filter { Self.equalIgnoringCase(all[$0].name, lowercased: wanted) }
+        if indexes.isEmpty, let digits = hexDigits(wanted), digits.count >= 4 {
+            indexes = all.indices.filter { Self.hex(of: all[$0].id, hasPrefix: digits) }
         }
+        var matches = indexes.map { all[$0] }
         matches.sort(by: listOrder)
         switch matches.count {
         case 1:
@@ -241,6 +257,21 @@ extension Replica {
                 return name.lowercased() == wanted  // one ended first: rare, so no shortcut
             }
         }
+    }
+
+    /// The UTF-8 of `text` without its dashes when the rest is all ASCII hex digits, else nil
+    /// (other hex-like characters, such as fullwidth digits, can't match an id's ASCII hex).
+    static func hexDigits(_ text: String) -> [UInt8]? {
+        var digits: [UInt8] = []
+        for byte in text.utf8 where byte != UInt8(ascii: "-") {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
+                digits.append(byte)
+            default:
+                return nil
+            }
+        }
+        return digits
     }
 
     /// Whether `id.hex.hasPrefix(String(decoding: digits, as: UTF8.self))`, without building the

@@ -34,6 +34,9 @@ public struct SimulationResult: Sendable {
     /// How many ways to reach the converged state agreed or were compared: 2 (incremental sync,
     /// full sync from empty), 3 with LMDB (restart from the files); 0 when the run did not converge.
     public var equivalentWays = 0
+    /// SHA-256 of the trace up to the end of the event loop, before the final checks: what a
+    /// ``Simulator/FinalChecks/skipped`` rerun is compared by.
+    public var loopTraceHash = ""
 
     /// Whether every check held.
     public var passed: Bool { failures.isEmpty }
@@ -78,6 +81,8 @@ public final class Simulator {
     var trace: [String] = []
     var traceHasher = SHA256Hasher()
     var faults: [String: Int] = [:]
+    /// The trace hash at the end of the event loop (empty until then).
+    var loopTraceHash = ""
     var failures: [String] = []
     // Oracle state.
     var acknowledged: [RecordID: Int] = [:]
@@ -120,9 +125,23 @@ public final class Simulator {
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
     /// `record`, the run keeps its drawn events (as scenario steps) and its diagram.
+    /// Whether a run ends with the final checks.
+    public enum FinalChecks: Sendable {
+        /// Every final check (convergence, verify, reference model, membership, equivalence).
+        case all
+        /// None: the run ends after its event loop. For the determinism rerun of a seed whose
+        /// first run passed: the final checks are functions of the final state, so an identical
+        /// loop trace and final digest already say the rerun would pass them alike.
+        case skipped
+    }
+
+    /// Which final checks this run does.
+    let finalChecksMode: FinalChecks
+
     public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil,
-                record: Bool = false, plantedBug: PlantedBug? = nil) {
+                record: Bool = false, plantedBug: PlantedBug? = nil, finalChecks: FinalChecks = .all) {
         self.parameters = parameters
+        self.finalChecksMode = finalChecks
         self.keepTrace = keepTrace
         self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil
         self.plantedBug = plantedBug
@@ -145,7 +164,9 @@ public final class Simulator {
             try setUp()
             afterSetUp(self)
             try loop()
-            if failures.isEmpty { try finalChecks() }
+            var atLoopEnd = traceHasher
+            loopTraceHash = Digest256Hex.hex(atLoopEnd.finalize())
+            if failures.isEmpty && finalChecksMode == .all { try finalChecks() }
         } catch {
             failures.append("unexpected error: \(error)")
         }
@@ -162,7 +183,7 @@ public final class Simulator {
                                 events: events, virtualMillis: time.millis - startMillis, faults: faults,
                                 digest: digest ?? "", rejectedChanges: rejectedChanges,
                                 failureMillis: failureMillis, generated: generated, diagram: diagram,
-                                equivalentWays: equivalentWays)
+                                equivalentWays: equivalentWays, loopTraceHash: loopTraceHash)
     }
 
     /// Remembers when the first failure was found (the diagram highlights it there).

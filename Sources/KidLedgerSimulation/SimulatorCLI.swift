@@ -114,6 +114,7 @@ public enum SimulatorCLI {
     /// `record` keeps the drawn events and the diagram; `plantedBug` is for testing the shrinker only.
     public static func runSeed(_ seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdb: Bool = false,
                                keepTrace: Bool = false, record: Bool = false, plantedBug: PlantedBug? = nil,
+                               finalChecks: Simulator.FinalChecks = .all,
                                adjust: (inout SimulationParameters) -> Void = { _ in }) -> SimulationResult {
         var parameters = SimulationParameters.draw(seed: seed, replicas: replicas)
         parameters.usesLMDB = lmdb
@@ -121,7 +122,8 @@ public enum SimulatorCLI {
         var base: String?
         if lmdb { base = TemporaryDirectory.make() }
         defer { if let base { TemporaryDirectory.remove(base) } }
-        return Simulator(parameters: parameters, keepTrace: keepTrace, lmdbBase: base, record: record, plantedBug: plantedBug).run()
+        return Simulator(parameters: parameters, keepTrace: keepTrace, lmdbBase: base, record: record, plantedBug: plantedBug,
+                         finalChecks: finalChecks).run()
     }
 
     /// What a batch of seeds did.
@@ -136,7 +138,7 @@ public enum SimulatorCLI {
         public var faults: [String: Int] = [:]
     }
 
-    /// Runs `seeds`, each twice (determinism self-check).
+    /// Runs `seeds`, each twice (determinism self-check, ``runTwice(_:replicas:lmdb:membership:plantedBug:)``).
     public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int, membership: Bool = false,
                             jobs: Int = 1, output: (String) -> Void) -> FuzzSummary {
         // Each simulation is single-threaded and deterministic; with `jobs` > 1, independent
@@ -148,13 +150,7 @@ public enum SimulatorCLI {
             while index < list.count {
                 let seed = list[index]
                 let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
-                let adjust = adjustment(membership)
-                let first = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
-                let second = runSeed(seed, replicas: replicas, lmdb: lmdb, adjust: adjust)
-                var failures = first.failures
-                if first.traceHash != second.traceHash {
-                    failures.append("not deterministic: " + firstDifference(seed, replicas: replicas, lmdb: lmdb, membership: membership))
-                }
+                let (first, failures) = runTwice(seed, replicas: replicas, lmdb: lmdb, membership: membership)
                 results.set(index, SeedReport(seed: seed, lmdb: lmdb, result: first, failures: failures))
                 index += jobs
             }
@@ -174,10 +170,38 @@ public enum SimulatorCLI {
         return summary
     }
 
+    /// Runs a seed, then again to check determinism: the first run's result, and its failures
+    /// plus one when the rerun differs. A passing first run is replayed without the final checks
+    /// (pure functions of the final state): the same loop trace, digest and failures mean the
+    /// same outcome. A failing one is replayed whole, so its failure is shown to reproduce.
+    static func runTwice(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
+                         plantedBug: PlantedBug? = nil) -> (result: SimulationResult, failures: [String]) {
+        let adjust = adjustment(membership)
+        let first = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, adjust: adjust)
+        let second = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug,
+                             finalChecks: first.passed ? .skipped : .all, adjust: adjust)
+        var failures = first.failures
+        if !sameRun(first, second) {
+            failures.append("not deterministic: " + firstDifference(seed, replicas: replicas, lmdb: lmdb, membership: membership,
+                                                                   plantedBug: plantedBug))
+        }
+        return (first, failures)
+    }
+
+    /// Whether a rerun of a seed reproduced its first run: the whole trace when both ran every
+    /// final check, else the trace up to the end of the event loop, the final digest and the
+    /// failures found by then.
+    static func sameRun(_ first: SimulationResult, _ second: SimulationResult) -> Bool {
+        if first.traceHash == second.traceHash { return true }
+        return first.passed && first.loopTraceHash == second.loopTraceHash && first.digest == second.digest
+            && second.failures.isEmpty
+    }
+
     /// Runs a seed twice more with traces kept and names the first event where they differ.
-    static func firstDifference(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool) -> String {
-        let a = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, adjust: adjustment(membership)).trace
-        let b = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, adjust: adjustment(membership)).trace
+    static func firstDifference(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
+                                plantedBug: PlantedBug? = nil) -> String {
+        let a = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjustment(membership)).trace
+        let b = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjustment(membership)).trace
         for i in 0..<min(a.count, b.count) where a[i] != b[i] {
             return "traces differ first at event \(i + 1): \"\(a[i])\" vs \"\(b[i])\""
         }
