@@ -147,8 +147,9 @@ public struct ByteReader: Sendable {
     /// Reads a fixed-width big-endian UInt64.
     public mutating func readBigEndianUInt64(_ what: String = "integer") throws(DecodeError) -> UInt64 {
         guard remaining >= 8 else { throw .truncated(what) }
-        var v: UInt64 = 0
-        for i in 0..<8 { v = (v << 8) | UInt64(bytes[offset + i]) }
+        // One unaligned load (bounds checked just above) instead of eight checked subscripts.
+        let at = offset
+        let v = bytes.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
         offset += 8
         return v
     }
@@ -156,8 +157,8 @@ public struct ByteReader: Sendable {
     /// Reads a fixed-width big-endian UInt32.
     public mutating func readBigEndianUInt32(_ what: String = "integer") throws(DecodeError) -> UInt32 {
         guard remaining >= 4 else { throw .truncated(what) }
-        var v: UInt32 = 0
-        for i in 0..<4 { v = (v << 8) | UInt32(bytes[offset + i]) }
+        let at = offset
+        let v = bytes.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
         offset += 4
         return v
     }
@@ -169,6 +170,11 @@ public struct ByteReader: Sendable {
 
     /// Reads an unsigned LEB128 varint (at most 10 bytes, canonical).
     public mutating func readVarint(_ what: String = "varint") throws(DecodeError) -> UInt64 {
+        // Most varints (counts, lengths, small values) are one byte: the loop's first step.
+        if offset < bytes.count, bytes[offset] < 0x80 {
+            defer { offset += 1 }
+            return UInt64(bytes[offset])
+        }
         var result: UInt64 = 0
         var shift: UInt64 = 0
         for index in 0..<10 {

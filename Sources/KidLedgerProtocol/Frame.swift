@@ -39,6 +39,12 @@ public struct FrameDecoder: Sendable {
     /// Appends received bytes.
     public mutating func push(_ bytes: [UInt8]) {
         guard failure == nil else { return }
+        if buffer.isEmpty {
+            // Nothing buffered (the usual case: whole frames per read): share the bytes, no copy.
+            buffer = bytes
+            start = 0
+            return
+        }
         if start > 0 && start >= buffer.count / 2 {
             buffer.removeFirst(start)
             start = 0
@@ -60,7 +66,9 @@ public struct FrameDecoder: Sendable {
         let payload = Array(buffer[(start + 5)..<(start + total)])
         start += total
         if start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
+            // Released rather than emptied in place: the buffer may be shared with the pushed
+            // bytes, and the next push into an empty decoder takes its bytes as they are.
+            buffer = []
             start = 0
         }
         return (type, payload)

@@ -91,7 +91,10 @@ public enum Message: Equatable, Sendable {
         case .checks(let checks):
             precondition(checks.count <= checksMax, "too many child checks")
             w.write(varint: UInt64(checks.count))
-            for c in checks.sorted(by: { $0.child < $1.child }) {
+            // Usually sorted already (``SyncSession`` keeps its checks sorted): no sorted copy then.
+            let ordered = zip(checks, checks.dropFirst()).allSatisfy { $0.child < $1.child }
+                ? checks : checks.sorted(by: { $0.child < $1.child })
+            for c in ordered {
                 w.write(id: c.child)
                 w.write(varint: c.count)
                 w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents >> 64))
@@ -264,15 +267,22 @@ public enum Message: Equatable, Sendable {
         return vector
     }
 
-    /// Encoded size of `change` inside a `changes` payload.
     /// The frame of `.changes(changes, isLast:)` built from the changes' canonical encodings
-    /// (as the log holds them): the same bytes, without decoding and encoding again.
-    static func changesFrame(encoded changes: [[UInt8]], isLast: Bool) -> [UInt8] {
-        var w = ByteWriter(capacity: 16 + changes.reduce(0) { $0 + $1.count })
+    /// (as the log holds them): the same bytes, without decoding and encoding again, written
+    /// straight into the frame (no separate payload array).
+    static func changesFrame(encoded changes: ArraySlice<EncodedChange>, isLast: Bool) -> [UInt8] {
+        var countBytes = 1
+        var n = UInt64(changes.count)
+        while n >= 0x80 { countBytes += 1; n >>= 7 }
+        let payloadCount = 1 + countBytes + changes.reduce(0) { $0 + $1.bytes.count }
+        precondition(payloadCount + 1 <= frameBytesMax, "frame too large")
+        var w = ByteWriter(capacity: frameHeaderBytes + payloadCount)
+        w.write(bigEndian: UInt32(payloadCount + 1))
+        w.write(UInt8(4))
         w.write(bool: isLast)
         w.write(varint: UInt64(changes.count))
-        for c in changes { w.write(raw: c) }
-        return Frame.encode(type: 4, payload: w.bytes)
+        for c in changes { w.write(raw: c.bytes) }
+        return w.bytes
     }
 }
 

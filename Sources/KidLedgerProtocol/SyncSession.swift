@@ -58,6 +58,8 @@ public final class SyncSession {
     private var checksReceived = false
     /// This side's per-child checks, taken once its exchange completed (nil before).
     private var myChecks: [ChildCheck]?
+    /// The `checksDigest` message of ``myChecks`` (computed once, sent and compared).
+    private var myDigest: Message?
     /// The peer's checks digest, once received.
     private var peerDigest: Message?
     /// Whether the digests differed, so both sides send their full checks before done.
@@ -147,10 +149,10 @@ public final class SyncSession {
             summary.peer = peer
             state = .awaitingVector
         case (.awaitingVector, .vector(let peer)):
-            let forks = try examine(peer)
-            setPeerVector(peer.vector, forked: forks.union(peer.forked))
+            let (forks, mine) = try examine(peer)
+            setPeerVector(peer.vector, forked: forks.union(peer.forked), mine: mine)
             if role == .initiator {
-                send(.vector(try localSummary(forked: forks)))
+                send(.vector(try localSummary(forked: forks, vector: mine)))
                 state = .awaitingPeerStart
             } else {
                 // Announce forks before the first batch, so the initiator sends every version.
@@ -190,13 +192,28 @@ public final class SyncSession {
             doneReceived = true
             try finishIfDone()
         default:
-            throw .unexpectedMessage("\(message.name) message in state \(state)")
+            throw .unexpectedMessage("\(message.name) message in state \(Self.name(of: state))")
         }
     }
 
-    /// What the peer holds; for a forked origin, "nothing", so every version is sent.
-    private func setPeerVector(_ vector: VersionVector, forked: Set<ReplicaID>) {
-        if let mine = try? replica.versionVector() {
+    /// The state's case name, as `"\(state)"` prints it (without the reflection that costs).
+    static func name(of state: State) -> String {
+        switch state {
+        case .created: "created"
+        case .awaitingHello: "awaitingHello"
+        case .awaitingWelcome: "awaitingWelcome"
+        case .awaitingVector: "awaitingVector"
+        case .awaitingPeerStart: "awaitingPeerStart"
+        case .transferring: "transferring"
+        case .finished: "finished"
+        case .failed: "failed"
+        }
+    }
+
+    /// What the peer holds; for a forked origin, "nothing", so every version is sent. `mine` is
+    /// this replica's vector when the caller read it already (nil: read it here).
+    private func setPeerVector(_ vector: VersionVector, forked: Set<ReplicaID>, mine known: VersionVector? = nil) {
+        if let mine = known ?? (try? replica.versionVector()) {
             summary.changesExpected = vector.reduce(0) { $0 + Int($1.value - min($1.value, mine[$1.key] ?? 0)) }
             summary.changesToSend = mine.reduce(0) { $0 + Int($1.value - min($1.value, vector[$1.key] ?? 0)) }
         }
@@ -224,22 +241,29 @@ public final class SyncSession {
         let overhead = 1 + 1 + 3  // type, isLast, count varint (≤ 4096 fits in 2; 3 to be safe)
         while inFlight < limits.batchesInFlightMax && !sentLast {
             if queued.isEmpty { try refill() }
-            var batch: [EncodedChange] = []
+            // The batch is a prefix of the queue: as many changes as the batch and frame bounds allow.
+            let start = queued.startIndex
+            var end = start
             var bytes = overhead
-            while let next = queued.first, batch.count < limits.changesPerBatch {
-                let size = next.bytes.count
+            while end < queued.endIndex && end - start < limits.changesPerBatch {
+                let size = queued[end].bytes.count
                 if bytes + size > limits.frameBytes {
-                    if batch.isEmpty { throw .changeTooLarge(bytes: size) }
+                    if end == start { throw .changeTooLarge(bytes: size) }
                     break
                 }
                 bytes += size
-                batch.append(next)
-                queued.removeFirst()
+                end += 1
             }
-            for change in batch { peerHas[change.origin] = change.sequence }
+            let batch = queued[start..<end]
+            queued = queued[end...]
+            // Only the last change of each run of one origin: the same final values as writing
+            // every change in order, with one dictionary write per run.
+            for i in batch.indices where i + 1 == end || batch[i + 1].origin != batch[i].origin {
+                peerHas[batch[i].origin] = batch[i].sequence
+            }
             if queued.isEmpty { try refill() }
             let isLast = queued.isEmpty
-            sendFrame(Message.changesFrame(encoded: batch.map(\.bytes), isLast: isLast))
+            sendFrame(Message.changesFrame(encoded: batch, isLast: isLast))
             inFlight += 1
             summary.batchesSent += 1
             summary.changesSent += batch.count
@@ -260,11 +284,13 @@ public final class SyncSession {
         // (before done, so each receives the other's before the session ends) and compare.
         if myChecks == nil && sentLast && inFlight == 0 && receivedLast {
             let checks = try localChecks()
+            let digest = Self.digest(of: checks)
             myChecks = checks
-            send(Self.digest(of: checks))
+            myDigest = digest
+            send(digest)
         }
         if !doneSent, let mine = myChecks, let theirs = peerDigest {
-            if theirs == Self.digest(of: mine) {
+            if theirs == myDigest {
                 summary.childrenAgreeing = mine.map(\.child)
             } else {
                 checksDiffer = true
@@ -288,7 +314,9 @@ public final class SyncSession {
     /// peer's sequence have forked histories (some replica was restored from stale files and
     /// reused sequences). When the peer holds more of this replica's own history than it does,
     /// or its own history forked, this replica continues under a fresh id (Riak's KV679).
-    private func examine(_ peer: VectorSummary) throws(ProtocolError) -> Set<ReplicaID> {
+    /// Also returns this replica's vector for the caller to reuse, unless it rotated its id
+    /// (then nil: the caller reads the vector again).
+    private func examine(_ peer: VectorSummary) throws(ProtocolError) -> (forks: Set<ReplicaID>, mine: VersionVector?) {
         let me = replica.replicaID
         var forks = Set<ReplicaID>()
         let mine = try storage { try replica.versionVector() }
@@ -297,12 +325,13 @@ public final class SyncSession {
             if local != peer.chains[origin] { forks.insert(origin) }
         }
         let rotated = try storage { try replica.rotateIfPeerHoldsMoreOfOwnHistory(peer.vector) }
+        summary.forkedOrigins += forks.count
         if rotated || forks.contains(me) || peer.forked.contains(me) {
             if !rotated { _ = try storage { try replica.rotateReplicaID() } }
             summary.recoveredFromStaleCopy = true
+            return (forks, nil)
         }
-        summary.forkedOrigins += forks.count
-        return forks
+        return (forks, mine)
     }
 
     // MARK: Per-child checks
@@ -331,14 +360,18 @@ public final class SyncSession {
 
     // MARK: Helpers
 
-    private func localSummary(forked: Set<ReplicaID>) throws(ProtocolError) -> VectorSummary {
-        let vector = try localVector()
+    private func localSummary(forked: Set<ReplicaID>, vector known: VersionVector? = nil) throws(ProtocolError) -> VectorSummary {
+        let vector: VersionVector
+        if let known { vector = try Self.checkedVector(known) } else { vector = try localVector() }
         let chains = try storage { try replica.chains(at: vector) }
         return VectorSummary(vector: vector, chains: chains, forked: forked.sorted())
     }
 
     private func localVector() throws(ProtocolError) -> VersionVector {
-        let vector = try storage { try replica.versionVector() }
+        try Self.checkedVector(try storage { try replica.versionVector() })
+    }
+
+    private static func checkedVector(_ vector: VersionVector) throws(ProtocolError) -> VersionVector {
         guard vector.count <= vectorEntriesMax else { throw .storage("more than \(vectorEntriesMax) replicas in the vector") }
         return vector
     }

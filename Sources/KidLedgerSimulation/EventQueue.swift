@@ -1,42 +1,64 @@
 /// A priority queue of events ordered by virtual time, then insertion order (like swift-nio's
 /// EmbeddedEventLoop: events due at the same time run in the order they were scheduled).
+///
+/// The heap holds plain (time, order, slot) entries; each event waits in a slot of its own, so
+/// sifting moves three integers instead of copying (retaining, releasing) events.
 struct EventQueue<Event> {
-    private var heap: [(time: Int64, order: UInt64, event: Event)] = []
+    private var heap: [(time: Int64, order: UInt64, slot: Int)] = []
+    private var slots: [Event?] = []
+    private var freeSlots: [Int] = []
     private var nextOrder: UInt64 = 0
 
     var isEmpty: Bool { heap.isEmpty }
     var count: Int { heap.count }
 
     mutating func schedule(at time: Int64, _ event: Event) {
-        heap.append((time, nextOrder, event))
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            slots[free] = event
+        } else {
+            slot = slots.count
+            slots.append(event)
+        }
+        let entry = (time: time, order: nextOrder, slot: slot)
         nextOrder += 1
+        // Sift up with a hole: parents move down until the entry's place is found.
+        heap.append(entry)
         var i = heap.count - 1
         while i > 0 {
             let parent = (i - 1) / 2
-            guard less(i, parent) else { break }
-            heap.swapAt(i, parent)
+            guard Self.less(entry, heap[parent]) else { break }
+            heap[i] = heap[parent]
             i = parent
         }
+        heap[i] = entry
     }
 
     mutating func pop() -> (time: Int64, event: Event)? {
-        guard !heap.isEmpty else { return nil }
-        heap.swapAt(0, heap.count - 1)
-        let top = heap.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < heap.count && less(l, m) { m = l }
-            if r < heap.count && less(r, m) { m = r }
-            if m == i { break }
-            heap.swapAt(i, m)
-            i = m
+        guard let top = heap.first else { return nil }
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            // Sift the last entry down from the root with a hole.
+            var i = 0
+            let n = heap.count
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                guard l < n else { break }
+                let m = r < n && Self.less(heap[r], heap[l]) ? r : l
+                guard Self.less(heap[m], last) else { break }
+                heap[i] = heap[m]
+                i = m
+            }
+            heap[i] = last
         }
-        return (top.time, top.event)
+        var event: Event? = nil
+        swap(&event, &slots[top.slot])
+        freeSlots.append(top.slot)
+        return (top.time, event!)
     }
 
-    private func less(_ a: Int, _ b: Int) -> Bool {
-        (heap[a].time, heap[a].order) < (heap[b].time, heap[b].order)
+    private static func less(_ a: (time: Int64, order: UInt64, slot: Int), _ b: (time: Int64, order: UInt64, slot: Int)) -> Bool {
+        (a.time, a.order) < (b.time, b.order)
     }
 }

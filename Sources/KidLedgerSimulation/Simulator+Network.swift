@@ -18,6 +18,12 @@ final class SimConnection {
     }
 
     func side(of node: Int) -> Int { ends[0] == node ? 0 : 1 }
+
+    /// Whether this connection joins exactly `a` and `b`: `Set(ends) == Set([a, b])`, without
+    /// building two sets per open connection on every gossip tick.
+    func joins(_ a: Int, _ b: Int) -> Bool {
+        ends.contains(a) && ends.contains(b) && ends.allSatisfy { $0 == a || $0 == b }
+    }
 }
 
 extension Simulator {
@@ -51,7 +57,7 @@ extension Simulator {
         guard node.isUp, !node.isFrozen else { return }
         let candidates = nodes.indices.filter { $0 != node.index && (!parameters.lineTopology || abs($0 - node.index) == 1) }
         guard let peer = candidates.randomElement(using: &g) else { return }
-        if connections.values.contains(where: { Set($0.ends) == Set([node.index, peer]) }) { return }
+        if connections.values.contains(where: { $0.joins(node.index, peer) }) { return }
         guard canTalk(node.index, peer), nodes[peer].isUp else {
             log("\(node.name) → r\(peer) unreachable")
             return
