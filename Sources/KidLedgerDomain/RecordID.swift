@@ -40,18 +40,12 @@ public struct RecordID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
     /// Lowercase canonical form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
     public var description: String {
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        for (i, digit) in hexDigits().enumerated() {
-            if i == 8 || i == 12 || i == 16 || i == 20 { out.append(UInt8(ascii: "-")) }
-            out.append(digit)
-        }
-        return String(decoding: out, as: UTF8.self)
+        String(unsafeUninitializedCapacity: 36) { writeHex(into: $0, dashed: true) }
     }
 
     /// Lowercase hex without dashes (32 characters); user-typed id prefixes are matched against it.
     public var hex: String {
-        String(decoding: hexDigits(), as: UTF8.self)
+        String(unsafeUninitializedCapacity: 32) { writeHex(into: $0, dashed: false) }
     }
 
     /// Parses the canonical 8-4-4-4-12 form (any case) or 32 hex digits without dashes; nil otherwise.
@@ -99,7 +93,8 @@ public struct RecordID: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// A version-5 (SHA-1, name-based) id per RFC 9562 section 5.5.
     public static func v5(namespace: RecordID, name: [UInt8]) -> RecordID {
         var hasher = SHA1Hasher()
-        hasher.update(namespace.bytes)
+        var words = (namespace.high.bigEndian, namespace.low.bigEndian)
+        withUnsafeBytes(of: &words) { hasher.update($0) }
         hasher.update(name)
         return RecordID(bytes: hasher.finalize().prefix(16)).withVersion(5)
     }
@@ -130,16 +125,22 @@ public struct RecordID: Hashable, Comparable, Sendable, CustomStringConvertible 
         )
     }
 
-    private func hexDigits() -> [UInt8] {
-        let alphabet = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        for half in [high, low] {
-            for shift in stride(from: 60, through: 0, by: -4) {
-                out.append(alphabet[Int((half >> UInt64(shift)) & 0xF)])
+    /// Writes the 32 lowercase hex digits (with the four dashes of the canonical form when
+    /// `dashed`) at the start of `out`, which must have room for them; returns how many bytes.
+    @inline(__always)
+    func writeHex(into out: UnsafeMutableBufferPointer<UInt8>, dashed: Bool) -> Int {
+        var n = 0
+        for i in 0..<32 {
+            if dashed && (i == 8 || i == 12 || i == 16 || i == 20) {
+                out[n] = UInt8(ascii: "-")
+                n += 1
             }
+            let word = i < 16 ? high : low
+            let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i % 16))) & 0xF
+            out[n] = nibble < 10 ? 0x30 + nibble : 0x57 + nibble
+            n += 1
         }
-        return out
+        return n
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {

@@ -136,7 +136,13 @@ public struct LedgerTransaction: Hashable, Sendable {
     /// The deterministic id of the undo entry for `original`: two devices undoing the same
     /// transaction produce the same id, so it is compensated at most once.
     public static func undoID(for original: RecordID) -> RecordID {
-        RecordID.v5(namespace: RecordID.namespaceKidLedger, name: "undo:" + original.description)
+        // The name is "undo:" followed by the original's canonical form, built as bytes.
+        let prefix: (UInt8, UInt8, UInt8, UInt8, UInt8) = (0x75, 0x6E, 0x64, 0x6F, 0x3A)  // "undo:"
+        let name = [UInt8](unsafeUninitializedCapacity: 41) { buffer, count in
+            withUnsafeBytes(of: prefix) { buffer.baseAddress!.initialize(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: 5) }
+            count = 5 + original.writeHex(into: UnsafeMutableBufferPointer(rebasing: buffer[5...]), dashed: true)
+        }
+        return RecordID.v5(namespace: RecordID.namespaceKidLedger, name: name)
     }
 }
 
