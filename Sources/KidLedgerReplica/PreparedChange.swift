@@ -51,7 +51,12 @@ struct PreparedChange: Sendable {
     var chain: (previous: [UInt8], link: [UInt8])?
 
     init(_ change: Change) {
-        encoded = RecordCodec.encode(change)
+        self.init(change, encoded: RecordCodec.encode(change))
+    }
+
+    /// `encoded` must be `RecordCodec.encode(change)`.
+    init(_ change: Change, encoded: [UInt8]) {
+        self.encoded = encoded
         version = Keys.version(encoded)
         logKey = Keys.change(change.origin, change.sequence, version: version)
         if change.operations.count == 1, case .addTransaction(let t) = change.operations[0] {
@@ -80,11 +85,48 @@ struct PreparedTransaction: Sendable {
     }
 }
 
+/// Remembers prepared changes by their canonical encoding, for a process that applies the same
+/// changes to many replicas: the simulator, where every change reaches every replica (and the
+/// final checks' fresh ones). Preparing is a pure function of the encoding, so a hit gives exactly
+/// what preparing again would (the chain prediction, which depends on the replica, is left out);
+/// what it saves is the hashing. Like the simulator's signature cache. Single-threaded: only with
+/// ``SequentialWork``.
+public final class PreparationCache: @unchecked Sendable {
+    /// An encoding as a dictionary key, hashed a buffer at a time.
+    private struct Key: Hashable {
+        let bytes: [UInt8]
+        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+        static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
+    }
+    private var entries: [Key: PreparedChange] = [:]
+    /// Lookups answered from the cache, and changes prepared afresh.
+    public private(set) var hits = 0, misses = 0
+
+    /// Creates an empty cache.
+    public init() {}
+
+    /// `PreparedChange(change)`, remembered.
+    func prepared(_ change: Change) -> PreparedChange {
+        let encoded = RecordCodec.encode(change)
+        if let known = entries[Key(bytes: encoded)] {
+            hits += 1
+            return known
+        }
+        misses += 1
+        let fresh = PreparedChange(change, encoded: encoded)
+        entries[Key(bytes: encoded)] = fresh
+        return fresh
+    }
+}
+
 extension Replica {
     /// Applies `changes` in `w` in order, each prepared by `splitter` (possibly ahead, on another
-    /// thread); `body` sees each change and its outcome.
+    /// thread; through `cache` when there is one, then on the calling thread); `body` sees each
+    /// change and its outcome.
     static func apply(_ changes: [Change], in w: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier,
-                      splitter: any WorkSplitter, _ body: (Change, ApplyOutcome) throws -> Void) throws {
+                      splitter: any WorkSplitter, cache: PreparationCache? = nil,
+                      _ body: (Change, ApplyOutcome) throws -> Void) throws {
+        precondition(cache == nil || splitter is SequentialWork, "a preparation cache is single-threaded")
         let slots = UnsafeMutableBufferPointer<PreparedChange?>.allocate(capacity: changes.count)
         slots.initialize(repeating: nil)
         defer {
@@ -99,7 +141,7 @@ extension Replica {
             predictor.heads[change.origin.rawValue] = (change.sequence - 1, try previousLink(change.origin, change.sequence, w))
         }
         try splitter.pipeline(changes.count, produce: { i in
-            var prepared = PreparedChange(changes[i])
+            var prepared = cache?.prepared(changes[i]) ?? PreparedChange(changes[i])
             predictor.predict(changes[i], &prepared)
             target[i] = prepared
         }, consume: { i in

@@ -106,13 +106,14 @@ extension Replica {
         var generator = random
         let verifier = self.verifier
         let splitter = workSplitter
+        let cache = preparationCache
         let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { base in
             let w = BatchWriter(base)
             var report = ApplyReport()
             var ownHistoryForked = false
             // The pure part of each change (encodings and hashes) is prepared by the injected
             // splitter, on another core in the CLI, while this thread applies.
-            try Self.apply(changes, in: w, now: now, verifier: verifier, splitter: splitter) { change, outcome in
+            try Self.apply(changes, in: w, now: now, verifier: verifier, splitter: splitter, cache: cache) { change, outcome in
                 switch outcome {
                 case .applied: report.applied += 1
                 case .duplicate: report.duplicates += 1

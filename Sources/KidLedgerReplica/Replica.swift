@@ -23,6 +23,9 @@ public final class Replica {
     /// Who computes the pure part of applying a received batch (encodings and hashes, see
     /// `PreparedChange`): the calling thread unless the CLI passes its cores.
     public var workSplitter: any WorkSplitter = SequentialWork()
+    /// Prepared changes shared with other replicas of this process (the simulator's), or nil:
+    /// see ``PreparationCache``. Needs the ``SequentialWork`` splitter.
+    public var preparationCache: PreparationCache?
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///
@@ -99,7 +102,8 @@ public final class Replica {
                 precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
                 sequence += 1
                 let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-                let outcome = try Self.apply(change, in: w, now: now, verifier: verifier)
+                let outcome = try Self.apply(change, prepared: preparationCache.map { $0.prepared(change) }, in: w, now: now,
+                                             verifier: verifier)
                 precondition(outcome == .applied, "a fresh local change must apply")
                 changes.append(change)
                 hlc = hlc.tickLocal(now: now)

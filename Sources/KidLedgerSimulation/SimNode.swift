@@ -30,6 +30,8 @@ final class SimNode {
     let member: Identity
     /// The run's signature verifier (shared by its replicas: ``CachingVerifier``).
     let verifier: any SignatureVerifier
+    /// The run's prepared changes (shared by its replicas: ``PreparationCache``), set before boot.
+    var preparations: PreparationCache?
     /// The account the device is switched to now: `member`, or another one while frozen.
     var identity: Identity
     /// Whether the device is switched to another account: it makes no local changes and does not
@@ -63,6 +65,7 @@ final class SimNode {
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
+        replica?.preparationCache = preparations
         updateClaimSigner()
     }
 

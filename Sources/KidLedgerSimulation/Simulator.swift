@@ -65,6 +65,10 @@ public final class Simulator {
     let time = SimTime()
     /// Every replica's signature verifier in this run; it remembers answers (``CachingVerifier``).
     let verifier = CachingVerifier(SodiumVerifier())
+    /// Every replica's prepared changes in this run (``PreparationCache``): each change reaches
+    /// every replica, and is hashed once. The final checks' fresh replica does without, so the
+    /// equivalence check recomputes every hash.
+    let preparations = PreparationCache()
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
@@ -212,6 +216,7 @@ public final class Simulator {
             let identity = try Identity(seed: drawBytes(Identity.seedByteCount))
             let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity,
                                verifier: verifier)
+            node.preparations = preparations
             try node.boot(time: time, seed: parameters.seed)
             nodes.append(node)
             if skew != 0 { count("skew"); record(i, .skew(skew)) }

@@ -112,6 +112,46 @@ struct BatchApplyTests {
         #expect(try single.verify().problems == [])
     }
 
+    @Test("replicas sharing a preparation cache end exactly like replicas preparing afresh", arguments: [UInt64(3), 29])
+    func sharedPreparations(seed: UInt64) throws {
+        let log = try history(seed: seed)
+        var rng = SplitMix64(seed: seed &* 13)
+        let order = causalShuffle(log, using: &rng)
+        let plain = try makeReplica(seed: 100)
+        _ = try plain.receive(order)
+
+        let cache = PreparationCache()
+        var ends: [Replica] = []
+        for copy in 0..<2 {
+            let cached = try makeReplica(seed: 200 + UInt64(copy))
+            cached.preparationCache = cache
+            var pending = order
+            var rounds = 0
+            while !pending.isEmpty && rounds < 20 {
+                rounds += 1
+                for start in stride(from: 0, to: pending.count, by: 50) {
+                    try cached.applyRemote(Array(pending[start..<min(start + 50, pending.count)]))
+                }
+                let vector = try cached.versionVector()
+                pending = pending.filter { $0.sequence > vector[$0.origin] ?? 0 }
+            }
+            #expect(pending.isEmpty)
+            #expect(try cached.view() == plain.view())
+            #expect(try cached.verify().problems == [])
+            #expect(try cached.aggregates() == plain.aggregates())
+            ends.append(cached)
+        }
+        // The second replica found every change already prepared.
+        #expect(cache.misses > 0 && cache.hits >= order.count)
+        // Local changes go through the cache too, and apply the same.
+        let before = cache.misses
+        try ends[0].post(try ends[0].children(includeArchived: false)[0].name, signedCents: 5, note: "n", source: "give")
+        #expect(cache.misses == before + 1)
+        let change = try #require(try ends[0].ownChanges().last)
+        #expect(try ends[1].applyRemote([change]).applied == 1 && cache.misses == before + 1)
+        #expect(try ends[1].view() == ends[0].view())
+    }
+
     @Test("every table has its own name hash (the batch writer tells tables apart by it)")
     func distinctNameHashes() {
         #expect(Set(Tables.all.map(\.nameHash)).count == Tables.all.count)
