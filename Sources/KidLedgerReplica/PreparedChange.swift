@@ -45,6 +45,9 @@ struct PreparedChange: Sendable {
     var logKey: [UInt8]
     /// For a change whose only operation adds a transaction.
     var transaction: PreparedTransaction?
+    /// For a change of several operations (a give-all): one entry per operation, prepared for
+    /// those that add a transaction; empty for a change of one operation.
+    var transactions: [PreparedTransaction?] = []
     /// The hash-chain link this change gets if the link before it is `previous` (predicted from
     /// the store's chain heads when the batch began and the changes prepared before it); apply
     /// uses it only when the actual previous link is the same.
@@ -59,9 +62,18 @@ struct PreparedChange: Sendable {
         self.encoded = encoded
         version = Keys.version(encoded)
         logKey = Keys.change(change.origin, change.sequence, version: version)
-        if change.operations.count == 1, case .addTransaction(let t) = change.operations[0] {
-            transaction = PreparedTransaction(t)
+        if change.operations.count == 1 {
+            if case .addTransaction(let t) = change.operations[0] { transaction = PreparedTransaction(t) }
+        } else {
+            transactions = change.operations.map { op in
+                if case .addTransaction(let t) = op { PreparedTransaction(t) } else { nil }
+            }
         }
+    }
+
+    /// The prepared transaction of operation `i`, if it adds one.
+    func transaction(at i: Int) -> PreparedTransaction? {
+        transactions.isEmpty ? (i == 0 ? transaction : nil) : transactions[i]
     }
 }
 

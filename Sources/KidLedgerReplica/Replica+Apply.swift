@@ -73,7 +73,7 @@ extension Replica {
             // A revocation changes which past changes count: recompute the merged state.
             try rebuild(in: w, verifier: verifier)
         } else {
-            try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared?.transaction)
+            try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared)
             try w.put(Tables.meta, Keys.digest, digest.bytes)
         }
         return outcome
@@ -88,16 +88,16 @@ extension Replica {
     }
 
     /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
-    /// `prepared` is the prepared transaction of a change whose only operation adds it.
+    /// `prepared` is the change prepared ahead (its transactions' records and hashes).
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256,
-                            prepared: PreparedTransaction? = nil) throws {
+                            prepared: PreparedChange? = nil) throws {
         if let reason = try rejection(of: change, in: w) {
             try w.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
             return
         }
-        for op in change.operations where !op.isMembership {
+        for (i, op) in change.operations.enumerated() where !op.isMembership {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest,
-                      prepared: change.operations.count == 1 ? prepared : nil)
+                      prepared: prepared?.transaction(at: i))
         }
     }
 
