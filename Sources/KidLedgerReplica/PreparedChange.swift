@@ -119,7 +119,11 @@ public final class PreparationCache: @unchecked Sendable {
 
     /// `PreparedChange(change)`, remembered.
     func prepared(_ change: Change) -> PreparedChange {
-        let encoded = RecordCodec.encode(change)
+        prepared(change, encoded: RecordCodec.encode(change))
+    }
+
+    /// `PreparedChange(change)`, remembered; `encoded` must be `RecordCodec.encode(change)`.
+    func prepared(_ change: Change, encoded: [UInt8]) -> PreparedChange {
         if let known = entries[Key(bytes: encoded)] {
             hits += 1
             return known
@@ -157,7 +161,7 @@ extension Replica {
             predictor.predict(changes[i], &prepared)
             target[i] = prepared
         }, consume: { i in
-            let outcome = try apply(changes[i], prepared: target[i], in: w, now: now, verifier: verifier)
+            let outcome = try apply(changes[i], prepared: target[i], in: w, now: now, verifier: verifier, cache: cache)
             try body(changes[i], outcome)
         }, discard: { i in
             target[i] = nil

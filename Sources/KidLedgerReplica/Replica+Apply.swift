@@ -21,8 +21,10 @@ extension Replica {
     ///   changes are already checked; this guards changes built in memory).
     ///
     /// `prepared` is ``PreparedChange/init(_:)`` of `change` when the caller computed it ahead.
+    /// A revocation recomputes the state from the log, with `cache`'s prepared changes if given.
     static func apply(_ change: Change, prepared: PreparedChange? = nil, in w: any KeyValueWriter, now: Int64,
-                      verifier: any SignatureVerifier = RejectingVerifier()) throws -> ApplyOutcome {
+                      verifier: any SignatureVerifier = RejectingVerifier(),
+                      cache: PreparationCache? = nil) throws -> ApplyOutcome {
         guard change.hlc.millis >= 0, change.hlc.millis <= HLC.millisMax else {
             throw LedgerError.invalid("change time \(change.hlc.millis) out of range")
         }
@@ -71,7 +73,7 @@ extension Replica {
         if newRevocation {
             try w.put(Tables.meta, Keys.digest, digest.bytes)
             // A revocation changes which past changes count: recompute the merged state.
-            try rebuild(in: w, verifier: verifier)
+            try rebuild(in: w, verifier: verifier, cache: cache)
         } else {
             try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared)
             try w.put(Tables.meta, Keys.digest, digest.bytes)
@@ -81,9 +83,10 @@ extension Replica {
 
     /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
     /// rejects the change: its author was revoked and the revocation had not seen it.
-    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter) throws {
+    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter,
+                            prepared: PreparedChange? = nil) throws {
         var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
-        try applyLedger(of: change, version: version, in: w, digest: &digest)
+        try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared)
         try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 

@@ -197,7 +197,7 @@ extension Replica {
     /// Recomputes the merged state from the change log: membership first (so every revocation is
     /// known), then every change's ledger operations under the revocation rule. Used when a new
     /// revocation arrives; order-independent like everything else.
-    static func rebuild(in w: any KeyValueWriter, verifier: any SignatureVerifier) throws {
+    static func rebuild(in w: any KeyValueWriter, verifier: any SignatureVerifier, cache: PreparationCache? = nil) throws {
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
                        Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
@@ -208,8 +208,10 @@ extension Replica {
         }
         var digest = Digest256.zero
         var log: [(Change, [UInt8])] = []
+        var encodings: [[UInt8]] = []  // with a cache: the log's entries are the changes' encodings
         try w.scan(Tables.changes) { key, value in
             log.append((try decodeLogEntry(value), Array(key.suffix(8))))
+            if cache != nil { encodings.append(value) }
             return true
         }
         // The household's creation first, so every claim can be checked against it.
@@ -219,7 +221,9 @@ extension Replica {
             _ = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
         }
         try w.put(Tables.meta, Keys.digest, digest.bytes)
-        for (change, version) in log { try applyLedger(of: change, version: version, in: w) }
+        for (i, (change, version)) in log.enumerated() {
+            try applyLedger(of: change, version: version, in: w, prepared: cache?.prepared(change, encoded: encodings[i]))
+        }
     }
 
     static func decodeLogEntry(_ value: [UInt8]) throws -> Change {

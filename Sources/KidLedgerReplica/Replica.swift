@@ -103,7 +103,7 @@ public final class Replica {
                 sequence += 1
                 let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
                 let outcome = try Self.apply(change, prepared: preparationCache.map { $0.prepared(change) }, in: w, now: now,
-                                             verifier: verifier)
+                                             verifier: verifier, cache: preparationCache)
                 precondition(outcome == .applied, "a fresh local change must apply")
                 changes.append(change)
                 hlc = hlc.tickLocal(now: now)

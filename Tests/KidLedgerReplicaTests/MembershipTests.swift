@@ -121,6 +121,27 @@ struct MembershipTests {
         #expect(try r.verify().isIntact)
     }
 
+    @Test("a revocation's rebuild from the log gives the same state with a shared preparation cache")
+    func rebuildWithSharedPreparations() throws {
+        let spouseLater = [h.change(spouse, 2, millis: 6, [give(2, 200)]),
+                           h.change(spouse, 3, millis: 7, [give(3, 300), give(4, 400)])]
+        let revocation = h.change(owner, 3, millis: 8, [h.revoke(h.spouseKey, seen: [owner: 2, spouse: 2])])
+        let plain = try h.replica(100)
+        try plain.applyRemote(genesis() + spouseLater)
+        try plain.applyRemote([revocation])  // the rebuild
+        let cache = PreparationCache()
+        for seed in [UInt64(101), 102] {
+            let cached = try h.replica(seed)
+            cached.preparationCache = cache
+            try cached.applyRemote(genesis() + spouseLater)
+            try cached.applyRemote([revocation])
+            #expect(try cached.digest() == plain.digest())
+            #expect(try cached.balance(of: ava) == 300 && cached.membershipCounts().rejected == 1)
+            #expect(try cached.verify().isIntact)
+        }
+        #expect(cache.hits > 0)
+    }
+
     @Test func aSecondRevocationCanOnlyRejectMore() throws {
         let r = try h.replica(1)
         try r.applyRemote(genesis() + [h.change(spouse, 2, millis: 6, [give(2, 200)]),
