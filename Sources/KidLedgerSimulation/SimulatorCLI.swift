@@ -145,14 +145,14 @@ public enum SimulatorCLI {
         // seeds run side by side and their reports are printed in seed order.
         let list = Array(seeds)
         let results = SeedResults(count: list.count)
-        DispatchQueue.concurrentPerform(iterations: max(1, min(jobs, list.count))) { worker in
-            var index = worker
-            while index < list.count {
+        // Each worker takes the next seed not taken yet, so a worker that drew cheap seeds does not
+        // sit idle while another finishes a long stripe.
+        DispatchQueue.concurrentPerform(iterations: max(1, min(jobs, list.count))) { _ in
+            while let index = results.take() {
                 let seed = list[index]
                 let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
                 let (first, failures) = runTwice(seed, replicas: replicas, lmdb: lmdb, membership: membership)
                 results.set(index, SeedReport(seed: seed, lmdb: lmdb, result: first, failures: failures))
-                index += jobs
             }
         }
         var summary = FuzzSummary()
@@ -219,7 +219,15 @@ public enum SimulatorCLI {
     final class SeedResults: @unchecked Sendable {
         private let lock = NSLock()
         private var slots: [SeedReport?]
+        private var next = 0
         init(count: Int) { slots = Array(repeating: nil, count: count) }
+        /// The next index nobody has taken, or nil when all are.
+        func take() -> Int? {
+            lock.lock(); defer { lock.unlock() }
+            guard next < slots.count else { return nil }
+            next += 1
+            return next - 1
+        }
         func set(_ i: Int, _ r: SeedReport) { lock.lock(); slots[i] = r; lock.unlock() }
         func all() -> [SeedReport] { lock.lock(); defer { lock.unlock() }; return slots.compactMap { $0 } }
     }
