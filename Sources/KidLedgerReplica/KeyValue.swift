@@ -50,6 +50,16 @@ public protocol KeyValueReader {
 public enum MemoKey: Hashable, Sendable {
     /// Every child's record and registers, in key order, without totals.
     case childRows
+    /// The version vector.
+    case versionVector
+    /// Every child's totals.
+    case aggregates
+}
+
+/// A value kept by ``KeyValueReader/memo(_:tables:_:)`` (which keeps objects).
+final class Memo<Value> {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 /// Read and write access inside one write transaction of a ``KeyValueStore``.

@@ -382,16 +382,20 @@ extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
         try store.read { r in
-            var keys: [[UInt8]] = []
-            var result: [RecordID: Aggregate] = [:]
-            try r.scan(Tables.children) { key, _ in
-                result[try Keys.storedID(key)] = Aggregate()  // zero totals unless stored
-                keys.append(key)
-                return true
-            }
-            // The totals are keyed by child id, in the same order: one pass, joined on the id.
-            try Self.joinTotals(keys, r) { j, value in result[RecordID(bytes: keys[j])] = try Aggregate.decode(value) }
-            return result
+            try r.memo(.aggregates, tables: [Tables.children, Tables.aggregates]) { Memo(try Self.readAggregates(r)) }.value
         }
+    }
+
+    private static func readAggregates(_ r: any KeyValueReader) throws -> [RecordID: Aggregate] {
+        var keys: [[UInt8]] = []
+        var result: [RecordID: Aggregate] = [:]
+        try r.scan(Tables.children) { key, _ in
+            result[try Keys.storedID(key)] = Aggregate()  // zero totals unless stored
+            keys.append(key)
+            return true
+        }
+        // The totals are keyed by child id, in the same order: one pass, joined on the id.
+        try Self.joinTotals(keys, r) { j, value in result[RecordID(bytes: keys[j])] = try Aggregate.decode(value) }
+        return result
     }
 }

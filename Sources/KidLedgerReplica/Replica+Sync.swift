@@ -35,6 +35,10 @@ extension Replica {
     }
 
     static func versionVector(_ r: any KeyValueReader) throws -> VersionVector {
+        try r.memo(.versionVector, tables: [Tables.vector]) { Memo(try readVersionVector(r)) }.value
+    }
+
+    private static func readVersionVector(_ r: any KeyValueReader) throws -> VersionVector {
         var vector: VersionVector = [:]
         try r.scan(Tables.vector) { key, value in
             if let origin = Bytes.u64(key), let sequence = Bytes.u64(value) { vector[ReplicaID(origin)] = sequence }

@@ -128,6 +128,29 @@ struct MemoTests {
         #expect(try r.resolveChild("Ben").name == "Ben")
     }
 
+    @Test("a replica's version vector and totals follow local and received changes")
+    func vectorAndTotals() throws {
+        let a = try householdWithChildren(["Ava"], seed: 21)
+        let b = try makeReplica(seed: 22)
+        try b.applyRemote(try a.changeLog())
+        let ava = try a.resolveChild("Ava").id
+        #expect(try b.versionVector() == a.versionVector() && b.aggregates() == a.aggregates())
+        try a.post("Ava", signedCents: 250, note: "", source: "give")
+        #expect(try a.aggregates()[ava]?.sumCents == 250)
+        #expect(try b.aggregates()[ava]?.sumCents ?? 0 == 0)
+        #expect(try a.versionVector() != b.versionVector())
+        try b.applyRemote(try a.changeLog())
+        #expect(try b.versionVector() == a.versionVector())
+        #expect(try b.aggregates() == a.aggregates() && b.aggregates()[ava]?.count == 1)
+        // A batch that throws part-way leaves the kept values as they were.
+        let before = try b.versionVector()
+        var bad = try #require(try a.changeLog().last)
+        bad.sequence += 1
+        bad.operations = []
+        #expect(throws: LedgerError.self) { try b.applyRemote([bad]) }
+        #expect(try b.versionVector() == before && b.aggregates() == a.aggregates())
+    }
+
     @Test("id-prefix queries: dashes skipped, only ASCII hex digits")
     func hexDigits() {
         #expect(Replica.hexDigits("01a3-185c") == Array("01a3185c".utf8))
