@@ -47,8 +47,10 @@ extension Replica {
         let id = newID()
         try commitLocal { w, hlc in
             _ = try Self.requireHousehold(w)
-            let existing = try Self.children(w, includeArchived: true)
-            if existing.contains(where: { !$0.isArchived && $0.name.lowercased() == name.lowercased() }) {
+            // Names, flags and sort orders decide: the rows without their totals.
+            let existing = try Self.childRows(w)
+            let wanted = name.lowercased()
+            if existing.contains(where: { !$0.isArchived && Self.equalIgnoringCase($0.name, lowercased: wanted) }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
             let order = (existing.map(\.sortOrder).max() ?? -1) + 1
@@ -73,8 +75,10 @@ extension Replica {
             _ = try Self.requireHousehold(w)
             let child = try Self.resolveChild(query, w)
             if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
-            let others = try Self.children(w, includeArchived: false).filter { $0.id != child.id }
-            if others.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+            let wanted = name.lowercased()
+            if try Self.childRows(w).contains(where: {
+                !$0.isArchived && $0.id != child.id && Self.equalIgnoringCase($0.name, lowercased: wanted)
+            }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
             return ([.setField(entity: child.id, field: .childName, value: .text(name),
