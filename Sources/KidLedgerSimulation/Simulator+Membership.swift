@@ -20,7 +20,7 @@ extension Simulator {
     func recordLocalChanges(_ node: SimNode, before: VersionVector) throws -> Carrier? {
         guard let replica = node.replica else { return nil }
         let origin = replica.replicaID
-        let after = try replica.versionVector()
+        let after = try node.versionVector()
         let old = before[origin] ?? 0
         guard let new = after[origin], new > old else { return nil }
         var cover = after

@@ -8,7 +8,7 @@ extension Simulator {
     /// overflow, nothing to undo, …) are part of the story and are traced, not failures.
     func userOperation(_ node: SimNode) throws {
         guard faultsOn, let replica = node.replica, !node.isFrozen else { return }
-        let before = try replica.versionVector()
+        let before = try node.versionVector()
         if let memory = node.store as? MemoryStore, chance(50) {
             node.staleCopy = memory.clone()
             log("\(node.name) copies its files")
@@ -77,8 +77,8 @@ extension Simulator {
     /// Whether the replica has learnt that its own account is revoked (it then adds no children:
     /// `Replica.addChild` traps when the revocation rule rejects the change locally).
     func knowsItIsRevoked(_ node: SimNode) throws -> Bool {
-        guard faults["revocation", default: 0] > 0, let replica = node.replica else { return false }
-        return try replica.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
+        guard faults["revocation", default: 0] > 0, node.replica != nil else { return false }
+        return try node.listsItselfRevoked()
     }
 
     func acknowledge(_ ids: [RecordID], _ carrier: Carrier) {
