@@ -39,6 +39,13 @@ final class SimNode {
     /// The children a user operation picks from (``pickableChildren()``), with what they were
     /// read from: the store and its children and registers tables' write counts.
     private var childrenCache: (store: MemoryStore, children: UInt64, registers: UInt64, list: [PickableChild])?
+    /// How many children the running replica holds (archived ones included): the length of
+    /// ``pickableChildren()``, from the children table's entry count.
+    func childCount() throws -> Int {
+        guard let replica else { return 0 }
+        return try replica.store.read { try $0.count(Tables.children) }
+    }
+
     /// The running replica's version vector (``versionVector()``), with what it was read from:
     /// the store and its vector table's write count.
     private var vectorCache: (store: MemoryStore, vector: UInt64, value: VersionVector)?

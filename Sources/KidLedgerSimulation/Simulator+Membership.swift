@@ -185,8 +185,8 @@ extension Simulator {
         // The revocation rule on transactions: those only revoked members' changes beyond the cut
         // carried are absent everywhere; the others are checked as acknowledged transactions.
         // A carrier change that no replica holds any more was lost with a stale restore's files.
-        var held = Set<Change>()
-        for entry in logSets { held.formUnion(entry.set) }
+        var held = logSets.first?.set ?? []  // usually the only distinct log: no copy into an empty set
+        for entry in logSets.dropFirst() { held.formUnion(entry.set) }
         var rejected = Set<RecordID>()
         for id in acknowledgedOrder {
             let statuses = carriers[id, default: []].map { c -> Bool? in

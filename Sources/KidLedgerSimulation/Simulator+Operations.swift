@@ -18,8 +18,17 @@ extension Simulator {
         var pick = Int.random(in: 0..<max(1, weights.reduce(0, +)), using: &g)
         var kind = 0
         while kind < weights.count - 1 && pick >= weights[kind] { pick -= weights[kind]; kind += 1 }
-        let children = try node.pickableChildren()
-        let child = children.randomElement(using: &g)
+        // The child the operation is about: drawn as `children.randomElement(using:)` draws, from
+        // the number of children; the list itself is read only by the operations that use the
+        // child (rename, archive, give and take).
+        let childCount = try node.childCount()
+        let picked = childCount == 0 ? nil : Int.random(in: 0..<childCount, using: &g)
+        var child: PickableChild?
+        if let picked, (1...4).contains(kind) {
+            let children = try node.pickableChildren()
+            precondition(children.count == childCount, "\(node.name) lists \(children.count) of \(childCount) children")
+            child = children[picked]
+        }
         let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
         var made: [RecordID] = []

@@ -63,8 +63,9 @@ public final class Simulator {
     /// The drawn parameters (a scenario changes the network's loss and delay as it goes).
     public internal(set) var parameters: SimulationParameters
     let time = SimTime()
-    /// Every replica's signature verifier in this run; it remembers answers (``CachingVerifier``).
-    let verifier = CachingVerifier(SodiumVerifier())
+    /// Every replica's signature verifier in this run; it remembers answers, shared with the
+    /// other runs in the process (``CachingVerifier``).
+    let verifier = CachingVerifier.sodium()
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
