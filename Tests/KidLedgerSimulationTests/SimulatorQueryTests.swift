@@ -1,0 +1,114 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import Synchronization
+import Testing
+@testable import KidLedgerSimulation
+
+/// What the simulator computes more cheaply than it used to must equal what it used to compute:
+/// the per-node version vector, child count and "revoked" caches against fresh reads, the
+/// batched transaction lookup against one lookup per id, the reference model's union keys against
+/// the string they were built as, and the caching verifier against its base.
+@Suite("Simulator queries")
+struct SimulatorQueryTests {
+    /// Two replicas of one household, set up as a seed would (no events run).
+    func simulator() throws -> Simulator {
+        let sim = Simulator(parameters: SimulationParameters.draw(seed: 5, replicas: 2...2))
+        try sim.setUp()
+        return sim
+    }
+
+    func sync(_ from: SimNode, _ to: SimNode) throws {
+        try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
+    }
+
+    func expectFresh(_ node: SimNode) throws {
+        #expect(try node.versionVector() == node.replica!.versionVector())
+        #expect(try node.childCount() == node.replica!.children(includeArchived: true).count)
+        #expect(try node.childCount() == node.pickableChildren().count)
+        let revoked = try node.replica!.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
+        #expect(try node.listsItselfRevoked() == revoked)
+    }
+
+    @Test("version vector, child count and revocation follow local, remote and replaced stores")
+    func nodeQueriesFollowChanges() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        try expectFresh(a)
+        try expectFresh(b)
+        _ = try a.replica!.addChild(name: "Ava")
+        try expectFresh(a)
+        try sync(a, b)
+        try expectFresh(b)
+        let copy = (b.store as! MemoryStore).clone()
+        _ = try b.replica!.addChild(name: "Ben")
+        try expectFresh(b)
+        #expect(try !b.listsItselfRevoked())
+        // The owner revokes b; b learns it by sync.
+        try sim.revoke(1)
+        try expectFresh(a)
+        try sync(a, b)
+        try expectFresh(b)
+        #expect(try b.listsItselfRevoked())
+        // A restore from the stale copy: everything is read again.
+        b.crash()
+        b.store = copy.clone()
+        try b.boot(time: sim.time, seed: 5)
+        try expectFresh(b)
+        #expect(try !b.listsItselfRevoked())
+    }
+
+    @Test("containsTransactions answers containsTransaction for each id")
+    func batchedLookup() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        _ = try a.replica!.addChild(name: "Ava")
+        let held = try (0..<5).map { try a.replica!.post("Ava", signedCents: Int64($0 + 1), note: "", source: "give").transaction.id }
+        let ids = held + [RecordID(high: 1, low: 2), held[0], RecordID.zero]
+        for replica in [a.replica!, b.replica!] {
+            #expect(try replica.containsTransactions(ids) == ids.map { try replica.containsTransaction($0) })
+        }
+        #expect(try a.replica!.containsTransactions([]) == [])
+    }
+
+    @Test("reference model keys are the ORIGIN/SEQUENCE/VERSION strings")
+    func referenceKeys() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0]
+        _ = try a.replica!.addChild(name: "Ava")
+        _ = try a.replica!.post("Ava", signedCents: 7, note: "x", source: "give")
+        let changes = try a.replica!.changes(notCoveredBy: [:])
+        #expect(changes.count > 3)
+        for change in changes {
+            let version = SHA256.hash(RecordCodec.encode(change)).prefix(8).map { String($0, radix: 16) }.joined()
+            #expect(Simulator.referenceKey(change) == "\(change.origin.rawValue)/\(change.sequence)/\(version)")
+        }
+    }
+
+    /// A verifier that accepts signatures starting with 1 and counts its calls.
+    final class CountingVerifier: SignatureVerifier {
+        let calls = Mutex(0)
+        func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool {
+            calls.withLock { $0 += 1 }
+            return signature.first == 1
+        }
+    }
+
+    @Test("the caching verifier answers as its base, once per (signature, message, key)")
+    func cachingVerifier() {
+        let base = CountingVerifier()
+        let cache = CachingVerifier(base)
+        let good = [UInt8](repeating: 1, count: 64), bad = [UInt8](repeating: 2, count: 64)
+        #expect(cache.isValid(signature: good, message: [1], key: [9]))
+        #expect(!cache.isValid(signature: bad, message: [1], key: [9]))
+        #expect(cache.isValid(signature: good, message: [1], key: [9]))
+        #expect(base.calls.withLock { $0 } == 2)
+        // Same signature, another message or key: asked again.
+        #expect(cache.isValid(signature: good, message: [2], key: [9]))
+        #expect(cache.isValid(signature: good, message: [1], key: [8]))
+        #expect(base.calls.withLock { $0 } == 4)
+        // A cache of its own: another one asks its base again.
+        let other = CachingVerifier(base)
+        #expect(other.isValid(signature: good, message: [1], key: [9]))
+        #expect(base.calls.withLock { $0 } == 5)
+    }
+}
