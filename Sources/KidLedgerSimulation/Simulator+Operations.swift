@@ -29,7 +29,7 @@ extension Simulator {
             precondition(children.count == childCount, "\(node.name) lists \(children.count) of \(childCount) children")
             child = children[picked]
         }
-        let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
+        let target = child.map { $0.id.hexPrefix(12) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
         var made: [RecordID] = []
         let knowsRevoked = kind == 0 ? try knowsItIsRevoked(node) : false
@@ -42,35 +42,35 @@ extension Simulator {
                 log("\(node.name) add skipped: it knows it is revoked")
             case 0:
                 let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
-                log("\(node.name) add \(c.name) \(c.id.hex.prefix(8))")
+                log("\(node.name) add \(c.name) \(c.id.hexPrefix(8))")
                 childLabels[c.id] = "c\(childLabels.count + 1)"
                 record(node.index, .addChild(c.name, label: childLabels[c.id]))
             case 1:
                 let name = Self.names.randomElement(using: &g)!
                 let c = try replica.renameChild(target, to: name)
-                log("\(node.name) rename \(c.id.hex.prefix(8)) to \(name)")
+                log("\(node.name) rename \(c.id.hexPrefix(8)) to \(name)")
                 record(node.index, .rename("@" + label, name))
             case 2:
                 let archive = !(child?.isArchived ?? false)
                 let c = try replica.setArchived(target, archive)
-                log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hex.prefix(8))")
+                log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hexPrefix(8))")
                 record(node.index, archive ? .archive("@" + label) : .restore("@" + label))
             case 3, 4:
                 let p = try replica.post(target, signedCents: kind == 3 ? cents : -cents, note: "n\(events)", source: kind == 3 ? "give" : "take")
                 made = [p.transaction.id]
-                log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hex.prefix(8))")
+                log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hexPrefix(8))")
                 record(node.index, .post(child: "@" + label, cents: kind == 3 ? cents : -cents, note: "n\(events)"))
             case 5:
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
                 batches.append(ps.map(\.transaction.id))
-                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { String($0.transaction.id.hex.prefix(8)) }.joined(separator: ","))")
+                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { $0.transaction.id.hexPrefix(8) }.joined(separator: ","))")
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
             default:
                 let u = try replica.undo()
                 made = [u.undo.id]
-                log("\(node.name) undo \(u.original.id.hex.prefix(8)) by \(u.undo.id.hex.prefix(8))")
+                log("\(node.name) undo \(u.original.id.hexPrefix(8)) by \(u.undo.id.hexPrefix(8))")
                 record(node.index, .undo)
                 plantedBugCheck(undo: u.original.id, by: node)
             }

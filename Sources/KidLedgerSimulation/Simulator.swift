@@ -405,9 +405,9 @@ public final class Simulator {
         for other in others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
         mayBeLost.formUnion(lost)
         // Likewise the local changes (of any replica) that only these files held.
-        let currentLog = Set(try current.changes(notCoveredBy: [:]))
-        let staleLog = Set(try staleReplica.changes(notCoveredBy: [:]))
-        let otherLogs = try others.map { Set(try $0.changes(notCoveredBy: [:])) }
+        let currentLog = ChangeIndex(try current.changes(notCoveredBy: [:]))
+        let staleLog = ChangeIndex(try staleReplica.changes(notCoveredBy: [:]))
+        let otherLogs = try others.map { ChangeIndex(try $0.changes(notCoveredBy: [:])) }
         for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
             guard currentLog.contains(made.change), !staleLog.contains(made.change) else { continue }
             if otherLogs.allSatisfy({ !$0.contains(made.change) }) { lostChanges.insert(i) }

@@ -112,3 +112,16 @@ struct SimulatorQueryTests {
         #expect(base.calls.withLock { $0 } == 5)
     }
 }
+
+@Suite("Simulator short ids")
+struct SimulatorShortIDTests {
+    @Test("hexPrefix is the prefix of hex")
+    func hexPrefixMatchesHex() {
+        var g = SplitMix64(seed: 11)
+        let ids = [RecordID.zero, RecordID(high: .max, low: .max), RecordID(high: 0x0123_4567_89ab_cdef, low: 1)]
+            + (0..<50).map { _ in RecordID(high: g.next(), low: g.next()) }
+        for id in ids {
+            for n in [0, 1, 8, 12, 16] { #expect(id.hexPrefix(n) == String(id.hex.prefix(n))) }
+        }
+    }
+}
