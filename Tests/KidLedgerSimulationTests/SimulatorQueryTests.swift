@@ -62,12 +62,29 @@ struct SimulatorQueryTests {
         let sim = try simulator()
         let a = sim.nodes[0], b = sim.nodes[1]
         _ = try a.replica!.addChild(name: "Ava")
-        let held = try (0..<5).map { try a.replica!.post("Ava", signedCents: Int64($0 + 1), note: "", source: "give").transaction.id }
-        let ids = held + [RecordID(high: 1, low: 2), held[0], RecordID.zero]
-        for replica in [a.replica!, b.replica!] {
-            #expect(try replica.containsTransactions(ids) == ids.map { try replica.containsTransaction($0) })
+        _ = try a.replica!.addChild(name: "Ben")
+        _ = try a.replica!.addChild(name: "Cleo")
+        var held = try (0..<5).map { try a.replica!.post("Ava", signedCents: Int64($0 + 1), note: "", source: "give").transaction.id }
+        for i in 0..<12 {
+            held += try a.replica!.postAll(signedCents: Int64(i + 1), note: "", source: "give-all").map(\.transaction.id)
+        }
+        // Neighbours of held ids that are not held, ids far before and after every key, repeats.
+        let near = held.flatMap { [RecordID(high: $0.high, low: $0.low &+ 1), RecordID(high: $0.high, low: $0.low &- 1)] }
+        let far = [RecordID(high: 1, low: 2), RecordID.zero, RecordID(high: .max, low: .max)]
+        var g = SplitMix64(seed: 7)
+        let sets: [[RecordID]] = [
+            held, near, far, held + near + far, [held[0], held[0], held[3]], [held[2]], [near[1]],
+            (held + near + far).shuffled(using: &g), Array(held.prefix(9)).reversed(),
+        ]
+        try sync(a, b)
+        _ = try b.replica!.postAll(signedCents: 3, note: "", source: "give-all")
+        for ids in sets {
+            for replica in [a.replica!, b.replica!] {
+                #expect(try replica.containsTransactions(ids) == ids.map { try replica.containsTransaction($0) })
+            }
         }
         #expect(try a.replica!.containsTransactions([]) == [])
+        #expect(try sim.nodes[1].replica!.containsTransactions(held).allSatisfy { $0 })
     }
 
     @Test("reference model keys are the ORIGIN/SEQUENCE/VERSION strings")
