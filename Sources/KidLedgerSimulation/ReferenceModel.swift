@@ -44,9 +44,15 @@ enum ReferenceModel {
             return change.sequence > (cut[change.origin] ?? 0)
         }
 
+        // A register is (entity, field); values and transactions are encoded only to break a tie
+        // (the encoding is a function of the value, so encoding the kept one again is the same).
+        struct Register: Hashable {
+            let entity: RecordID
+            let field: UInt8
+        }
         var created = Set<RecordID>()
-        var registers: [String: (stamp: Stamp, bytes: [UInt8], value: FieldValue)] = [:]
-        var transactions: [RecordID: (bytes: [UInt8], t: LedgerTransaction)] = [:]
+        var registers: [Register: (stamp: Stamp, value: FieldValue)] = [:]
+        var transactions: [RecordID: LedgerTransaction] = [:]
         for change in changes where !rejected(change) {
             let stamp = Stamp(hlc: change.hlc, origin: change.origin)
             for op in change.operations {
@@ -54,18 +60,18 @@ enum ReferenceModel {
                 case .createChild(let c):
                     created.insert(c.id)
                 case .setField(let entity, let field, let value, _):
-                    let key = "\(entity)/\(field.rawValue)"
-                    let bytes = RecordCodec.encode(value)
+                    let key = Register(entity: entity, field: field.rawValue)
                     if let current = registers[key] {
-                        let newer = stamp != current.stamp ? stamp > current.stamp
-                                                           : current.bytes.lexicographicallyPrecedes(bytes)
+                        let newer = stamp != current.stamp
+                            ? stamp > current.stamp
+                            : RecordCodec.encode(current.value).lexicographicallyPrecedes(RecordCodec.encode(value))
                         if !newer { continue }
                     }
-                    registers[key] = (stamp, bytes, value)
+                    registers[key] = (stamp, value)
                 case .addTransaction(let t):
-                    let bytes = RecordCodec.encode(t)
-                    if let current = transactions[t.id], !bytes.lexicographicallyPrecedes(current.bytes) { continue }
-                    transactions[t.id] = (bytes, t)
+                    if let current = transactions[t.id],
+                       !RecordCodec.encode(t).lexicographicallyPrecedes(RecordCodec.encode(current)) { continue }
+                    transactions[t.id] = t
                 default:
                     break
                 }
@@ -74,18 +80,36 @@ enum ReferenceModel {
         var result: [RecordID: ChildState] = [:]
         for id in created {
             var state = ChildState(name: "(unnamed)", archived: false, balance: 0)
-            if case .text(let s)? = registers["\(id)/\(Field.childName.rawValue)"]?.value { state.name = s }
-            if case .flag(let b)? = registers["\(id)/\(Field.childArchived.rawValue)"]?.value { state.archived = b }
+            if case .text(let s)? = registers[Register(entity: id, field: Field.childName.rawValue)]?.value { state.name = s }
+            if case .flag(let b)? = registers[Register(entity: id, field: Field.childArchived.rawValue)]?.value { state.archived = b }
             result[id] = state
         }
-        for (_, entry) in transactions where result[entry.t.childID] != nil {
-            result[entry.t.childID]!.balance += Int128(entry.t.amountCents)
+        for (_, t) in transactions where result[t.childID] != nil {
+            result[t.childID]!.balance += Int128(t.amountCents)
         }
         return result
     }
 }
 
 extension Simulator {
+    /// A change's key in the union of the logs: "ORIGIN/SEQUENCE/VERSION" (decimal origin and
+    /// sequence), VERSION the first 8 bytes of the SHA-256 of its encoding, each byte in hex
+    /// without a leading zero (`String(byte, radix: 16)`), built as bytes.
+    static func referenceKey(_ change: Change) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        out.append(contentsOf: String(change.origin.rawValue).utf8)
+        out.append(UInt8(ascii: "/"))
+        out.append(contentsOf: String(change.sequence).utf8)
+        out.append(UInt8(ascii: "/"))
+        for b in SHA256.hash(RecordCodec.encode(change)).prefix(8) {
+            if b >= 16 { out.append(digits[Int(b >> 4)]) }
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Every replica's children must equal what the reference model computes from all changes.
     /// `logs` are the replicas' whole change logs, in the same order.
     func checkAgainstReferenceModel(_ replicas: [Replica], logs: [[Change]]) throws {
@@ -94,8 +118,7 @@ extension Simulator {
             // A log equal to an earlier one adds nothing to the union.
             if logs[..<i].contains(log) { continue }
             for change in log {
-                let version = SHA256.hash(RecordCodec.encode(change)).prefix(8).map { String($0, radix: 16) }.joined()
-                all["\(change.origin.rawValue)/\(change.sequence)/\(version)"] = change
+                all[Self.referenceKey(change)] = change
             }
         }
         let expected = ReferenceModel.expected(from: all.keys.sorted().map { all[$0]! })

@@ -41,6 +41,21 @@ final class SimNode {
     /// The children a user operation picks from (``pickableChildren()``), with what they were
     /// read from: the store and its children and registers tables' write counts.
     private var childrenCache: (store: MemoryStore, children: UInt64, registers: UInt64, list: [PickableChild])?
+    /// How many children the running replica holds (archived ones included): the length of
+    /// ``pickableChildren()``, from the children table's entry count.
+    func childCount() throws -> Int {
+        guard let replica else { return 0 }
+        return try replica.store.read { try $0.count(Tables.children) }
+    }
+
+    /// The running replica's version vector (``versionVector()``), with what it was read from:
+    /// the store and its vector table's write count.
+    private var vectorCache: (store: MemoryStore, vector: UInt64, value: VersionVector)?
+    /// Whether the replica lists its member account as revoked (``listsItselfRevoked()``), with
+    /// what it was read from: the store and the write counts of the tables `members()` reads.
+    private var revokedCache: (store: MemoryStore, stamps: [UInt64], revoked: Bool)?
+    /// The tables ``Replica/members()`` reads.
+    private static let memberTables = [Tables.households, Tables.grants, Tables.revocations, Tables.claims]
     /// The hash chain at the head of every origin (``heads()``), with what it was read from: the
     /// store and its vector and chains tables' write counts.
     private var headsCache: (store: MemoryStore, vector: UInt64, chains: UInt64, heads: [ReplicaID: [UInt8]])?
@@ -93,6 +108,35 @@ final class SimNode {
         return list
     }
 
+    /// `replica.versionVector()` of the running replica. It derives from the vector table only,
+    /// so for a ``MemoryStore`` it is re-read only when that table was written (or the store
+    /// replaced); LMDB stores read it every time.
+    func versionVector() throws -> VersionVector {
+        guard let replica else { return [:] }
+        guard let memory = replica.store as? MemoryStore else { return try replica.versionVector() }
+        let written = memory.writeCount(Tables.vector)
+        if let cache = vectorCache, cache.store === memory, cache.vector == written { return cache.value }
+        let vector = try replica.versionVector()
+        vectorCache = (memory, written, vector)
+        return vector
+    }
+
+    /// Whether `replica.members()` lists this device's member account as revoked. Derived from
+    /// the tables `members()` reads only, so for a ``MemoryStore`` it is re-read only when one of
+    /// them was written (or the store replaced).
+    func listsItselfRevoked() throws -> Bool {
+        guard let replica else { return false }
+        func read() throws -> Bool {
+            try replica.members().contains { $0.isRevoked && $0.key == member.publicKey.bytes }
+        }
+        guard let memory = replica.store as? MemoryStore else { return try read() }
+        let stamps = Self.memberTables.map { memory.writeCount($0) }
+        if let cache = revokedCache, cache.store === memory, cache.stamps == stamps { return cache.revoked }
+        let revoked = try read()
+        revokedCache = (memory, stamps, revoked)
+        return revoked
+    }
+
     /// The running replica's hash chains at its version vector (nil when down or unreadable):
     /// equal on two replicas exactly when they hold the same changes. Derived from the vector and
     /// chains tables only, so for a ``MemoryStore`` it is re-read only when one was written.
@@ -103,7 +147,7 @@ final class SimNode {
         if let memory, let cache = headsCache, cache.store === memory, cache.vector == vector, cache.chains == chains {
             return cache.heads
         }
-        guard let v = try? replica.versionVector(), let heads = try? replica.chains(at: v) else { return nil }
+        guard let v = try? versionVector(), let heads = try? replica.chains(at: v) else { return nil }
         if let memory, let vector, let chains { headsCache = (memory, vector, chains, heads) }
         return heads
     }

@@ -6,7 +6,8 @@ extension Simulator {
     /// replicas it touched (only batches not yet complete there: the set only grows, except by a
     /// restore from stale files, which resets the bookkeeping of that replica).
     ///
-    /// Only `containsTransaction` is asked, so for an in-memory store whose transactions table was
+    /// Only `containsTransaction` is asked (for all the batches looked at in one read:
+    /// `containsTransactions`), so for an in-memory store whose transactions table was
     /// not written since its last clean check, only batches made since then are looked at.
     func checkBatchesAtomic(_ only: [Int]? = nil) throws {
         for index in only ?? Array(nodes.indices) {
@@ -19,9 +20,24 @@ extension Simulator {
                 first = last.batches
             }
             let failuresBefore = failures.count
-            for (i, batch) in batches.enumerated().dropFirst(first) where !batchComplete[index].contains(i) {
+            // Every id of every batch looked at, asked in one read of the store.
+            var looked: [Int] = []
+            var ids: [RecordID] = []
+            for i in batches.indices.dropFirst(first) where !batchComplete[index].contains(i) {
+                looked.append(i)
+                ids.append(contentsOf: batches[i])
+            }
+            guard !looked.isEmpty else {
+                if let memory, let written { batchesChecked[index] = (memory, written, batches.count) }
+                continue
+            }
+            let held = try replica.containsTransactions(ids)
+            var at = 0
+            for i in looked {
+                let batch = batches[i]
                 var present = 0
-                for id in batch where try replica.containsTransaction(id) { present += 1 }
+                for k in at..<(at + batch.count) where held[k] { present += 1 }
+                at += batch.count
                 if present != 0 && present != batch.count {
                     failures.append("\(nodes[index].name) shows \(present) of \(batch.count) transactions of give-all batch \(i)")
                 }

@@ -20,7 +20,7 @@ extension Simulator {
     func recordLocalChanges(_ node: SimNode, before: VersionVector) throws -> Carrier? {
         guard let replica = node.replica else { return nil }
         let origin = replica.replicaID
-        let after = try replica.versionVector()
+        let after = try node.versionVector()
         let old = before[origin] ?? 0
         guard let new = after[origin], new > old else { return nil }
         var cover = after
@@ -161,10 +161,10 @@ extension Simulator {
         // No change a replica made is lost: every one is in its own log (a restore from a stale
         // copy excepted, for changes only the lost files held).
         // Converged replicas usually hold equal logs: each distinct log is made a set once.
-        var logSets: [(log: [Change], set: Set<Change>)] = []
-        func set(of log: [Change]) -> Set<Change> {
+        var logSets: [(log: [Change], set: ChangeIndex)] = []
+        func set(of log: [Change]) -> ChangeIndex {
             if let known = logSets.first(where: { $0.log == log }) { return known.set }
-            let made = Set(log)
+            let made = ChangeIndex(log)
             logSets.append((log, made))
             return made
         }
@@ -185,8 +185,8 @@ extension Simulator {
         // The revocation rule on transactions: those only revoked members' changes beyond the cut
         // carried are absent everywhere; the others are checked as acknowledged transactions.
         // A carrier change that no replica holds any more was lost with a stale restore's files.
-        var held = Set<Change>()
-        for entry in logSets { held.formUnion(entry.set) }
+        var held = logSets.first?.set ?? ChangeIndex()  // usually the only distinct log
+        for entry in logSets.dropFirst() { for change in entry.log { held.insert(change) } }
         var rejected = Set<RecordID>()
         for id in acknowledgedOrder {
             let statuses = carriers[id, default: []].map { c -> Bool? in

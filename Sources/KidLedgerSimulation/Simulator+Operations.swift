@@ -8,7 +8,7 @@ extension Simulator {
     /// overflow, nothing to undo, …) are part of the story and are traced, not failures.
     func userOperation(_ node: SimNode) throws {
         guard faultsOn, let replica = node.replica, !node.isFrozen else { return }
-        let before = try replica.versionVector()
+        let before = try node.versionVector()
         if let memory = node.store as? MemoryStore, chance(50) {
             node.staleCopy = memory.clone()
             log("\(node.name) copies its files")
@@ -18,9 +18,18 @@ extension Simulator {
         var pick = Int.random(in: 0..<max(1, weights.reduce(0, +)), using: &g)
         var kind = 0
         while kind < weights.count - 1 && pick >= weights[kind] { pick -= weights[kind]; kind += 1 }
-        let children = try node.pickableChildren()
-        let child = children.randomElement(using: &g)
-        let target = child.map { String($0.id.hex.prefix(12)) } ?? "nobody"
+        // The child the operation is about: drawn as `children.randomElement(using:)` draws, from
+        // the number of children; the list itself is read only by the operations that use the
+        // child (rename, archive, give and take).
+        let childCount = try node.childCount()
+        let picked = childCount == 0 ? nil : Int.random(in: 0..<childCount, using: &g)
+        var child: PickableChild?
+        if let picked, (1...4).contains(kind) {
+            let children = try node.pickableChildren()
+            precondition(children.count == childCount, "\(node.name) lists \(children.count) of \(childCount) children")
+            child = children[picked]
+        }
+        let target = child.map { $0.id.hexPrefix(12) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
         var made: [RecordID] = []
         let knowsRevoked = kind == 0 ? try knowsItIsRevoked(node) : false
@@ -33,35 +42,35 @@ extension Simulator {
                 log("\(node.name) add skipped: it knows it is revoked")
             case 0:
                 let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
-                log("\(node.name) add \(c.name) \(c.id.hex.prefix(8))")
+                log("\(node.name) add \(c.name) \(c.id.hexPrefix(8))")
                 childLabels[c.id] = "c\(childLabels.count + 1)"
                 record(node.index, .addChild(c.name, label: childLabels[c.id]))
             case 1:
                 let name = Self.names.randomElement(using: &g)!
                 let c = try replica.renameChild(target, to: name)
-                log("\(node.name) rename \(c.id.hex.prefix(8)) to \(name)")
+                log("\(node.name) rename \(c.id.hexPrefix(8)) to \(name)")
                 record(node.index, .rename("@" + label, name))
             case 2:
                 let archive = !(child?.isArchived ?? false)
                 let c = try replica.setArchived(target, archive)
-                log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hex.prefix(8))")
+                log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hexPrefix(8))")
                 record(node.index, archive ? .archive("@" + label) : .restore("@" + label))
             case 3, 4:
                 let p = try replica.post(target, signedCents: kind == 3 ? cents : -cents, note: "n\(events)", source: kind == 3 ? "give" : "take")
                 made = [p.transaction.id]
-                log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hex.prefix(8))")
+                log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hexPrefix(8))")
                 record(node.index, .post(child: "@" + label, cents: kind == 3 ? cents : -cents, note: "n\(events)"))
             case 5:
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
                 batches.append(ps.map(\.transaction.id))
-                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { String($0.transaction.id.hex.prefix(8)) }.joined(separator: ","))")
+                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { $0.transaction.id.hexPrefix(8) }.joined(separator: ","))")
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
             default:
                 let u = try replica.undo()
                 made = [u.undo.id]
-                log("\(node.name) undo \(u.original.id.hex.prefix(8)) by \(u.undo.id.hex.prefix(8))")
+                log("\(node.name) undo \(u.original.id.hexPrefix(8)) by \(u.undo.id.hexPrefix(8))")
                 record(node.index, .undo)
                 plantedBugCheck(undo: u.original.id, by: node)
             }
@@ -77,8 +86,8 @@ extension Simulator {
     /// Whether the replica has learnt that its own account is revoked (it then adds no children:
     /// `Replica.addChild` traps when the revocation rule rejects the change locally).
     func knowsItIsRevoked(_ node: SimNode) throws -> Bool {
-        guard faults["revocation", default: 0] > 0, let replica = node.replica else { return false }
-        return try replica.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
+        guard faults["revocation", default: 0] > 0, node.replica != nil else { return false }
+        return try node.listsItselfRevoked()
     }
 
     func acknowledge(_ ids: [RecordID], _ carrier: Carrier) {

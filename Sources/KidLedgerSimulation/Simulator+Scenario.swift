@@ -157,7 +157,7 @@ extension Simulator {
     func scriptedOperation(_ node: SimNode, _ action: Scenario.Action) throws -> String {
         guard let replica = node.replica else { return "refused: \(node.name) is down" }
         guard !node.isFrozen else { return "refused: attention required (switched to another account)" }
-        let before = try replica.versionVector()
+        let before = try node.versionVector()
         var made: [RecordID] = []
         var outcome = ""
         /// A child as the replica's resolver takes it; `@LABEL` is the child that step added.
@@ -250,7 +250,7 @@ extension Simulator {
 
     /// Opens a sync session from `a` to `b` now (as a gossip tick would).
     func openSession(_ a: Int, _ b: Int) throws -> String {
-        if connections.values.contains(where: { Set($0.ends) == Set([a, b]) }) { return "already syncing" }
+        if connections.values.contains(where: { $0.joins(a, b) }) { return "already syncing" }
         guard nodes[a].isUp, nodes[b].isUp else { return "unreachable: a replica is down" }
         guard canTalk(a, b) else { return "unreachable: partitioned" }
         guard !nodes[a].isFrozen, !nodes[b].isFrozen else { return "refused: an account is switched" }

@@ -63,8 +63,9 @@ public final class Simulator {
     /// The drawn parameters (a scenario changes the network's loss and delay as it goes).
     public internal(set) var parameters: SimulationParameters
     let time = SimTime()
-    /// Every replica's signature verifier in this run; it remembers answers (``CachingVerifier``).
-    let verifier = CachingVerifier(SodiumVerifier())
+    /// Every replica's signature verifier in this run; it remembers answers, shared with the
+    /// other runs in the process (``CachingVerifier``).
+    let verifier = CachingVerifier.sodium()
     /// Every replica's prepared changes in this run (``PreparationCache``): each change reaches
     /// every replica, and is hashed once. The final checks' fresh replica does without, so the
     /// equivalence check recomputes every hash.
@@ -84,6 +85,8 @@ public final class Simulator {
     var keepTrace: Bool
     var trace: [String] = []
     var traceHasher = SHA256Hasher()
+    /// ``log(_:)``'s line bytes (kept to reuse its storage).
+    var logBytes: [UInt8] = []
     var faults: [String: Int] = [:]
     /// The trace hash at the end of the event loop (empty until then).
     var loopTraceHash = ""
@@ -324,11 +327,22 @@ public final class Simulator {
 
     func count(_ fault: String) { faults[fault, default: 0] += 1 }
 
+    /// Hashes the trace line `t=MILLIS LINE` and a newline (and keeps it, when asked). The line's
+    /// bytes are gathered in one reused buffer: no string is built unless it is kept.
     func log(_ line: String) {
-        let text = "t=\(time.millis - startMillis) \(line)\n"
-        traceHasher.update(Array(text.utf8))
-        if keepTrace { trace.append(String(text.dropLast())) }
-        scenario?.engineLine(String(text.dropLast()))
+        let millis = time.millis - startMillis
+        logBytes.removeAll(keepingCapacity: true)
+        logBytes.append(UInt8(ascii: "t"))
+        logBytes.append(UInt8(ascii: "="))
+        logBytes.append(contentsOf: String(millis).utf8)
+        logBytes.append(UInt8(ascii: " "))
+        logBytes.append(contentsOf: line.utf8)
+        logBytes.append(UInt8(ascii: "\n"))
+        traceHasher.update(logBytes)
+        guard keepTrace || scenario != nil else { return }
+        let text = "t=\(millis) \(line)"
+        if keepTrace { trace.append(text) }
+        scenario?.engineLine(text)
     }
 
     /// The replica stops (only committed state survives) and its connections drop; a drawn crash
@@ -385,14 +399,20 @@ public final class Simulator {
         let current = try reader(node.store)
         let staleReplica = try reader(stale.clone())
         let others = try nodes.filter { $0.index != node.index }.map { try reader($0.store) }
-        for id in acknowledgedOrder where !mayBeLost.contains(id) {
-            guard try current.containsTransaction(id), !(try staleReplica.containsTransaction(id)) else { continue }
-            if try others.allSatisfy({ !(try $0.containsTransaction(id)) }) { mayBeLost.insert(id) }
+        // Held by the current files, not by the stale copy, and by no other replica: each store
+        // is asked about all the remaining candidates in one read.
+        func notHeld(by replica: Replica, _ ids: [RecordID]) throws -> [RecordID] {
+            zip(ids, try replica.containsTransactions(ids)).filter { !$0.1 }.map(\.0)
         }
+        let candidates = acknowledgedOrder.filter { !mayBeLost.contains($0) }
+        var lost = zip(candidates, try current.containsTransactions(candidates)).filter(\.1).map(\.0)
+        lost = try notHeld(by: staleReplica, lost)
+        for other in others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
+        mayBeLost.formUnion(lost)
         // Likewise the local changes (of any replica) that only these files held.
-        let currentLog = Set(try current.changes(notCoveredBy: [:]))
-        let staleLog = Set(try staleReplica.changes(notCoveredBy: [:]))
-        let otherLogs = try others.map { Set(try $0.changes(notCoveredBy: [:])) }
+        let currentLog = ChangeIndex(try current.changes(notCoveredBy: [:]))
+        let staleLog = ChangeIndex(try staleReplica.changes(notCoveredBy: [:]))
+        let otherLogs = try others.map { ChangeIndex(try $0.changes(notCoveredBy: [:])) }
         for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
             guard currentLog.contains(made.change), !staleLog.contains(made.change) else { continue }
             if otherLogs.allSatisfy({ !$0.contains(made.change) }) { lostChanges.insert(i) }

@@ -1,0 +1,144 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import Synchronization
+import Testing
+@testable import KidLedgerSimulation
+
+/// What the simulator computes more cheaply than it used to must equal what it used to compute:
+/// the per-node version vector, child count and "revoked" caches against fresh reads, the
+/// batched transaction lookup against one lookup per id, the reference model's union keys against
+/// the string they were built as, and the caching verifier against its base.
+@Suite("Simulator queries")
+struct SimulatorQueryTests {
+    /// Two replicas of one household, set up as a seed would (no events run).
+    func simulator() throws -> Simulator {
+        let sim = Simulator(parameters: SimulationParameters.draw(seed: 5, replicas: 2...2))
+        try sim.setUp()
+        return sim
+    }
+
+    func sync(_ from: SimNode, _ to: SimNode) throws {
+        try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
+    }
+
+    func expectFresh(_ node: SimNode) throws {
+        #expect(try node.versionVector() == node.replica!.versionVector())
+        #expect(try node.childCount() == node.replica!.children(includeArchived: true).count)
+        #expect(try node.childCount() == node.pickableChildren().count)
+        let revoked = try node.replica!.members().contains { $0.isRevoked && $0.key == node.member.publicKey.bytes }
+        #expect(try node.listsItselfRevoked() == revoked)
+    }
+
+    @Test("version vector, child count and revocation follow local, remote and replaced stores")
+    func nodeQueriesFollowChanges() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        try expectFresh(a)
+        try expectFresh(b)
+        _ = try a.replica!.addChild(name: "Ava")
+        try expectFresh(a)
+        try sync(a, b)
+        try expectFresh(b)
+        let copy = (b.store as! MemoryStore).clone()
+        _ = try b.replica!.addChild(name: "Ben")
+        try expectFresh(b)
+        #expect(try !b.listsItselfRevoked())
+        // The owner revokes b; b learns it by sync.
+        try sim.revoke(1)
+        try expectFresh(a)
+        try sync(a, b)
+        try expectFresh(b)
+        #expect(try b.listsItselfRevoked())
+        // A restore from the stale copy: everything is read again.
+        b.crash()
+        b.store = copy.clone()
+        try b.boot(time: sim.time, seed: 5)
+        try expectFresh(b)
+        #expect(try !b.listsItselfRevoked())
+    }
+
+    @Test("containsTransactions answers containsTransaction for each id")
+    func batchedLookup() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        _ = try a.replica!.addChild(name: "Ava")
+        _ = try a.replica!.addChild(name: "Ben")
+        _ = try a.replica!.addChild(name: "Cleo")
+        var held = try (0..<5).map { try a.replica!.post("Ava", signedCents: Int64($0 + 1), note: "", source: "give").transaction.id }
+        for i in 0..<12 {
+            held += try a.replica!.postAll(signedCents: Int64(i + 1), note: "", source: "give-all").map(\.transaction.id)
+        }
+        // Neighbours of held ids that are not held, ids far before and after every key, repeats.
+        let near = held.flatMap { [RecordID(high: $0.high, low: $0.low &+ 1), RecordID(high: $0.high, low: $0.low &- 1)] }
+        let far = [RecordID(high: 1, low: 2), RecordID.zero, RecordID(high: .max, low: .max)]
+        var g = SplitMix64(seed: 7)
+        let sets: [[RecordID]] = [
+            held, near, far, held + near + far, [held[0], held[0], held[3]], [held[2]], [near[1]],
+            (held + near + far).shuffled(using: &g), Array(held.prefix(9)).reversed(),
+        ]
+        try sync(a, b)
+        _ = try b.replica!.postAll(signedCents: 3, note: "", source: "give-all")
+        for ids in sets {
+            for replica in [a.replica!, b.replica!] {
+                #expect(try replica.containsTransactions(ids) == ids.map { try replica.containsTransaction($0) })
+            }
+        }
+        #expect(try a.replica!.containsTransactions([]) == [])
+        #expect(try sim.nodes[1].replica!.containsTransactions(held).allSatisfy { $0 })
+    }
+
+    @Test("reference model keys are the ORIGIN/SEQUENCE/VERSION strings")
+    func referenceKeys() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0]
+        _ = try a.replica!.addChild(name: "Ava")
+        _ = try a.replica!.post("Ava", signedCents: 7, note: "x", source: "give")
+        let changes = try a.replica!.changes(notCoveredBy: [:])
+        #expect(changes.count > 3)
+        for change in changes {
+            let version = SHA256.hash(RecordCodec.encode(change)).prefix(8).map { String($0, radix: 16) }.joined()
+            #expect(Simulator.referenceKey(change) == "\(change.origin.rawValue)/\(change.sequence)/\(version)")
+        }
+    }
+
+    /// A verifier that accepts signatures starting with 1 and counts its calls.
+    final class CountingVerifier: SignatureVerifier {
+        let calls = Mutex(0)
+        func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool {
+            calls.withLock { $0 += 1 }
+            return signature.first == 1
+        }
+    }
+
+    @Test("the caching verifier answers as its base, once per (signature, message, key)")
+    func cachingVerifier() {
+        let base = CountingVerifier()
+        let cache = CachingVerifier(base)
+        let good = [UInt8](repeating: 1, count: 64), bad = [UInt8](repeating: 2, count: 64)
+        #expect(cache.isValid(signature: good, message: [1], key: [9]))
+        #expect(!cache.isValid(signature: bad, message: [1], key: [9]))
+        #expect(cache.isValid(signature: good, message: [1], key: [9]))
+        #expect(base.calls.withLock { $0 } == 2)
+        // Same signature, another message or key: asked again.
+        #expect(cache.isValid(signature: good, message: [2], key: [9]))
+        #expect(cache.isValid(signature: good, message: [1], key: [8]))
+        #expect(base.calls.withLock { $0 } == 4)
+        // A cache of its own: another one asks its base again.
+        let other = CachingVerifier(base)
+        #expect(other.isValid(signature: good, message: [1], key: [9]))
+        #expect(base.calls.withLock { $0 } == 5)
+    }
+}
+
+@Suite("Simulator short ids")
+struct SimulatorShortIDTests {
+    @Test("hexPrefix is the prefix of hex")
+    func hexPrefixMatchesHex() {
+        var g = SplitMix64(seed: 11)
+        let ids = [RecordID.zero, RecordID(high: .max, low: .max), RecordID(high: 0x0123_4567_89ab_cdef, low: 1)]
+            + (0..<50).map { _ in RecordID(high: g.next(), low: g.next()) }
+        for id in ids {
+            for n in [0, 1, 8, 12, 16] { #expect(id.hexPrefix(n) == String(id.hex.prefix(n))) }
+        }
+    }
+}
