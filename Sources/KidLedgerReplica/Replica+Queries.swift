@@ -113,6 +113,8 @@ extension Replica {
     final class ChildRows {
         let rows: [ChildSummary]
         let keys: [[UInt8]]
+        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once per kept value.
+        private(set) lazy var order: [Int] = rows.indices.sorted { Replica.listOrder(rows[$0], rows[$1]) }
         init(_ rows: [ChildSummary], _ keys: [[UInt8]]) { self.rows = rows; self.keys = keys }
     }
 
@@ -168,6 +170,15 @@ extension Replica {
         try store.read { r in try Self.children(r, includeArchived: includeArchived) }
     }
 
+    /// What ``children(includeArchived:)`` lists with archived children, in the same order, but
+    /// without reading the totals (every balance and count is zero): names, flags and order only.
+    public func childrenWithoutTotals() throws -> [ChildSummary] {
+        try store.read { r in
+            let stored = try Self.childRowsAndKeys(r)
+            return stored.order.map { stored.rows[$0] }
+        }
+    }
+
     /// Walks the stored totals of the children whose keys are `keys` (ascending) in one pass over
     /// the totals table, calling `body` with the index in `keys` and the raw totals of each child
     /// that has an entry.
@@ -199,7 +210,7 @@ extension Replica {
             rows[j].balanceCents = aggregate.sumCents
             rows[j].transactionCount = aggregate.count
         }
-        return rows.filter { includeArchived || !$0.isArchived }.sorted(by: listOrder)
+        return stored.order.compactMap { includeArchived || !rows[$0].isArchived ? rows[$0] : nil }
     }
 
     /// Finds a child by name (case-insensitive) or by id prefix (at least 4 hex digits).

@@ -90,20 +90,21 @@ final class SimNode {
         replica?.claimSigner = { household, origin in identity.claim(origin: origin, household: household) }
     }
 
-    /// What `replica.children(includeArchived: true)` lists (in its order), as much of it as a
+    /// What `replica.children(includeArchived: true)` lists (in its order; read through
+    /// `childrenWithoutTotals`, the same list without the totals), as much of it as a
     /// drawn user operation uses. The list derives from the children and registers tables only,
     /// so for a ``MemoryStore`` it is kept and read again only when one of their write counts
     /// moved or the store was replaced (a restore from stale files); LMDB stores read it every time.
     func pickableChildren() throws -> [PickableChild] {
         guard let replica else { return [] }
         guard let memory = store as? MemoryStore else {
-            return try replica.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+            return try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
         }
         let children = memory.writeCount(Tables.children), registers = memory.writeCount(Tables.registers)
         if let cache = childrenCache, cache.store === memory, cache.children == children, cache.registers == registers {
             return cache.list
         }
-        let list = try replica.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+        let list = try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
         childrenCache = (memory, children, registers, list)
         return list
     }

@@ -151,6 +151,22 @@ struct MemoTests {
         #expect(try b.versionVector() == before && b.aggregates() == a.aggregates())
     }
 
+    @Test("the list without totals is the full list, same order, totals zeroed")
+    func listWithoutTotals() throws {
+        let r = try householdWithChildren(["Cleo", "ava", "Ben", "Dan"], seed: 31)
+        try r.post("Ben", signedCents: 700, note: "", source: "give")
+        _ = try r.setArchived("Dan", true)
+        _ = try r.renameChild("Cleo", to: "Aaron")
+        for _ in 0..<2 {  // computed, then kept
+            let full = try r.children(includeArchived: true)
+            let bare = try r.childrenWithoutTotals()
+            #expect(bare.map(\.id) == full.map(\.id))
+            #expect(bare == full.map { var c = $0; c.balanceCents = 0; c.transactionCount = 0; return c })
+            #expect(try r.children().map(\.name) == full.filter { !$0.isArchived }.map(\.name))
+        }
+        #expect(try r.children().first { $0.name == "Ben" }?.balanceCents == 700)
+    }
+
     @Test("id-prefix queries: dashes skipped, only ASCII hex digits")
     func hexDigits() {
         #expect(Replica.hexDigits("01a3-185c") == Array("01a3185c".utf8))
