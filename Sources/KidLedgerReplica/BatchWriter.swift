@@ -15,6 +15,8 @@ import KidLedgerDomain
 /// sees them. The caller must call ``flush()`` before the transaction commits.
 final class BatchWriter: KeyValueWriter {
     private let base: any KeyValueWriter
+    // Used by one thread, and no access to its tables outlives the call that makes it: the
+    // run-time exclusivity checks of these properties are left out (they cost several percent).
 
     /// A byte-string key hashed a buffer at a time (an array's own `hash(into:)` feeds the hasher
     /// one byte per call, which cost more than the lookup itself).
@@ -70,17 +72,17 @@ final class BatchWriter: KeyValueWriter {
     }
 
     /// The write-back byte tables, by slot (see ``slot(_:)``).
-    private var entries: [SlotMap] = [SlotMap(), SlotMap(), SlotMap()]
+    @exclusivity(unchecked) private var entries: [SlotMap] = [SlotMap(), SlotMap(), SlotMap()]
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
-    private var aggregates: [RecordID: Cached<Aggregate>] = [:]
+    @exclusivity(unchecked) private var aggregates: [RecordID: Cached<Aggregate>] = [:]
     /// Child records read or written in this batch (nil: absent).
-    private var children: [RecordID: [UInt8]?] = [:]
+    @exclusivity(unchecked) private var children: [RecordID: [UInt8]?] = [:]
     /// The newest chain link written for each origin in this batch: (sequence, link).
-    private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    @exclusivity(unchecked) private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
     /// Revocation horizons of the member who claimed each origin, computed in this batch; emptied
     /// when a claim or a revocation is written.
-    private var horizons: [UInt64: [ReplicaID: UInt64]?] = [:]
+    @exclusivity(unchecked) private var horizons: [UInt64: [ReplicaID: UInt64]?] = [:]
 
     /// The name hashes of the tables it treats specially, read once (a static read costs a
     /// once-check per access). Every table of `Tables.all` has a distinct name hash

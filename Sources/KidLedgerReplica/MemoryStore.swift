@@ -3,11 +3,13 @@
 /// so a throwing body leaves nothing behind. Single-threaded: the simulator has no threads.
 public final class MemoryStore: KeyValueStore {
     final class SortedTable {
-        var keys: [[UInt8]] = []
-        var values: [[UInt8]] = []
+        // The store is single-threaded and no access to these outlives the call that makes it,
+        // so the run-time exclusivity checks (a few percent of a simulation) are left out.
+        @exclusivity(unchecked) var keys: [[UInt8]] = []
+        @exclusivity(unchecked) var values: [[UInt8]] = []
         /// The store's stamp of the last put or delete (undone ones included), 0 before any: see
         /// ``MemoryStore/writeCount(_:)``.
-        var writes: UInt64 = 0
+        @exclusivity(unchecked) var writes: UInt64 = 0
 
         func copy() -> SortedTable {
             let t = SortedTable()
@@ -49,11 +51,11 @@ public final class MemoryStore: KeyValueStore {
         }
     }
 
-    private var committed = Snapshot()
+    @exclusivity(unchecked) private var committed = Snapshot()
     /// The last stamp handed to a write: every put and delete (and every undo of one) takes the
     /// next, so a table's stamp names one state of one table object for the store's lifetime,
     /// even across tables created by a transaction that was then undone.
-    private var stamp: UInt64 = 0
+    @exclusivity(unchecked) private var stamp: UInt64 = 0
     /// ``KeyValueReader/memo(_:tables:_:)``'s values, with the stamps of their tables.
     private var memos: [MemoKey: (stamps: [UInt64], value: AnyObject)] = [:]
 
@@ -124,9 +126,9 @@ public final class MemoryStore: KeyValueStore {
     }
 
     final class Transaction: KeyValueWriter {
-        var snapshot: Snapshot
+        @exclusivity(unchecked) var snapshot: Snapshot
         /// (table, key, previous value) for every write, to undo on a throw.
-        var undo: [(Table, [UInt8], [UInt8]?)] = []
+        @exclusivity(unchecked) var undo: [(Table, [UInt8], [UInt8]?)] = []
         let writable: Bool
         unowned let store: MemoryStore
 
