@@ -18,6 +18,11 @@ final class LMDBTransaction: KeyValueWriter {
 
     /// The environment's map (start, end): a key or value that starts inside it must end inside it.
     private let map: (start: UInt, end: UInt)
+    /// Per table written in this transaction: its greatest key (nil: the table was empty), read
+    /// at the first put. A put of a greater key appends (`MDB_APPEND`: no search down the tree,
+    /// and a full page is split at its end, so pages filled in key order stay full). A delete may
+    /// leave this greater than the true last key; that only makes a few puts plain ones.
+    private var lastKeys: [MDB_dbi: [UInt8]?] = [:]
 
     init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
         self.map = map
@@ -226,8 +231,34 @@ final class LMDBTransaction: KeyValueWriter {
         guard (1...maxKeySize).contains(key.count) else {
             throw LMDBError.badValueSize  // Checked here so the transaction stays usable.
         }
-        let rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, 0) } }
+        let last: [UInt8]?
+        if let known = lastKeys[dbi] {
+            last = known
+        } else {
+            last = try lastKey(txn, dbi)
+        }
+        var append = true
+        if let last { append = KeyBytes.compare(key, last) > 0 }
+        var rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0) } }
+        if rc == MDB_KEYEXIST && append {
+            // Not the greatest key after all (cannot happen while this transaction is the only
+            // writer, but costs nothing to handle): a plain put, and read the last key again.
+            rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, 0) } }
+            try call(rc)
+            lastKeys[dbi] = try lastKey(txn, dbi)
+            return
+        }
         try call(rc)
+        lastKeys[dbi] = append ? key : last
+    }
+
+    /// The greatest key of a table, or nil when it is empty.
+    private func lastKey(_ txn: OpaquePointer, _ dbi: MDB_dbi) throws(LMDBError) -> [UInt8]? {
+        var cursor: OpaquePointer?
+        try call(mdb_cursor_open(txn, dbi, &cursor))
+        guard let cursor else { throw .badTxn }
+        defer { mdb_cursor_close(cursor) }
+        return try move(cursor, MDB_LAST)?.key
     }
 
     func delete(_ table: Table, _ key: [UInt8]) throws {

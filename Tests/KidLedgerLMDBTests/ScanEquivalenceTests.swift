@@ -153,3 +153,51 @@ struct ScanEquivalenceTests {
         }
     }
 }
+
+/// Puts in key order append (`MDB_APPEND`); the store must hold exactly what plain puts would,
+/// also when a delete or an overwrite leaves the transaction's idea of the last key stale.
+@Suite("LMDB appends in key order")
+struct AppendTests {
+    @Test(arguments: [5, 77, 901] as [UInt64])
+    func appendsMatchMemoryStore(seed: UInt64) throws {
+        try withTemporaryDirectory { dir throws in
+            var rng = SplitMix64(seed: seed)
+            let lmdb = try LMDBEnvironment(directory: dir.path, tables: [tableA])
+            let memory = MemoryStore()
+            func key(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n.bigEndian) { Array($0) } }
+            var next: UInt64 = 1_000
+            for _ in 0..<8 {
+                // Mostly ascending keys (appends), with overwrites, deletes of the last key,
+                // keys below the last and a key between the true last and a deleted one.
+                var ops: [(key: [UInt8], value: [UInt8]?)] = []
+                for _ in 0..<400 {
+                    switch Int.random(in: 0..<10, using: &rng) {
+                    case 0: ops.append((key(next &- 1), [1]))                                  // overwrite the last
+                    case 1: ops.append((key(next &- 1), nil)); ops.append((key(next &- 2), [2]))  // delete it, put below
+                    case 2: ops.append((key(UInt64.random(in: 0..<next, using: &rng)), [3]))  // anywhere below
+                    case 3: ops.append((key(next &- 1), nil)); ops.append((key(next &- 1) + [0], [4]))  // between
+                    default:
+                        next += UInt64.random(in: 1...3, using: &rng)
+                        ops.append((key(next), [UInt8](repeating: 5, count: Int.random(in: 0...300, using: &rng))))
+                    }
+                }
+                for store in [lmdb, memory] as [any KeyValueStore] {
+                    try store.write { w in
+                        for op in ops {
+                            if let value = op.value { try w.put(tableA, op.key, value) } else { try w.delete(tableA, op.key) }
+                        }
+                    }
+                }
+                let all = { (store: any KeyValueStore) in
+                    try store.read { r in
+                        var entries: [[UInt8]] = []
+                        try r.scan(tableA) { k, v in entries.append(k); entries.append(v); return true }
+                        return entries
+                    }
+                }
+                #expect(try all(lmdb) == all(memory))
+            }
+            #expect(try lmdb.read { try $0.count(tableA) } > 1_000)
+        }
+    }
+}
