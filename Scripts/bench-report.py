@@ -217,7 +217,7 @@ def render(meta, t, sizes):
     if sim:
         out.append("")
         out.append(f"Simulator, standard fuzz mix (`kidledger-sim fuzz --seeds {sim['seeds']} --jobs {meta['cpus']}`, each seed run twice "
-                   f"for the determinism check): {sim['wallSeconds']:.1f} s wall, {sim['seedsPerMinute']:.0f} seeds per minute, "
+                   f"for the determinism check, the second time without the final checks when the first passed): {sim['wallSeconds']:.1f} s wall, {sim['seedsPerMinute']:.0f} seeds per minute, "
                    f"{sim['eventsPerSecond']} simulated events per second, simulated time {sim['virtualToWall']}x wall time; "
                    f"{sim['failures']} failing seeds (exit {sim['exitStatus']}).")
     out.append("")
