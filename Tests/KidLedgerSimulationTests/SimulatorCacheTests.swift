@@ -9,12 +9,7 @@ import Testing
 /// back (remote changes, a replaced store) and compare with a fresh read each time.
 @Suite("Simulator caches")
 struct SimulatorCacheTests {
-    /// Two replicas of one household, set up as a seed would (no events run).
-    func simulator() throws -> Simulator {
-        let sim = Simulator(parameters: SimulationParameters.draw(seed: 3, replicas: 2...2))
-        try sim.setUp()
-        return sim
-    }
+    func simulator() throws -> Simulator { try twoReplicaSimulator(seed: 3) }
 
     func fresh(_ node: SimNode) throws -> [PickableChild] {
         try node.replica!.children(includeArchived: true).map { PickableChild(id: $0.id, isArchived: $0.isArchived) }

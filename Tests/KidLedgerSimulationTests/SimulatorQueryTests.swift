@@ -10,12 +10,7 @@ import Testing
 /// the string they were built as, and the caching verifier against its base.
 @Suite("Simulator queries")
 struct SimulatorQueryTests {
-    /// Two replicas of one household, set up as a seed would (no events run).
-    func simulator() throws -> Simulator {
-        let sim = Simulator(parameters: SimulationParameters.draw(seed: 5, replicas: 2...2))
-        try sim.setUp()
-        return sim
-    }
+    func simulator() throws -> Simulator { try twoReplicaSimulator(seed: 5) }
 
     func sync(_ from: SimNode, _ to: SimNode) throws {
         try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
