@@ -38,9 +38,6 @@ final class SimNode {
     /// sync, but keeps its store (and the changes it has not sent yet).
     var isFrozen: Bool { identity.publicKey != member.publicKey }
 
-    /// The children a user operation picks from (``pickableChildren()``), with what they were
-    /// read from: the store and its children and registers tables' write counts.
-    private var childrenCache: (store: MemoryStore, children: UInt64, registers: UInt64, list: [PickableChild])?
     /// How many children the running replica holds (archived ones included): the length of
     /// ``pickableChildren()``, from the children table's entry count.
     func childCount() throws -> Int {
@@ -48,9 +45,6 @@ final class SimNode {
         return try replica.store.read { try $0.count(Tables.children) }
     }
 
-    /// The running replica's version vector (``versionVector()``), with what it was read from:
-    /// the store and its vector table's write count.
-    private var vectorCache: (store: MemoryStore, vector: UInt64, value: VersionVector)?
     /// Whether the replica lists its member account as revoked (``listsItselfRevoked()``), with
     /// what it was read from: the store and the write counts of the tables `members()` reads.
     private var revokedCache: (store: MemoryStore, stamps: [UInt64], revoked: Bool)?
@@ -90,36 +84,18 @@ final class SimNode {
         replica?.claimSigner = { household, origin in identity.claim(origin: origin, household: household) }
     }
 
-    /// What `replica.children(includeArchived: true)` lists (in its order; read through
-    /// `childrenWithoutTotals`, the same list without the totals), as much of it as a
-    /// drawn user operation uses. The list derives from the children and registers tables only,
-    /// so for a ``MemoryStore`` it is kept and read again only when one of their write counts
-    /// moved or the store was replaced (a restore from stale files); LMDB stores read it every time.
+    /// What `replica.children(includeArchived: true)` lists (in its order), as much of it as a
+    /// drawn user operation uses, read through `childrenWithoutTotals` (a ``MemoryStore`` keeps
+    /// those rows until the children or registers table is written).
     func pickableChildren() throws -> [PickableChild] {
         guard let replica else { return [] }
-        guard let memory = store as? MemoryStore else {
-            return try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
-        }
-        let children = memory.writeCount(Tables.children), registers = memory.writeCount(Tables.registers)
-        if let cache = childrenCache, cache.store === memory, cache.children == children, cache.registers == registers {
-            return cache.list
-        }
-        let list = try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
-        childrenCache = (memory, children, registers, list)
-        return list
+        return try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
     }
 
-    /// `replica.versionVector()` of the running replica. It derives from the vector table only,
-    /// so for a ``MemoryStore`` it is re-read only when that table was written (or the store
-    /// replaced); LMDB stores read it every time.
+    /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the
+    /// vector table is written), or empty while it is down.
     func versionVector() throws -> VersionVector {
-        guard let replica else { return [:] }
-        guard let memory = replica.store as? MemoryStore else { return try replica.versionVector() }
-        let written = memory.writeCount(Tables.vector)
-        if let cache = vectorCache, cache.store === memory, cache.vector == written { return cache.value }
-        let vector = try replica.versionVector()
-        vectorCache = (memory, written, vector)
-        return vector
+        try replica?.versionVector() ?? [:]
     }
 
     /// Whether `replica.members()` lists this device's member account as revoked. Derived from

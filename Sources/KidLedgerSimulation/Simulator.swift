@@ -88,8 +88,6 @@ public final class Simulator {
     /// ``log(_:)``'s line bytes (kept to reuse its storage).
     var logBytes: [UInt8] = []
     var faults: [String: Int] = [:]
-    /// The trace hash at the end of the event loop (empty until then).
-    var loopTraceHash = ""
     var failures: [String] = []
     // Oracle state.
     var acknowledged: [RecordID: Int] = [:]
@@ -167,6 +165,7 @@ public final class Simulator {
     /// inspects the replicas once the run is over (a scenario's expectations).
     func run(afterSetUp: (Simulator) -> Void, beforeClose: (Simulator) -> Void) -> SimulationResult {
         log("params \(parameters)")
+        var loopTraceHash = ""
         do {
             try setUp()
             afterSetUp(self)
