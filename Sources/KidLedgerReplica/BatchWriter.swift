@@ -115,17 +115,17 @@ final class BatchWriter: KeyValueWriter {
             return value
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
-            return try aggregate(Self.id(key)).map { $0.encoded() }
+            return try aggregate(Keys.id(in: key, at: 0)).map { $0.encoded() }
         }
         if key.count == 16 && isTable(table, childrenHash) {
-            let id = Self.id(key)
+            let id = Keys.id(in: key, at: 0)
             if let known = children[id] { return known }
             let value = try base.get(table, key)
             children[id] = .some(value)
             return value
         }
         if key.count == 16 && isTable(table, chainsHash) {
-            let (origin, sequence) = Self.words(key)
+            let (origin, sequence) = Keys.words(key)
             if let newest = newestLinks[origin], newest.sequence == sequence { return newest.link }
         }
         return try base.get(table, key)
@@ -140,10 +140,10 @@ final class BatchWriter: KeyValueWriter {
         if key.count == 16 && isTable(table, aggregatesHash) {
             let decoded: Aggregate
             do { decoded = try Aggregate.decode(value) } catch {
-                aggregates[Self.id(key)] = nil
+                aggregates[Keys.id(in: key, at: 0)] = nil
                 return try base.put(table, key, value)
             }
-            aggregates[Self.id(key)] = Cached(value: decoded, dirty: true)
+            aggregates[Keys.id(in: key, at: 0)] = Cached(value: decoded, dirty: true)
             return
         }
         try base.put(table, key, value)
@@ -157,7 +157,7 @@ final class BatchWriter: KeyValueWriter {
             return
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
-            aggregates[Self.id(key)] = Cached(value: nil, dirty: true)
+            aggregates[Keys.id(in: key, at: 0)] = Cached(value: nil, dirty: true)
             return
         }
         try base.delete(table, key)
@@ -167,30 +167,13 @@ final class BatchWriter: KeyValueWriter {
     /// Keeps the write-through memos equal to the store after a write.
     private func noteWrite(_ table: Table, _ key: [UInt8], _ value: [UInt8]?) {
         if isTable(table, childrenHash) {
-            if key.count == 16 { children[Self.id(key)] = .some(value) } else { children = [:] }
+            if key.count == 16 { children[Keys.id(in: key, at: 0)] = .some(value) } else { children = [:] }
         } else if isTable(table, chainsHash) {
             guard key.count == 16 else { newestLinks = [:]; return }
-            let (origin, sequence) = Self.words(key)
+            let (origin, sequence) = Keys.words(key)
             if let value { newestLinks[origin] = (sequence, value) } else { newestLinks[origin] = nil }
         } else if isTable(table, revocationsHash) {
             horizons = [:]
-        }
-    }
-
-    /// The id that is the whole 16-byte `key` (the caller checked the length): two loads, where
-    /// the generic `RecordID(bytes:)` costs several hundred instructions.
-    @inline(__always)
-    private static func id(_ key: [UInt8]) -> RecordID {
-        let (high, low) = words(key)
-        return RecordID(high: high, low: low)
-    }
-
-    /// The first two big-endian words of `key` (at least 16 bytes): a chain key's origin and
-    /// sequence, or an id's two halves.
-    private static func words(_ key: [UInt8]) -> (UInt64, UInt64) {
-        key.withUnsafeBytes {
-            (UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-             UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
         }
     }
 

@@ -60,8 +60,11 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
     /// The inverse of ``insert(tag:_:)``.
     mutating func remove(tag: UInt8, _ body: [UInt8]) { add(Self.hash(tag: tag, body), sign: -1) }
 
-    /// Adds a record hash computed beforehand by ``hash(tag:_:)``.
+    /// Adds a record hash computed beforehand by ``hash(tag:_:)`` or ``hash(_:)``.
     mutating func insert(hashed: Digest256) { add(hashed, sign: 1) }
+
+    /// The inverse of ``insert(hashed:)``.
+    mutating func remove(hashed: Digest256) { add(hashed, sign: -1) }
 
     /// The hash ``insert(tag:_:)`` adds.
     static func hash(tag: UInt8, _ body: [UInt8]) -> Digest256 {
@@ -73,7 +76,8 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
         return Digest256(h.w0, h.w1, h.w2, h.w3)
     }
 
-    private static func hash(_ record: [UInt8]) -> Digest256 {
+    /// The hash ``insert(_:)`` adds.
+    static func hash(_ record: [UInt8]) -> Digest256 {
         var hasher = SHA256Hasher()
         hasher.update(record)
         let h = hasher.finalizeWords()

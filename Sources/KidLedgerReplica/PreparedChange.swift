@@ -111,6 +111,12 @@ public final class PreparationCache: @unchecked Sendable {
         static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
     }
     private var entries: [Key: PreparedChange] = [:]
+    /// Chain links by the link before them and the only version at their sequence (16 + 8
+    /// bytes): every replica that takes a change after the same history computes the same link.
+    private var links: [Key: [UInt8]] = [:]
+    /// Digest hashes of register records (``DigestRecord/register(key:stored:)``): each stored
+    /// register is added to the digest of every replica, and removed again when overwritten.
+    private var registerHashes: [Key: Digest256] = [:]
     /// Lookups answered from the cache, and changes prepared afresh.
     public private(set) var hits = 0, misses = 0
 
@@ -133,6 +139,24 @@ public final class PreparationCache: @unchecked Sendable {
         entries[Key(bytes: encoded)] = fresh
         return fresh
     }
+
+    /// `Replica.link(after: previous, onlyVersion: version)`, remembered.
+    func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
+        let key = Key(bytes: previous + version)
+        if let known = links[key] { return known }
+        let fresh = Replica.link(after: previous, onlyVersion: version)
+        links[key] = fresh
+        return fresh
+    }
+
+    /// The hash the digest adds for register record `record`, remembered.
+    func registerHash(_ record: [UInt8]) -> Digest256 {
+        let key = Key(bytes: record)
+        if let known = registerHashes[key] { return known }
+        let fresh = Digest256.hash(record)
+        registerHashes[key] = fresh
+        return fresh
+    }
 }
 
 extension Replica {
@@ -152,7 +176,7 @@ extension Replica {
         nonisolated(unsafe) let target = slots
         // The chain link before each origin's first change in the batch, read now, so the
         // preparing thread can chain the links of the changes that follow it.
-        let predictor = LinkPredictor()
+        let predictor = LinkPredictor(cache: cache)
         for change in changes where change.sequence >= 1 && predictor.heads[change.origin.rawValue] == nil {
             predictor.heads[change.origin.rawValue] = (change.sequence - 1, try previousLink(change.origin, change.sequence, w))
         }
@@ -174,10 +198,15 @@ extension Replica {
 final class LinkPredictor: @unchecked Sendable {
     /// Per origin: the sequence of the newest predicted link, and that link.
     var heads: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    /// Remembers links across replicas (single-threaded, like the predictor's one thread).
+    private let cache: PreparationCache?
+
+    init(cache: PreparationCache?) { self.cache = cache }
 
     func predict(_ change: Change, _ prepared: inout PreparedChange) {
         guard let head = heads[change.origin.rawValue], head.sequence &+ 1 == change.sequence else { return }
-        let link = Replica.link(after: head.link, onlyVersion: prepared.version)
+        let link = cache?.link(after: head.link, onlyVersion: prepared.version)
+            ?? Replica.link(after: head.link, onlyVersion: prepared.version)
         prepared.chain = (head.link, link)
         heads[change.origin.rawValue] = (change.sequence, link)
     }

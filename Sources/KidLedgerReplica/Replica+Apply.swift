@@ -59,6 +59,7 @@ extension Replica {
             let previous = try previousLink(change.origin, change.sequence, w)
             // The preparing thread usually computed this link from the link it predicted here.
             let link = prepared?.chain.flatMap { $0.previous == previous ? $0.link : nil }
+                ?? cache?.link(after: previous, onlyVersion: version)
                 ?? Self.link(after: previous, onlyVersion: version)
             try w.put(Tables.chains, Keys.change(change.origin, change.sequence), link)
             try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
@@ -75,7 +76,7 @@ extension Replica {
             // A revocation changes which past changes count: recompute the merged state.
             try rebuild(in: w, verifier: verifier, cache: cache)
         } else {
-            try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared)
+            try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
             try w.put(Tables.meta, Keys.digest, digest.bytes)
         }
         return outcome
@@ -84,23 +85,24 @@ extension Replica {
     /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
     /// rejects the change: its author was revoked and the revocation had not seen it.
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter,
-                            prepared: PreparedChange? = nil) throws {
+                            prepared: PreparedChange? = nil, cache: PreparationCache? = nil) throws {
         var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
-        try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared)
+        try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
         try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 
     /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
-    /// `prepared` is the change prepared ahead (its transactions' records and hashes).
+    /// `prepared` is the change prepared ahead (its transactions' records and hashes); `cache`
+    /// remembers register hashes across replicas.
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256,
-                            prepared: PreparedChange? = nil) throws {
+                            prepared: PreparedChange? = nil, cache: PreparationCache? = nil) throws {
         if let reason = try rejection(of: change, in: w) {
             try w.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
             return
         }
         for (i, op) in change.operations.enumerated() where !op.isMembership {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest,
-                      prepared: prepared?.transaction(at: i))
+                      prepared: prepared?.transaction(at: i), cache: cache)
         }
     }
 
@@ -146,7 +148,7 @@ extension Replica {
     }
 
     static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256,
-                      prepared: PreparedTransaction? = nil) throws {
+                      prepared: PreparedTransaction? = nil, cache: PreparationCache? = nil) throws {
         switch op {
         case .createHousehold(let h):
             let payload = RecordCodec.encodeRecord(h)
@@ -161,7 +163,8 @@ extension Replica {
                                    digest: &digest)
             if isNew { try releaseDeferred(child: c.id, in: w) }
         case .setField(let entity, let field, let value, let base):
-            try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest)
+            try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest,
+                              cache: cache)
         case .addTransaction(let t):
             try mergeTransaction(t, in: w, digest: &digest, prepared: prepared)
         case .grant, .revoke, .claim:
@@ -195,8 +198,9 @@ extension Replica {
     /// Merges a register write: the highest (HLC, origin, value bytes) wins. Every write is also
     /// kept in the register's history with the stamp it overwrote (its base), from which the
     /// conflict journal is derived (see ``Replica/fieldConflicts(entity:)``).
+    /// `cache` remembers the hashes of register records across replicas.
     static func mergeRegister(entity: RecordID, field: Field, value: FieldValue, stamp: Stamp, base: Stamp?,
-                              in w: any KeyValueWriter, digest: inout Digest256) throws {
+                              in w: any KeyValueWriter, digest: inout Digest256, cache: PreparationCache? = nil) throws {
         let key = Keys.register(entity, field)
         try RegisterWrite(stamp: stamp, base: base, value: value).record(entity: entity, field: field, in: w)
         let incoming = StoredRegister(stamp: stamp, value: value)
@@ -204,10 +208,12 @@ extension Replica {
         if let raw = try w.get(Tables.registers, key) {
             let current = try StoredRegister.decode(raw)
             guard incoming != current, incoming.wins(over: current) else { return }
-            digest.remove(DigestRecord.register(key: key, stored: raw))
+            let record = DigestRecord.register(key: key, stored: raw)
+            if let cache { digest.remove(hashed: cache.registerHash(record)) } else { digest.remove(record) }
         }
         try w.put(Tables.registers, key, encoded)
-        digest.insert(DigestRecord.register(key: key, stored: encoded))
+        let record = DigestRecord.register(key: key, stored: encoded)
+        if let cache { digest.insert(hashed: cache.registerHash(record)) } else { digest.insert(record) }
     }
 
     /// Merges a transaction into the grow-only set.

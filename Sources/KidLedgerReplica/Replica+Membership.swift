@@ -222,7 +222,8 @@ extension Replica {
         }
         try w.put(Tables.meta, Keys.digest, digest.bytes)
         for (i, (change, version)) in log.enumerated() {
-            try applyLedger(of: change, version: version, in: w, prepared: cache?.prepared(change, encoded: encodings[i]))
+            try applyLedger(of: change, version: version, in: w, prepared: cache?.prepared(change, encoded: encodings[i]),
+                            cache: cache)
         }
     }
 

@@ -53,7 +53,7 @@ extension Replica {
             return false
         }
         guard let (idBytes, raw) = first, idBytes.count == 16 else { return nil }
-        let id = RecordID(bytes: idBytes)
+        let id = Keys.id(in: idBytes, at: 0)
         let h: Household
         do { h = try RecordCodec.decodeHousehold(raw) } catch { throw LedgerError.corrupted("household record") }
         let name = try register(id, .householdName, r).flatMap { if case .text(let s) = $0 { s } else { nil } } ?? ""
@@ -406,7 +406,7 @@ extension Replica {
             return true
         }
         // The totals are keyed by child id, in the same order: one pass, joined on the id.
-        try Self.joinTotals(keys, r) { j, value in result[RecordID(bytes: keys[j])] = try Aggregate.decode(value) }
+        try Self.joinTotals(keys, r) { j, value in result[Keys.id(in: keys[j], at: 0)] = try Aggregate.decode(value) }
         return result
     }
 }

@@ -38,7 +38,12 @@ public struct Aggregate: Equatable, Sendable {
     /// Their sum in cents (wide: a merged sum can exceed Int64 even when each write was checked).
     public var sumCents: Int128 = 0
     /// XOR of the first 16 bytes of SHA-256 of each transaction id.
-    public var idHash: [UInt8] { Bytes.u64(hashHigh) + Bytes.u64(hashLow) }
+    public var idHash: [UInt8] {
+        var w = ByteWriter(capacity: 16)
+        w.write(bigEndian: hashHigh)
+        w.write(bigEndian: hashLow)
+        return w.bytes
+    }
     /// ``idHash`` as two big-endian words, held inline (no array per aggregate).
     var hashHigh: UInt64 = 0, hashLow: UInt64 = 0
 

@@ -152,6 +152,21 @@ struct BatchApplyTests {
         #expect(try ends[1].view() == ends[0].view())
     }
 
+    @Test("the cache's links and register hashes are those computed afresh, however often asked")
+    func cachedLinksAndHashes() {
+        let cache = PreparationCache()
+        var rng = SplitMix64(seed: 41)
+        for _ in 0..<50 {
+            let previous = (0..<16).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
+            let version = (0..<8).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
+            let record = (0..<Int(rng.next() % 80)).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
+            for _ in 0..<2 {
+                #expect(cache.link(after: previous, onlyVersion: version) == Replica.link(after: previous, onlyVersion: version))
+                #expect(cache.registerHash(record) == Digest256.hash(record))
+            }
+        }
+    }
+
     @Test("every table has its own name hash (the batch writer tells tables apart by it)")
     func distinctNameHashes() {
         #expect(Set(Tables.all.map(\.nameHash)).count == Tables.all.count)
