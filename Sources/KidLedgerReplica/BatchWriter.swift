@@ -206,10 +206,11 @@ final class BatchWriter: KeyValueWriter {
         try base.scan(table, prefix: prefix, from: start, reverse: reverse, body)
     }
 
-    func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {
+    func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T,
+                            update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
         // The store can't see this batch's pending entries of a write-back table.
         for t in tables where slot(t) != nil || isTable(t, aggregatesHash) { return try compute() }
-        return try base.memo(key, tables: tables, compute)
+        return try base.memo(key, tables: tables, compute, update: update)
     }
 
     func count(_ table: Table) throws -> Int {

@@ -10,13 +10,47 @@ public final class MemoryStore: KeyValueStore {
         /// The store's stamp of the last put or delete (undone ones included), 0 before any: see
         /// ``MemoryStore/writeCount(_:)``.
         @exclusivity(unchecked) var writes: UInt64 = 0
+        /// Once a memo that can update itself reads the table (``journalFrom`` non-nil): the key
+        /// of every write (undone ones included) stamped after `journalFrom`, in stamp order.
+        @exclusivity(unchecked) var journal: [(stamp: UInt64, key: [UInt8])] = []
+        @exclusivity(unchecked) var journalFrom: UInt64?
+        /// The journal's length at most: when full it starts again (a memo older than its start
+        /// is recomputed).
+        static let journalMax = 256
 
         func copy() -> SortedTable {
             let t = SortedTable()
             t.keys = keys
             t.values = values
             t.writes = writes
+            t.journal = journal
+            t.journalFrom = journalFrom
             return t
+        }
+
+        /// Stamps a write of `key`, journaling it when the table keeps a journal.
+        @inline(__always)
+        func noteWrite(_ key: [UInt8], stamp: UInt64) {
+            writes = stamp
+            guard journalFrom != nil else { return }
+            if journal.count >= Self.journalMax {
+                journal.removeAll(keepingCapacity: true)
+                journalFrom = stamp &- 1
+            }
+            journal.append((stamp, key))
+        }
+
+        /// Starts the journal (from the current stamp) unless it runs already.
+        func startJournal() {
+            if journalFrom == nil { journalFrom = writes }
+        }
+
+        /// The keys written after stamp `since`, or nil when the journal does not reach back there.
+        func written(since: UInt64) -> [[UInt8]]? {
+            guard let from = journalFrom, from <= since else { return nil }
+            var i = journal.count
+            while i > 0 && journal[i - 1].stamp > since { i -= 1 }
+            return journal[i...].map(\.key)
         }
 
         /// Index of the first key >= `key`.
@@ -43,11 +77,29 @@ public final class MemoryStore: KeyValueStore {
     /// The tables, found by a linear search on the precomputed name hash: there are about twenty,
     /// and every store operation looks one up, so this is cheaper than hashing into a dictionary.
     struct Snapshot {
-        var entries: [(table: Table, sorted: SortedTable)] = []
+        /// The tables' name hashes, searched first (plain integers: no reference counting in the
+        /// loop), then their tables and contents at the same indexes.
+        private(set) var hashes: [UInt64] = []
+        private(set) var tables: [Table] = []
+        private(set) var sorted: [SortedTable] = []
 
         subscript(_ t: Table) -> SortedTable? {
-            for entry in entries where entry.table == t { return entry.sorted }
+            let h = t.nameHash
+            for i in hashes.indices where hashes[i] == h && tables[i] == t { return sorted[i] }
             return nil
+        }
+
+        mutating func append(_ t: Table, _ table: SortedTable) {
+            hashes.append(t.nameHash)
+            tables.append(t)
+            sorted.append(table)
+        }
+
+        /// The same tables with copies of their contents.
+        func copy() -> Snapshot {
+            var other = self
+            other.sorted = sorted.map { $0.copy() }
+            return other
         }
     }
 
@@ -56,8 +108,15 @@ public final class MemoryStore: KeyValueStore {
     /// next, so a table's stamp names one state of one table object for the store's lifetime,
     /// even across tables created by a transaction that was then undone.
     @exclusivity(unchecked) private var stamp: UInt64 = 0
-    /// ``KeyValueReader/memo(_:tables:_:)``'s values, with the stamps of their tables.
-    private var memos: [MemoKey: (stamps: [UInt64], value: AnyObject)] = [:]
+    /// A value of ``KeyValueReader/memo(_:tables:_:update:)`` with the table objects it read
+    /// (nil: none yet) and their stamps then.
+    struct Kept {
+        var tables: [SortedTable?]
+        var stamps: [UInt64]
+        var value: AnyObject
+    }
+    /// The kept values, by ``MemoKey/rawValue``.
+    @exclusivity(unchecked) private var memos = [Kept?](repeating: nil, count: MemoKey.allCases.count)
 
     func nextStamp() -> UInt64 {
         stamp &+= 1
@@ -70,7 +129,7 @@ public final class MemoryStore: KeyValueStore {
     /// Everything the store holds, table by table (for copying a replica's "files" in simulations).
     public func clone() -> MemoryStore {
         let other = MemoryStore()
-        other.committed.entries = committed.entries.map { ($0.table, $0.sorted.copy()) }
+        other.committed = committed.copy()
         other.stamp = stamp
         return other
     }
@@ -112,7 +171,7 @@ public final class MemoryStore: KeyValueStore {
         } catch {
             for (table, key, old) in txn.undo.reversed() {
                 let t = txn.snapshot[table]!
-                t.writes = nextStamp()
+                t.noteWrite(key, stamp: nextStamp())
                 let (i, present) = t.find(key)
                 switch (present, old) {
                 case (true, let value?): t.values[i] = value
@@ -138,13 +197,44 @@ public final class MemoryStore: KeyValueStore {
             self.writable = writable
         }
 
-        func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {
+        func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T,
+                                update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
             // Writes land in place, so the stamps seen here are those of what `compute` reads,
-            // inside a write transaction too.
-            let stamps = tables.map { snapshot[$0]?.writes ?? 0 }
-            if let kept = store.memos[key], kept.stamps == stamps, let value = kept.value as? T { return value }
-            let value = try compute()
-            store.memos[key] = (stamps, value)
+            // inside a write transaction too. A table object that is not the one the kept value
+            // read (one created since, or dropped by an undone transaction) means recomputing.
+            let slot = key.rawValue
+            if let kept = store.memos[slot], let value = kept.value as? T, kept.tables.count == tables.count {
+                var same = true, sameTables = true
+                for i in tables.indices {
+                    let current = snapshot[tables[i]]
+                    guard current === kept.tables[i] else { sameTables = false; break }
+                    if (current?.writes ?? 0) != kept.stamps[i] { same = false }
+                }
+                if sameTables && same { return value }
+                // A failing update (a damaged store) leaves the answer, or the error, to `compute`.
+                if sameTables, let written = writtenKeys(kept), let updated = try? update(value, written) {
+                    return remember(slot, tables, updated)
+                }
+            }
+            return remember(slot, tables, try compute())
+        }
+
+        /// The keys written to each of `kept`'s tables since, or nil when a journal does not reach back.
+        private func writtenKeys(_ kept: Kept) -> [[[UInt8]]]? {
+            var written: [[[UInt8]]] = []
+            for (table, stamp) in zip(kept.tables, kept.stamps) {
+                guard let table else { written.append([]); continue }  // still no table
+                guard let keys = table.written(since: stamp) else { return nil }
+                written.append(keys)
+            }
+            return written
+        }
+
+        /// Keeps `value` as the memo in `slot` of the current state of `tables`, and journals them.
+        private func remember<T: AnyObject>(_ slot: Int, _ tables: [Table], _ value: T) -> T {
+            let current = tables.map { snapshot[$0] }
+            for t in current { t?.startJournal() }
+            store.memos[slot] = Kept(tables: current, stamps: current.map { $0?.writes ?? 0 }, value: value)
             return value
         }
 
@@ -153,7 +243,7 @@ public final class MemoryStore: KeyValueStore {
                 precondition(writable, "write in a read transaction")
                 if let existing = snapshot[t] { return existing }
                 let created = SortedTable()
-                snapshot.entries.append((t, created))
+                snapshot.append(t, created)
                 return created
             }
             return snapshot[t]
@@ -196,7 +286,7 @@ public final class MemoryStore: KeyValueStore {
 
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            table.writes = store.nextStamp()
+            table.noteWrite(key, stamp: store.nextStamp())
             let (i, found) = table.find(key)
             if found {
                 undo.append((t, key, table.values[i]))
@@ -210,7 +300,7 @@ public final class MemoryStore: KeyValueStore {
 
         func delete(_ t: Table, _ key: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            table.writes = store.nextStamp()
+            table.noteWrite(key, stamp: store.nextStamp())
             let (i, found) = table.find(key)
             if found {
                 undo.append((t, key, table.values[i]))

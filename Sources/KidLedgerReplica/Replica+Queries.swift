@@ -73,10 +73,7 @@ extension Replica {
     static func child(_ id: RecordID, _ r: any KeyValueReader) throws -> ChildSummary? {
         let key = Keys.id(id)
         guard let raw = try r.get(Tables.children, key) else { return nil }
-        let record: ChildRecord
-        do { record = try RecordCodec.decodeChild(raw) } catch { throw LedgerError.corrupted("child record") }
-        var summary = ChildSummary(id: id, name: "(unnamed)", isArchived: false, sortOrder: 0,
-                                   createdAtMillis: record.createdAtMillis, balanceCents: 0, transactionCount: 0)
+        var summary = try childRow(id, record: raw)
         // The child's registers are adjacent (entity + field): one range read, not a lookup per field.
         try r.scan(Tables.registers, prefix: key) { key, value in
             if key.count == 17 { try applyRegister(key[16], value, to: &summary) }
@@ -86,6 +83,14 @@ extension Replica {
         summary.balanceCents = aggregate.sumCents
         summary.transactionCount = aggregate.count
         return summary
+    }
+
+    /// The row of child `id` with stored record `raw`, before its registers and totals.
+    private static func childRow(_ id: RecordID, record raw: [UInt8]) throws -> ChildSummary {
+        let record: ChildRecord
+        do { record = try RecordCodec.decodeChild(raw) } catch { throw LedgerError.corrupted("child record") }
+        return ChildSummary(id: id, name: "(unnamed)", isArchived: false, sortOrder: 0,
+                            createdAtMillis: record.createdAtMillis, balanceCents: 0, transactionCount: 0)
     }
 
     /// Sets what register `field` of a child holds (its name, archived flag or sort order; other
@@ -122,22 +127,68 @@ extension Replica {
     /// a store that can tell its tables are unchanged (the in-memory store of simulations): every
     /// ledger operation resolves a child by name.
     private static func childRowsAndKeys(_ r: any KeyValueReader) throws -> ChildRows {
-        try r.memo(.childRows, tables: [Tables.children, Tables.registers]) {
+        try r.memo(.childRows, tables: childRowsTables, {
             let (rows, keys) = try readChildRowsAndKeys(r)
             return ChildRows(rows, keys)
-        }
+        }, update: { kept, written in try updatedChildRows(kept, written, r) })
     }
 
-    private static func readChildRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
+    /// What ``childRowsAndKeys(_:)`` reads.
+    private static let childRowsTables = [Tables.children, Tables.registers]
+
+    /// The child rows after writes of the keys `written` (children, registers) to the tables
+    /// `kept` was read from: the rows of the children written, or whose registers were, are read
+    /// again (or dropped, or added). Nil when that is more work than reading every row.
+    private static func updatedChildRows(_ kept: ChildRows, _ written: [[[UInt8]]], _ r: any KeyValueReader) throws -> ChildRows? {
+        var entities: [[UInt8]] = []
+        for key in written[0] {
+            guard key.count == 16 else { return nil }  // a damaged key: let the full read report it
+            entities.append(key)
+        }
+        for key in written[1] where key.count == 17 { entities.append(Array(key[0..<16])) }
+        guard let dirty = distinctSorted(entities, atMost: 32) else { return nil }
+        var rows = kept.rows, keys = kept.keys
+        for key in dirty {
+            let (i, found) = position(of: key, in: keys)
+            guard let raw = try r.get(Tables.children, key) else {
+                if found { rows.remove(at: i); keys.remove(at: i) }
+                continue  // another entity's register (the household's, or a child not yet here)
+            }
+            var row = try childRow(Keys.id(in: key, at: 0), record: raw)
+            try r.scan(Tables.registers, prefix: key) { key, value in
+                if key.count == 17 { try applyRegister(key[16], value, to: &row) }
+                return true
+            }
+            if found { rows[i] = row } else { rows.insert(row, at: i); keys.insert(key, at: i) }
+        }
+        return ChildRows(rows, keys)
+    }
+
+    /// `keys` sorted, without repeats; nil when there are more than `limit` of them.
+    static func distinctSorted(_ keys: [[UInt8]], atMost limit: Int) -> [[UInt8]]? {
+        guard keys.count <= 4 * limit else { return nil }
+        var result: [[UInt8]] = []
+        for key in keys.sorted(by: { KeyBytes.compare($0, $1) < 0 }) where result.last != key { result.append(key) }
+        return result.count <= limit ? result : nil
+    }
+
+    /// Where `key` is or would go in the ascending `keys`, and whether it is there.
+    static func position(of key: [UInt8], in keys: [[UInt8]]) -> (index: Int, found: Bool) {
+        var lo = 0, hi = keys.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if KeyBytes.compare(keys[mid], key) < 0 { lo = mid + 1 } else { hi = mid }
+        }
+        return (lo, lo < keys.count && keys[lo] == key)
+    }
+
+    static func readChildRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
         var keys: [[UInt8]] = []
         var rows: [ChildSummary] = []
         try r.scan(Tables.children) { key, value in
             let id = try Keys.storedID(key)
-            let record: ChildRecord
-            do { record = try RecordCodec.decodeChild(value) } catch { throw LedgerError.corrupted("child record") }
             keys.append(key)
-            rows.append(ChildSummary(id: id, name: "(unnamed)", isArchived: false, sortOrder: 0,
-                                     createdAtMillis: record.createdAtMillis, balanceCents: 0, transactionCount: 0))
+            rows.append(try childRow(id, record: value))
             return true
         }
         guard let first = keys.first else { return (rows, keys) }
@@ -393,11 +444,34 @@ extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
         try store.read { r in
-            try r.memo(.aggregates, tables: [Tables.children, Tables.aggregates]) { Memo(try Self.readAggregates(r)) }.value
+            try r.memo(.aggregates, tables: Self.aggregatesTables, { Memo(try Self.readAggregates(r)) },
+                       update: { kept, written in try Self.updatedAggregates(kept.value, written, r).map(Memo.init) }).value
         }
     }
 
-    private static func readAggregates(_ r: any KeyValueReader) throws -> [RecordID: Aggregate] {
+    /// What ``aggregates()`` reads.
+    private static let aggregatesTables = [Tables.children, Tables.aggregates]
+
+    /// The totals after writes of the keys `written` (children, totals): those of the children
+    /// written, or whose totals were, are read again (or dropped, or added). Nil when that is more
+    /// work than reading them all.
+    private static func updatedAggregates(_ kept: [RecordID: Aggregate], _ written: [[[UInt8]]],
+                                          _ r: any KeyValueReader) throws -> [RecordID: Aggregate]? {
+        guard !written[0].contains(where: { $0.count != 16 }),  // a damaged key: let the full read report it
+              let dirty = distinctSorted(written[0] + written[1].filter { $0.count == 16 }, atMost: 32) else { return nil }
+        var result = kept
+        for key in dirty {
+            let id = Keys.id(in: key, at: 0)
+            guard try r.get(Tables.children, key) != nil else {
+                result[id] = nil
+                continue
+            }
+            result[id] = try r.get(Tables.aggregates, key).map(Aggregate.decode) ?? Aggregate()
+        }
+        return result
+    }
+
+    static func readAggregates(_ r: any KeyValueReader) throws -> [RecordID: Aggregate] {
         var keys: [[UInt8]] = []
         var result: [RecordID: Aggregate] = [:]
         try r.scan(Tables.children) { key, _ in
