@@ -31,7 +31,10 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
     /// 32 big-endian bytes.
     public var bytes: [UInt8] {
         var w = ByteWriter(capacity: 32)
-        for l in [l0, l1, l2, l3] { w.write(bigEndian: l) }
+        w.write(bigEndian: l0)
+        w.write(bigEndian: l1)
+        w.write(bigEndian: l2)
+        w.write(bigEndian: l3)
         return w.bytes
     }
 

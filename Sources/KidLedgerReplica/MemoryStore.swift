@@ -169,8 +169,7 @@ public final class MemoryStore: KeyValueStore {
             committed = txn.snapshot
             return result
         } catch {
-            for (table, key, old) in txn.undo.reversed() {
-                let t = txn.snapshot[table]!
+            for (t, key, old) in txn.undo.reversed() {
                 t.noteWrite(key, stamp: nextStamp())
                 let (i, present) = t.find(key)
                 switch (present, old) {
@@ -187,7 +186,7 @@ public final class MemoryStore: KeyValueStore {
     final class Transaction: KeyValueWriter {
         @exclusivity(unchecked) var snapshot: Snapshot
         /// (table, key, previous value) for every write, to undo on a throw.
-        @exclusivity(unchecked) var undo: [(Table, [UInt8], [UInt8]?)] = []
+        @exclusivity(unchecked) var undo: [(SortedTable, [UInt8], [UInt8]?)] = []
         let writable: Bool
         unowned let store: MemoryStore
 
@@ -289,10 +288,16 @@ public final class MemoryStore: KeyValueStore {
             table.noteWrite(key, stamp: store.nextStamp())
             let (i, found) = table.find(key)
             if found {
-                undo.append((t, key, table.values[i]))
+                undo.append((table, key, table.values[i]))
                 table.values[i] = value
+            } else if i == table.keys.count {
+                // The common case of keys that grow (time-ordered ids): an append costs less than
+                // an insert at the end.
+                undo.append((table, key, nil))
+                table.keys.append(key)
+                table.values.append(value)
             } else {
-                undo.append((t, key, nil))
+                undo.append((table, key, nil))
                 table.keys.insert(key, at: i)
                 table.values.insert(value, at: i)
             }
@@ -303,7 +308,7 @@ public final class MemoryStore: KeyValueStore {
             table.noteWrite(key, stamp: store.nextStamp())
             let (i, found) = table.find(key)
             if found {
-                undo.append((t, key, table.values[i]))
+                undo.append((table, key, table.values[i]))
                 table.keys.remove(at: i)
                 table.values.remove(at: i)
             }

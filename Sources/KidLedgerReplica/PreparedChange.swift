@@ -52,6 +52,8 @@ struct PreparedChange: Sendable {
     /// the store's chain heads when the batch began and the changes prepared before it); apply
     /// uses it only when the actual previous link is the same.
     var chain: (previous: [UInt8], link: [UInt8])?
+    /// Whether no operation breaks a domain rule (``Replica/problem(with:)``): apply skips the check.
+    var operationsValid: Bool
 
     init(_ change: Change) {
         self.init(change, encoded: RecordCodec.encode(change))
@@ -62,6 +64,7 @@ struct PreparedChange: Sendable {
         self.encoded = encoded
         version = Keys.version(encoded)
         logKey = Keys.change(change.origin, change.sequence, version: version)
+        operationsValid = change.operations.allSatisfy { Replica.problem(with: $0) == nil }
         if change.operations.count == 1 {
             if case .addTransaction(let t) = change.operations[0] { transaction = PreparedTransaction(t) }
         } else {
@@ -117,6 +120,9 @@ public final class PreparationCache: @unchecked Sendable {
     /// Digest hashes of register records (``DigestRecord/register(key:stored:)``): each stored
     /// register is added to the digest of every replica, and removed again when overwritten.
     private var registerHashes: [Key: Digest256] = [:]
+    /// Id hashes (``Aggregate/idMix(_:)``) of transactions placed without a prepared record
+    /// (those that waited for their child).
+    private var idMixes: [RecordID: (high: UInt64, low: UInt64)] = [:]
     /// Lookups answered from the cache, and changes prepared afresh.
     public private(set) var hits = 0, misses = 0
 
@@ -146,6 +152,14 @@ public final class PreparationCache: @unchecked Sendable {
         if let known = links[key] { return known }
         let fresh = Replica.link(after: previous, onlyVersion: version)
         links[key] = fresh
+        return fresh
+    }
+
+    /// `Aggregate.idMix(id)`, remembered.
+    func idMix(_ id: RecordID) -> (high: UInt64, low: UInt64) {
+        if let known = idMixes[id] { return known }
+        let fresh = Aggregate.idMix(id)
+        idMixes[id] = fresh
         return fresh
     }
 

@@ -32,13 +32,10 @@ extension Replica {
               change.operations.count <= Limits.operationsPerChangeMax else {
             throw LedgerError.invalid("change shape")
         }
-        for op in change.operations {
-            switch op {
-            case .setField(_, let field, let value, _) where !value.fits(field):
-                throw LedgerError.invalid("value for \(field)")
-            case .addTransaction(let t):
-                if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
-            default: break
+        // A prepared change has had its operations checked (a pure function of the change).
+        if prepared?.operationsValid != true {
+            for op in change.operations {
+                if let problem = problem(with: op) { throw LedgerError.invalid(problem) }
             }
         }
         let originKey = Keys.origin(change.origin)
@@ -80,6 +77,16 @@ extension Replica {
             try w.put(Tables.meta, Keys.digest, digest.bytes)
         }
         return outcome
+    }
+
+    /// What breaks a domain rule in `op` (a register value that does not fit its field, an invalid
+    /// transaction), or nil.
+    static func problem(with op: Operation) -> String? {
+        switch op {
+        case .setField(_, let field, let value, _) where !value.fits(field): "value for \(field)"
+        case .addTransaction(let t): Validation.problem(with: t)
+        default: nil
+        }
     }
 
     /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
@@ -161,7 +168,7 @@ extension Replica {
             _ = try mergeImmutable(Tables.children, id: c.id, payload: payload, kind: Conflict.child, in: w,
                                    digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
                                    digest: &digest)
-            if isNew { try releaseDeferred(child: c.id, in: w) }
+            if isNew { try releaseDeferred(child: c.id, in: w, cache: cache) }
         case .setField(let entity, let field, let value, let base):
             try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest,
                               cache: cache)
@@ -250,7 +257,9 @@ extension Replica {
 
     /// Indexes a winning transaction and adds it to its child's aggregate, or defers it when the
     /// child has not arrived yet.
-    static func place(_ t: LedgerTransaction, in w: any KeyValueWriter, prepared: PreparedTransaction? = nil) throws {
+    /// `cache` remembers id hashes across replicas (when `prepared` has none).
+    static func place(_ t: LedgerTransaction, in w: any KeyValueWriter, prepared: PreparedTransaction? = nil,
+                      cache: PreparationCache? = nil) throws {
         guard try w.get(Tables.children, prepared?.childKey ?? Keys.id(t.childID)) != nil else {
             try w.put(Tables.deferred, Keys.deferred(t), [])
             return
@@ -258,7 +267,7 @@ extension Replica {
         try w.put(Tables.byTime, prepared?.byTimeKey ?? Keys.byTime(t), [])
         try w.put(Tables.byChild, prepared?.byChildKey ?? Keys.byChild(t), [])
         var aggregate = try Aggregate.load(t.childID, w)
-        aggregate.add(t, idMix: prepared?.idMix)
+        aggregate.add(t, idMix: prepared?.idMix ?? cache?.idMix(t.id))
         try aggregate.store(t.childID, w)
     }
 
@@ -276,7 +285,7 @@ extension Replica {
     }
 
     /// Applies every deferred transaction of a child that has just arrived.
-    static func releaseDeferred(child: RecordID, in w: any KeyValueWriter) throws {
+    static func releaseDeferred(child: RecordID, in w: any KeyValueWriter, cache: PreparationCache? = nil) throws {
         var ids: [RecordID] = []
         try w.scan(Tables.deferred, prefix: Keys.id(child)) { key, _ in
             ids.append(try Keys.trailingID(key))
@@ -288,7 +297,7 @@ extension Replica {
             }
             let t = try decodeStoredTransaction(raw)
             try w.delete(Tables.deferred, Keys.deferred(t))
-            try place(t, in: w)
+            try place(t, in: w, cache: cache)
         }
     }
 

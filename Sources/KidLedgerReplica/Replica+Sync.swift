@@ -97,7 +97,7 @@ extension Replica {
         try store.read { r in
             var result: [EncodedChange] = []
             let mine = try Self.versionVector(r)
-            for origin in mine.keys.sorted() where (vector[origin] ?? 0) < mine[origin]! {
+            for (origin, held) in mine.sorted(by: { $0.key < $1.key }) where (vector[origin] ?? 0) < held {
                 guard result.count < limit else { break }
                 let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
                 var lastSequence: UInt64 = 0

@@ -152,7 +152,7 @@ struct BatchApplyTests {
         #expect(try ends[1].view() == ends[0].view())
     }
 
-    @Test("the cache's links and register hashes are those computed afresh, however often asked")
+    @Test("the cache's links, register hashes and id hashes are those computed afresh, however often asked")
     func cachedLinksAndHashes() {
         let cache = PreparationCache()
         var rng = SplitMix64(seed: 41)
@@ -163,6 +163,8 @@ struct BatchApplyTests {
             for _ in 0..<2 {
                 #expect(cache.link(after: previous, onlyVersion: version) == Replica.link(after: previous, onlyVersion: version))
                 #expect(cache.registerHash(record) == Digest256.hash(record))
+                let id = RecordID(high: rng.next() % 4, low: rng.next() % 4)
+                #expect(cache.idMix(id) == Aggregate.idMix(id))
             }
         }
     }
