@@ -23,7 +23,8 @@ struct RegisterWrite: Equatable {
     var base: Stamp?
     var value: FieldValue
 
-    func record(entity: RecordID, field: Field, in w: any KeyValueWriter) throws {
+    /// Its key and value in the register history.
+    func entry(entity: RecordID, field: Field) -> (key: [UInt8], value: [UInt8]) {
         var key = ByteWriter(capacity: 40)
         key.write(id: entity)
         key.write(field.rawValue)
@@ -36,7 +37,7 @@ struct RegisterWrite: Equatable {
             v.write(0)
         }
         RecordCodec.encode(value, into: &v)
-        try w.put(Tables.registerHistory, key.bytes, v.bytes)
+        return (key.bytes, v.bytes)
     }
 
     static func decode(key: [UInt8], value: [UInt8]) throws -> (RecordID, Field, RegisterWrite) {

@@ -43,11 +43,12 @@ struct PreparedChange: Sendable {
     var version: [UInt8]
     /// Its key in the change log.
     var logKey: [UInt8]
-    /// For a change whose only operation adds a transaction.
-    var transaction: PreparedTransaction?
-    /// For a change of several operations (a give-all): one entry per operation, prepared for
-    /// those that add a transaction; empty for a change of one operation.
-    var transactions: [PreparedTransaction?] = []
+    /// For a change of one operation that adds a transaction or writes a register.
+    var operation: PreparedOperation?
+    /// For a change of several operations (a give-all, a new child): one entry per operation,
+    /// prepared for those that add a transaction or write a register; empty for a change of one
+    /// operation.
+    var operations: [PreparedOperation?] = []
     /// The hash-chain link this change gets if the link before it is `previous` (predicted from
     /// the store's chain heads when the batch began and the changes prepared before it); apply
     /// uses it only when the actual previous link is the same.
@@ -65,18 +66,62 @@ struct PreparedChange: Sendable {
         version = Keys.version(encoded)
         logKey = Keys.change(change.origin, change.sequence, version: version)
         operationsValid = change.operations.allSatisfy { Replica.problem(with: $0) == nil }
+        let stamp = Stamp(hlc: change.hlc, origin: change.origin)
         if change.operations.count == 1 {
-            if case .addTransaction(let t) = change.operations[0] { transaction = PreparedTransaction(t) }
+            operation = PreparedOperation(change.operations[0], stamp: stamp)
         } else {
-            transactions = change.operations.map { op in
-                if case .addTransaction(let t) = op { PreparedTransaction(t) } else { nil }
-            }
+            operations = change.operations.map { PreparedOperation($0, stamp: stamp) }
         }
     }
 
-    /// The prepared transaction of operation `i`, if it adds one.
-    func transaction(at i: Int) -> PreparedTransaction? {
-        transactions.isEmpty ? (i == 0 ? transaction : nil) : transactions[i]
+    /// The prepared operation `i`, if it adds a transaction or writes a register.
+    func operation(at i: Int) -> PreparedOperation? {
+        operations.isEmpty ? (i == 0 ? operation : nil) : operations[i]
+    }
+
+    /// Every register write prepared.
+    var registers: [PreparedRegister] {
+        (operations.isEmpty ? [operation] : operations).compactMap { if case .register(let r)? = $0 { r } else { nil } }
+    }
+}
+
+/// What preparing computes for one operation.
+enum PreparedOperation: Sendable {
+    case transaction(PreparedTransaction)
+    case register(PreparedRegister)
+
+    /// Prepares `op` of a change stamped `stamp`, when it adds a transaction or writes a register.
+    init?(_ op: Operation, stamp: Stamp) {
+        switch op {
+        case .addTransaction(let t): self = .transaction(PreparedTransaction(t))
+        case .setField(let entity, let field, let value, let base):
+            self = .register(PreparedRegister(RegisterWrite(stamp: stamp, base: base, value: value), entity: entity, field: field))
+        default: return nil
+        }
+    }
+
+    var transaction: PreparedTransaction? { if case .transaction(let t) = self { t } else { nil } }
+    var register: PreparedRegister? { if case .register(let r) = self { r } else { nil } }
+}
+
+/// A register write's key, stored bytes, digest record and hash, and history entry.
+struct PreparedRegister: Sendable {
+    /// `Keys.register(entity, field)`.
+    var key: [UInt8]
+    /// The write as the registers table stores it (``StoredRegister/encoded()``).
+    var stored: [UInt8]
+    /// ``DigestRecord/register(key:stored:)`` and its hash (``Digest256/hash(_:)``).
+    var record: [UInt8]
+    var recordHash: Digest256
+    /// Its entry in the register history.
+    var historyKey, historyValue: [UInt8]
+
+    init(_ write: RegisterWrite, entity: RecordID, field: Field) {
+        key = Keys.register(entity, field)
+        stored = StoredRegister(stamp: write.stamp, value: write.value).encoded()
+        record = DigestRecord.register(key: key, stored: stored)
+        recordHash = Digest256.hash(record)
+        (historyKey, historyValue) = write.entry(entity: entity, field: field)
     }
 }
 
@@ -143,6 +188,8 @@ public final class PreparationCache: @unchecked Sendable {
         misses += 1
         let fresh = PreparedChange(change, encoded: encoded)
         entries[Key(bytes: encoded)] = fresh
+        // Where a later write replaces one of these registers, the digest removes its hash.
+        for register in fresh.registers { registerHashes[Key(bytes: register.record)] = register.recordHash }
         return fresh
     }
 

@@ -109,7 +109,7 @@ extension Replica {
         }
         for (i, op) in change.operations.enumerated() where !op.isMembership {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest,
-                      prepared: prepared?.transaction(at: i), cache: cache)
+                      prepared: prepared?.operation(at: i), cache: cache)
         }
     }
 
@@ -155,7 +155,7 @@ extension Replica {
     }
 
     static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256,
-                      prepared: PreparedTransaction? = nil, cache: PreparationCache? = nil) throws {
+                      prepared: PreparedOperation? = nil, cache: PreparationCache? = nil) throws {
         switch op {
         case .createHousehold(let h):
             let payload = RecordCodec.encodeRecord(h)
@@ -170,10 +170,11 @@ extension Replica {
                                    digest: &digest)
             if isNew { try releaseDeferred(child: c.id, in: w, cache: cache) }
         case .setField(let entity, let field, let value, let base):
-            try mergeRegister(entity: entity, field: field, value: value, stamp: stamp, base: base, in: w, digest: &digest,
-                              cache: cache)
+            let write = RegisterWrite(stamp: stamp, base: base, value: value)
+            try mergeRegister(prepared?.register ?? PreparedRegister(write, entity: entity, field: field),
+                              value: write, in: w, digest: &digest, cache: cache)
         case .addTransaction(let t):
-            try mergeTransaction(t, in: w, digest: &digest, prepared: prepared)
+            try mergeTransaction(t, in: w, digest: &digest, prepared: prepared?.transaction)
         case .grant, .revoke, .claim:
             break  // applied by applyMembership
         }
@@ -205,22 +206,21 @@ extension Replica {
     /// Merges a register write: the highest (HLC, origin, value bytes) wins. Every write is also
     /// kept in the register's history with the stamp it overwrote (its base), from which the
     /// conflict journal is derived (see ``Replica/fieldConflicts(entity:)``).
-    /// `cache` remembers the hashes of register records across replicas.
-    static func mergeRegister(entity: RecordID, field: Field, value: FieldValue, stamp: Stamp, base: Stamp?,
+    /// `prepared` is the write's bytes and hash (`PreparedRegister(write, ...)`, made ahead or
+    /// now); `cache` remembers the hashes of register records across replicas.
+    static func mergeRegister(_ prepared: PreparedRegister, value write: RegisterWrite,
                               in w: any KeyValueWriter, digest: inout Digest256, cache: PreparationCache? = nil) throws {
-        let key = Keys.register(entity, field)
-        try RegisterWrite(stamp: stamp, base: base, value: value).record(entity: entity, field: field, in: w)
-        let incoming = StoredRegister(stamp: stamp, value: value)
-        let encoded = incoming.encoded()
+        let key = prepared.key
+        try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
         if let raw = try w.get(Tables.registers, key) {
             let current = try StoredRegister.decode(raw)
+            let incoming = StoredRegister(stamp: write.stamp, value: write.value)
             guard incoming != current, incoming.wins(over: current) else { return }
             let record = DigestRecord.register(key: key, stored: raw)
             if let cache { digest.remove(hashed: cache.registerHash(record)) } else { digest.remove(record) }
         }
-        try w.put(Tables.registers, key, encoded)
-        let record = DigestRecord.register(key: key, stored: encoded)
-        if let cache { digest.insert(hashed: cache.registerHash(record)) } else { digest.insert(record) }
+        try w.put(Tables.registers, key, prepared.stored)
+        digest.insert(hashed: prepared.recordHash)
     }
 
     /// Merges a transaction into the grow-only set.
