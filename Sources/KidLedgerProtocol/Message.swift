@@ -140,6 +140,13 @@ public enum Message: Equatable, Sendable {
 
     /// Decodes and validates a message; trailing bytes and out-of-limit counts are errors.
     public static func decode(type: UInt8, payload: [UInt8]) throws(ProtocolError) -> Message {
+        var ignored: [[UInt8]]?
+        return try decode(type: type, payload: payload, received: &ignored)
+    }
+
+    /// ``decode(type:payload:)``; when `received` is non-nil and the message is a batch of changes,
+    /// it is set to the bytes each change was read from (not necessarily canonical).
+    static func decode(type: UInt8, payload: [UInt8], received: inout [[UInt8]]?) throws(ProtocolError) -> Message {
         var r = ByteReader(payload)
         do {
             let message: Message
@@ -167,7 +174,18 @@ public enum Message: Equatable, Sendable {
                 guard count <= UInt64(changesPerBatchMax) else { throw DecodeError.invalid("change count \(count)") }
                 var changes: [Change] = []
                 changes.reserveCapacity(Int(count))
-                for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
+                if received != nil {
+                    var bytes: [[UInt8]] = []
+                    bytes.reserveCapacity(Int(count))
+                    for _ in 0..<count {
+                        let start = r.offset
+                        changes.append(try RecordCodec.decodeChange(&r))
+                        bytes.append(Array(payload[start..<r.offset]))
+                    }
+                    received = bytes
+                } else {
+                    for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
+                }
                 message = .changes(changes, isLast: isLast)
             case 5:
                 message = .ack(try readVector(&r))

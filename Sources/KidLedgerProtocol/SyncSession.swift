@@ -108,8 +108,11 @@ public final class SyncSession {
         while state != .finished && state != .failed {
             do throws(ProtocolError) {
                 guard let frame = try decoder.next() else { break }
-                let message = try Message.decode(type: frame.type, payload: frame.payload)
-                try handle(message)
+                // With a preparation cache, the received bytes of changes find their prepared
+                // form without encoding them again.
+                var received: [[UInt8]]? = replica.preparationCache == nil ? nil : []
+                let message = try Message.decode(type: frame.type, payload: frame.payload, received: &received)
+                try handle(message, received: received)
             } catch {
                 fail(error)
             }
@@ -126,7 +129,8 @@ public final class SyncSession {
 
     // MARK: Message handling
 
-    private func handle(_ message: Message) throws(ProtocolError) {
+    /// `received`: for a batch of changes, the bytes each was read from, when kept (see `receive`).
+    private func handle(_ message: Message, received: [[UInt8]]? = nil) throws(ProtocolError) {
         switch (state, message) {
         case (_, .error(let code, let text)):
             throw .peer(code: code, message: text)
@@ -166,10 +170,10 @@ public final class SyncSession {
         case (.awaitingPeerStart, .changes(let changes, let isLast)):
             state = .transferring
             try pump()
-            try receiveBatch(changes, isLast: isLast)
+            try receiveBatch(changes, received: received, isLast: isLast)
         case (.transferring, .changes(let changes, let isLast)):
             guard !receivedLast else { throw .unexpectedMessage("changes after the last batch") }
-            try receiveBatch(changes, isLast: isLast)
+            try receiveBatch(changes, received: received, isLast: isLast)
         case (.transferring, .ack(let peerVector)):
             guard inFlight > 0 else { throw .unexpectedMessage("ack with no batch in flight") }
             inFlight -= 1
@@ -223,9 +227,9 @@ public final class SyncSession {
         queued = []
     }
 
-    private func receiveBatch(_ changes: [Change], isLast: Bool) throws(ProtocolError) {
+    private func receiveBatch(_ changes: [Change], received: [[UInt8]]?, isLast: Bool) throws(ProtocolError) {
         summary.batchesReceived += 1
-        let report = try storage { try replica.applyRemote(changes) }
+        let report = try storage { try replica.applyRemote(changes, received: received) }
         summary.changesApplied += report.applied
         summary.duplicatesReceived += report.duplicates
         summary.gapsReceived += report.gaps

@@ -181,16 +181,22 @@ public final class PreparationCache: @unchecked Sendable {
 
     /// `PreparedChange(change)`, remembered; `encoded` must be `RecordCodec.encode(change)`.
     func prepared(_ change: Change, encoded: [UInt8]) -> PreparedChange {
-        if let known = entries[Key(bytes: encoded)] {
-            hits += 1
-            return known
-        }
+        if let known = known(encoded) { return known }
         misses += 1
         let fresh = PreparedChange(change, encoded: encoded)
         entries[Key(bytes: encoded)] = fresh
         // Where a later write replaces one of these registers, the digest removes its hash.
         for register in fresh.registers { registerHashes[Key(bytes: register.record)] = register.recordHash }
         return fresh
+    }
+
+    /// The prepared change whose canonical encoding is `bytes`, if one is remembered. Bytes a
+    /// change was decoded from can be looked up so: a hit proves them canonical (they are the
+    /// encoding of a change, which decodes to that change), so the change is the one prepared.
+    func known(_ bytes: [UInt8]) -> PreparedChange? {
+        guard let known = entries[Key(bytes: bytes)] else { return nil }
+        hits += 1
+        return known
     }
 
     /// `Replica.link(after: previous, onlyVersion: version)`, remembered.
@@ -224,8 +230,10 @@ extension Replica {
     /// Applies `changes` in `w` in order, each prepared by `splitter` (possibly ahead, on another
     /// thread; through `cache` when there is one, then on the calling thread); `body` sees each
     /// change and its outcome.
-    static func apply(_ changes: [Change], in w: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier,
-                      splitter: any WorkSplitter, cache: PreparationCache? = nil,
+    /// `received` (optional) holds the bytes each change was decoded from, for looking it up in
+    /// `cache`.
+    static func apply(_ changes: [Change], received: [[UInt8]]? = nil, in w: any KeyValueWriter, now: Int64,
+                      verifier: any SignatureVerifier, splitter: any WorkSplitter, cache: PreparationCache? = nil,
                       _ body: (Change, ApplyOutcome) throws -> Void) throws {
         precondition(cache == nil || splitter is SequentialWork, "a preparation cache is single-threaded")
         let slots = UnsafeMutableBufferPointer<PreparedChange?>.allocate(capacity: changes.count)
@@ -242,7 +250,9 @@ extension Replica {
             predictor.heads[change.origin.rawValue] = (change.sequence - 1, try previousLink(change.origin, change.sequence, w))
         }
         try splitter.pipeline(changes.count, produce: { i in
-            var prepared = cache?.prepared(changes[i]) ?? PreparedChange(changes[i])
+            var prepared = cache.map { cache in
+                received.flatMap { cache.known($0[i]) } ?? cache.prepared(changes[i])
+            } ?? PreparedChange(changes[i])
             predictor.predict(changes[i], &prepared)
             target[i] = prepared
         }, consume: { i in

@@ -120,8 +120,13 @@ extension Replica {
     /// A received change of this replica's own origin that it does not hold proves its files
     /// were restored from an older copy: it then continues under a fresh replica id (in the same
     /// transaction), so it never hands out a (replica id, sequence) pair twice.
+    ///
+    /// `received`, when given, holds the bytes each change was decoded from (one per change, not
+    /// necessarily canonical): with a ``preparationCache`` they find a change's prepared form
+    /// without encoding it again.
     @discardableResult
-    public func applyRemote(_ changes: [Change]) throws -> ApplyReport {
+    public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil) throws -> ApplyReport {
+        precondition(received == nil || received!.count == changes.count, "one received encoding per change")
         let now = clock.nowMillis()
         let me = replicaID
         var generator = random
@@ -134,7 +139,8 @@ extension Replica {
             var ownHistoryForked = false
             // The pure part of each change (encodings and hashes) is prepared by the injected
             // splitter, on another core in the CLI, while this thread applies.
-            try Self.apply(changes, in: w, now: now, verifier: verifier, splitter: splitter, cache: cache) { change, outcome in
+            try Self.apply(changes, received: received, in: w, now: now, verifier: verifier, splitter: splitter,
+                           cache: cache) { change, outcome in
                 switch outcome {
                 case .applied: report.applied += 1
                 case .duplicate: report.duplicates += 1

@@ -152,6 +152,32 @@ struct BatchApplyTests {
         #expect(try ends[1].view() == ends[0].view())
     }
 
+    @Test("received bytes find a change's prepared form only when they are its canonical encoding")
+    func receivedEncodings() throws {
+        let log = try history(seed: 5)
+        let plain = try makeReplica(seed: 300)
+        try plain.applyRemote(log)
+        let cache = PreparationCache()
+        let first = try makeReplica(seed: 301)
+        first.preparationCache = cache
+        try first.applyRemote(log)
+        let misses = cache.misses
+        // Canonical bytes: every change found, none prepared again.
+        let second = try makeReplica(seed: 302)
+        second.preparationCache = cache
+        try second.applyRemote(log, received: log.map { RecordCodec.encode($0) })
+        #expect(cache.misses == misses)
+        // Other bytes (say, a non-canonical encoding) are not taken for the change: it is encoded.
+        let third = try makeReplica(seed: 303)
+        third.preparationCache = cache
+        try third.applyRemote(log, received: log.map { RecordCodec.encode($0) + [0] })
+        #expect(cache.misses == misses)
+        for replica in [first, second, third] {
+            #expect(try replica.view() == plain.view())
+            #expect(try replica.verify().problems == [])
+        }
+    }
+
     @Test("the cache's links, register hashes and id hashes are those computed afresh, however often asked")
     func cachedLinksAndHashes() {
         let cache = PreparationCache()
