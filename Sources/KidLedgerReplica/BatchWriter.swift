@@ -94,6 +94,8 @@ final class BatchWriter: KeyValueWriter {
 
     init(_ base: any KeyValueWriter) { self.base = base }
 
+    var _batchWriter: AnyObject? { self }
+
     /// The write-back slot of `table`, or nil.
     @inline(__always)
     private func slot(_ table: Table) -> Int? {

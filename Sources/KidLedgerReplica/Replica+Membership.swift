@@ -184,7 +184,7 @@ extension Replica {
         }
         // Every change of a batch asks; the batch remembers the answer per origin.
         let found: [ReplicaID: UInt64]?
-        if let batch = r as? BatchWriter {
+        if let batch = r.batchWriter {
             found = try batch.horizon(ofOrigin: change.origin, horizon)
         } else {
             found = try horizon()

@@ -120,6 +120,8 @@ extension Replica {
         let keys: [[UInt8]]
         /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once per kept value.
         private(set) lazy var order: [Int] = rows.indices.sorted { Replica.listOrder(rows[$0], rows[$1]) }
+        /// `rows` in list order, built once per kept value.
+        private(set) lazy var ordered: [ChildSummary] = order.map { rows[$0] }
         init(_ rows: [ChildSummary], _ keys: [[UInt8]]) { self.rows = rows; self.keys = keys }
     }
 
@@ -225,8 +227,7 @@ extension Replica {
     /// without reading the totals (every balance and count is zero): names, flags and order only.
     public func childrenWithoutTotals() throws -> [ChildSummary] {
         try store.read { r in
-            let stored = try Self.childRowsAndKeys(r)
-            return stored.order.map { stored.rows[$0] }
+            try Self.childRowsAndKeys(r).ordered
         }
     }
 

@@ -106,13 +106,13 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     static func load(_ child: RecordID, _ r: any KeyValueReader) throws -> Aggregate {
-        if let batch = r as? BatchWriter { return try batch.aggregate(child) ?? Aggregate() }
+        if let batch = r.batchWriter { return try batch.aggregate(child) ?? Aggregate() }
         guard let raw = try r.get(Tables.aggregates, Keys.id(child)) else { return Aggregate() }
         return try decode(raw)
     }
 
     func store(_ child: RecordID, _ w: any KeyValueWriter) throws {
-        if let batch = w as? BatchWriter { return batch.setAggregate(self, of: child) }
+        if let batch = w.batchWriter { return batch.setAggregate(self, of: child) }
         try w.put(Tables.aggregates, Keys.id(child), encoded())
     }
 }
