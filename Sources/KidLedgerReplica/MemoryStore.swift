@@ -82,10 +82,24 @@ public final class MemoryStore: KeyValueStore {
         private(set) var hashes: [UInt64] = []
         private(set) var tables: [Table] = []
         private(set) var sorted: [SortedTable] = []
+        /// An open-addressing index on the name hash: slot `hash % slotCount` (then the next ones)
+        /// holds 1 + the table's index, 0 when free. Used while at most `indexedMax` tables exist
+        /// (a replica has about twenty); beyond, the search is linear.
+        private var slots = [UInt8](repeating: 0, count: Self.slotCount)
+        private static let slotCount = 128, indexedMax = 96
 
         subscript(_ t: Table) -> SortedTable? {
             let h = t.nameHash
-            for i in hashes.indices where hashes[i] == h && tables[i] == t { return sorted[i] }
+            guard hashes.count <= Self.indexedMax else {
+                for i in hashes.indices where hashes[i] == h && tables[i] == t { return sorted[i] }
+                return nil
+            }
+            var s = Int(truncatingIfNeeded: h % UInt64(Self.slotCount))
+            while slots[s] != 0 {
+                let i = Int(slots[s]) - 1
+                if hashes[i] == h && tables[i] == t { return sorted[i] }
+                s = (s + 1) % Self.slotCount
+            }
             return nil
         }
 
@@ -93,6 +107,10 @@ public final class MemoryStore: KeyValueStore {
             hashes.append(t.nameHash)
             tables.append(t)
             sorted.append(table)
+            guard hashes.count <= Self.indexedMax else { return }
+            var s = Int(truncatingIfNeeded: t.nameHash % UInt64(Self.slotCount))
+            while slots[s] != 0 { s = (s + 1) % Self.slotCount }
+            slots[s] = UInt8(hashes.count)
         }
 
         /// The same tables with copies of their contents.

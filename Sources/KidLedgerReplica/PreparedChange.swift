@@ -152,10 +152,19 @@ struct PreparedTransaction: Sendable {
 /// what it saves is the hashing. Like the simulator's signature cache. Single-threaded: only with
 /// ``SequentialWork``.
 public final class PreparationCache: @unchecked Sendable {
-    /// An encoding as a dictionary key, hashed a buffer at a time.
+    /// An encoding as a dictionary key, hashed a buffer at a time: a long one by its length, its
+    /// first 48 bytes and its last 16 (a change's origin, sequence and clock come first; equality
+    /// still compares every byte).
     private struct Key: Hashable {
         let bytes: [UInt8]
-        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { raw in
+                guard raw.count > 64 else { return hasher.combine(bytes: raw) }
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[..<48]))
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[(raw.count - 16)...]))
+                hasher.combine(raw.count)
+            }
+        }
         static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
     }
     private var entries: [Key: PreparedChange] = [:]

@@ -75,6 +75,21 @@ struct MemoTests {
         #expect(try store.read { r in try memoized(r, &computed) }.value == [2])
     }
 
+    @Test("the store finds each of many tables (its table index, and the linear search past it)")
+    func manyTables() throws {
+        let store = MemoryStore()
+        let tables = (0..<150).map { Table("table \($0)") }
+        for (i, t) in tables.enumerated() {
+            try store.write { w in try w.put(t, [1], [UInt8(i)]) }
+            // Every table so far, and one never written.
+            let values = try store.read { r in try tables[...i].map { try r.get($0, [1]) } }
+            #expect(values == (0...i).map { [UInt8($0)] })
+            #expect(try store.read { r in try r.get(Table("never"), [1]) } == nil)
+        }
+        let values = try store.clone().read { r in try tables.map { try r.get($0, [1]) } }
+        #expect(values == tables.indices.map { [UInt8($0)] })
+    }
+
     @Test("a clone keeps its own values")
     func clones() throws {
         let store = MemoryStore()
