@@ -68,8 +68,9 @@ public final class Simulator {
     let verifier = CachingVerifier.sodium()
     /// Every replica's prepared changes in this run (``PreparationCache``): each change reaches
     /// every replica, and is hashed once. The final checks' fresh replica does without, so the
-    /// equivalence check recomputes every hash.
-    let preparations = PreparationCache()
+    /// equivalence check recomputes every hash. A seed's determinism rerun is handed its first
+    /// run's cache (preparing is a pure function of a change's encoding).
+    let preparations: PreparationCache
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
@@ -128,8 +129,6 @@ public final class Simulator {
     /// (``checkBatchesAtomic(_:)``).
     var batchesChecked: [Int: (store: MemoryStore, transactions: UInt64, batches: Int)] = [:]
 
-    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
-    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram.
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
         /// Every final check (convergence, verify, reference model, membership, equivalence).
@@ -143,9 +142,15 @@ public final class Simulator {
     /// Which final checks this run does.
     let finalChecksMode: FinalChecks
 
+    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
+    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram. Its replicas
+    /// prepare changes through `preparations` (a cache that another run of the process may have
+    /// filled: it only remembers a pure function).
     public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil,
-                record: Bool = false, plantedBug: PlantedBug? = nil, finalChecks: FinalChecks = .all) {
+                record: Bool = false, plantedBug: PlantedBug? = nil, finalChecks: FinalChecks = .all,
+                preparations: PreparationCache = PreparationCache()) {
         self.parameters = parameters
+        self.preparations = preparations
         self.finalChecksMode = finalChecks
         self.keepTrace = keepTrace
         self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil

@@ -1,3 +1,4 @@
+import KidLedgerReplica
 @testable import KidLedgerSimulation
 import Testing
 
@@ -35,6 +36,21 @@ struct RerunTests {
         failing.failures = ["digests differ"]
         #expect(!SimulatorCLI.sameRun(failing, replay))
         #expect(SimulatorCLI.sameRun(failing, failing))
+    }
+
+    @Test("the rerun prepares no change afresh, and a cache other runs filled changes no result")
+    func sharedPreparations() {
+        let cache = PreparationCache()
+        let first = SimulatorCLI.runSeed(3, preparations: cache)
+        let misses = cache.misses
+        #expect(first.passed && misses > 0)
+        let rerun = SimulatorCLI.runSeed(3, finalChecks: .skipped, preparations: cache)
+        #expect(cache.misses == misses && SimulatorCLI.sameRun(first, rerun))
+        // Another seed, through the cache seed 3 filled and through a fresh one: the same run.
+        let shared = SimulatorCLI.runSeed(24, preparations: cache)
+        let alone = SimulatorCLI.runSeed(24)
+        #expect(cache.misses > misses)
+        #expect(shared.traceHash == alone.traceHash && shared.digest == alone.digest && shared.failures == alone.failures)
     }
 
     @Test("fuzzing a seed: a passing one reports nothing, a failing one reproduces its failure whole")
