@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerReplica
 
 /// A set of changes found by their (origin, sequence) first: ``contains(_:)`` answers exactly as
 /// `Set<Change>.contains` (equal changes have equal origins and sequences, and the changes at one
@@ -18,18 +19,68 @@ struct ChangeIndex {
         for change in changes { insert(change) }
     }
 
-    mutating func insert(_ change: Change) {
+    /// Adds `change`; returns whether it was not held yet.
+    @discardableResult
+    mutating func insert(_ change: Change) -> Bool {
         let position = Position(origin: change.origin, sequence: change.sequence)
         if let known = byPosition[position] {
-            if !known.contains(change) { byPosition[position]!.append(change) }
+            if known.contains(change) { return false }
+            byPosition[position]!.append(change)
         } else {
             byPosition[position] = [change]
         }
+        return true
     }
 
     func contains(_ change: Change) -> Bool {
         byPosition[Position(origin: change.origin, sequence: change.sequence)]?.contains(change) ?? false
     }
+}
+
+/// Every replica's whole change log (`changes(notCoveredBy: [:])`, in the replicas' order), read
+/// encoded and decoded once per distinct log: converged replicas usually hold equal logs, and
+/// equal encodings decode to equal changes. Each distinct log is indexed once, and so is the
+/// union of all of them.
+struct ChangeLogs {
+    /// The distinct logs, decoded, each with its index.
+    private var distinct: [(log: [Change], set: ChangeIndex)] = []
+    /// For each replica, the index of its log in `distinct`.
+    private var which: [Int] = []
+    /// Every change any log holds, once, in the order first read.
+    private(set) var union: [Change] = []
+    /// The changes of ``union``.
+    private(set) var held = ChangeIndex()
+
+    init(_ replicas: [Replica]) throws {
+        var encoded: [[EncodedChange]] = []
+        for replica in replicas {
+            let log = try replica.encodedChanges(notCoveredBy: [:])
+            if let known = encoded.firstIndex(of: log) {
+                which.append(known)
+                continue
+            }
+            which.append(encoded.count)
+            encoded.append(log)
+            let changes = try log.map { entry in
+                do { return try RecordCodec.decodeChange(entry.bytes) } catch {
+                    throw LedgerError.corrupted("change log entry: \(error)")
+                }
+            }
+            distinct.append((changes, ChangeIndex(changes)))
+            if distinct.count == 1 {
+                held = distinct[0].set
+                union = changes
+            } else {
+                for change in changes where held.insert(change) { union.append(change) }
+            }
+        }
+    }
+
+    /// The log of the replica at `index`.
+    func log(_ index: Int) -> [Change] { distinct[which[index]].log }
+
+    /// The changes of the log of the replica at `index`.
+    func set(_ index: Int) -> ChangeIndex { distinct[which[index]].set }
 }
 
 extension RecordID {

@@ -73,7 +73,7 @@ extension Simulator {
         }
         // Every replica's whole change log, read once for the membership checks and the reference
         // model (nothing writes in between).
-        let logs = try replicas.map { try $0.changes(notCoveredBy: [:]) }
+        let logs = try ChangeLogs(replicas)
         let rejected = try membershipChecks(replicas, logs: logs)
         for (node, replica) in zip(nodes, replicas) {
             let report = try verifyOnce(replica)

@@ -120,9 +120,9 @@ extension Simulator {
     /// After convergence: the revocation rule, no change of any replica lost (a frozen one's
     /// included), and equal membership on every replica. Returns the transactions the revocation
     /// rule rejects (left out of the "no acknowledged transaction lost" check). `logs` are the
-    /// replicas' whole change logs (`changes(notCoveredBy: [:])`), in the same order.
-    func membershipChecks(_ replicas: [Replica], logs: [[Change]]) throws -> Set<RecordID> {
-        let changeLog = logs[0]
+    /// replicas' whole change logs, in the same order.
+    func membershipChecks(_ replicas: [Replica], logs: ChangeLogs) throws -> Set<RecordID> {
+        let changeLog = logs.log(0)
         let seen = Self.revokedSeen(in: changeLog)
         let members = try replicas[0].members()
         var claimant: [ReplicaID: [UInt8]] = [:]
@@ -161,15 +161,8 @@ extension Simulator {
         // No change a replica made is lost: every one is in its own log (a restore from a stale
         // copy excepted, for changes only the lost files held).
         // Converged replicas usually hold equal logs: each distinct log is made a set once.
-        var logSets: [(log: [Change], set: ChangeIndex)] = []
-        func set(of log: [Change]) -> ChangeIndex {
-            if let known = logSets.first(where: { $0.log == log }) { return known.set }
-            let made = ChangeIndex(log)
-            logSets.append((log, made))
-            return made
-        }
-        for (node, log) in zip(nodes, logs) {
-            let own = set(of: log)
+        for node in nodes {
+            let own = logs.set(node.index)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
                 origins.insert(made.change.origin)
@@ -185,8 +178,7 @@ extension Simulator {
         // The revocation rule on transactions: those only revoked members' changes beyond the cut
         // carried are absent everywhere; the others are checked as acknowledged transactions.
         // A carrier change that no replica holds any more was lost with a stale restore's files.
-        var held = logSets.first?.set ?? ChangeIndex()  // usually the only distinct log
-        for entry in logSets.dropFirst() { for change in entry.log { held.insert(change) } }
+        let held = logs.held
         var rejected = Set<RecordID>()
         for id in acknowledgedOrder {
             let statuses = carriers[id, default: []].map { c -> Bool? in

@@ -6,8 +6,8 @@ import Testing
 
 /// What the simulator computes more cheaply than it used to must equal what it used to compute:
 /// the per-node version vector, child count and "revoked" caches against fresh reads, the
-/// batched transaction lookup against one lookup per id, the reference model's union keys against
-/// the string they were built as, and the caching verifier against its base.
+/// batched transaction lookup against one lookup per id, the change logs read once per distinct
+/// log against each replica's own, and the caching verifier against its base.
 @Suite("Simulator queries")
 struct SimulatorQueryTests {
     func simulator() throws -> Simulator { try twoReplicaSimulator(seed: 5) }
@@ -82,18 +82,30 @@ struct SimulatorQueryTests {
         #expect(try sim.nodes[1].replica!.containsTransactions(held).allSatisfy { $0 })
     }
 
-    @Test("reference model keys are the ORIGIN/SEQUENCE/VERSION strings")
-    func referenceKeys() throws {
+    @Test("the final checks' change logs: each replica's log, equal ones read as one, and their union")
+    func changeLogs() throws {
         let sim = try simulator()
-        let a = sim.nodes[0]
+        let a = sim.nodes[0], b = sim.nodes[1]
+        func whole(_ node: SimNode) throws -> [Change] { try node.replica!.changes(notCoveredBy: [:]) }
         _ = try a.replica!.addChild(name: "Ava")
         _ = try a.replica!.post("Ava", signedCents: 7, note: "x", source: "give")
-        let changes = try a.replica!.changes(notCoveredBy: [:])
-        #expect(changes.count > 3)
-        for change in changes {
-            let version = SHA256.hash(RecordCodec.encode(change)).prefix(8).map { String($0, radix: 16) }.joined()
-            #expect(Simulator.referenceKey(change) == "\(change.origin.rawValue)/\(change.sequence)/\(version)")
+        _ = try b.replica!.addChild(name: "Ben")
+        var logs = try ChangeLogs([a.replica!, b.replica!, a.replica!])
+        #expect(try logs.log(0) == whole(a) && logs.log(1) == whole(b) && logs.log(2) == whole(a))
+        let all = Set(try whole(a) + whole(b))
+        #expect(Set(logs.union) == all && logs.union.count == all.count)
+        for change in all {
+            #expect(logs.held.contains(change))
+            #expect(logs.set(0).contains(change) == (try whole(a).contains(change)))
+            #expect(logs.set(1).contains(change) == (try whole(b).contains(change)))
         }
+        #expect(try all.count > whole(a).count && all.count > whole(b).count)
+        // Converged: one log, the union is it.
+        try sync(a, b)
+        try sync(b, a)
+        logs = try ChangeLogs([a.replica!, b.replica!])
+        #expect(try logs.log(0) == whole(a) && logs.log(1) == whole(b) && logs.union == whole(a))
+        #expect(try whole(a) == whole(b))
     }
 
     /// A verifier that accepts signatures starting with 1 and counts its calls.
