@@ -3,8 +3,9 @@ import KidLedgerReplica
 
 extension Simulator {
     /// No replica ever shows part of a give-all batch. Checked after every event for the
-    /// replicas it touched (only batches not yet complete there: the set only grows, except by a
-    /// restore from stale files, which resets the bookkeeping of that replica).
+    /// replicas it touched (only batches not yet found whole there: a batch found whole is not
+    /// looked at again, except after a restore from stale files, which resets the bookkeeping of
+    /// that replica).
     ///
     /// Only `containsTransaction` is asked (for all the batches looked at in one read:
     /// `containsTransactions`), so for an in-memory store whose transactions table was
@@ -12,7 +13,12 @@ extension Simulator {
     func checkBatchesAtomic(_ only: [Int]? = nil) throws {
         for index in only ?? Array(nodes.indices) {
             guard let replica = nodes[index].replica else { continue }
-            while batchComplete.count <= index { batchComplete.append([]) }
+            while batchesPending.count <= index { batchesPending.append(([], 0)) }
+            // Batches made since the last look are not complete here yet.
+            if batchesPending[index].known < batches.count {
+                batchesPending[index].indexes += batchesPending[index].known..<batches.count
+                batchesPending[index].known = batches.count
+            }
             let memory = nodes[index].store as? MemoryStore
             let written = memory?.writeCount(Tables.transactions)
             var first = 0
@@ -20,20 +26,21 @@ extension Simulator {
                 first = last.batches
             }
             let failuresBefore = failures.count
-            // Every id of every batch looked at, asked in one read of the store.
-            var looked: [Int] = []
-            var ids: [RecordID] = []
-            for i in batches.indices.dropFirst(first) where !batchComplete[index].contains(i) {
-                looked.append(i)
-                ids.append(contentsOf: batches[i])
-            }
-            guard !looked.isEmpty else {
+            // The batches looked at: those not complete here, from `first` on (the pending
+            // indexes ascend). Every id of each, asked in one read of the store.
+            let pending = batchesPending[index].indexes
+            var start = pending.count
+            while start > 0 && pending[start - 1] >= first { start -= 1 }
+            guard start < pending.count else {
                 if let memory, let written { batchesChecked[index] = (memory, written, batches.count) }
                 continue
             }
+            var ids: [RecordID] = []
+            for i in pending[start...] { ids.append(contentsOf: batches[i]) }
             let held = try replica.containsTransactions(ids)
+            var stillPending = Array(pending[..<start])
             var at = 0
-            for i in looked {
+            for i in pending[start...] {
                 let batch = batches[i]
                 var present = 0
                 for k in at..<(at + batch.count) where held[k] { present += 1 }
@@ -41,8 +48,9 @@ extension Simulator {
                 if present != 0 && present != batch.count {
                     failures.append("\(nodes[index].name) shows \(present) of \(batch.count) transactions of give-all batch \(i)")
                 }
-                if present == batch.count { batchComplete[index].insert(i) }
+                if present != batch.count { stillPending.append(i) }
             }
+            batchesPending[index].indexes = stillPending
             if let memory, let written, failures.count == failuresBefore {
                 batchesChecked[index] = (memory, written, batches.count)
             }

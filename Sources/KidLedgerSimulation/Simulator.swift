@@ -95,7 +95,10 @@ public final class Simulator {
     var acknowledgedOrder: [RecordID] = []
     var mayBeLost = Set<RecordID>()
     var batches: [[RecordID]] = []
-    var batchComplete: [Set<Int>] = []
+    /// Per replica index: the indexes of the give-all batches not found whole there yet
+    /// (ascending), of the first `known` batches; those made since are not whole there either
+    /// (``checkBatchesAtomic(_:)``).
+    var batchesPending: [(indexes: [Int], known: Int)] = []
     /// Every change a replica made locally, in order, with the replica that made it.
     var madeChanges: [(node: Int, change: Change)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
@@ -372,7 +375,7 @@ public final class Simulator {
         if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
             try noteLossesFromRestore(node, copy)
             node.store = copy.clone()
-            if node.index < batchComplete.count { batchComplete[node.index] = [] }
+            if node.index < batchesPending.count { batchesPending[node.index] = ([], 0) }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
             restored = true
