@@ -1,83 +1,107 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
-/// A set of changes found by their (origin, sequence) first: ``contains(_:)`` answers exactly as
-/// `Set<Change>.contains` (equal changes have equal origins and sequences, and the changes at one
-/// position are compared whole), but hashes two integers instead of every operation of a change.
+/// A change as a replica's log holds it: decoded, and the log entry's bytes, its canonical
+/// encoding (`RecordCodec.encode(change)`: a change and its encoding determine each other).
+struct LoggedChange {
+    let change: Change
+    let encoded: [UInt8]
+
+    /// The change a log entry (``Replica/encodedChanges(notCoveredBy:limit:)``) holds, decoded
+    /// as ``Replica/changes(notCoveredBy:limit:)`` decodes it.
+    init(_ entry: EncodedChange) throws {
+        do { change = try RecordCodec.decodeChange(entry.bytes) } catch {
+            throw LedgerError.corrupted("change log entry: \(error)")
+        }
+        encoded = entry.bytes
+    }
+
+    init(_ change: Change) {
+        self.change = change
+        encoded = RecordCodec.encode(change)
+    }
+}
+
+/// A set of changes, kept as their encodings and found by their (origin, sequence) first:
+/// ``contains(_:)`` answers exactly as `Set<Change>.contains` on the decoded changes (equal changes
+/// have equal origins, sequences and encodings), but hashes two integers and compares bytes
+/// instead of decoding a log and comparing every operation of a change.
 struct ChangeIndex {
     private struct Position: Hashable {
         let origin: ReplicaID
         let sequence: UInt64
     }
 
-    /// The changes at each position: one, or every version of a forked sequence.
-    private var byPosition: [Position: [Change]] = [:]
+    /// The encodings at each position: one, or every version of a forked sequence.
+    private var byPosition: [Position: [[UInt8]]] = [:]
 
     init() {}
 
-    init(_ changes: some Sequence<Change>) {
-        for change in changes { insert(change) }
+    /// The changes of a log, as ``Replica/encodedChanges(notCoveredBy:limit:)`` reads them.
+    init(_ log: [EncodedChange]) {
+        for entry in log { insert(entry) }
     }
 
-    /// Adds `change`; returns whether it was not held yet.
+    /// Adds the change of a log entry; returns whether it was not held yet.
     @discardableResult
-    mutating func insert(_ change: Change) -> Bool {
-        let position = Position(origin: change.origin, sequence: change.sequence)
+    mutating func insert(_ entry: EncodedChange) -> Bool {
+        insert(Position(origin: entry.origin, sequence: entry.sequence), entry.bytes)
+    }
+
+    /// Adds `logged`; returns whether it was not held yet.
+    @discardableResult
+    mutating func insert(_ logged: LoggedChange) -> Bool {
+        insert(Position(origin: logged.change.origin, sequence: logged.change.sequence), logged.encoded)
+    }
+
+    private mutating func insert(_ position: Position, _ encoded: [UInt8]) -> Bool {
         if let known = byPosition[position] {
-            if known.contains(change) { return false }
-            byPosition[position]!.append(change)
+            if known.contains(encoded) { return false }
+            byPosition[position]!.append(encoded)
         } else {
-            byPosition[position] = [change]
+            byPosition[position] = [encoded]
         }
         return true
     }
 
-    func contains(_ change: Change) -> Bool {
-        byPosition[Position(origin: change.origin, sequence: change.sequence)]?.contains(change) ?? false
+    func contains(_ logged: LoggedChange) -> Bool {
+        byPosition[Position(origin: logged.change.origin, sequence: logged.change.sequence)]?.contains(logged.encoded) ?? false
     }
 }
 
-/// Every replica's whole change log (`changes(notCoveredBy: [:])`, in the replicas' order), read
-/// encoded and decoded once per distinct log: converged replicas usually hold equal logs, and
-/// equal encodings decode to equal changes. Each distinct log is indexed once, and so is the
-/// union of all of them.
+/// Every replica's whole change log (`encodedChanges(notCoveredBy: [:])`, in the replicas' order),
+/// indexed once per distinct log: converged replicas usually hold equal logs. Only the union of
+/// the logs is decoded, each change once.
 struct ChangeLogs {
-    /// The distinct logs, decoded, each with its index.
-    private var distinct: [(log: [Change], set: ChangeIndex)] = []
+    /// The distinct logs, each with its index.
+    private var distinct: [(log: [EncodedChange], set: ChangeIndex)] = []
     /// For each replica, the index of its log in `distinct`.
     private var which: [Int] = []
-    /// Every change any log holds, once, in the order first read.
+    /// The first replica's log, decoded.
+    private(set) var first: [Change] = []
+    /// Every change any log holds, once, decoded, in the order first read (the first log first).
     private(set) var union: [Change] = []
     /// The changes of ``union``.
     private(set) var held = ChangeIndex()
 
     init(_ replicas: [Replica]) throws {
-        var encoded: [[EncodedChange]] = []
         for replica in replicas {
             let log = try replica.encodedChanges(notCoveredBy: [:])
-            if let known = encoded.firstIndex(of: log) {
+            if let known = distinct.firstIndex(where: { $0.log == log }) {
                 which.append(known)
                 continue
             }
-            which.append(encoded.count)
-            encoded.append(log)
-            let changes = try log.map { entry in
-                do { return try RecordCodec.decodeChange(entry.bytes) } catch {
-                    throw LedgerError.corrupted("change log entry: \(error)")
-                }
-            }
-            distinct.append((changes, ChangeIndex(changes)))
+            which.append(distinct.count)
+            distinct.append((log, ChangeIndex(log)))
             if distinct.count == 1 {
+                first = try log.map { try LoggedChange($0).change }
+                union = first
                 held = distinct[0].set
-                union = changes
             } else {
-                for change in changes where held.insert(change) { union.append(change) }
+                for entry in log where held.insert(entry) { union.append(try LoggedChange(entry).change) }
             }
         }
     }
-
-    /// The log of the replica at `index`.
-    func log(_ index: Int) -> [Change] { distinct[which[index]].log }
 
     /// The changes of the log of the replica at `index`.
     func set(_ index: Int) -> ChangeIndex { distinct[which[index]].set }

@@ -10,7 +10,7 @@ struct Carrier {
     let sequences: ClosedRange<UInt64>
     /// The changes themselves: after a restore from a stale copy that nobody noticed, the same
     /// origin and sequences can be reused by other changes, so only these say whether it is held.
-    let changes: [Change]
+    let changes: [LoggedChange]
 }
 
 extension Simulator {
@@ -25,7 +25,7 @@ extension Simulator {
         guard let new = after[origin], new > old else { return nil }
         var cover = after
         cover[origin] = old
-        let made = try replica.changes(notCoveredBy: cover).filter { $0.origin == origin }
+        let made = try replica.encodedChanges(notCoveredBy: cover).filter { $0.origin == origin }.map(LoggedChange.init)
         for change in made { madeChanges.append((node.index, change)) }
         return Carrier(node: node.index, origin: origin, sequences: (old + 1)...new, changes: made)
     }
@@ -122,7 +122,7 @@ extension Simulator {
     /// rule rejects (left out of the "no acknowledged transaction lost" check). `logs` are the
     /// replicas' whole change logs, in the same order.
     func membershipChecks(_ replicas: [Replica], logs: ChangeLogs) throws -> Set<RecordID> {
-        let changeLog = logs.log(0)
+        let changeLog = logs.first
         let seen = Self.revokedSeen(in: changeLog)
         let members = try replicas[0].members()
         var claimant: [ReplicaID: [UInt8]] = [:]
@@ -165,9 +165,10 @@ extension Simulator {
             let own = logs.set(node.index)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
-                origins.insert(made.change.origin)
-                if !own.contains(made.change) {
-                    failures.append("\(node.name) lost its own change \(String(made.change.origin.rawValue, radix: 16)):\(made.change.sequence)")
+                let change = made.logged.change
+                origins.insert(change.origin)
+                if !own.contains(made.logged) {
+                    failures.append("\(node.name) lost its own change \(String(change.origin.rawValue, radix: 16)):\(change.sequence)")
                     break
                 }
             }

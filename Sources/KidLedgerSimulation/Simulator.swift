@@ -100,7 +100,7 @@ public final class Simulator {
     /// (``checkBatchesAtomic(_:)``).
     var batchesPending: [(indexes: [Int], known: Int)] = []
     /// Every change a replica made locally, in order, with the replica that made it.
-    var madeChanges: [(node: Int, change: Change)] = []
+    var madeChanges: [(node: Int, logged: LoggedChange)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
     var lostChanges = Set<Int>()
     /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
@@ -417,12 +417,12 @@ public final class Simulator {
         for other in others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
         mayBeLost.formUnion(lost)
         // Likewise the local changes (of any replica) that only these files held.
-        let currentLog = ChangeIndex(try current.changes(notCoveredBy: [:]))
-        let staleLog = ChangeIndex(try staleReplica.changes(notCoveredBy: [:]))
-        let otherLogs = try others.map { ChangeIndex(try $0.changes(notCoveredBy: [:])) }
+        let currentLog = ChangeIndex(try current.encodedChanges(notCoveredBy: [:]))
+        let staleLog = ChangeIndex(try staleReplica.encodedChanges(notCoveredBy: [:]))
+        let otherLogs = try others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
         for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
-            guard currentLog.contains(made.change), !staleLog.contains(made.change) else { continue }
-            if otherLogs.allSatisfy({ !$0.contains(made.change) }) { lostChanges.insert(i) }
+            guard currentLog.contains(made.logged), !staleLog.contains(made.logged) else { continue }
+            if otherLogs.allSatisfy({ !$0.contains(made.logged) }) { lostChanges.insert(i) }
         }
     }
 

@@ -91,21 +91,49 @@ struct SimulatorQueryTests {
         _ = try a.replica!.post("Ava", signedCents: 7, note: "x", source: "give")
         _ = try b.replica!.addChild(name: "Ben")
         var logs = try ChangeLogs([a.replica!, b.replica!, a.replica!])
-        #expect(try logs.log(0) == whole(a) && logs.log(1) == whole(b) && logs.log(2) == whole(a))
+        #expect(try logs.first == whole(a))
         let all = Set(try whole(a) + whole(b))
         #expect(Set(logs.union) == all && logs.union.count == all.count)
         for change in all {
-            #expect(logs.held.contains(change))
-            #expect(logs.set(0).contains(change) == (try whole(a).contains(change)))
-            #expect(logs.set(1).contains(change) == (try whole(b).contains(change)))
+            let logged = LoggedChange(change)
+            #expect(logs.held.contains(logged))
+            #expect(logs.set(0).contains(logged) == (try whole(a).contains(change)))
+            #expect(logs.set(1).contains(logged) == (try whole(b).contains(change)))
+            #expect(logs.set(2).contains(logged) == (try whole(a).contains(change)))
         }
         #expect(try all.count > whole(a).count && all.count > whole(b).count)
         // Converged: one log, the union is it.
         try sync(a, b)
         try sync(b, a)
-        logs = try ChangeLogs([a.replica!, b.replica!])
-        #expect(try logs.log(0) == whole(a) && logs.log(1) == whole(b) && logs.union == whole(a))
+        logs = try ChangeLogs([b.replica!, a.replica!])
+        #expect(try logs.first == whole(b) && logs.union == whole(a))
         #expect(try whole(a) == whole(b))
+    }
+
+    @Test("a change index answers as a set of the decoded changes, forked versions included")
+    func changeIndexAnswersAsASet() {
+        let a = ReplicaID(1), b = ReplicaID(2)
+        let ava = RecordID(high: 0xAA, low: 1)
+        func change(_ origin: ReplicaID, _ sequence: UInt64, _ name: String) -> LoggedChange {
+            LoggedChange(Change(origin: origin, sequence: sequence, hlc: HLC(millis: 5),
+                                operations: [.setField(entity: ava, field: .childName, value: .text(name))]))
+        }
+        let held = [change(a, 1, "Ava"), change(a, 2, "Ben"), change(b, 1, "Cleo")]
+        let forked = change(a, 2, "Dan")  // the position of Ben, another version
+        var index = ChangeIndex()
+        for logged in held {
+            let added = index.insert(logged)
+            #expect(added)
+        }
+        for logged in held {
+            let again = index.insert(logged)
+            #expect(index.contains(logged) && !again)
+        }
+        for logged in [forked, change(a, 3, "Ava"), change(b, 2, "Cleo"), change(b, 1, "Ava")] {
+            #expect(!index.contains(logged))
+        }
+        let added = index.insert(forked)
+        #expect(added && index.contains(forked) && index.contains(held[1]))
     }
 
     /// A verifier that accepts signatures starting with 1 and counts its calls.
