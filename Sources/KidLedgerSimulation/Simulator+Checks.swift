@@ -57,6 +57,51 @@ extension Simulator {
         }
     }
 
+    /// Each replica (of `replicas`, one per node, in order) passes `verify` and holds its
+    /// transactions as it should (``transactionProblems(_:rejected:)``). Those checks are a
+    /// function of the transactions a replica holds (and of the oracle's state, the same for every
+    /// replica): converged replicas usually hold the same list, so each distinct list is checked once.
+    func checkEachReplica(_ replicas: [Replica], rejected: Set<RecordID>) throws {
+        var checked: [(all: [LedgerTransaction], problems: [String])] = []
+        for (node, replica) in zip(nodes, replicas) {
+            let report = try verifyOnce(replica)
+            for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
+            let all = try replica.allTransactions()
+            let problems: [String]
+            if let known = checked.first(where: { $0.all == all }) {
+                problems = known.problems
+            } else {
+                problems = transactionProblems(all, rejected: rejected)
+                checked.append((all, problems))
+            }
+            for problem in problems { failures.append("\(node.name) \(problem)") }
+        }
+    }
+
+    /// What is wrong with a replica's transactions `all` (``Replica/allTransactions()``), each
+    /// problem to follow the replica's name: an undo of an undo, an original compensated more than
+    /// once, the first acknowledged transaction missing (but those `rejected` by the revocation
+    /// rule or lost with a restore's files).
+    func transactionProblems(_ all: [LedgerTransaction], rejected: Set<RecordID>) -> [String] {
+        var problems: [String] = []
+        var byID: [RecordID: LedgerTransaction] = [:]
+        for t in all { byID[t.id] = t }
+        var compensations: [RecordID: Int] = [:]
+        for t in all {
+            guard let original = t.reverses else { continue }
+            compensations[original, default: 0] += 1
+            if let o = byID[original], o.isUndo { problems.append("holds an undo of an undo: \(t.id)") }
+        }
+        for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
+            problems.append("compensates \(original) \(n) times")
+        }
+        for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
+            problems.append("lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
+            break
+        }
+        return problems
+    }
+
     /// `replica.verify()`, computed once per distinct store content: converged in-memory replicas
     /// usually hold the same entries in every table `verify` reads, and then its report is the
     /// same (``Replica/verifiesAlike(_:_:)``). LMDB replicas are always verified.
@@ -83,26 +128,7 @@ extension Simulator {
         // model (nothing writes in between).
         let logs = try ChangeLogs(replicas)
         let rejected = try membershipChecks(replicas, logs: logs)
-        for (node, replica) in zip(nodes, replicas) {
-            let report = try verifyOnce(replica)
-            for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
-            let all = try replica.allTransactions()
-            var byID: [RecordID: LedgerTransaction] = [:]
-            for t in all { byID[t.id] = t }
-            var compensations: [RecordID: Int] = [:]
-            for t in all {
-                guard let original = t.reverses else { continue }
-                compensations[original, default: 0] += 1
-                if let o = byID[original], o.isUndo { failures.append("\(node.name) holds an undo of an undo: \(t.id)") }
-            }
-            for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
-                failures.append("\(node.name) compensates \(original) \(n) times")
-            }
-            for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
-                failures.append("\(node.name) lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
-                break
-            }
-        }
+        try checkEachReplica(replicas, rejected: rejected)
         try checkBatchesAtomic()
         try checkAgainstReferenceModel(replicas, logs: logs)
         let journals = try replicas.map { try $0.fieldConflicts() }

@@ -110,6 +110,29 @@ struct SimulatorQueryTests {
         #expect(try whole(a) == whole(b))
     }
 
+    @Test("the per-replica checks name each replica whose transactions are wrong, equal lists or not")
+    func eachReplicaChecked() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        func check() throws -> [String] {
+            sim.failures = []
+            try sim.checkEachReplica([a.replica!, b.replica!], rejected: [])
+            return sim.failures
+        }
+        _ = try a.replica!.addChild(name: "Ava")
+        let made = try a.replica!.post("Ava", signedCents: 5, note: "", source: "give").transaction.id
+        sim.acknowledged[made] = 0
+        sim.acknowledgedOrder = [made]
+        #expect(try check() == ["r1 lost acknowledged transaction \(made) (made on r0)"])
+        try sync(a, b)
+        #expect(try check() == [])
+        // Equal lists: a transaction neither holds is lost on both.
+        let never = RecordID(high: 7, low: 7)
+        sim.acknowledged[never] = 1
+        sim.acknowledgedOrder.append(never)
+        #expect(try check() == ["r0", "r1"].map { "\($0) lost acknowledged transaction \(never) (made on r1)" })
+    }
+
     @Test("a change index answers as a set of the decoded changes, forked versions included")
     func changeIndexAnswersAsASet() {
         let a = ReplicaID(1), b = ReplicaID(2)
