@@ -1,23 +1,24 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
-/// A change as a replica's log holds it: decoded, and the log entry's bytes, its canonical
-/// encoding (`RecordCodec.encode(change)`: a change and its encoding determine each other).
+/// A change as a replica's log holds it: its origin and sequence, and the log entry's bytes, its
+/// canonical encoding (`RecordCodec.encode(change)`: a change and its encoding determine each
+/// other). Not decoded: what the simulator compares changes by.
 struct LoggedChange {
-    let change: Change
+    let origin: ReplicaID
+    let sequence: UInt64
     let encoded: [UInt8]
 
-    /// The change a log entry (``Replica/encodedChanges(notCoveredBy:limit:)``) holds, decoded
-    /// as ``Replica/changes(notCoveredBy:limit:)`` decodes it.
-    init(_ entry: EncodedChange) throws {
-        do { change = try RecordCodec.decodeChange(entry.bytes) } catch {
-            throw LedgerError.corrupted("change log entry: \(error)")
-        }
+    /// A log entry, as ``Replica/encodedChanges(notCoveredBy:limit:)`` reads it.
+    init(_ entry: EncodedChange) {
+        origin = entry.origin
+        sequence = entry.sequence
         encoded = entry.bytes
     }
 
     init(_ change: Change) {
-        self.change = change
+        origin = change.origin
+        sequence = change.sequence
         encoded = RecordCodec.encode(change)
     }
 }
@@ -45,27 +46,24 @@ struct ChangeIndex {
     /// Adds the change of a log entry; returns whether it was not held yet.
     @discardableResult
     mutating func insert(_ entry: EncodedChange) -> Bool {
-        insert(Position(origin: entry.origin, sequence: entry.sequence), entry.bytes)
+        insert(LoggedChange(entry))
     }
 
     /// Adds `logged`; returns whether it was not held yet.
     @discardableResult
     mutating func insert(_ logged: LoggedChange) -> Bool {
-        insert(Position(origin: logged.change.origin, sequence: logged.change.sequence), logged.encoded)
-    }
-
-    private mutating func insert(_ position: Position, _ encoded: [UInt8]) -> Bool {
+        let position = Position(origin: logged.origin, sequence: logged.sequence)
         if let known = byPosition[position] {
-            if known.contains(encoded) { return false }
-            byPosition[position]!.append(encoded)
+            if known.contains(logged.encoded) { return false }
+            byPosition[position]!.append(logged.encoded)
         } else {
-            byPosition[position] = [encoded]
+            byPosition[position] = [logged.encoded]
         }
         return true
     }
 
     func contains(_ logged: LoggedChange) -> Bool {
-        byPosition[Position(origin: logged.change.origin, sequence: logged.change.sequence)]?.contains(logged.encoded) ?? false
+        byPosition[Position(origin: logged.origin, sequence: logged.sequence)]?.contains(logged.encoded) ?? false
     }
 }
 
@@ -94,12 +92,19 @@ struct ChangeLogs {
             which.append(distinct.count)
             distinct.append((log, ChangeIndex(log)))
             if distinct.count == 1 {
-                first = try log.map { try LoggedChange($0).change }
+                first = try log.map(Self.decode)
                 union = first
                 held = distinct[0].set
             } else {
-                for entry in log where held.insert(entry) { union.append(try LoggedChange(entry).change) }
+                for entry in log where held.insert(entry) { union.append(try Self.decode(entry)) }
             }
+        }
+    }
+
+    /// The change of a log entry, decoded as ``Replica/changes(notCoveredBy:limit:)`` decodes it.
+    static func decode(_ entry: EncodedChange) throws -> Change {
+        do { return try RecordCodec.decodeChange(entry.bytes) } catch {
+            throw LedgerError.corrupted("change log entry: \(error)")
         }
     }
 

@@ -165,9 +165,9 @@ extension Simulator {
             let own = logs.set(node.index)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
-                let change = made.logged.change
+                let change = made.logged
                 origins.insert(change.origin)
-                if !own.contains(made.logged) {
+                if !own.contains(change) {
                     failures.append("\(node.name) lost its own change \(String(change.origin.rawValue, radix: 16)):\(change.sequence)")
                     break
                 }

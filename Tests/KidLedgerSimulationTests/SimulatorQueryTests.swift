@@ -90,6 +90,13 @@ struct SimulatorQueryTests {
         _ = try a.replica!.addChild(name: "Ava")
         _ = try a.replica!.post("Ava", signedCents: 7, note: "x", source: "give")
         _ = try b.replica!.addChild(name: "Ben")
+        // A log holds each change as its canonical encoding, under the change's origin and sequence:
+        // what changes are compared by.
+        for entry in try a.replica!.encodedChanges(notCoveredBy: [:]) {
+            let change = try ChangeLogs.decode(entry)
+            #expect(RecordCodec.encode(change) == entry.bytes)
+            #expect(change.origin == entry.origin && change.sequence == entry.sequence)
+        }
         var logs = try ChangeLogs([a.replica!, b.replica!, a.replica!])
         #expect(try logs.first == whole(a))
         let all = Set(try whole(a) + whole(b))
