@@ -30,8 +30,9 @@ final class SimNode {
     let member: Identity
     /// The run's signature verifier (shared by its replicas: ``CachingVerifier``).
     let verifier: any SignatureVerifier
-    /// The run's prepared changes (shared by its replicas: ``PreparationCache``), set before boot.
-    var preparations: PreparationCache?
+    /// What the runs of the seed share (its replicas' prepared changes, the claims they sign:
+    /// ``SeedShare``), set before boot.
+    var share: SeedShare?
     /// The account the device is switched to now: `member`, or another one while frozen.
     var identity: Identity
     /// Whether the device is switched to another account: it makes no local changes and does not
@@ -74,14 +75,16 @@ final class SimNode {
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
-        replica?.preparationCache = preparations
+        replica?.preparationCache = share?.preparations
         updateClaimSigner()
     }
 
     /// Claims of new origins are signed by the account the device is switched to.
     func updateClaimSigner() {
-        let identity = identity
-        replica?.claimSigner = { household, origin in identity.claim(origin: origin, household: household) }
+        let identity = identity, share = share
+        replica?.claimSigner = { household, origin in
+            share?.claim(by: identity, origin: origin, household: household) ?? identity.claim(origin: origin, household: household)
+        }
     }
 
     /// What `replica.children(includeArchived: true)` lists (in its order), as much of it as a

@@ -44,7 +44,7 @@ extension Simulator {
 
     /// The device signs in as another (fresh) account: frozen, its connections drop.
     func switchAway(_ node: SimNode) throws {
-        node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+        node.identity = try share.identity(seed: drawBytes(Identity.seedByteCount))
         node.updateClaimSigner()
         count("accountChange")
         log("\(node.name) switches to account \(node.identity.publicKey.fingerprint): frozen (no changes, no sync)")
@@ -81,8 +81,8 @@ extension Simulator {
         let owner = nodes[0]
         guard let replica = owner.replica, !owner.isFrozen else { return nil }
         let seen = try replica.versionVector()
-        let revocation = owner.member.revocation(of: nodes[target].member.publicKey.bytes, seen: seen, household: household,
-                                                 atMillis: time.millis + owner.skew)
+        let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: seen,
+                                          household: household, atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
         try recordLocalChanges(owner, before: seen)
         count("revocation")

@@ -68,9 +68,9 @@ public final class Simulator {
     let verifier = CachingVerifier.sodium()
     /// Every replica's prepared changes in this run (``PreparationCache``): each change reaches
     /// every replica, and is hashed once. The final checks' fresh replica does without, so the
-    /// equivalence check recomputes every hash. A seed's determinism rerun is handed its first
-    /// run's cache (preparing is a pure function of a change's encoding).
-    let preparations: PreparationCache
+    /// equivalence check recomputes every hash. With them the identities and signed membership
+    /// records the run makes; a seed's determinism rerun is handed its first run's (``SeedShare``).
+    let share: SeedShare
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
@@ -146,14 +146,14 @@ public final class Simulator {
     let finalChecksMode: FinalChecks
 
     /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
-    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram. Its replicas
-    /// prepare changes through `preparations` (a cache that another run of the process may have
-    /// filled: it only remembers a pure function).
+    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram. It derives
+    /// identities, signs and prepares changes through `share` (which another run of the same seed
+    /// may have filled: it only remembers pure functions).
     public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil,
                 record: Bool = false, plantedBug: PlantedBug? = nil, finalChecks: FinalChecks = .all,
-                preparations: PreparationCache = PreparationCache()) {
+                share: SeedShare = SeedShare()) {
         self.parameters = parameters
-        self.preparations = preparations
+        self.share = share
         self.finalChecksMode = finalChecks
         self.keepTrace = keepTrace
         self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil
@@ -223,10 +223,10 @@ public final class Simulator {
             } else {
                 store = MemoryStore()
             }
-            let identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+            let identity = try share.identity(seed: drawBytes(Identity.seedByteCount))
             let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity,
                                verifier: verifier)
-            node.preparations = preparations
+            node.share = share
             try node.boot(time: time, seed: parameters.seed)
             nodes.append(node)
             if skew != 0 { count("skew"); record(i, .skew(skew)) }
@@ -238,7 +238,8 @@ public final class Simulator {
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
                                                 salt: drawBytes(16)).id
         let grants = nodes.dropFirst().map { node in
-            Operation.grant(owner.member.grant(node.member.publicKey, name: node.name, household: household, atMillis: time.millis + owner.skew))
+            Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
+                                        atMillis: time.millis + owner.skew))
         }
         if !grants.isEmpty { try founder.commitMembership(grants) }
         try recordLocalChanges(owner, before: [:])
