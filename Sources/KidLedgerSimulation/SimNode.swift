@@ -40,7 +40,7 @@ final class SimNode {
     var isFrozen: Bool { identity.publicKey != member.publicKey }
 
     /// How many children the running replica holds (archived ones included): the length of
-    /// ``pickableChildren()``, from the children table's entry count.
+    /// what ``pickableChild(at:)`` picks from, from the children table's entry count.
     func childCount() throws -> Int {
         guard let replica else { return 0 }
         return try replica.store.read { try $0.count(Tables.children) }
@@ -87,12 +87,15 @@ final class SimNode {
         }
     }
 
-    /// What `replica.children(includeArchived: true)` lists (in its order), as much of it as a
-    /// drawn user operation uses, read through `childrenWithoutTotals` (a ``MemoryStore`` keeps
-    /// those rows until the children or registers table is written).
-    func pickableChildren() throws -> [PickableChild] {
-        guard let replica else { return [] }
-        return try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+    /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
+    /// order; nil past its end), as much of it as a drawn user operation uses, and how many it
+    /// lists: read through `childrenWithoutTotals` (a ``MemoryStore`` keeps those rows until the
+    /// children or registers table is written).
+    func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
+        guard let replica else { return (nil, 0) }
+        let rows = try replica.childrenWithoutTotals()
+        return (rows.indices.contains(index) ? PickableChild(id: rows[index].id, isArchived: rows[index].isArchived) : nil,
+                rows.count)
     }
 
     /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the
