@@ -1,6 +1,17 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
+/// What ``Simulator/checkBatchesAtomic(_:)`` knows of one replica's give-all batches.
+struct BatchBook {
+    /// The indexes of the batches not found whole there yet (ascending), of the first `known`
+    /// batches; those made since are not whole there either.
+    var pending: [Int] = []
+    var known = 0
+    /// The in-memory store its batches were last checked on without a failure, that store's
+    /// transactions write count then, and how many batches there were.
+    var clean: (store: MemoryStore, transactions: UInt64, batches: Int)?
+}
+
 extension Simulator {
     /// No replica ever shows part of a give-all batch. Checked after every event for the
     /// replicas it touched (only batches not yet found whole there: a batch found whole is not
@@ -13,34 +24,38 @@ extension Simulator {
     func checkBatchesAtomic(_ only: [Int]? = nil) throws {
         for index in only ?? Array(nodes.indices) {
             guard let replica = nodes[index].replica else { continue }
-            while batchesPending.count <= index { batchesPending.append(([], 0)) }
-            // Batches made since the last look are not complete here yet.
-            if batchesPending[index].known < batches.count {
-                batchesPending[index].indexes += batchesPending[index].known..<batches.count
-                batchesPending[index].known = batches.count
+            while batchBooks.count <= index { batchBooks.append(BatchBook()) }
+            var book = batchBooks[index]
+            batchBooks[index] = BatchBook()  // `book` alone holds its arrays while it is changed
+            defer { batchBooks[index] = book }
+            // Batches made since the last look are not whole here yet.
+            if book.known < batches.count {
+                book.pending += book.known..<batches.count
+                book.known = batches.count
             }
             let memory = nodes[index].store as? MemoryStore
             let written = memory?.writeCount(Tables.transactions)
             var first = 0
-            if let memory, let last = batchesChecked[index], last.store === memory, last.transactions == written {
-                first = last.batches
+            if let memory, let clean = book.clean, clean.store === memory, clean.transactions == written {
+                first = clean.batches
             }
             let failuresBefore = failures.count
-            // The batches looked at: those not complete here, from `first` on (the pending
-            // indexes ascend). Every id of each, asked in one read of the store.
-            let pending = batchesPending[index].indexes
-            var start = pending.count
-            while start > 0 && pending[start - 1] >= first { start -= 1 }
-            guard start < pending.count else {
-                if let memory, let written { batchesChecked[index] = (memory, written, batches.count) }
+            // The batches looked at: those not whole here, from `first` on (the pending indexes
+            // ascend). Every id of each, asked in one read of the store.
+            var start = book.pending.count
+            while start > 0 && book.pending[start - 1] >= first { start -= 1 }
+            guard start < book.pending.count else {
+                if let memory, let written { book.clean = (memory, written, batches.count) }
                 continue
             }
             var ids: [RecordID] = []
-            for i in pending[start...] { ids.append(contentsOf: batches[i]) }
+            ids.reserveCapacity(book.pending[start...].reduce(0) { $0 + batches[$1].count })
+            for i in book.pending[start...] { ids.append(contentsOf: batches[i]) }
             let held = try replica.containsTransactions(ids)
-            var stillPending = Array(pending[..<start])
             var at = 0
-            for i in pending[start...] {
+            var kept = start
+            for j in start..<book.pending.count {
+                let i = book.pending[j]
                 let batch = batches[i]
                 var present = 0
                 for k in at..<(at + batch.count) where held[k] { present += 1 }
@@ -48,11 +63,14 @@ extension Simulator {
                 if present != 0 && present != batch.count {
                     failures.append("\(nodes[index].name) shows \(present) of \(batch.count) transactions of give-all batch \(i)")
                 }
-                if present != batch.count { stillPending.append(i) }
+                if present != batch.count {
+                    book.pending[kept] = i
+                    kept += 1
+                }
             }
-            batchesPending[index].indexes = stillPending
+            book.pending.removeLast(book.pending.count - kept)
             if let memory, let written, failures.count == failuresBefore {
-                batchesChecked[index] = (memory, written, batches.count)
+                book.clean = (memory, written, batches.count)
             }
         }
     }

@@ -95,10 +95,8 @@ public final class Simulator {
     var acknowledgedOrder: [RecordID] = []
     var mayBeLost = Set<RecordID>()
     var batches: [[RecordID]] = []
-    /// Per replica index: the indexes of the give-all batches not found whole there yet
-    /// (ascending), of the first `known` batches; those made since are not whole there either
-    /// (``checkBatchesAtomic(_:)``).
-    var batchesPending: [(indexes: [Int], known: Int)] = []
+    /// Per replica index, what ``checkBatchesAtomic(_:)`` knows of its give-all batches.
+    var batchBooks: [BatchBook] = []
     /// Every change a replica made locally, in order, with the replica that made it.
     var madeChanges: [(node: Int, logged: LoggedChange)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
@@ -127,10 +125,6 @@ public final class Simulator {
     /// The final checks' `verify` reports, each with a copy of the store content it was computed
     /// on (``verifyOnce(_:)``).
     var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
-    /// Per replica index: the in-memory store its batches were last checked on without a failure,
-    /// that store's transactions write count then, and how many batches there were
-    /// (``checkBatchesAtomic(_:)``).
-    var batchesChecked: [Int: (store: MemoryStore, transactions: UInt64, batches: Int)] = [:]
 
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
@@ -376,7 +370,7 @@ public final class Simulator {
         if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
             try noteLossesFromRestore(node, copy)
             node.store = copy.clone()
-            if node.index < batchesPending.count { batchesPending[node.index] = ([], 0) }
+            if node.index < batchBooks.count { batchBooks[node.index] = BatchBook() }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
             restored = true
