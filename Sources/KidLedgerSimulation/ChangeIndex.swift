@@ -1,35 +1,115 @@
 import KidLedgerDomain
+import KidLedgerReplica
 
-/// A set of changes found by their (origin, sequence) first: ``contains(_:)`` answers exactly as
-/// `Set<Change>.contains` (equal changes have equal origins and sequences, and the changes at one
-/// position are compared whole), but hashes two integers instead of every operation of a change.
+/// A change as a replica's log holds it: its origin and sequence, and the log entry's bytes, its
+/// canonical encoding (`RecordCodec.encode(change)`: a change and its encoding determine each
+/// other). Not decoded: what the simulator compares changes by.
+struct LoggedChange {
+    let origin: ReplicaID
+    let sequence: UInt64
+    let encoded: [UInt8]
+
+    /// A log entry, as ``Replica/encodedChanges(notCoveredBy:limit:)`` reads it.
+    init(_ entry: EncodedChange) {
+        origin = entry.origin
+        sequence = entry.sequence
+        encoded = entry.bytes
+    }
+
+    init(_ change: Change) {
+        origin = change.origin
+        sequence = change.sequence
+        encoded = RecordCodec.encode(change)
+    }
+}
+
+/// A set of changes, kept as their encodings and found by their (origin, sequence) first:
+/// ``contains(_:)`` answers exactly as `Set<Change>.contains` on the decoded changes (equal changes
+/// have equal origins, sequences and encodings), but hashes two integers and compares bytes
+/// instead of decoding a log and comparing every operation of a change.
 struct ChangeIndex {
     private struct Position: Hashable {
         let origin: ReplicaID
         let sequence: UInt64
     }
 
-    /// The changes at each position: one, or every version of a forked sequence.
-    private var byPosition: [Position: [Change]] = [:]
+    /// The encodings at each position: one, or every version of a forked sequence.
+    private var byPosition: [Position: [[UInt8]]] = [:]
 
     init() {}
 
-    init(_ changes: some Sequence<Change>) {
-        for change in changes { insert(change) }
+    /// The changes of a log, as ``Replica/encodedChanges(notCoveredBy:limit:)`` reads them.
+    init(_ log: [EncodedChange]) {
+        for entry in log { insert(entry) }
     }
 
-    mutating func insert(_ change: Change) {
-        let position = Position(origin: change.origin, sequence: change.sequence)
+    /// Adds the change of a log entry; returns whether it was not held yet.
+    @discardableResult
+    mutating func insert(_ entry: EncodedChange) -> Bool {
+        insert(LoggedChange(entry))
+    }
+
+    /// Adds `logged`; returns whether it was not held yet.
+    @discardableResult
+    mutating func insert(_ logged: LoggedChange) -> Bool {
+        let position = Position(origin: logged.origin, sequence: logged.sequence)
         if let known = byPosition[position] {
-            if !known.contains(change) { byPosition[position]!.append(change) }
+            if known.contains(logged.encoded) { return false }
+            byPosition[position]!.append(logged.encoded)
         } else {
-            byPosition[position] = [change]
+            byPosition[position] = [logged.encoded]
+        }
+        return true
+    }
+
+    func contains(_ logged: LoggedChange) -> Bool {
+        byPosition[Position(origin: logged.origin, sequence: logged.sequence)]?.contains(logged.encoded) ?? false
+    }
+}
+
+/// Every replica's whole change log (`encodedChanges(notCoveredBy: [:])`, in the replicas' order),
+/// indexed once per distinct log: converged replicas usually hold equal logs. Only the union of
+/// the logs is decoded, each change once.
+struct ChangeLogs {
+    /// The distinct logs, each with its index.
+    private var distinct: [(log: [EncodedChange], set: ChangeIndex)] = []
+    /// For each replica, the index of its log in `distinct`.
+    private var which: [Int] = []
+    /// The first replica's log, decoded.
+    private(set) var first: [Change] = []
+    /// Every change any log holds, once, decoded, in the order first read (the first log first).
+    private(set) var union: [Change] = []
+    /// The changes of ``union``.
+    private(set) var held = ChangeIndex()
+
+    init(_ replicas: [Replica]) throws {
+        for replica in replicas {
+            let log = try replica.encodedChanges(notCoveredBy: [:])
+            if let known = distinct.firstIndex(where: { $0.log == log }) {
+                which.append(known)
+                continue
+            }
+            which.append(distinct.count)
+            distinct.append((log, ChangeIndex(log)))
+            if distinct.count == 1 {
+                first = try log.map(Self.decode)
+                union = first
+                held = distinct[0].set
+            } else {
+                for entry in log where held.insert(entry) { union.append(try Self.decode(entry)) }
+            }
         }
     }
 
-    func contains(_ change: Change) -> Bool {
-        byPosition[Position(origin: change.origin, sequence: change.sequence)]?.contains(change) ?? false
+    /// The change of a log entry, decoded as ``Replica/changes(notCoveredBy:limit:)`` decodes it.
+    static func decode(_ entry: EncodedChange) throws -> Change {
+        do { return try RecordCodec.decodeChange(entry.bytes) } catch {
+            throw LedgerError.corrupted("change log entry: \(error)")
+        }
     }
+
+    /// The changes of the log of the replica at `index`.
+    func set(_ index: Int) -> ChangeIndex { distinct[which[index]].set }
 }
 
 extension RecordID {

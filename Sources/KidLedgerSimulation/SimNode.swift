@@ -30,8 +30,9 @@ final class SimNode {
     let member: Identity
     /// The run's signature verifier (shared by its replicas: ``CachingVerifier``).
     let verifier: any SignatureVerifier
-    /// The run's prepared changes (shared by its replicas: ``PreparationCache``), set before boot.
-    var preparations: PreparationCache?
+    /// What the runs of the seed share (its replicas' prepared changes, the claims they sign:
+    /// ``SeedShare``), set before boot.
+    var share: SeedShare?
     /// The account the device is switched to now: `member`, or another one while frozen.
     var identity: Identity
     /// Whether the device is switched to another account: it makes no local changes and does not
@@ -39,7 +40,7 @@ final class SimNode {
     var isFrozen: Bool { identity.publicKey != member.publicKey }
 
     /// How many children the running replica holds (archived ones included): the length of
-    /// ``pickableChildren()``, from the children table's entry count.
+    /// what ``pickableChild(at:)`` picks from, from the children table's entry count.
     func childCount() throws -> Int {
         guard let replica else { return 0 }
         return try replica.store.read { try $0.count(Tables.children) }
@@ -74,22 +75,27 @@ final class SimNode {
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
-        replica?.preparationCache = preparations
+        replica?.preparationCache = share?.preparations
         updateClaimSigner()
     }
 
     /// Claims of new origins are signed by the account the device is switched to.
     func updateClaimSigner() {
-        let identity = identity
-        replica?.claimSigner = { household, origin in identity.claim(origin: origin, household: household) }
+        let identity = identity, share = share
+        replica?.claimSigner = { household, origin in
+            share?.claim(by: identity, origin: origin, household: household) ?? identity.claim(origin: origin, household: household)
+        }
     }
 
-    /// What `replica.children(includeArchived: true)` lists (in its order), as much of it as a
-    /// drawn user operation uses, read through `childrenWithoutTotals` (a ``MemoryStore`` keeps
-    /// those rows until the children or registers table is written).
-    func pickableChildren() throws -> [PickableChild] {
-        guard let replica else { return [] }
-        return try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+    /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
+    /// order; nil past its end), as much of it as a drawn user operation uses, and how many it
+    /// lists: read through `childrenWithoutTotals` (a ``MemoryStore`` keeps those rows until the
+    /// children or registers table is written).
+    func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
+        guard let replica else { return (nil, 0) }
+        let rows = try replica.childrenWithoutTotals()
+        return (rows.indices.contains(index) ? PickableChild(id: rows[index].id, isArchived: rows[index].isArchived) : nil,
+                rows.count)
     }
 
     /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the

@@ -1,10 +1,22 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
+/// What ``Simulator/checkBatchesAtomic(_:)`` knows of one replica's give-all batches.
+struct BatchBook {
+    /// The indexes of the batches not found whole there yet (ascending), of the first `known`
+    /// batches; those made since are not whole there either.
+    var pending: [Int] = []
+    var known = 0
+    /// The in-memory store its batches were last checked on without a failure, that store's
+    /// transactions write count then, and how many batches there were.
+    var clean: (store: MemoryStore, transactions: UInt64, batches: Int)?
+}
+
 extension Simulator {
     /// No replica ever shows part of a give-all batch. Checked after every event for the
-    /// replicas it touched (only batches not yet complete there: the set only grows, except by a
-    /// restore from stale files, which resets the bookkeeping of that replica).
+    /// replicas it touched (only batches not yet found whole there: a batch found whole is not
+    /// looked at again, except after a restore from stale files, which resets the bookkeeping of
+    /// that replica).
     ///
     /// Only `containsTransaction` is asked (for all the batches looked at in one read:
     /// `containsTransactions`), so for an in-memory store whose transactions table was
@@ -12,28 +24,38 @@ extension Simulator {
     func checkBatchesAtomic(_ only: [Int]? = nil) throws {
         for index in only ?? Array(nodes.indices) {
             guard let replica = nodes[index].replica else { continue }
-            while batchComplete.count <= index { batchComplete.append([]) }
+            while batchBooks.count <= index { batchBooks.append(BatchBook()) }
+            var book = batchBooks[index]
+            batchBooks[index] = BatchBook()  // `book` alone holds its arrays while it is changed
+            defer { batchBooks[index] = book }
+            // Batches made since the last look are not whole here yet.
+            if book.known < batches.count {
+                book.pending += book.known..<batches.count
+                book.known = batches.count
+            }
             let memory = nodes[index].store as? MemoryStore
             let written = memory?.writeCount(Tables.transactions)
             var first = 0
-            if let memory, let last = batchesChecked[index], last.store === memory, last.transactions == written {
-                first = last.batches
+            if let memory, let clean = book.clean, clean.store === memory, clean.transactions == written {
+                first = clean.batches
             }
             let failuresBefore = failures.count
-            // Every id of every batch looked at, asked in one read of the store.
-            var looked: [Int] = []
-            var ids: [RecordID] = []
-            for i in batches.indices.dropFirst(first) where !batchComplete[index].contains(i) {
-                looked.append(i)
-                ids.append(contentsOf: batches[i])
-            }
-            guard !looked.isEmpty else {
-                if let memory, let written { batchesChecked[index] = (memory, written, batches.count) }
+            // The batches looked at: those not whole here, from `first` on (the pending indexes
+            // ascend). Every id of each, asked in one read of the store.
+            var start = book.pending.count
+            while start > 0 && book.pending[start - 1] >= first { start -= 1 }
+            guard start < book.pending.count else {
+                if let memory, let written { book.clean = (memory, written, batches.count) }
                 continue
             }
+            var ids: [RecordID] = []
+            ids.reserveCapacity(book.pending[start...].reduce(0) { $0 + batches[$1].count })
+            for i in book.pending[start...] { ids.append(contentsOf: batches[i]) }
             let held = try replica.containsTransactions(ids)
             var at = 0
-            for i in looked {
+            var kept = start
+            for j in start..<book.pending.count {
+                let i = book.pending[j]
                 let batch = batches[i]
                 var present = 0
                 for k in at..<(at + batch.count) where held[k] { present += 1 }
@@ -41,12 +63,61 @@ extension Simulator {
                 if present != 0 && present != batch.count {
                     failures.append("\(nodes[index].name) shows \(present) of \(batch.count) transactions of give-all batch \(i)")
                 }
-                if present == batch.count { batchComplete[index].insert(i) }
+                if present != batch.count {
+                    book.pending[kept] = i
+                    kept += 1
+                }
             }
+            book.pending.removeLast(book.pending.count - kept)
             if let memory, let written, failures.count == failuresBefore {
-                batchesChecked[index] = (memory, written, batches.count)
+                book.clean = (memory, written, batches.count)
             }
         }
+    }
+
+    /// Each replica (of `replicas`, one per node, in order) passes `verify` and holds its
+    /// transactions as it should (``transactionProblems(_:rejected:)``). Those checks are a
+    /// function of the transactions a replica holds (and of the oracle's state, the same for every
+    /// replica): converged replicas usually hold the same list, so each distinct list is checked once.
+    func checkEachReplica(_ replicas: [Replica], rejected: Set<RecordID>) throws {
+        var checked: [(all: [LedgerTransaction], problems: [String])] = []
+        for (node, replica) in zip(nodes, replicas) {
+            let report = try verifyOnce(replica)
+            for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
+            let all = try replica.allTransactions()
+            let problems: [String]
+            if let known = checked.first(where: { $0.all == all }) {
+                problems = known.problems
+            } else {
+                problems = transactionProblems(all, rejected: rejected)
+                checked.append((all, problems))
+            }
+            for problem in problems { failures.append("\(node.name) \(problem)") }
+        }
+    }
+
+    /// What is wrong with a replica's transactions `all` (``Replica/allTransactions()``), each
+    /// problem to follow the replica's name: an undo of an undo, an original compensated more than
+    /// once, the first acknowledged transaction missing (but those `rejected` by the revocation
+    /// rule or lost with a restore's files).
+    func transactionProblems(_ all: [LedgerTransaction], rejected: Set<RecordID>) -> [String] {
+        var problems: [String] = []
+        var byID: [RecordID: LedgerTransaction] = [:]
+        for t in all { byID[t.id] = t }
+        var compensations: [RecordID: Int] = [:]
+        for t in all {
+            guard let original = t.reverses else { continue }
+            compensations[original, default: 0] += 1
+            if let o = byID[original], o.isUndo { problems.append("holds an undo of an undo: \(t.id)") }
+        }
+        for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
+            problems.append("compensates \(original) \(n) times")
+        }
+        for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
+            problems.append("lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
+            break
+        }
+        return problems
     }
 
     /// `replica.verify()`, computed once per distinct store content: converged in-memory replicas
@@ -73,28 +144,9 @@ extension Simulator {
         }
         // Every replica's whole change log, read once for the membership checks and the reference
         // model (nothing writes in between).
-        let logs = try replicas.map { try $0.changes(notCoveredBy: [:]) }
+        let logs = try ChangeLogs(replicas)
         let rejected = try membershipChecks(replicas, logs: logs)
-        for (node, replica) in zip(nodes, replicas) {
-            let report = try verifyOnce(replica)
-            for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
-            let all = try replica.allTransactions()
-            var byID: [RecordID: LedgerTransaction] = [:]
-            for t in all { byID[t.id] = t }
-            var compensations: [RecordID: Int] = [:]
-            for t in all {
-                guard let original = t.reverses else { continue }
-                compensations[original, default: 0] += 1
-                if let o = byID[original], o.isUndo { failures.append("\(node.name) holds an undo of an undo: \(t.id)") }
-            }
-            for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
-                failures.append("\(node.name) compensates \(original) \(n) times")
-            }
-            for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
-                failures.append("\(node.name) lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
-                break
-            }
-        }
+        try checkEachReplica(replicas, rejected: rejected)
         try checkBatchesAtomic()
         try checkAgainstReferenceModel(replicas, logs: logs)
         let journals = try replicas.map { try $0.fieldConflicts() }

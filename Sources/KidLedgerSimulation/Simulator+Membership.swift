@@ -10,7 +10,7 @@ struct Carrier {
     let sequences: ClosedRange<UInt64>
     /// The changes themselves: after a restore from a stale copy that nobody noticed, the same
     /// origin and sequences can be reused by other changes, so only these say whether it is held.
-    let changes: [Change]
+    let changes: [LoggedChange]
 }
 
 extension Simulator {
@@ -25,7 +25,7 @@ extension Simulator {
         guard let new = after[origin], new > old else { return nil }
         var cover = after
         cover[origin] = old
-        let made = try replica.changes(notCoveredBy: cover).filter { $0.origin == origin }
+        let made = try replica.encodedChanges(notCoveredBy: cover).filter { $0.origin == origin }.map(LoggedChange.init)
         for change in made { madeChanges.append((node.index, change)) }
         return Carrier(node: node.index, origin: origin, sequences: (old + 1)...new, changes: made)
     }
@@ -44,7 +44,7 @@ extension Simulator {
 
     /// The device signs in as another (fresh) account: frozen, its connections drop.
     func switchAway(_ node: SimNode) throws {
-        node.identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+        node.identity = try share.identity(seed: drawBytes(Identity.seedByteCount))
         node.updateClaimSigner()
         count("accountChange")
         log("\(node.name) switches to account \(node.identity.publicKey.fingerprint): frozen (no changes, no sync)")
@@ -81,8 +81,8 @@ extension Simulator {
         let owner = nodes[0]
         guard let replica = owner.replica, !owner.isFrozen else { return nil }
         let seen = try replica.versionVector()
-        let revocation = owner.member.revocation(of: nodes[target].member.publicKey.bytes, seen: seen, household: household,
-                                                 atMillis: time.millis + owner.skew)
+        let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: seen,
+                                          household: household, atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
         try recordLocalChanges(owner, before: seen)
         count("revocation")
@@ -120,9 +120,9 @@ extension Simulator {
     /// After convergence: the revocation rule, no change of any replica lost (a frozen one's
     /// included), and equal membership on every replica. Returns the transactions the revocation
     /// rule rejects (left out of the "no acknowledged transaction lost" check). `logs` are the
-    /// replicas' whole change logs (`changes(notCoveredBy: [:])`), in the same order.
-    func membershipChecks(_ replicas: [Replica], logs: [[Change]]) throws -> Set<RecordID> {
-        let changeLog = logs[0]
+    /// replicas' whole change logs, in the same order.
+    func membershipChecks(_ replicas: [Replica], logs: ChangeLogs) throws -> Set<RecordID> {
+        let changeLog = logs.first
         let seen = Self.revokedSeen(in: changeLog)
         let members = try replicas[0].members()
         var claimant: [ReplicaID: [UInt8]] = [:]
@@ -161,20 +161,14 @@ extension Simulator {
         // No change a replica made is lost: every one is in its own log (a restore from a stale
         // copy excepted, for changes only the lost files held).
         // Converged replicas usually hold equal logs: each distinct log is made a set once.
-        var logSets: [(log: [Change], set: ChangeIndex)] = []
-        func set(of log: [Change]) -> ChangeIndex {
-            if let known = logSets.first(where: { $0.log == log }) { return known.set }
-            let made = ChangeIndex(log)
-            logSets.append((log, made))
-            return made
-        }
-        for (node, log) in zip(nodes, logs) {
-            let own = set(of: log)
+        for node in nodes {
+            let own = logs.set(node.index)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
-                origins.insert(made.change.origin)
-                if !own.contains(made.change) {
-                    failures.append("\(node.name) lost its own change \(String(made.change.origin.rawValue, radix: 16)):\(made.change.sequence)")
+                let change = made.logged
+                origins.insert(change.origin)
+                if !own.contains(change) {
+                    failures.append("\(node.name) lost its own change \(String(change.origin.rawValue, radix: 16)):\(change.sequence)")
                     break
                 }
             }
@@ -185,8 +179,7 @@ extension Simulator {
         // The revocation rule on transactions: those only revoked members' changes beyond the cut
         // carried are absent everywhere; the others are checked as acknowledged transactions.
         // A carrier change that no replica holds any more was lost with a stale restore's files.
-        var held = logSets.first?.set ?? ChangeIndex()  // usually the only distinct log
-        for entry in logSets.dropFirst() { for change in entry.log { held.insert(change) } }
+        let held = logs.held
         var rejected = Set<RecordID>()
         for id in acknowledgedOrder {
             let statuses = carriers[id, default: []].map { c -> Bool? in

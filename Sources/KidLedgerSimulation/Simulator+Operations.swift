@@ -25,9 +25,9 @@ extension Simulator {
         let picked = childCount == 0 ? nil : Int.random(in: 0..<childCount, using: &g)
         var child: PickableChild?
         if let picked, (1...4).contains(kind) {
-            let children = try node.pickableChildren()
-            precondition(children.count == childCount, "\(node.name) lists \(children.count) of \(childCount) children")
-            child = children[picked]
+            let listed = try node.pickableChild(at: picked)
+            precondition(listed.count == childCount, "\(node.name) lists \(listed.count) of \(childCount) children")
+            child = listed.child
         }
         let target = child.map { $0.id.hexPrefix(12) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)

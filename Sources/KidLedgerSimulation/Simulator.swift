@@ -68,8 +68,9 @@ public final class Simulator {
     let verifier = CachingVerifier.sodium()
     /// Every replica's prepared changes in this run (``PreparationCache``): each change reaches
     /// every replica, and is hashed once. The final checks' fresh replica does without, so the
-    /// equivalence check recomputes every hash.
-    let preparations = PreparationCache()
+    /// equivalence check recomputes every hash. With them the identities and signed membership
+    /// records the run makes; a seed's determinism rerun is handed its first run's (``SeedShare``).
+    let share: SeedShare
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
@@ -94,9 +95,10 @@ public final class Simulator {
     var acknowledgedOrder: [RecordID] = []
     var mayBeLost = Set<RecordID>()
     var batches: [[RecordID]] = []
-    var batchComplete: [Set<Int>] = []
+    /// Per replica index, what ``checkBatchesAtomic(_:)`` knows of its give-all batches.
+    var batchBooks: [BatchBook] = []
     /// Every change a replica made locally, in order, with the replica that made it.
-    var madeChanges: [(node: Int, change: Change)] = []
+    var madeChanges: [(node: Int, logged: LoggedChange)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
     var lostChanges = Set<Int>()
     /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
@@ -123,13 +125,7 @@ public final class Simulator {
     /// The final checks' `verify` reports, each with a copy of the store content it was computed
     /// on (``verifyOnce(_:)``).
     var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
-    /// Per replica index: the in-memory store its batches were last checked on without a failure,
-    /// that store's transactions write count then, and how many batches there were
-    /// (``checkBatchesAtomic(_:)``).
-    var batchesChecked: [Int: (store: MemoryStore, transactions: UInt64, batches: Int)] = [:]
 
-    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
-    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram.
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
         /// Every final check (convergence, verify, reference model, membership, equivalence).
@@ -143,9 +139,15 @@ public final class Simulator {
     /// Which final checks this run does.
     let finalChecksMode: FinalChecks
 
+    /// Creates a simulation of `parameters`. LMDB runs keep their files under `lmdbBase`. With
+    /// `record`, the run keeps its drawn events (as scenario steps) and its diagram. It derives
+    /// identities, signs and prepares changes through `share` (which another run of the same seed
+    /// may have filled: it only remembers pure functions).
     public init(parameters: SimulationParameters, keepTrace: Bool = false, lmdbBase: String? = nil,
-                record: Bool = false, plantedBug: PlantedBug? = nil, finalChecks: FinalChecks = .all) {
+                record: Bool = false, plantedBug: PlantedBug? = nil, finalChecks: FinalChecks = .all,
+                share: SeedShare = SeedShare()) {
         self.parameters = parameters
+        self.share = share
         self.finalChecksMode = finalChecks
         self.keepTrace = keepTrace
         self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil
@@ -215,10 +217,10 @@ public final class Simulator {
             } else {
                 store = MemoryStore()
             }
-            let identity = try Identity(seed: drawBytes(Identity.seedByteCount))
+            let identity = try share.identity(seed: drawBytes(Identity.seedByteCount))
             let node = SimNode(index: i, store: store, skew: skew, lmdbDirectory: directory, identity: identity,
                                verifier: verifier)
-            node.preparations = preparations
+            node.share = share
             try node.boot(time: time, seed: parameters.seed)
             nodes.append(node)
             if skew != 0 { count("skew"); record(i, .skew(skew)) }
@@ -230,7 +232,8 @@ public final class Simulator {
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
                                                 salt: drawBytes(16)).id
         let grants = nodes.dropFirst().map { node in
-            Operation.grant(owner.member.grant(node.member.publicKey, name: node.name, household: household, atMillis: time.millis + owner.skew))
+            Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
+                                        atMillis: time.millis + owner.skew))
         }
         if !grants.isEmpty { try founder.commitMembership(grants) }
         try recordLocalChanges(owner, before: [:])
@@ -367,7 +370,7 @@ public final class Simulator {
         if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
             try noteLossesFromRestore(node, copy)
             node.store = copy.clone()
-            if node.index < batchComplete.count { batchComplete[node.index] = [] }
+            if node.index < batchBooks.count { batchBooks[node.index] = BatchBook() }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
             restored = true
@@ -409,12 +412,12 @@ public final class Simulator {
         for other in others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
         mayBeLost.formUnion(lost)
         // Likewise the local changes (of any replica) that only these files held.
-        let currentLog = ChangeIndex(try current.changes(notCoveredBy: [:]))
-        let staleLog = ChangeIndex(try staleReplica.changes(notCoveredBy: [:]))
-        let otherLogs = try others.map { ChangeIndex(try $0.changes(notCoveredBy: [:])) }
+        let currentLog = ChangeIndex(try current.encodedChanges(notCoveredBy: [:]))
+        let staleLog = ChangeIndex(try staleReplica.encodedChanges(notCoveredBy: [:]))
+        let otherLogs = try others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
         for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
-            guard currentLog.contains(made.change), !staleLog.contains(made.change) else { continue }
-            if otherLogs.allSatisfy({ !$0.contains(made.change) }) { lostChanges.insert(i) }
+            guard currentLog.contains(made.logged), !staleLog.contains(made.logged) else { continue }
+            if otherLogs.allSatisfy({ !$0.contains(made.logged) }) { lostChanges.insert(i) }
         }
     }
 

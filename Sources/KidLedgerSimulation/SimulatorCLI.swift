@@ -98,7 +98,6 @@ public enum SimulatorCLI {
         }
     }
 
-    /// Runs one seed.
     /// Forces revocations (both slots fire) and account changes on.
     public static func forceMembership(_ parameters: inout SimulationParameters) {
         parameters.revocationPerMille = 1000
@@ -112,9 +111,10 @@ public enum SimulatorCLI {
 
     /// Runs one seed; `adjust` may override what the seed drew (scenario tests).
     /// `record` keeps the drawn events and the diagram; `plantedBug` is for testing the shrinker only.
+    /// `share` may be another run's of the same seed (``runTwice(_:replicas:lmdb:membership:plantedBug:)``).
     public static func runSeed(_ seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdb: Bool = false,
                                keepTrace: Bool = false, record: Bool = false, plantedBug: PlantedBug? = nil,
-                               finalChecks: Simulator.FinalChecks = .all,
+                               finalChecks: Simulator.FinalChecks = .all, share: SeedShare = SeedShare(),
                                adjust: (inout SimulationParameters) -> Void = { _ in }) -> SimulationResult {
         var parameters = SimulationParameters.draw(seed: seed, replicas: replicas)
         parameters.usesLMDB = lmdb
@@ -123,7 +123,7 @@ public enum SimulatorCLI {
         if lmdb { base = TemporaryDirectory.make() }
         defer { if let base { TemporaryDirectory.remove(base) } }
         return Simulator(parameters: parameters, keepTrace: keepTrace, lmdbBase: base, record: record, plantedBug: plantedBug,
-                         finalChecks: finalChecks).run()
+                         finalChecks: finalChecks, share: share).run()
     }
 
     /// What a batch of seeds did.
@@ -177,9 +177,11 @@ public enum SimulatorCLI {
     static func runTwice(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
                          plantedBug: PlantedBug? = nil) -> (result: SimulationResult, failures: [String]) {
         let adjust = adjustment(membership)
-        let first = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, adjust: adjust)
+        // Both runs derive, sign and prepare the same: the rerun finds it in the first run's share.
+        let share = SeedShare()
+        let first = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, share: share, adjust: adjust)
         let second = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug,
-                             finalChecks: first.passed ? .skipped : .all, adjust: adjust)
+                             finalChecks: first.passed ? .skipped : .all, share: share, adjust: adjust)
         var failures = first.failures
         if !sameRun(first, second) {
             failures.append("not deterministic: " + firstDifference(seed, replicas: replicas, lmdb: lmdb, membership: membership,

@@ -1,3 +1,6 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerSecurity
 @testable import KidLedgerSimulation
 import Testing
 
@@ -35,6 +38,51 @@ struct RerunTests {
         failing.failures = ["digests differ"]
         #expect(!SimulatorCLI.sameRun(failing, replay))
         #expect(SimulatorCLI.sameRun(failing, failing))
+    }
+
+    @Test("the rerun derives, signs and prepares nothing afresh, and a share other runs filled changes no result",
+          arguments: [false, true])
+    func sharedWork(membership: Bool) {
+        let adjust = SimulatorCLI.adjustment(membership)
+        let share = SeedShare()
+        let first = SimulatorCLI.runSeed(3, share: share, adjust: adjust)
+        let misses = share.preparations.misses, answers = share.answerCount
+        #expect(first.passed && misses > 0 && answers > 0)
+        let rerun = SimulatorCLI.runSeed(3, finalChecks: .skipped, share: share, adjust: adjust)
+        #expect(share.preparations.misses == misses && share.answerCount == answers)
+        #expect(SimulatorCLI.sameRun(first, rerun))
+        // Another seed, through the share seed 3 filled and through a fresh one: the same run.
+        let shared = SimulatorCLI.runSeed(24, share: share, adjust: adjust)
+        let alone = SimulatorCLI.runSeed(24, adjust: adjust)
+        #expect(share.preparations.misses > misses && share.answerCount > answers)
+        #expect(shared.traceHash == alone.traceHash && shared.digest == alone.digest && shared.failures == alone.failures)
+    }
+
+    @Test("a share answers as the functions it remembers, for every argument")
+    func shareAnswers() throws {
+        let share = SeedShare()
+        let seeds = (1...3).map { [UInt8](repeating: $0, count: Identity.seedByteCount) }
+        let household = RecordID(high: 1, low: 2)
+        for _ in 0..<2 {
+            for seed in seeds {
+                let identity = try Identity(seed: seed)
+                #expect(try share.identity(seed: seed).publicKey == identity.publicKey)
+                for origin in [ReplicaID(1), ReplicaID(2)] {
+                    #expect(share.claim(by: identity, origin: origin, household: household)
+                        == identity.claim(origin: origin, household: household))
+                }
+                let member = try Identity(seed: seeds[0]).publicKey
+                for (name, at) in [("r1", 5 as Int64), ("r2", 5), ("r1", 6)] {
+                    #expect(share.grant(by: identity, member, name: name, household: household, atMillis: at)
+                        == identity.grant(member, name: name, household: household, atMillis: at))
+                }
+                for seen in [[:], [ReplicaID(1): 3]] as [VersionVector] {
+                    #expect(share.revocation(by: identity, of: member.bytes, seen: seen, household: household, atMillis: 7)
+                        == identity.revocation(of: member.bytes, seen: seen, household: household, atMillis: 7))
+                }
+            }
+        }
+        #expect(share.answerCount == 3 * (1 + 2 + 3 + 2))
     }
 
     @Test("fuzzing a seed: a passing one reports nothing, a failing one reproduces its failure whole")

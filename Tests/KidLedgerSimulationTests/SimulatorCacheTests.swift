@@ -77,22 +77,48 @@ struct SimulatorCacheTests {
         #expect(b.heads() == (try b.replica!.chains(at: v)))
     }
 
+    /// Replica 0 adds a child that replica 1 then holds, and posts two transactions that the
+    /// simulator records as one give-all batch. Returns b's version vector and a copy of its
+    /// files from before the posts.
+    func batchOfTwo(_ sim: Simulator) throws -> (before: VersionVector, files: MemoryStore, ids: [RecordID]) {
+        let a = sim.nodes[0], b = sim.nodes[1]
+        try a.replica!.addChild(name: "Ava")
+        try sync(a, b)
+        let files = try #require(b.store as? MemoryStore).clone()
+        let ids = try (1...2 as ClosedRange<Int64>).map { try a.replica!.post("Ava", signedCents: $0, note: "", source: "give").transaction.id }
+        sim.batches.append(ids)
+        return (try b.replica!.versionVector(), files, ids)
+    }
+
     @Test("a give-all batch shown in part is found after an earlier clean check")
     func partialBatchFoundAfterCleanCheck() throws {
         let sim = try simulator()
         let a = sim.nodes[0], b = sim.nodes[1]
-        try a.replica!.addChild(name: "Ava")
-        try sync(a, b)
-        let before = try b.replica!.versionVector()
-        let first = try a.replica!.post("Ava", signedCents: 1, note: "", source: "give").transaction.id
-        let second = try a.replica!.post("Ava", signedCents: 2, note: "", source: "give").transaction.id
-        sim.batches.append([first, second])
+        let (before, _, ids) = try batchOfTwo(sim)
         try sim.checkBatchesAtomic([1])
         #expect(sim.failures.isEmpty)
         // Only the first of the two reaches b.
         let missing = try a.replica!.changes(notCoveredBy: before)
         try b.replica!.applyRemote(Array(missing.prefix(1)))
-        #expect(try b.replica!.containsTransaction(first) && !(try b.replica!.containsTransaction(second)))
+        #expect(try b.replica!.containsTransaction(ids[0]) && !(try b.replica!.containsTransaction(ids[1])))
+        try sim.checkBatchesAtomic([1])
+        #expect(sim.failures.count == 1)
+    }
+
+    @Test("a batch found whole is looked at again after a restore from a stale copy holding part of it")
+    func restoreResetsWholeBatches() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        let (before, old, _) = try batchOfTwo(sim)
+        try sync(a, b)
+        try sim.checkBatchesAtomic([1])
+        #expect(sim.failures.isEmpty)
+        // b's files go back to a copy that holds the first of the two only.
+        let partial = try Replica(store: old, clock: FixedClock(millis: 0), random: SplitMix64(seed: 1))
+        try partial.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)))
+        b.staleCopy = old
+        sim.crash(b, scheduleRestart: false)
+        #expect(try sim.restart(b, stale: true))
         try sim.checkBatchesAtomic([1])
         #expect(sim.failures.count == 1)
     }

@@ -6,8 +6,8 @@ import Testing
 
 /// What the simulator computes more cheaply than it used to must equal what it used to compute:
 /// the per-node version vector, child count and "revoked" caches against fresh reads, the
-/// batched transaction lookup against one lookup per id, the reference model's union keys against
-/// the string they were built as, and the caching verifier against its base.
+/// batched transaction lookup against one lookup per id, the change logs read once per distinct
+/// log against each replica's own, and the caching verifier against its base.
 @Suite("Simulator queries")
 struct SimulatorQueryTests {
     func simulator() throws -> Simulator { try twoReplicaSimulator(seed: 5) }
@@ -82,18 +82,88 @@ struct SimulatorQueryTests {
         #expect(try sim.nodes[1].replica!.containsTransactions(held).allSatisfy { $0 })
     }
 
-    @Test("reference model keys are the ORIGIN/SEQUENCE/VERSION strings")
-    func referenceKeys() throws {
+    @Test("the final checks' change logs: each replica's log, equal ones read as one, and their union")
+    func changeLogs() throws {
         let sim = try simulator()
-        let a = sim.nodes[0]
+        let a = sim.nodes[0], b = sim.nodes[1]
+        func whole(_ node: SimNode) throws -> [Change] { try node.replica!.changes(notCoveredBy: [:]) }
         _ = try a.replica!.addChild(name: "Ava")
         _ = try a.replica!.post("Ava", signedCents: 7, note: "x", source: "give")
-        let changes = try a.replica!.changes(notCoveredBy: [:])
-        #expect(changes.count > 3)
-        for change in changes {
-            let version = SHA256.hash(RecordCodec.encode(change)).prefix(8).map { String($0, radix: 16) }.joined()
-            #expect(Simulator.referenceKey(change) == "\(change.origin.rawValue)/\(change.sequence)/\(version)")
+        _ = try b.replica!.addChild(name: "Ben")
+        // A log holds each change as its canonical encoding, under the change's origin and sequence:
+        // what changes are compared by.
+        for entry in try a.replica!.encodedChanges(notCoveredBy: [:]) {
+            let change = try ChangeLogs.decode(entry)
+            #expect(RecordCodec.encode(change) == entry.bytes)
+            #expect(change.origin == entry.origin && change.sequence == entry.sequence)
         }
+        var logs = try ChangeLogs([a.replica!, b.replica!, a.replica!])
+        #expect(try logs.first == whole(a))
+        let all = Set(try whole(a) + whole(b))
+        #expect(Set(logs.union) == all && logs.union.count == all.count)
+        for change in all {
+            let logged = LoggedChange(change)
+            #expect(logs.held.contains(logged))
+            #expect(logs.set(0).contains(logged) == (try whole(a).contains(change)))
+            #expect(logs.set(1).contains(logged) == (try whole(b).contains(change)))
+            #expect(logs.set(2).contains(logged) == (try whole(a).contains(change)))
+        }
+        #expect(try all.count > whole(a).count && all.count > whole(b).count)
+        // Converged: one log, the union is it.
+        try sync(a, b)
+        try sync(b, a)
+        logs = try ChangeLogs([b.replica!, a.replica!])
+        #expect(try logs.first == whole(b) && logs.union == whole(a))
+        #expect(try whole(a) == whole(b))
+    }
+
+    @Test("the per-replica checks name each replica whose transactions are wrong, equal lists or not")
+    func eachReplicaChecked() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        func check() throws -> [String] {
+            sim.failures = []
+            try sim.checkEachReplica([a.replica!, b.replica!], rejected: [])
+            return sim.failures
+        }
+        _ = try a.replica!.addChild(name: "Ava")
+        let made = try a.replica!.post("Ava", signedCents: 5, note: "", source: "give").transaction.id
+        sim.acknowledged[made] = 0
+        sim.acknowledgedOrder = [made]
+        #expect(try check() == ["r1 lost acknowledged transaction \(made) (made on r0)"])
+        try sync(a, b)
+        #expect(try check() == [])
+        // Equal lists: a transaction neither holds is lost on both.
+        let never = RecordID(high: 7, low: 7)
+        sim.acknowledged[never] = 1
+        sim.acknowledgedOrder.append(never)
+        #expect(try check() == ["r0", "r1"].map { "\($0) lost acknowledged transaction \(never) (made on r1)" })
+    }
+
+    @Test("a change index answers as a set of the decoded changes, forked versions included")
+    func changeIndexAnswersAsASet() {
+        let a = ReplicaID(1), b = ReplicaID(2)
+        let ava = RecordID(high: 0xAA, low: 1)
+        func change(_ origin: ReplicaID, _ sequence: UInt64, _ name: String) -> LoggedChange {
+            LoggedChange(Change(origin: origin, sequence: sequence, hlc: HLC(millis: 5),
+                                operations: [.setField(entity: ava, field: .childName, value: .text(name))]))
+        }
+        let held = [change(a, 1, "Ava"), change(a, 2, "Ben"), change(b, 1, "Cleo")]
+        let forked = change(a, 2, "Dan")  // the position of Ben, another version
+        var index = ChangeIndex()
+        for logged in held {
+            let added = index.insert(logged)
+            #expect(added)
+        }
+        for logged in held {
+            let again = index.insert(logged)
+            #expect(index.contains(logged) && !again)
+        }
+        for logged in [forked, change(a, 3, "Ava"), change(b, 2, "Cleo"), change(b, 1, "Ava")] {
+            #expect(!index.contains(logged))
+        }
+        let added = index.insert(forked)
+        #expect(added && index.contains(forked) && index.contains(held[1]))
     }
 
     /// A verifier that accepts signatures starting with 1 and counts its calls.

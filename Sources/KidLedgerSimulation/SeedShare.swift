@@ -1,0 +1,68 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerSecurity
+
+/// What the runs of one seed share (a fuzzed seed's first run and its determinism rerun, one after
+/// the other on one thread): answers of pure functions, so that the rerun takes the first run's
+/// answer instead of computing it again. The replicas' prepared changes (``PreparationCache``),
+/// and the identities and signed membership records the simulator makes: key pairs derive from
+/// their seed bytes, and Ed25519 signatures are deterministic (RFC 8032), so an answer kept is the
+/// one computing again would give. Like ``CachingVerifier``, it changes only the cost.
+public final class SeedShare: @unchecked Sendable {
+    /// The prepared changes of every replica of the runs (the equivalence check's fresh replica
+    /// does without).
+    let preparations = PreparationCache()
+    /// What each function was asked (the signer's seed first) and answered.
+    private var identities: [[UInt8]: Identity] = [:]
+    private struct ClaimQuestion: Hashable { let signer: [UInt8], origin: ReplicaID, household: RecordID }
+    private var claims: [ClaimQuestion: OriginClaim] = [:]
+    private struct GrantQuestion: Hashable { let signer: [UInt8], member: PublicKey, name: String, household: RecordID, atMillis: Int64 }
+    private var grants: [GrantQuestion: MemberGrant] = [:]
+    private struct RevocationQuestion: Hashable {
+        let signer: [UInt8], member: [UInt8], seen: VersionVector, household: RecordID, atMillis: Int64
+    }
+    private var revocations: [RevocationQuestion: MemberRevocation] = [:]
+
+    /// Creates an empty one.
+    public init() {}
+
+    /// How many answers are kept.
+    var answerCount: Int { identities.count + claims.count + grants.count + revocations.count }
+
+    /// `answers[question]`, or `compute()`, kept there.
+    private static func remembered<Q, A>(_ answers: inout [Q: A], _ question: Q, _ compute: () throws -> A) rethrows -> A {
+        if let known = answers[question] { return known }
+        let answer = try compute()
+        answers[question] = answer
+        return answer
+    }
+
+    /// `Identity(seed:)`.
+    func identity(seed: [UInt8]) throws -> Identity {
+        try Self.remembered(&identities, seed) { try Identity(seed: seed) }
+    }
+
+    /// `identity.claim(origin:household:)`.
+    func claim(by identity: Identity, origin: ReplicaID, household: RecordID) -> OriginClaim {
+        Self.remembered(&claims, ClaimQuestion(signer: identity.seed, origin: origin, household: household)) {
+            identity.claim(origin: origin, household: household)
+        }
+    }
+
+    /// `identity.grant(_:name:household:atMillis:)`.
+    func grant(by identity: Identity, _ member: PublicKey, name: String, household: RecordID, atMillis: Int64) -> MemberGrant {
+        Self.remembered(&grants, GrantQuestion(signer: identity.seed, member: member, name: name, household: household,
+                                               atMillis: atMillis)) {
+            identity.grant(member, name: name, household: household, atMillis: atMillis)
+        }
+    }
+
+    /// `identity.revocation(of:seen:household:atMillis:)`.
+    func revocation(by identity: Identity, of member: [UInt8], seen: VersionVector, household: RecordID,
+                    atMillis: Int64) -> MemberRevocation {
+        Self.remembered(&revocations, RevocationQuestion(signer: identity.seed, member: member, seen: seen,
+                                                         household: household, atMillis: atMillis)) {
+            identity.revocation(of: member, seen: seen, household: household, atMillis: atMillis)
+        }
+    }
+}
