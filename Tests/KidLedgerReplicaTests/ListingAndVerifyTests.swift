@@ -138,6 +138,43 @@ struct ListingAndVerifyTests {
         #expect(try !damaged.verify().isIntact)
     }
 
+    @Test("verifiesAlike through any store (read entry by entry) agrees with the in-memory comparison")
+    func verifiesAlikeThroughAnyStore() throws {
+        let r = try busyReplica()
+        let memory = r.store as! MemoryStore
+        let content = try Replica.verifiedContent(of: RecordingStore(memory.clone()))
+        #expect(try Replica.verifiesAlike(content, RecordingStore(memory)))
+        #expect(try Replica.verifiesAlike(content, memory))
+        // What verify does not read may differ.
+        let other = memory.clone()
+        try other.write { w in
+            try w.put(Tables.meta, Keys.replica, Bytes.u64(99))
+            try w.put(Tables.peers, [1, 2, 3], [4])
+        }
+        #expect(try Replica.verifiesAlike(content, RecordingStore(other)))
+        // One extra, one missing, one changed entry, or another stored digest: not alike.
+        let extra = memory.clone()
+        try extra.write { w in try w.put(Tables.byTime, [0xFF], []) }
+        #expect(try !Replica.verifiesAlike(content, RecordingStore(extra)))
+        let missing = memory.clone()
+        let firstKey = try missing.read { r in
+            var key: [UInt8] = []
+            try r.scan(Tables.byTime) { k, _ in key = k; return false }
+            return key
+        }
+        try missing.write { w in try w.delete(Tables.byTime, firstKey) }
+        #expect(try !Replica.verifiesAlike(content, RecordingStore(missing)))
+        let changed = memory.clone()
+        try changed.write { w in try w.put(Tables.byTime, firstKey, [1]) }
+        #expect(try !Replica.verifiesAlike(content, RecordingStore(changed)))
+        let digest = memory.clone()
+        try digest.write { w in try w.put(Tables.meta, Keys.digest, [UInt8](repeating: 0, count: 32)) }
+        #expect(try !Replica.verifiesAlike(content, RecordingStore(digest)))
+        // The copy does not follow the store it was taken from.
+        try r.post("Ava", signedCents: 1, note: "", source: "give")
+        #expect(try !Replica.verifiesAlike(content, RecordingStore(memory)))
+    }
+
     @Test("writeCount moves with every put and delete, not with reads; clones keep it")
     func writeCounts() throws {
         let store = MemoryStore()
