@@ -114,31 +114,64 @@ final class LMDBTransaction: KeyValueWriter {
         guard let cursor else { throw LMDBError.badTxn }
         defer { mdb_cursor_close(cursor) }
 
-        var entry: (key: [UInt8], value: [UInt8])?
+        // The entries are visited in place (pointers into the map, checked by `position`) and
+        // copied only when `body` is called: the entry that ends the scan is never copied.
+        var entry: Entry?
         if !reverse {
             // First key >= max(prefix, start).
             let seek = start.map { KeyBytes.compare($0, prefix) > 0 ? $0 : prefix } ?? prefix
-            entry = seek.isEmpty ? try move(cursor, MDB_FIRST) : try move(cursor, MDB_SET_RANGE, seek)
+            entry = seek.isEmpty ? try position(cursor, MDB_FIRST) : try position(cursor, MDB_SET_RANGE, seek)
         } else if let start {
             // Last key <= start (not clamped to the prefix, exactly like MemoryStore).
             if start.isEmpty { return }  // No key is <= the empty key.
-            if let found = try move(cursor, MDB_SET_RANGE, start) {
-                entry = found.key == start ? found : try move(cursor, MDB_PREV)
+            if let found = try position(cursor, MDB_SET_RANGE, start) {
+                entry = found.key.elementsEqual(start) ? found : try position(cursor, MDB_PREV)
             } else {
-                entry = try move(cursor, MDB_LAST)
+                entry = try position(cursor, MDB_LAST)
             }
         } else if let past = Self.successor(prefix) {
             // Last key with the prefix: one before the first key past the prefix range.
-            entry = try move(cursor, MDB_SET_RANGE, past) != nil ? try move(cursor, MDB_PREV)
-                                                                 : try move(cursor, MDB_LAST)
+            entry = try position(cursor, MDB_SET_RANGE, past) != nil ? try position(cursor, MDB_PREV)
+                                                                     : try position(cursor, MDB_LAST)
         } else {
             // Empty or all-0xFF prefix: nothing sorts past the range.
-            entry = try move(cursor, MDB_LAST)
+            entry = try position(cursor, MDB_LAST)
         }
         let step = reverse ? MDB_PREV : MDB_NEXT
-        while let current = entry, KeyBytes.hasPrefix(current.key, prefix) {
-            if try !body(current.key, current.value) { return }
-            entry = try move(cursor, step)
+        // The copies handed to `body`. Their storage is reused for the next entry when `body`
+        // kept no reference to them (copy-on-write: a kept copy is never changed), which saves
+        // an allocation and a release per key and per value that `body` only looks at.
+        var key: [UInt8] = [], value: [UInt8] = []
+        while let current = entry, Self.hasPrefix(current.key, prefix) {
+            Self.assign(current.key, to: &key)
+            Self.assign(current.value, to: &value)
+            if try !body(key, value) { return }
+            entry = try position(cursor, step)
+        }
+    }
+
+    /// An entry where the cursor stands: its key and value inside LMDB's map, valid until the
+    /// cursor moves or the transaction writes.
+    private typealias Entry = (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
+
+    /// Replaces the contents of `array` with `bytes`, in place when its storage is not shared.
+    @inline(__always)
+    private static func assign(_ bytes: UnsafeRawBufferPointer, to array: inout [UInt8]) {
+        if array.count == bytes.count {
+            // Most keys of a table, and many values, have the size of the entry before.
+            array.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        } else {
+            array.removeAll(keepingCapacity: true)
+            array.append(contentsOf: UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count))
+        }
+    }
+
+    /// Whether the bytes of `key` start with `prefix`.
+    @inline(__always)
+    private static func hasPrefix(_ key: UnsafeRawBufferPointer, _ prefix: [UInt8]) -> Bool {
+        guard key.count >= prefix.count else { return false }
+        return prefix.withUnsafeBytes { p in
+            KeyBytes.compare(UnsafeRawBufferPointer(rebasing: key[0..<p.count]), p) == 0
         }
     }
 
@@ -152,10 +185,10 @@ final class LMDBTransaction: KeyValueWriter {
         return upper
     }
 
-    /// Moves `cursor` with `op` (seeking `key` when given) and copies the entry it lands on;
-    /// nil when there is none.
-    private func move(_ cursor: OpaquePointer, _ op: MDB_cursor_op,
-                      _ key: [UInt8]? = nil) throws(LMDBError) -> (key: [UInt8], value: [UInt8])? {
+    /// Moves `cursor` with `op` (seeking `key` when given) and returns the entry it lands on,
+    /// in place (checked by ``inPlace(_:)``); nil when there is none.
+    private func position(_ cursor: OpaquePointer, _ op: MDB_cursor_op,
+                          _ key: [UInt8]? = nil) throws(LMDBError) -> Entry? {
         var found = MDB_val(), value = MDB_val()
         let rc: Int32
         if let key {
@@ -169,13 +202,25 @@ final class LMDBTransaction: KeyValueWriter {
         }
         if rc == MDB_NOTFOUND { return nil }
         try call(rc)
-        return (try bytes(found), try bytes(value))
+        return (try inPlace(found), try inPlace(value))
     }
 
-    /// A copy of the bytes an `MDB_val` points at. A damaged page can carry a size that reaches
-    /// past the end of the map: that is reported as damage rather than read.
+    /// ``position(_:_:_:)``, copied.
+    private func move(_ cursor: OpaquePointer, _ op: MDB_cursor_op,
+                      _ key: [UInt8]? = nil) throws(LMDBError) -> (key: [UInt8], value: [UInt8])? {
+        try position(cursor, op, key).map { ([UInt8]($0.key), [UInt8]($0.value)) }
+    }
+
+    /// A copy of the bytes an `MDB_val` points at (checked by ``inPlace(_:)``).
     private func bytes(_ value: MDB_val) throws(LMDBError) -> [UInt8] {
-        guard value.mv_size > 0, let data = value.mv_data else { return [] }
+        [UInt8](try inPlace(value))
+    }
+
+    /// The bytes an `MDB_val` points at. A damaged page can carry a size that reaches past the
+    /// end of the map: that is reported as damage rather than read.
+    @inline(__always)
+    private func inPlace(_ value: MDB_val) throws(LMDBError) -> UnsafeRawBufferPointer {
+        guard value.mv_size > 0, let data = value.mv_data else { return UnsafeRawBufferPointer(start: nil, count: 0) }
         let start = UInt(bitPattern: data)
         if start >= map.start && start < map.end {
             let (end, overflow) = start.addingReportingOverflow(UInt(value.mv_size))
@@ -183,7 +228,7 @@ final class LMDBTransaction: KeyValueWriter {
                 throw .damaged("a stored entry of \(value.mv_size) bytes reaches past the end of the data file's map: the data file is damaged")
             }
         }
-        return [UInt8](UnsafeRawBufferPointer(start: data, count: value.mv_size))
+        return UnsafeRawBufferPointer(start: data, count: value.mv_size)
     }
 
     // MARK: Page check

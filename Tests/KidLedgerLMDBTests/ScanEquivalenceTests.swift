@@ -133,6 +133,53 @@ struct ScanEquivalenceTests {
         }
     }
 
+    /// The scan reuses the storage of the key and value it hands to the body when the body kept
+    /// no reference to them: a copy the body kept, even of an entry of the same size as the next,
+    /// must never change afterwards, and one it did not keep must still hold the right bytes.
+    @Test func keptCopiesNeverChange() throws {
+        try withTemporaryDirectory { dir throws in
+            let lmdb = try LMDBEnvironment(directory: dir.path, tables: [tableA])
+            // Equal-size keys and values (copied in place when not kept), then longer and shorter ones.
+            let entries: [([UInt8], [UInt8])] = (0..<40).map { i in
+                let size = i < 20 ? 8 : (i % 2 == 0 ? 3 : 12)
+                return ([UInt8(i)] + [UInt8](repeating: UInt8(i), count: size),
+                        [UInt8](repeating: UInt8(200 - i), count: size + i % 3))
+            }
+            try lmdb.write { w in for (key, value) in entries { try w.put(tableA, key, value) } }
+            for every in [1, 2, 3, 7] {
+                for reverse in [false, true] {
+                    var kept: [([UInt8], [UInt8])] = [], seen: [([UInt8], [UInt8])] = []
+                    try lmdb.read { r in
+                        try r.scan(tableA, prefix: [], from: nil, reverse: reverse) { key, value in
+                            // What the body sees now, compared by content, not kept.
+                            seen.append((Array(key.map { $0 }), Array(value.map { $0 })))
+                            if seen.count % every == 0 { kept.append((key, value)) }
+                            return true
+                        }
+                    }
+                    let expected = reverse ? entries.reversed() : entries
+                    #expect(seen.map(\.0) == expected.map(\.0) && seen.map(\.1) == expected.map(\.1))
+                    let keptExpected = expected.enumerated().filter { ($0.offset + 1) % every == 0 }.map(\.element)
+                    #expect(kept.map(\.0) == keptExpected.map(\.0), "every \(every), reverse \(reverse)")
+                    #expect(kept.map(\.1) == keptExpected.map(\.1), "every \(every), reverse \(reverse)")
+                }
+            }
+            // A write transaction that overwrites each entry while scanning sees every old value once.
+            let old = try lmdb.write { w in
+                var seen: [[UInt8]] = []
+                try w.scan(tableA) { key, value in
+                    seen.append(value)
+                    try w.put(tableA, key, value.map { ~$0 })
+                    return true
+                }
+                return seen
+            }
+            #expect(old == entries.map(\.1))
+            #expect(try collect(lmdb, tableA, prefix: [], start: nil, reverse: false, limit: .max)
+                    == entries.flatMap { [$0.0, $0.1.map { ~$0 }] })
+        }
+    }
+
     @Test func bodyMayThrowMidScan() throws {
         struct Stop: Error {}
         try withTemporaryDirectory { dir throws in
