@@ -23,6 +23,10 @@ final class LMDBTransaction: KeyValueWriter {
     /// and a full page is split at its end, so pages filled in key order stay full). A delete may
     /// leave this greater than the true last key; that only makes a few puts plain ones.
     private var lastKeys: [MDB_dbi: [UInt8]?] = [:]
+    /// The database handles this transaction changed (a put or delete succeeded), one bit per
+    /// handle below 64; `wroteOther` for the others (``LMDBEnvironment/writeStamps(_:)``).
+    private(set) var written: UInt64 = 0
+    private(set) var wroteOther = false
 
     init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
         self.map = map
@@ -49,6 +53,15 @@ final class LMDBTransaction: KeyValueWriter {
         self.txn = nil
         defer { MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed) }
         return mdb_txn_commit(txn)
+    }
+
+    /// LMDB's id of the transaction: for a read, the last transaction committed in its snapshot;
+    /// for a write, one more (the id it gets when it commits a change). Nil once it has ended.
+    var id: Int? { txn.map { Int(mdb_txn_id($0)) } }
+
+    /// Notes that `dbi` was changed.
+    private func wrote(_ dbi: MDB_dbi) {
+        if dbi < 64 { written |= 1 << UInt64(dbi) } else { wroteOther = true }
     }
 
     // MARK: Plumbing
@@ -290,10 +303,12 @@ final class LMDBTransaction: KeyValueWriter {
             // writer, but costs nothing to handle): a plain put, and read the last key again.
             rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, 0) } }
             try call(rc)
+            wrote(dbi)
             lastKeys[dbi] = try lastKey(txn, dbi)
             return
         }
         try call(rc)
+        wrote(dbi)
         lastKeys[dbi] = append ? key : last
     }
 
@@ -312,6 +327,7 @@ final class LMDBTransaction: KeyValueWriter {
         let rc = withValue(key) { k in mdb_del(txn, dbi, &k, nil) }
         if rc == MDB_NOTFOUND { return }
         try call(rc)
+        wrote(dbi)
     }
 }
 

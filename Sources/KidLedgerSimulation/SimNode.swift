@@ -93,9 +93,31 @@ final class SimNode {
     /// children or registers table is written).
     func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
         guard let replica else { return (nil, 0) }
+        if let lmdb = replica.store as? LMDBEnvironment {
+            let rows = try pickableChildren(replica, lmdb)
+            return (rows.indices.contains(index) ? rows[index] : nil, rows.count)
+        }
         let rows = try replica.childrenWithoutTotals()
         return (rows.indices.contains(index) ? PickableChild(id: rows[index].id, isArchived: rows[index].isArchived) : nil,
                 rows.count)
+    }
+
+    /// What ``pickableChild(at:)`` picks from on an LMDB replica, with what it was read from: the
+    /// environment and its children and registers tables' write stamps.
+    private var pickableCache: (store: LMDBEnvironment, stamps: [UInt64], rows: [PickableChild])?
+    /// The tables ``Replica/childrenWithoutTotals()`` reads.
+    private static let childTables = [Tables.children, Tables.registers]
+
+    /// Every child a drawn operation may pick on an LMDB replica, read again only when a commit
+    /// wrote the children or registers table since the last read (``LMDBEnvironment/writeStamps(_:)``:
+    /// nothing else writes the environment while the simulator, one thread, reads it). The
+    /// replica's own operations still read the child list through LMDB every time.
+    private func pickableChildren(_ replica: Replica, _ lmdb: LMDBEnvironment) throws -> [PickableChild] {
+        let stamps = try lmdb.writeStamps(Self.childTables)
+        if let cache = pickableCache, cache.store === lmdb, cache.stamps == stamps { return cache.rows }
+        let rows = try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
+        pickableCache = (lmdb, stamps, rows)
+        return rows
     }
 
     /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the

@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerLMDB
 import Testing
 @testable import KidLedgerSimulation
 
@@ -46,6 +47,44 @@ struct SimulatorCacheTests {
         // Transactions alone leave the list as it was (and it stays right).
         try b.replica!.post("Cleo", signedCents: 5, note: "", source: "give")
         #expect(try b.pickableChildren() == fresh(b))
+    }
+
+    @Test("on LMDB replicas, the pickable children follow local and remote changes and a reopened environment")
+    func pickableChildrenFollowChangesOnLMDB() throws {
+        var parameters = SimulationParameters.draw(seed: 3, replicas: 2...2)
+        parameters.usesLMDB = true
+        let base = TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(base) }
+        let sim = Simulator(parameters: parameters, lmdbBase: base)
+        try sim.setUp()
+        defer { for node in sim.nodes { (node.store as? LMDBEnvironment)?.close() } }
+        let a = sim.nodes[0], b = sim.nodes[1]
+        #expect(b.store is LMDBEnvironment)
+        #expect(try b.pickableChildren() == [])
+        let ava = try a.replica!.addChild(name: "Ava")
+        let cleo = try b.replica!.addChild(name: "Cleo")
+        #expect(try b.pickableChildren().map(\.id) == [cleo.id])
+        try sync(a, b)
+        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+        // A remote rename moves Ava after Cleo; a local archive flags Cleo.
+        try a.replica!.renameChild("Ava", to: "Zed")
+        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+        try sync(a, b)
+        #expect(try b.pickableChildren().map(\.id) == [cleo.id, ava.id])
+        try b.replica!.setArchived("Cleo", true)
+        #expect(try b.pickableChildren() == fresh(b))
+        #expect(try b.pickableChildren().first { $0.id == cleo.id }?.isArchived == true)
+        // Transactions alone leave the list as it was (and it stays right).
+        try b.replica!.post("Zed", signedCents: 5, note: "", source: "give")
+        #expect(try b.pickableChildren() == fresh(b))
+        // A restart from the files: another environment object, read again.
+        b.crash()
+        try sim.reopenLMDB(b)
+        try b.boot(time: sim.time, seed: 3)
+        #expect(try b.pickableChildren() == fresh(b))
+        try b.replica!.renameChild("Zed", to: "Ava")
+        #expect(try b.pickableChildren() == fresh(b))
+        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
     }
 
     @Test("a replaced store (a restore from stale files) is read again")
