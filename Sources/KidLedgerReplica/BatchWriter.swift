@@ -57,6 +57,17 @@ final class BatchWriter: KeyValueWriter {
                 small[i].entry = entry
                 return
             }
+            add(key, entry)
+        }
+
+        /// ``set(_:_:)`` of a key that ``find(_:)`` just did not find: no search.
+        mutating func add(_ key: [UInt8], _ entry: Entry) {
+            if large != nil {
+                large![Key(key)] = entry
+                return
+            }
+            // One allocation for the list's whole life instead of a regrowth at 1, 2, 4, 8 and 16.
+            if small.capacity == 0 { small.reserveCapacity(Self.smallMax + 1) }
             small.append((key, entry))
             if small.count > Self.smallMax {
                 large = Dictionary(uniqueKeysWithValues: small.map { (Key($0.key), $0.entry) })
@@ -64,10 +75,34 @@ final class BatchWriter: KeyValueWriter {
             }
         }
 
-        /// The keys with unwritten changes, in key order.
-        var dirtyKeys: [[UInt8]] {
-            let keys = large.map { $0.filter { $0.value.dirty }.map(\.key.bytes) } ?? small.filter { $0.entry.dirty }.map(\.key)
-            return keys.sorted { KeyBytes.compare($0, $1) < 0 }
+        /// Hands each entry with unwritten changes to `write`, in key order, and marks it
+        /// written once `write` returns (a throw leaves it and the later ones unwritten).
+        mutating func flush(_ write: (_ key: [UInt8], _ value: [UInt8]?) throws -> Void) rethrows {
+            guard large == nil else {
+                let keys = large!.filter { $0.value.dirty }.map(\.key.bytes).sorted { KeyBytes.compare($0, $1) < 0 }
+                for key in keys {
+                    let value = large![Key(key)]!.value
+                    try write(key, value)
+                    large![Key(key)] = Entry(value: value, dirty: false)
+                }
+                return
+            }
+            // The short list by index, without building and sorting arrays of keys: usually
+            // none or one entry is dirty.
+            while let i = leastDirty() {
+                try write(small[i].key, small[i].entry.value)
+                small[i].entry.dirty = false
+            }
+        }
+
+        /// The index in `small` of the dirty entry with the least key, or nil when none is dirty.
+        private func leastDirty() -> Int? {
+            var best: Int?
+            for i in small.indices where small[i].entry.dirty {
+                if let b = best, KeyBytes.compare(small[i].key, small[b].key) >= 0 { continue }
+                best = i
+            }
+            return best
         }
     }
 
@@ -113,7 +148,7 @@ final class BatchWriter: KeyValueWriter {
         if let s = slot(table) {
             if let entry = entries[s].find(key) { return entry.value }
             let value = try base.get(table, key)
-            entries[s].set(key, Entry(value: value, dirty: false))
+            entries[s].add(key, Entry(value: value, dirty: false))
             return value
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
@@ -235,14 +270,12 @@ final class BatchWriter: KeyValueWriter {
 
     private func flush(slot s: Int) throws {
         let table = Self.slotTables[s]
-        for key in entries[s].dirtyKeys {
-            let value = entries[s].find(key)!.value
+        try entries[s].flush { key, value in
             if let value {
                 try base.put(table, key, value)
             } else {
                 try base.delete(table, key)
             }
-            entries[s].set(key, Entry(value: value, dirty: false))
         }
     }
 
