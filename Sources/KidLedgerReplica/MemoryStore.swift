@@ -57,14 +57,20 @@ public final class MemoryStore: KeyValueStore {
 
         /// Index of the first key >= `key`, and whether that key is `key`. The search compares
         /// the key at the index it returns (when there is one), so it notices equality itself.
-        func find(_ key: [UInt8]) -> (index: Int, found: Bool) {
+        func find(_ key: [UInt8]) -> (index: Int, found: Bool) { find(key, head: Entry.head(key)) }
+
+        /// ``find(_:)`` of a key whose ``Entry/head(_:)`` is `head`.
+        func find(_ key: [UInt8], head: UInt64) -> (index: Int, found: Bool) {
             key.withUnsafeBytes { key in
                 entries.withUnsafeBufferPointer { entries in
                     var lo = 0, hi = entries.count
                     var found = false
                     while lo < hi {
                         let mid = (lo + hi) / 2
-                        let order = entries[mid].key.withUnsafeBytes { KeyBytes.compare($0, key) }
+                        // Unequal heads order the keys without reading the keys' bytes.
+                        let other = entries[mid].head
+                        let order = other != head ? (other < head ? -1 : 1)
+                            : entries[mid].key.withUnsafeBytes { KeyBytes.compare($0, key) }
                         if order < 0 { lo = mid + 1 } else { hi = mid; if order == 0 { found = true } }
                     }
                     return (lo, found)
@@ -91,8 +97,35 @@ public final class MemoryStore: KeyValueStore {
 
     /// One entry of a table.
     struct Entry: Equatable {
-        var key: [UInt8]
+        /// ``head(_:)`` of the key, kept in the array itself for the binary search.
+        let head: UInt64
+        let key: [UInt8]
         var value: [UInt8]
+
+        init(key: [UInt8], value: [UInt8]) { self.init(head: Self.head(key), key: key, value: value) }
+
+        @inline(__always)
+        init(head: UInt64, key: [UInt8], value: [UInt8]) {
+            self.head = head
+            self.key = key
+            self.value = value
+        }
+
+        /// ``head(_:)`` of `key`.
+        @inline(__always)
+        static func head(_ key: [UInt8]) -> UInt64 { key.withUnsafeBytes { head($0) } }
+
+        /// The key's first eight bytes as a big-endian number, zeros past the end of a shorter
+        /// key. Two keys whose heads differ sort as their heads do (where they differ, either
+        /// both keys have bytes and those differ, or the shorter key has ended and is a prefix
+        /// of the longer one); equal heads say nothing.
+        @inline(__always)
+        static func head(_ key: UnsafeRawBufferPointer) -> UInt64 {
+            if key.count >= 8 { return UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) }
+            var h: UInt64 = 0
+            for i in 0..<key.count { h |= UInt64(key[i]) << (56 - 8 * i) }
+            return h
+        }
     }
 
     /// The tables, found by a linear search on the precomputed name hash: there are about twenty,
@@ -346,13 +379,14 @@ public final class MemoryStore: KeyValueStore {
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
             table.noteWrite(key, stamp: store.nextStamp())
-            let (i, found) = table.find(key)
+            let head = Entry.head(key)
+            let (i, found) = table.find(key, head: head)
             if found {
                 undo.append((table, key, table.entries[i].value))
                 table.entries[i].value = value
             } else {
                 undo.append((table, key, nil))
-                table.insert(Entry(key: key, value: value), at: i)
+                table.insert(Entry(head: head, key: key, value: value), at: i)
             }
         }
 

@@ -31,6 +31,17 @@ struct MemoryStoreModelTests {
         }
     }
 
+    /// Half two-byte keys from a small range (inserts land anywhere, and repeat), half keys of
+    /// 1 to 12 bytes of few values (shared prefixes, zero bytes, keys that are prefixes of
+    /// others, first eight bytes alike).
+    static func randomKey(_ rng: inout SplitMix64) -> [UInt8] {
+        if Bool.random(using: &rng) {
+            return [UInt8.random(in: 0...15, using: &rng), UInt8.random(in: 0...255, using: &rng)]
+        }
+        let bytes: [UInt8] = [0, 0, 1, 0xFF]
+        return (0..<Int.random(in: 1...12, using: &rng)).map { _ in bytes.randomElement(using: &rng)! }
+    }
+
     @Test("random writes, undone writes and clones")
     func randomWrites() throws {
         var rng = SplitMix64(seed: 7)
@@ -51,8 +62,7 @@ struct MemoryStoreModelTests {
                     for n in 0..<writes {
                         if fails && n == writes / 2 { throw Boom() }
                         let t = Int.random(in: 0..<tables.count, using: &rng)
-                        // Two-byte keys from a small range: inserts land anywhere, and repeat.
-                        let key: [UInt8] = [UInt8.random(in: 0...15, using: &rng), UInt8.random(in: 0...255, using: &rng)]
+                        let key = Self.randomKey(&rng)
                         if Int.random(in: 0..<4, using: &rng) == 0 {
                             try w.delete(tables[t], key)
                             model[t][key] = nil
