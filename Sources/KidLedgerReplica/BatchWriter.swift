@@ -106,13 +106,50 @@ final class BatchWriter: KeyValueWriter {
         }
     }
 
+    /// A map that usually holds one or two keys (a batch's children): a short list searched in
+    /// order while it has few keys (comparing a few ids costs less than hashing one; a
+    /// dictionary's first insert and every lookup hash), a dictionary beyond.
+    struct FewMap<Key: Hashable, Value> {
+        private var small: [(key: Key, value: Value)] = []
+        private var large: [Key: Value]?
+        static var smallMax: Int { 16 }
+
+        subscript(key: Key) -> Value? {
+            get {
+                if let large { return large[key] }
+                for item in small where item.key == key { return item.value }
+                return nil
+            }
+            set {
+                if large != nil {
+                    large![key] = newValue
+                    return
+                }
+                if let i = small.firstIndex(where: { $0.key == key }) {
+                    if let newValue { small[i].value = newValue } else { small.remove(at: i) }
+                    return
+                }
+                guard let newValue else { return }
+                if small.capacity == 0 { small.reserveCapacity(4) }
+                small.append((key, newValue))
+                if small.count > Self.smallMax {
+                    large = Dictionary(uniqueKeysWithValues: small.map { ($0.key, $0.value) })
+                    small = []
+                }
+            }
+        }
+
+        /// Every key, in no particular order.
+        var keys: [Key] { large.map { Array($0.keys) } ?? small.map(\.key) }
+    }
+
     /// The write-back byte tables, by slot (see ``slot(_:)``).
     @exclusivity(unchecked) private var entries: [SlotMap] = [SlotMap(), SlotMap(), SlotMap()]
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
-    @exclusivity(unchecked) private var aggregates: [RecordID: Cached<Aggregate>] = [:]
+    @exclusivity(unchecked) private var aggregates = FewMap<RecordID, Cached<Aggregate>>()
     /// Child records read or written in this batch (nil: absent).
-    @exclusivity(unchecked) private var children: [RecordID: [UInt8]?] = [:]
+    @exclusivity(unchecked) private var children = FewMap<RecordID, [UInt8]?>()
     /// The newest chain link written for each origin in this batch: (sequence, link).
     @exclusivity(unchecked) private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
     /// Revocation horizons of the member who claimed each origin, computed in this batch; emptied
@@ -204,7 +241,7 @@ final class BatchWriter: KeyValueWriter {
     /// Keeps the write-through memos equal to the store after a write.
     private func noteWrite(_ table: Table, _ key: [UInt8], _ value: [UInt8]?) {
         if isTable(table, childrenHash) {
-            if key.count == 16 { children[Keys.id(in: key, at: 0)] = .some(value) } else { children = [:] }
+            if key.count == 16 { children[Keys.id(in: key, at: 0)] = .some(value) } else { children = FewMap() }
         } else if isTable(table, chainsHash) {
             guard key.count == 16 else { newestLinks = [:]; return }
             let (origin, sequence) = Keys.words(key)

@@ -83,3 +83,32 @@ struct BatchWriterFlushTests {
         }
     }
 }
+
+@Suite("BatchWriter's map of few keys")
+struct FewMapTests {
+    /// Random sets, removals and reads against a dictionary, across the switch from the short
+    /// list to the dictionary.
+    @Test("behaves as a dictionary, below and past the short list's size")
+    func matchesDictionary() {
+        var rng = SplitMix64(seed: 5)
+        for keyRange in [3, 8, UInt64(BatchWriter.FewMap<UInt64, Int>.smallMax) * 3] {
+            var map = BatchWriter.FewMap<UInt64, Int>()
+            var model: [UInt64: Int] = [:]
+            for step in 0..<600 {
+                let key = UInt64.random(in: 0..<keyRange, using: &rng)
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0:
+                    map[key] = nil
+                    model[key] = nil
+                case 1:
+                    #expect(map[key] == model[key])
+                default:
+                    map[key] = step
+                    model[key] = step
+                }
+                #expect(Set(map.keys) == Set(model.keys) && map.keys.count == model.count)
+            }
+            for key in 0..<keyRange { #expect(map[key] == model[key]) }
+        }
+    }
+}
