@@ -106,9 +106,9 @@ final class BatchWriter: KeyValueWriter {
         }
     }
 
-    /// A map that usually holds one or two keys (a batch's children): a short list searched in
-    /// order while it has few keys (comparing a few ids costs less than hashing one; a
-    /// dictionary's first insert and every lookup hash), a dictionary beyond.
+    /// A map that usually holds a few keys (a batch's children or origins): a short list
+    /// searched in order while it has few keys (comparing a few ids costs less than hashing
+    /// one; a dictionary's first insert and every lookup hash), a dictionary beyond.
     struct FewMap<Key: Hashable, Value> {
         private var small: [(key: Key, value: Value)] = []
         private var large: [Key: Value]?
@@ -151,10 +151,10 @@ final class BatchWriter: KeyValueWriter {
     /// Child records read or written in this batch (nil: absent).
     @exclusivity(unchecked) private var children = FewMap<RecordID, [UInt8]?>()
     /// The newest chain link written for each origin in this batch: (sequence, link).
-    @exclusivity(unchecked) private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    @exclusivity(unchecked) private var newestLinks = FewMap<UInt64, (sequence: UInt64, link: [UInt8])>()
     /// Revocation horizons of the member who claimed each origin, computed in this batch; emptied
     /// when a claim or a revocation is written.
-    @exclusivity(unchecked) private var horizons: [UInt64: [ReplicaID: UInt64]?] = [:]
+    @exclusivity(unchecked) private var horizons = FewMap<UInt64, [ReplicaID: UInt64]?>()
 
     /// The name hashes of the tables it treats specially, read once (a static read costs a
     /// once-check per access). Every table of `Tables.all` has a distinct name hash
@@ -207,7 +207,7 @@ final class BatchWriter: KeyValueWriter {
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         if let s = slot(table) {
-            if s == 2 { horizons = [:] }
+            if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: value, dirty: true))
             return
         }
@@ -226,7 +226,7 @@ final class BatchWriter: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         if let s = slot(table) {
-            if s == 2 { horizons = [:] }
+            if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: nil, dirty: true))
             return
         }
@@ -243,11 +243,11 @@ final class BatchWriter: KeyValueWriter {
         if isTable(table, childrenHash) {
             if key.count == 16 { children[Keys.id(in: key, at: 0)] = .some(value) } else { children = FewMap() }
         } else if isTable(table, chainsHash) {
-            guard key.count == 16 else { newestLinks = [:]; return }
+            guard key.count == 16 else { newestLinks = FewMap(); return }
             let (origin, sequence) = Keys.words(key)
             if let value { newestLinks[origin] = (sequence, value) } else { newestLinks[origin] = nil }
         } else if isTable(table, revocationsHash) {
-            horizons = [:]
+            horizons = FewMap()
         }
     }
 
