@@ -57,6 +57,17 @@ final class BatchWriter: KeyValueWriter {
                 small[i].entry = entry
                 return
             }
+            add(key, entry)
+        }
+
+        /// ``set(_:_:)`` of a key that ``find(_:)`` just did not find: no search.
+        mutating func add(_ key: [UInt8], _ entry: Entry) {
+            if large != nil {
+                large![Key(key)] = entry
+                return
+            }
+            // One allocation for the list's whole life instead of a regrowth at 1, 2, 4, 8 and 16.
+            if small.capacity == 0 { small.reserveCapacity(Self.smallMax + 1) }
             small.append((key, entry))
             if small.count > Self.smallMax {
                 large = Dictionary(uniqueKeysWithValues: small.map { (Key($0.key), $0.entry) })
@@ -64,25 +75,86 @@ final class BatchWriter: KeyValueWriter {
             }
         }
 
-        /// The keys with unwritten changes, in key order.
-        var dirtyKeys: [[UInt8]] {
-            let keys = large.map { $0.filter { $0.value.dirty }.map(\.key.bytes) } ?? small.filter { $0.entry.dirty }.map(\.key)
-            return keys.sorted { KeyBytes.compare($0, $1) < 0 }
+        /// Hands each entry with unwritten changes to `write`, in key order, and marks it
+        /// written once `write` returns (a throw leaves it and the later ones unwritten).
+        mutating func flush(_ write: (_ key: [UInt8], _ value: [UInt8]?) throws -> Void) rethrows {
+            guard large == nil else {
+                let keys = large!.filter { $0.value.dirty }.map(\.key.bytes).sorted { KeyBytes.compare($0, $1) < 0 }
+                for key in keys {
+                    let value = large![Key(key)]!.value
+                    try write(key, value)
+                    large![Key(key)] = Entry(value: value, dirty: false)
+                }
+                return
+            }
+            // The short list by index, without building and sorting arrays of keys: usually
+            // none or one entry is dirty.
+            while let i = leastDirty() {
+                try write(small[i].key, small[i].entry.value)
+                small[i].entry.dirty = false
+            }
         }
+
+        /// The index in `small` of the dirty entry with the least key, or nil when none is dirty.
+        private func leastDirty() -> Int? {
+            var best: Int?
+            for i in small.indices where small[i].entry.dirty {
+                if let b = best, KeyBytes.compare(small[i].key, small[b].key) >= 0 { continue }
+                best = i
+            }
+            return best
+        }
+    }
+
+    /// A map that usually holds a few keys (a batch's children or origins): a short list
+    /// searched in order while it has few keys (comparing a few ids costs less than hashing
+    /// one; a dictionary's first insert and every lookup hash), a dictionary beyond.
+    struct FewMap<Key: Hashable, Value> {
+        private var small: [(key: Key, value: Value)] = []
+        private var large: [Key: Value]?
+        static var smallMax: Int { 16 }
+
+        subscript(key: Key) -> Value? {
+            get {
+                if let large { return large[key] }
+                for item in small where item.key == key { return item.value }
+                return nil
+            }
+            set {
+                if large != nil {
+                    large![key] = newValue
+                    return
+                }
+                if let i = small.firstIndex(where: { $0.key == key }) {
+                    if let newValue { small[i].value = newValue } else { small.remove(at: i) }
+                    return
+                }
+                guard let newValue else { return }
+                if small.capacity == 0 { small.reserveCapacity(4) }
+                small.append((key, newValue))
+                if small.count > Self.smallMax {
+                    large = Dictionary(uniqueKeysWithValues: small.map { ($0.key, $0.value) })
+                    small = []
+                }
+            }
+        }
+
+        /// Every key, in no particular order.
+        var keys: [Key] { large.map { Array($0.keys) } ?? small.map(\.key) }
     }
 
     /// The write-back byte tables, by slot (see ``slot(_:)``).
     @exclusivity(unchecked) private var entries: [SlotMap] = [SlotMap(), SlotMap(), SlotMap()]
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
-    @exclusivity(unchecked) private var aggregates: [RecordID: Cached<Aggregate>] = [:]
+    @exclusivity(unchecked) private var aggregates = FewMap<RecordID, Cached<Aggregate>>()
     /// Child records read or written in this batch (nil: absent).
-    @exclusivity(unchecked) private var children: [RecordID: [UInt8]?] = [:]
+    @exclusivity(unchecked) private var children = FewMap<RecordID, [UInt8]?>()
     /// The newest chain link written for each origin in this batch: (sequence, link).
-    @exclusivity(unchecked) private var newestLinks: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    @exclusivity(unchecked) private var newestLinks = FewMap<UInt64, (sequence: UInt64, link: [UInt8])>()
     /// Revocation horizons of the member who claimed each origin, computed in this batch; emptied
     /// when a claim or a revocation is written.
-    @exclusivity(unchecked) private var horizons: [UInt64: [ReplicaID: UInt64]?] = [:]
+    @exclusivity(unchecked) private var horizons = FewMap<UInt64, [ReplicaID: UInt64]?>()
 
     /// The name hashes of the tables it treats specially, read once (a static read costs a
     /// once-check per access). Every table of `Tables.all` has a distinct name hash
@@ -113,7 +185,7 @@ final class BatchWriter: KeyValueWriter {
         if let s = slot(table) {
             if let entry = entries[s].find(key) { return entry.value }
             let value = try base.get(table, key)
-            entries[s].set(key, Entry(value: value, dirty: false))
+            entries[s].add(key, Entry(value: value, dirty: false))
             return value
         }
         if key.count == 16 && isTable(table, aggregatesHash) {
@@ -135,7 +207,7 @@ final class BatchWriter: KeyValueWriter {
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         if let s = slot(table) {
-            if s == 2 { horizons = [:] }
+            if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: value, dirty: true))
             return
         }
@@ -154,7 +226,7 @@ final class BatchWriter: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         if let s = slot(table) {
-            if s == 2 { horizons = [:] }
+            if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: nil, dirty: true))
             return
         }
@@ -169,13 +241,13 @@ final class BatchWriter: KeyValueWriter {
     /// Keeps the write-through memos equal to the store after a write.
     private func noteWrite(_ table: Table, _ key: [UInt8], _ value: [UInt8]?) {
         if isTable(table, childrenHash) {
-            if key.count == 16 { children[Keys.id(in: key, at: 0)] = .some(value) } else { children = [:] }
+            if key.count == 16 { children[Keys.id(in: key, at: 0)] = .some(value) } else { children = FewMap() }
         } else if isTable(table, chainsHash) {
-            guard key.count == 16 else { newestLinks = [:]; return }
+            guard key.count == 16 else { newestLinks = FewMap(); return }
             let (origin, sequence) = Keys.words(key)
             if let value { newestLinks[origin] = (sequence, value) } else { newestLinks[origin] = nil }
         } else if isTable(table, revocationsHash) {
-            horizons = [:]
+            horizons = FewMap()
         }
     }
 
@@ -235,14 +307,12 @@ final class BatchWriter: KeyValueWriter {
 
     private func flush(slot s: Int) throws {
         let table = Self.slotTables[s]
-        for key in entries[s].dirtyKeys {
-            let value = entries[s].find(key)!.value
+        try entries[s].flush { key, value in
             if let value {
                 try base.put(table, key, value)
             } else {
                 try base.delete(table, key)
             }
-            entries[s].set(key, Entry(value: value, dirty: false))
         }
     }
 

@@ -5,8 +5,8 @@ public final class MemoryStore: KeyValueStore {
     final class SortedTable {
         // The store is single-threaded and no access to these outlives the call that makes it,
         // so the run-time exclusivity checks (a few percent of a simulation) are left out.
-        @exclusivity(unchecked) var keys: [[UInt8]] = []
-        @exclusivity(unchecked) var values: [[UInt8]] = []
+        /// The entries in key order: keys and values in one array, so that a put inserts once.
+        @exclusivity(unchecked) var entries: [Entry] = []
         /// The store's stamp of the last put or delete (undone ones included), 0 before any: see
         /// ``MemoryStore/writeCount(_:)``.
         @exclusivity(unchecked) var writes: UInt64 = 0
@@ -20,8 +20,7 @@ public final class MemoryStore: KeyValueStore {
 
         func copy() -> SortedTable {
             let t = SortedTable()
-            t.keys = keys
-            t.values = values
+            t.entries = entries
             t.writes = writes
             t.journal = journal
             t.journalFrom = journalFrom
@@ -58,19 +57,74 @@ public final class MemoryStore: KeyValueStore {
 
         /// Index of the first key >= `key`, and whether that key is `key`. The search compares
         /// the key at the index it returns (when there is one), so it notices equality itself.
-        func find(_ key: [UInt8]) -> (index: Int, found: Bool) {
+        func find(_ key: [UInt8]) -> (index: Int, found: Bool) { find(key, head: Entry.head(key)) }
+
+        /// ``find(_:)`` of a key whose ``Entry/head(_:)`` is `head`.
+        func find(_ key: [UInt8], head: UInt64) -> (index: Int, found: Bool) {
             key.withUnsafeBytes { key in
-                keys.withUnsafeBufferPointer { keys in
-                    var lo = 0, hi = keys.count
+                entries.withUnsafeBufferPointer { entries in
+                    var lo = 0, hi = entries.count
                     var found = false
                     while lo < hi {
                         let mid = (lo + hi) / 2
-                        let order = keys[mid].withUnsafeBytes { KeyBytes.compare($0, key) }
+                        // Unequal heads order the keys without reading the keys' bytes.
+                        let other = entries[mid].head
+                        let order = other != head ? (other < head ? -1 : 1)
+                            : entries[mid].key.withUnsafeBytes { KeyBytes.compare($0, key) }
                         if order < 0 { lo = mid + 1 } else { hi = mid; if order == 0 { found = true } }
                     }
                     return (lo, found)
                 }
             }
+        }
+
+        /// Inserts `entry` at index `i` (`0...entries.count`): appended, then moved into place
+        /// with one memmove of the entries after it. `Array.insert` (a generic replaceSubrange
+        /// through a one-element collection) cost about twice as much per put.
+        @inline(__always)
+        func insert(_ entry: Entry, at i: Int) {
+            entries.append(entry)
+            let last = entries.count - 1
+            guard i < last else { return }
+            entries.withUnsafeMutableBufferPointer { buffer in
+                let base = buffer.baseAddress!
+                let moved = (base + last).move()
+                (base + i + 1).moveInitialize(from: base + i, count: last - i)  // overlapping: memmove
+                (base + i).initialize(to: moved)
+            }
+        }
+    }
+
+    /// One entry of a table.
+    struct Entry: Equatable {
+        /// ``head(_:)`` of the key, kept in the array itself for the binary search.
+        let head: UInt64
+        let key: [UInt8]
+        var value: [UInt8]
+
+        init(key: [UInt8], value: [UInt8]) { self.init(head: Self.head(key), key: key, value: value) }
+
+        @inline(__always)
+        init(head: UInt64, key: [UInt8], value: [UInt8]) {
+            self.head = head
+            self.key = key
+            self.value = value
+        }
+
+        /// ``head(_:)`` of `key`.
+        @inline(__always)
+        static func head(_ key: [UInt8]) -> UInt64 { key.withUnsafeBytes { head($0) } }
+
+        /// The key's first eight bytes as a big-endian number, zeros past the end of a shorter
+        /// key. Two keys whose heads differ sort as their heads do (where they differ, either
+        /// both keys have bytes and those differ, or the shorter key has ended and is a prefix
+        /// of the longer one); equal heads say nothing.
+        @inline(__always)
+        static func head(_ key: UnsafeRawBufferPointer) -> UInt64 {
+            if key.count >= 8 { return UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) }
+            var h: UInt64 = 0
+            for i in 0..<key.count { h |= UInt64(key[i]) << (56 - 8 * i) }
+            return h
         }
     }
 
@@ -136,6 +190,12 @@ public final class MemoryStore: KeyValueStore {
     /// The kept values, by ``MemoKey/rawValue``.
     @exclusivity(unchecked) private var memos = [Kept?](repeating: nil, count: MemoKey.allCases.count)
 
+    /// The undo log's storage between write transactions (empty, its capacity kept), so that
+    /// each write does not grow a new one from nothing.
+    @exclusivity(unchecked) private var spareUndo: [Undo] = []
+    /// The most capacity ``spareUndo`` keeps.
+    static let spareUndoMax = 4096
+
     func nextStamp() -> UInt64 {
         stamp &+= 1
         return stamp
@@ -167,7 +227,7 @@ public final class MemoryStore: KeyValueStore {
     public func hasSameEntries(as other: MemoryStore, in tables: [Table]) -> Bool {
         for t in tables {
             let mine = committed[t], theirs = other.committed[t]
-            guard (mine?.keys ?? []) == (theirs?.keys ?? []), (mine?.values ?? []) == (theirs?.values ?? []) else {
+            guard (mine?.entries ?? []) == (theirs?.entries ?? []) else {
                 return false
             }
         }
@@ -182,6 +242,16 @@ public final class MemoryStore: KeyValueStore {
     /// Runs `body` in place; on a throw, undoes its writes in reverse order.
     public func write<T>(_ body: (any KeyValueWriter) throws -> T) throws -> T {
         let txn = Transaction(store: self, snapshot: committed, writable: true)
+        txn.undo = spareUndo
+        spareUndo = []
+        defer {
+            var log = txn.undo
+            txn.undo = []
+            if log.capacity <= Self.spareUndoMax {
+                log.removeAll(keepingCapacity: true)
+                spareUndo = log
+            }
+        }
         do {
             let result = try body(txn)
             committed = txn.snapshot
@@ -191,9 +261,9 @@ public final class MemoryStore: KeyValueStore {
                 t.noteWrite(key, stamp: nextStamp())
                 let (i, present) = t.find(key)
                 switch (present, old) {
-                case (true, let value?): t.values[i] = value
-                case (true, nil): t.keys.remove(at: i); t.values.remove(at: i)
-                case (false, let value?): t.keys.insert(key, at: i); t.values.insert(value, at: i)
+                case (true, let value?): t.entries[i].value = value
+                case (true, nil): t.entries.remove(at: i)
+                case (false, let value?): t.insert(Entry(key: key, value: value), at: i)
                 case (false, nil): break
                 }
             }
@@ -201,12 +271,17 @@ public final class MemoryStore: KeyValueStore {
         }
     }
 
+    /// (table, key, previous value) of a write, to undo on a throw.
+    typealias Undo = (SortedTable, [UInt8], [UInt8]?)
+
     final class Transaction: KeyValueWriter {
         @exclusivity(unchecked) var snapshot: Snapshot
-        /// (table, key, previous value) for every write, to undo on a throw.
-        @exclusivity(unchecked) var undo: [(SortedTable, [UInt8], [UInt8]?)] = []
+        /// Every write's ``Undo``, in order.
+        @exclusivity(unchecked) var undo: [Undo] = []
         let writable: Bool
-        unowned let store: MemoryStore
+        /// Strong: the store never holds its transactions, and an unowned reference cost a
+        /// checked retain on every put and delete.
+        let store: MemoryStore
 
         init(store: MemoryStore, snapshot: Snapshot, writable: Bool) {
             self.store = store
@@ -269,7 +344,7 @@ public final class MemoryStore: KeyValueStore {
         func get(_ t: Table, _ key: [UInt8]) throws -> [UInt8]? {
             guard let table = table(t, forWriting: false) else { return nil }
             let (i, found) = table.find(key)
-            return found ? table.values[i] : nil
+            return found ? table.entries[i].value : nil
         }
 
         func scan(_ t: Table, prefix: [UInt8], from start: [UInt8]?, reverse: Bool,
@@ -277,8 +352,8 @@ public final class MemoryStore: KeyValueStore {
             guard let table = table(t, forWriting: false) else { return }
             if !reverse {
                 var i = table.lowerBound(start.map { KeyBytes.compare($0, prefix) > 0 ? $0 : prefix } ?? prefix)
-                while i < table.keys.count, KeyBytes.hasPrefix(table.keys[i], prefix) {
-                    if try !body(table.keys[i], table.values[i]) { return }
+                while i < table.entries.count, KeyBytes.hasPrefix(table.entries[i].key, prefix) {
+                    if try !body(table.entries[i].key, table.entries[i].value) { return }
                     i += 1
                 }
             } else {
@@ -289,35 +364,29 @@ public final class MemoryStore: KeyValueStore {
                 } else {
                     // Last key with the prefix: one before the first key past the prefix range.
                     i = table.lowerBound(prefix)
-                    while i < table.keys.count, KeyBytes.hasPrefix(table.keys[i], prefix) { i += 1 }
+                    while i < table.entries.count, KeyBytes.hasPrefix(table.entries[i].key, prefix) { i += 1 }
                     i -= 1
                 }
-                while i >= 0, KeyBytes.hasPrefix(table.keys[i], prefix) {
-                    if try !body(table.keys[i], table.values[i]) { return }
+                while i >= 0, KeyBytes.hasPrefix(table.entries[i].key, prefix) {
+                    if try !body(table.entries[i].key, table.entries[i].value) { return }
                     i -= 1
                 }
             }
         }
 
-        func count(_ t: Table) throws -> Int { table(t, forWriting: false)?.keys.count ?? 0 }
+        func count(_ t: Table) throws -> Int { table(t, forWriting: false)?.entries.count ?? 0 }
 
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
             table.noteWrite(key, stamp: store.nextStamp())
-            let (i, found) = table.find(key)
+            let head = Entry.head(key)
+            let (i, found) = table.find(key, head: head)
             if found {
-                undo.append((table, key, table.values[i]))
-                table.values[i] = value
-            } else if i == table.keys.count {
-                // The common case of keys that grow (time-ordered ids): an append costs less than
-                // an insert at the end.
-                undo.append((table, key, nil))
-                table.keys.append(key)
-                table.values.append(value)
+                undo.append((table, key, table.entries[i].value))
+                table.entries[i].value = value
             } else {
                 undo.append((table, key, nil))
-                table.keys.insert(key, at: i)
-                table.values.insert(value, at: i)
+                table.insert(Entry(head: head, key: key, value: value), at: i)
             }
         }
 
@@ -326,9 +395,8 @@ public final class MemoryStore: KeyValueStore {
             table.noteWrite(key, stamp: store.nextStamp())
             let (i, found) = table.find(key)
             if found {
-                undo.append((table, key, table.values[i]))
-                table.keys.remove(at: i)
-                table.values.remove(at: i)
+                undo.append((table, key, table.entries[i].value))
+                table.entries.remove(at: i)
             }
         }
     }
