@@ -6,11 +6,20 @@ import Darwin
 import Testing
 @testable import KidLedgerSecurity
 
-/// A fresh temporary directory per test.
-func temporaryDirectory() -> String {
-    var template = Array("/tmp/kidledger-sec-XXXXXX".utf8CString)
-    let path = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    return String(cString: path!)
+/// Removes `path` and everything under it (not following symbolic links).
+func removeTree(_ path: String) {
+    var info = stat()
+    guard lstat(path, &info) == 0 else { return }
+    if info.st_mode & S_IFMT == S_IFDIR, let dir = opendir(path) {
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { removeTree(path + "/" + name) }
+        }
+        closedir(dir)
+        rmdir(path)
+    } else {
+        unlink(path)
+    }
 }
 
 func mode(_ path: String) -> mode_t {
@@ -20,7 +29,21 @@ func mode(_ path: String) -> mode_t {
 }
 
 @Suite("Key store")
-struct KeyStoreTests {
+final class KeyStoreTests: @unchecked Sendable {
+    /// The directories this test made, removed when it ends (a fresh instance runs each test).
+    private var made: [String] = []
+
+    deinit { made.forEach(removeTree) }
+
+    /// A fresh temporary directory, removed when the test ends.
+    func temporaryDirectory() -> String {
+        var template = Array("/tmp/kidledger-sec-XXXXXX".utf8CString)
+        let path = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        let made = String(cString: path!)
+        self.made.append(made)
+        return made
+    }
+
     @Test func createLoadAndList() throws {
         let home = temporaryDirectory()
         let store = KeyStore(directory: home + "/identities")
