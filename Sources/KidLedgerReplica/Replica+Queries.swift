@@ -71,18 +71,24 @@ extension Replica {
     }
 
     static func child(_ id: RecordID, _ r: any KeyValueReader) throws -> ChildSummary? {
-        let key = Keys.id(id)
-        guard let raw = try r.get(Tables.children, key) else { return nil }
-        var summary = try childRow(id, record: raw)
-        // The child's registers are adjacent (entity + field): one range read, not a lookup per field.
-        try r.scan(Tables.registers, prefix: key) { key, value in
-            if key.count == 17 { try applyRegister(key[16], value, to: &summary) }
-            return true
-        }
+        guard var summary = try childRowWithRegisters(Keys.id(id), r) else { return nil }
         let aggregate = try Aggregate.load(id, r)
         summary.balanceCents = aggregate.sumCents
         summary.transactionCount = aggregate.count
         return summary
+    }
+
+    /// The row of the child stored under `key` with its registers (names, flags, order), before
+    /// its totals; nil when there is no such child.
+    private static func childRowWithRegisters(_ key: [UInt8], _ r: any KeyValueReader) throws -> ChildSummary? {
+        guard let raw = try r.get(Tables.children, key) else { return nil }
+        var row = try childRow(Keys.id(in: key, at: 0), record: raw)
+        // The child's registers are adjacent (entity + field): one range read, not a lookup per field.
+        try r.scan(Tables.registers, prefix: key) { key, value in
+            if key.count == 17 { try applyRegister(key[16], value, to: &row) }
+            return true
+        }
+        return row
     }
 
     /// The row of child `id` with stored record `raw`, before its registers and totals.
@@ -152,14 +158,9 @@ extension Replica {
         var rows = kept.rows, keys = kept.keys
         for key in dirty {
             let (i, found) = position(of: key, in: keys)
-            guard let raw = try r.get(Tables.children, key) else {
+            guard let row = try childRowWithRegisters(key, r) else {
                 if found { rows.remove(at: i); keys.remove(at: i) }
                 continue  // another entity's register (the household's, or a child not yet here)
-            }
-            var row = try childRow(Keys.id(in: key, at: 0), record: raw)
-            try r.scan(Tables.registers, prefix: key) { key, value in
-                if key.count == 17 { try applyRegister(key[16], value, to: &row) }
-                return true
             }
             if found { rows[i] = row } else { rows.insert(row, at: i); keys.insert(key, at: i) }
         }
