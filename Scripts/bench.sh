@@ -83,6 +83,7 @@ say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 record() { echo "$1" >> "$RESULTS"; }
 
 DAEMON_PID=""
+DAEMONS=""
 PORT=""
 # Starts the daemon of home $1 on a free loopback port (sets DAEMON_PID and PORT).
 start_daemon() {
@@ -97,12 +98,14 @@ start_daemon() {
     done
     echo "the daemon did not start:" >&2; cat "$log" >&2; exit 1
 }
+# Stops it, and the daemons of the incremental rounds ($DAEMONS) when they run.
 stop_daemon() {
-    if [ -n "$DAEMON_PID" ]; then
-        kill -TERM "$DAEMON_PID" 2>/dev/null || true
-        wait "$DAEMON_PID" 2>/dev/null || true
-        DAEMON_PID=""
-    fi
+    local pid
+    for pid in $DAEMON_PID $DAEMONS; do
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    DAEMON_PID=""; DAEMONS=""
 }
 # The daemon's peak resident memory so far, in KiB (LMDB's mapped file pages it touched included).
 daemon_hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status"; }
@@ -150,18 +153,34 @@ for N in $SIZES; do
     da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
     if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the sync: $da vs $db" >&2; exit 1; fi
 
-    say "N=$N: incremental sync of one change ($PROC_RUNS runs)"
-    sync; sleep 5   # the same for what the initial syncs and copies left to write back, and a moment for the disk to settle
-    start_daemon "$D/a"
-    for r in $(seq 1 "$PROC_RUNS"); do
+    rm -rf "$D/b0"   # B stays (synced) for the incremental rounds below
+done
+
+# Incremental syncs, interleaved round by round across every N like the whole-process rows, with
+# one daemon per N running side by side: the disk's state after the initial syncs (each wrote up
+# to hundreds of MB) then weighs on every N alike instead of on whichever N came last.
+say "incremental sync of one change: $PROC_RUNS interleaved rounds"
+sync; sleep 5   # what the initial syncs and copies left to write back, and a moment for the disk to settle
+declare -A INC_PORT   # N -> the port of its daemon
+for N in $SIZES; do
+    start_daemon "$WORK/n$N/a"
+    INC_PORT[$N]=$PORT
+    DAEMONS="$DAEMONS $DAEMON_PID"; DAEMON_PID=""
+done
+for r in $(seq 1 "$PROC_RUNS"); do
+    for N in $SIZES; do
+        D=$WORK/n$N
         "$KL" --home "$D/a" give Kid2 0.25 --note incremental >/dev/null
-        proc=$("$BENCH" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
+        proc=$("$BENCH" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:${INC_PORT[$N]}")
         record "{\"row\":\"incremental\",\"n\":$N,\"run\":$r,\"process\":$proc,\"session\":$(cat "$WORK/sync.json")}"
     done
-    stop_daemon
+done
+stop_daemon
+for N in $SIZES; do
+    D=$WORK/n$N
     da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
     if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the incremental syncs" >&2; exit 1; fi
-    rm -rf "$D/b" "$D/b0"
+    rm -rf "$D/b"
 done
 
 # Whole processes, interleaved round by round (version, then give and balance at every N), so the
