@@ -104,35 +104,40 @@ enum PreparedOperation: Sendable {
     var register: PreparedRegister? { if case .register(let r) = self { r } else { nil } }
 }
 
-/// A register write's key, stored bytes, digest record and hash, and history entry.
-struct PreparedRegister: Sendable {
+/// A register write's key, stored bytes, digest record and hash, and history entry. A class, like
+/// ``PreparedTransaction``: handing it on (to apply, from the cache) then costs one reference
+/// count instead of one per array.
+final class PreparedRegister: Sendable {
     /// `Keys.register(entity, field)`.
-    var key: [UInt8]
+    let key: [UInt8]
     /// The write as the registers table stores it (``StoredRegister/encoded()``).
-    var stored: [UInt8]
+    let stored: [UInt8]
     /// ``DigestRecord/register(key:stored:)`` and its hash (``Digest256/hash(_:)``).
-    var record: [UInt8]
-    var recordHash: Digest256
+    let record: [UInt8]
+    let recordHash: Digest256
     /// Its entry in the register history.
-    var historyKey, historyValue: [UInt8]
+    let historyKey, historyValue: [UInt8]
 
     init(_ write: RegisterWrite, entity: RecordID, field: Field) {
         key = Keys.register(entity, field)
         stored = StoredRegister(stamp: write.stamp, value: write.value).encoded()
         record = DigestRecord.register(key: key, stored: stored)
         recordHash = Digest256.hash(record)
-        (historyKey, historyValue) = write.entry(entity: entity, field: field)
+        let history = write.entry(entity: entity, field: field)
+        historyKey = history.key
+        historyValue = history.value
     }
 }
 
 /// A transaction's stored record and keys, the hash the state digest adds for it, and its id's
-/// share of its child's id hash.
-struct PreparedTransaction: Sendable {
-    var payload: [UInt8]
-    var recordHash: Digest256
-    var idMix: (high: UInt64, low: UInt64)
+/// share of its child's id hash. A class, immutable: handing it on (copying a prepared change out
+/// of the cache, picking the operation to apply) costs one reference count, not one per array.
+final class PreparedTransaction: Sendable {
+    let payload: [UInt8]
+    let recordHash: Digest256
+    let idMix: (high: UInt64, low: UInt64)
     /// `Keys.id` of the transaction and of its child, `Keys.byTime`, `Keys.byChild`.
-    var key, childKey, byTimeKey, byChildKey: [UInt8]
+    let key, childKey, byTimeKey, byChildKey: [UInt8]
 
     init(_ t: LedgerTransaction) {
         key = Keys.id(t.id)
