@@ -24,7 +24,7 @@ final class BatchWriter: KeyValueWriter {
         let bytes: [UInt8]
         init(_ bytes: [UInt8]) { self.bytes = bytes }
         func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
-        static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
+        static func == (a: Key, b: Key) -> Bool { KeyBytes.equal(a.bytes, b.bytes) }
     }
 
     /// A cached entry: the value (nil: absent or deleted) and whether it must be written.

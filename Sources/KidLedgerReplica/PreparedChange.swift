@@ -170,7 +170,7 @@ public final class PreparationCache: @unchecked Sendable {
                 hasher.combine(raw.count)
             }
         }
-        static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
+        static func == (a: Key, b: Key) -> Bool { KeyBytes.equal(a.bytes, b.bytes) }
     }
     private var entries: [Key: PreparedChange] = [:]
     /// Chain links by the link before them and the only version at their sequence: every replica
