@@ -157,6 +157,9 @@ final class PreparedTransaction: Sendable {
 /// what it saves is the hashing. Like the simulator's signature cache. Single-threaded: only with
 /// ``SequentialWork``.
 public final class PreparationCache: @unchecked Sendable {
+    // Used by one thread, and no access to its tables outlives the call that makes it: the
+    // run-time exclusivity checks of its properties are left out (as in ``BatchWriter``).
+
     /// An encoding as a dictionary key, hashed a buffer at a time: a long one by its length, its
     /// first 48 bytes and its last 16 (a change's origin, sequence and clock come first; equality
     /// still compares every byte).
@@ -172,10 +175,10 @@ public final class PreparationCache: @unchecked Sendable {
         }
         static func == (a: Key, b: Key) -> Bool { KeyBytes.equal(a.bytes, b.bytes) }
     }
-    private var entries: [Key: PreparedChange] = [:]
+    @exclusivity(unchecked) private var entries: [Key: PreparedChange] = [:]
     /// Chain links by the link before them and the only version at their sequence: every replica
     /// that takes a change after the same history computes the same link.
-    private var links: [LinkKey: [UInt8]] = [:]
+    @exclusivity(unchecked) private var links: [LinkKey: [UInt8]] = [:]
     /// A link (16 bytes) and a version (8) as three words: no array to build per lookup, and
     /// fewer bytes to hash.
     private struct LinkKey: Hashable {
@@ -191,12 +194,12 @@ public final class PreparationCache: @unchecked Sendable {
     }
     /// Digest hashes of register records (``DigestRecord/register(key:stored:)``): each stored
     /// register is added to the digest of every replica, and removed again when overwritten.
-    private var registerHashes: [Key: Digest256] = [:]
+    @exclusivity(unchecked) private var registerHashes: [Key: Digest256] = [:]
     /// Id hashes (``Aggregate/idMix(_:)``) of transactions placed without a prepared record
     /// (those that waited for their child).
-    private var idMixes: [RecordID: (high: UInt64, low: UInt64)] = [:]
+    @exclusivity(unchecked) private var idMixes: [RecordID: (high: UInt64, low: UInt64)] = [:]
     /// Lookups answered from the cache, and changes prepared afresh.
-    public private(set) var hits = 0, misses = 0
+    @exclusivity(unchecked) public private(set) var hits = 0, misses = 0
 
     /// Creates an empty cache.
     public init() {}
@@ -294,8 +297,10 @@ extension Replica {
 /// The chain links a batch will probably write, one origin at a time: used by the one thread that
 /// prepares the batch, in order.
 final class LinkPredictor: @unchecked Sendable {
-    /// Per origin: the sequence of the newest predicted link, and that link.
-    var heads: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    /// Per origin: the sequence of the newest predicted link, and that link. A batch holds the
+    /// changes of a few origins: a short list searched in order costs less than hashing. Used by
+    /// one thread at a time (the run-time exclusivity checks are left out).
+    @exclusivity(unchecked) var heads = BatchWriter.FewMap<UInt64, (sequence: UInt64, link: [UInt8])>()
     /// Remembers links across replicas (single-threaded, like the predictor's one thread).
     private let cache: PreparationCache?
 
