@@ -200,7 +200,7 @@ final class BatchWriter: KeyValueWriter {
         }
         if key.count == 16 && isTable(table, chainsHash) {
             let (origin, sequence) = Keys.words(key)
-            if let newest = newestLinks[origin], newest.sequence == sequence { return newest.link }
+            if let newest = newestLink(ReplicaID(origin), at: sequence) { return newest }
         }
         return try base.get(table, key)
     }
@@ -249,6 +249,13 @@ final class BatchWriter: KeyValueWriter {
         } else if isTable(table, revocationsHash) {
             horizons = FewMap()
         }
+    }
+
+    /// The chain link of `origin` at `sequence` when it is the newest this batch wrote for the
+    /// origin (what ``get(_:_:)`` answers from memory for its chains key), else nil.
+    func newestLink(_ origin: ReplicaID, at sequence: UInt64) -> [UInt8]? {
+        guard let newest = newestLinks[origin.rawValue], newest.sequence == sequence else { return nil }
+        return newest.link
     }
 
     /// The totals of `child` (nil: none stored), decoded once per batch.

@@ -130,8 +130,10 @@ extension Replica {
     /// The link before `sequence` of `origin`: sixteen zeros at the first sequence (or when it is
     /// missing).
     static func previousLink(_ origin: ReplicaID, _ sequence: UInt64, _ r: any KeyValueReader) throws -> [UInt8] {
-        if sequence > 1, let previous = try r.get(Tables.chains, Keys.change(origin, sequence - 1)) { return previous }
-        return zeroLink
+        guard sequence > 1 else { return zeroLink }
+        // Usually the link this batch wrote last for the origin: no key to build.
+        if let newest = r.batchWriter?.newestLink(origin, at: sequence - 1) { return newest }
+        return try r.get(Tables.chains, Keys.change(origin, sequence - 1)) ?? zeroLink
     }
 
     static let zeroLink = [UInt8](repeating: 0, count: 16)
