@@ -1,8 +1,8 @@
 import KidLedgerDomain
 
 /// A write-back cache in front of one write transaction, for what every applied change reads and
-/// rewrites: the clock and digest (`meta`), the version vector, the origin claims and the
-/// per-child totals (held decoded). A batch of changes then reads each of those entries from the
+/// rewrites: the clock and digest (`meta`; the digest can be held decoded), the version vector,
+/// the origin claims and the per-child totals (held decoded). A batch of changes then reads each of those entries from the
 /// store once and writes it once, at ``flush()``, instead of once per change.
 ///
 /// It also remembers, write-through, what the next change of a batch is about to read again: the
@@ -148,6 +148,11 @@ final class BatchWriter: KeyValueWriter {
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
     @exclusivity(unchecked) private var aggregates = FewMap<RecordID, Cached<Aggregate>>()
+    /// The state digest decoded (nil: not read through ``stateDigest()``, or written as bytes
+    /// since); when dirty, its bytes in the meta slot are stale until ``settleDigest()``.
+    @exclusivity(unchecked) private var digest: (value: Digest256, dirty: Bool)?
+    /// `Keys.digest`, read once.
+    private let digestKey = Keys.digest
     /// Child records read or written in this batch (nil: absent).
     @exclusivity(unchecked) private var children = FewMap<RecordID, [UInt8]?>()
     /// The newest chain link written for each origin in this batch: (sequence, link).
@@ -183,6 +188,7 @@ final class BatchWriter: KeyValueWriter {
 
     func get(_ table: Table, _ key: [UInt8]) throws -> [UInt8]? {
         if let s = slot(table) {
+            if s == 0 && isDigestKey(key) { settleDigest() }
             if let entry = entries[s].find(key) { return entry.value }
             let value = try base.get(table, key)
             entries[s].add(key, Entry(value: value, dirty: false))
@@ -207,6 +213,7 @@ final class BatchWriter: KeyValueWriter {
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         if let s = slot(table) {
+            if s == 0 && isDigestKey(key) { digest = nil }
             if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: value, dirty: true))
             return
@@ -226,6 +233,7 @@ final class BatchWriter: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         if let s = slot(table) {
+            if s == 0 && isDigestKey(key) { digest = nil }
             if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: nil, dirty: true))
             return
@@ -249,6 +257,32 @@ final class BatchWriter: KeyValueWriter {
         } else if isTable(table, revocationsHash) {
             horizons = FewMap()
         }
+    }
+
+    /// Whether `key` (of the meta table) is the digest's, while the digest is held decoded.
+    @inline(__always)
+    private func isDigestKey(_ key: [UInt8]) -> Bool { digest != nil && KeyBytes.equal(key, digestKey) }
+
+    /// The state digest (zero when none is stored or it is unreadable), decoded once per batch:
+    /// every applied change reads it.
+    func stateDigest() throws -> Digest256 {
+        if let digest { return digest.value }
+        let value = Digest256(bytes: try get(Tables.meta, digestKey)) ?? .zero
+        digest = (value, false)
+        return value
+    }
+
+    /// Replaces the state digest: encoded into the meta slot only when the meta table's digest
+    /// entry is read or scanned, or at ``flush()`` (every applied change rewrites it).
+    func setStateDigest(_ value: Digest256) {
+        digest = (value, true)
+    }
+
+    /// Writes a replaced digest into the meta slot as bytes (still held decoded).
+    private func settleDigest() {
+        guard let pending = digest, pending.dirty else { return }
+        entries[0].set(digestKey, Entry(value: pending.value.bytes, dirty: true))
+        digest = (pending.value, false)
     }
 
     /// The chain link of `origin` at `sequence` when it is the newest this batch wrote for the
@@ -313,6 +347,7 @@ final class BatchWriter: KeyValueWriter {
     }
 
     private func flush(slot s: Int) throws {
+        if s == 0 { settleDigest() }
         let table = Self.slotTables[s]
         try entries[s].flush { key, value in
             if let value {

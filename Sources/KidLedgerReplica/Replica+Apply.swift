@@ -66,17 +66,30 @@ extension Replica {
         }
         try storeHLC(try lastHLC(w).receive(change.hlc, now: now), w)
 
-        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        var digest = try stateDigest(w)
         let newRevocation = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
         if newRevocation {
-            try w.put(Tables.meta, Keys.digest, digest.bytes)
+            try storeStateDigest(digest, w)
             // A revocation changes which past changes count: recompute the merged state.
             try rebuild(in: w, verifier: verifier, cache: cache)
         } else {
             try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
-            try w.put(Tables.meta, Keys.digest, digest.bytes)
+            try storeStateDigest(digest, w)
         }
         return outcome
+    }
+
+    /// The state digest held in `w` (zero when none is stored or it is unreadable): decoded once
+    /// per batch when `w` is a batch writer.
+    static func stateDigest(_ w: any KeyValueWriter) throws -> Digest256 {
+        if let batch = w.batchWriter { return try batch.stateDigest() }
+        return Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+    }
+
+    /// Stores the state digest in `w`: encoded once per batch when `w` is a batch writer.
+    static func storeStateDigest(_ digest: Digest256, _ w: any KeyValueWriter) throws {
+        if let batch = w.batchWriter { return batch.setStateDigest(digest) }
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 
     /// What breaks a domain rule in `op` (a register value that does not fit its field, an invalid
@@ -93,9 +106,9 @@ extension Replica {
     /// rejects the change: its author was revoked and the revocation had not seen it.
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter,
                             prepared: PreparedChange? = nil, cache: PreparationCache? = nil) throws {
-        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        var digest = try stateDigest(w)
         try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        try storeStateDigest(digest, w)
     }
 
     /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
