@@ -145,6 +145,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a fixed-width big-endian UInt64.
+    @inline(__always)
     public mutating func readBigEndianUInt64(_ what: String = "integer") throws(DecodeError) -> UInt64 {
         guard remaining >= 8 else { throw .truncated(what) }
         // One unaligned load (bounds checked just above) instead of eight checked subscripts.
@@ -169,12 +170,19 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads an unsigned LEB128 varint (at most 10 bytes, canonical).
+    @inline(__always)
     public mutating func readVarint(_ what: String = "varint") throws(DecodeError) -> UInt64 {
-        // Most varints (counts, lengths, small values) are one byte: the loop's first step.
+        // Most varints (counts, lengths, small values) are one byte: read in place in the
+        // decoders of this module (a call cost several times the read), the rest by the loop.
         if offset < bytes.count, bytes[offset] < 0x80 {
             defer { offset += 1 }
             return UInt64(bytes[offset])
         }
+        return try readLongVarint(what)
+    }
+
+    /// ``readVarint(_:)`` past its one-byte case.
+    private mutating func readLongVarint(_ what: String) throws(DecodeError) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         for index in 0..<10 {
