@@ -139,6 +139,21 @@ final class BatchWriter: KeyValueWriter {
             }
         }
 
+        /// Changes the value of `key` in place with `body` (nil: absent; left or set to nil: absent),
+        /// found with one search.
+        mutating func update(_ key: Key, _ body: (inout Value?) throws -> Void) rethrows {
+            if large != nil { return try body(&large![key]) }
+            guard let i = small.firstIndex(where: { $0.key == key }) else {
+                var value: Value?
+                try body(&value)
+                if value != nil { self[key] = value }
+                return
+            }
+            var value: Value? = small[i].value
+            try body(&value)
+            if let value { small[i].value = value } else { small.remove(at: i) }
+        }
+
         /// Every key, in no particular order.
         var keys: [Key] { large.map { Array($0.keys) } ?? small.map(\.key) }
     }
@@ -295,14 +310,24 @@ final class BatchWriter: KeyValueWriter {
     /// The totals of `child` (nil: none stored), decoded once per batch.
     func aggregate(_ child: RecordID) throws -> Aggregate? {
         if let entry = aggregates[child] { return entry.value }
-        let value = try base.get(Tables.aggregates, Keys.id(child)).map { try Aggregate.decode($0) }
+        let value = try storedAggregate(child)
         aggregates[child] = Cached(value: value, dirty: false)
         return value
     }
 
-    /// Replaces the totals of `child`; written at ``flush()``.
-    func setAggregate(_ value: Aggregate, of child: RecordID) {
-        aggregates[child] = Cached(value: value, dirty: true)
+    /// Changes the totals of `child` with `change` (from empty totals when none are stored),
+    /// found with one lookup; written at ``flush()``.
+    func updateAggregate(of child: RecordID, _ change: (inout Aggregate) -> Void) throws {
+        try aggregates.update(child) { entry in
+            var value = try (entry.map { $0.value } ?? storedAggregate(child)) ?? Aggregate()
+            change(&value)
+            entry = Cached(value: value, dirty: true)
+        }
+    }
+
+    /// The totals of `child` in the store (nil: none).
+    private func storedAggregate(_ child: RecordID) throws -> Aggregate? {
+        try base.get(Tables.aggregates, Keys.id(child)).map { try Aggregate.decode($0) }
     }
 
     /// The revocation horizon of the member who claimed `origin` (nil: no claim, or not

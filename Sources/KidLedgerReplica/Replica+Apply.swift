@@ -281,9 +281,7 @@ extension Replica {
         }
         try w.put(Tables.byTime, prepared?.byTimeKey ?? Keys.byTime(t), [])
         try w.put(Tables.byChild, prepared?.byChildKey ?? Keys.byChild(t), [])
-        var aggregate = try Aggregate.load(t.childID, w)
-        aggregate.add(t, idMix: prepared?.idMix ?? cache?.idMix(t.id))
-        try aggregate.store(t.childID, w)
+        try Aggregate.update(t.childID, in: w) { $0.add(t, idMix: prepared?.idMix ?? cache?.idMix(t.id)) }
     }
 
     /// The inverse of ``place(_:in:)``.
@@ -294,9 +292,7 @@ extension Replica {
         }
         try w.delete(Tables.byTime, Keys.byTime(t))
         try w.delete(Tables.byChild, Keys.byChild(t))
-        var aggregate = try Aggregate.load(t.childID, w)
-        aggregate.remove(t)
-        try aggregate.store(t.childID, w)
+        try Aggregate.update(t.childID, in: w) { $0.remove(t) }
     }
 
     /// Applies every deferred transaction of a child that has just arrived.

@@ -111,8 +111,12 @@ public struct Aggregate: Equatable, Sendable {
         return try decode(raw)
     }
 
-    func store(_ child: RecordID, _ w: any KeyValueWriter) throws {
-        if let batch = w.batchWriter { return batch.setAggregate(self, of: child) }
-        try w.put(Tables.aggregates, Keys.id(child), encoded())
+    /// Changes the totals of `child` in `w` with `change` (from empty totals when none are
+    /// stored): in a batch writer, one lookup of its decoded totals.
+    static func update(_ child: RecordID, in w: any KeyValueWriter, _ change: (inout Aggregate) -> Void) throws {
+        if let batch = w.batchWriter { return try batch.updateAggregate(of: child, change) }
+        var aggregate = try load(child, w)
+        change(&aggregate)
+        try w.put(Tables.aggregates, Keys.id(child), aggregate.encoded())
     }
 }

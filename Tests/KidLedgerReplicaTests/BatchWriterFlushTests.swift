@@ -135,8 +135,8 @@ struct BatchWriterDigestTests {
 
 @Suite("BatchWriter's map of few keys")
 struct FewMapTests {
-    /// Random sets, removals and reads against a dictionary, across the switch from the short
-    /// list to the dictionary.
+    /// Random sets, removals, updates in place and reads against a dictionary, across the switch
+    /// from the short list to the dictionary.
     @Test("behaves as a dictionary, below and past the short list's size")
     func matchesDictionary() {
         var rng = SplitMix64(seed: 5)
@@ -145,12 +145,19 @@ struct FewMapTests {
             var model: [UInt64: Int] = [:]
             for step in 0..<600 {
                 let key = UInt64.random(in: 0..<keyRange, using: &rng)
-                switch Int.random(in: 0..<4, using: &rng) {
+                switch Int.random(in: 0..<6, using: &rng) {
                 case 0:
                     map[key] = nil
                     model[key] = nil
                 case 1:
                     #expect(map[key] == model[key])
+                case 2:
+                    // In place: a present value changed, an absent one added.
+                    map.update(key) { $0 = $0.map { $0 + 1 } ?? step }
+                    model[key] = model[key].map { $0 + 1 } ?? step
+                case 3:
+                    map.update(key) { $0 = nil }
+                    model[key] = nil
                 default:
                     map[key] = step
                     model[key] = step
