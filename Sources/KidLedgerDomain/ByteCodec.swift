@@ -131,6 +131,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads one byte.
+    @inline(__always)
     public mutating func readByte(_ what: String = "byte") throws(DecodeError) -> UInt8 {
         guard offset < bytes.count else { throw .truncated(what) }
         defer { offset += 1 }
@@ -208,6 +209,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a zigzag-encoded signed varint.
+    @inline(__always)
     public mutating func readZigzag(_ what: String = "integer") throws(DecodeError) -> Int64 {
         let raw = try readVarint(what)
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
@@ -243,6 +245,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a Boolean byte (0 or 1 only).
+    @inline(__always)
     public mutating func readBool(_ what: String = "flag") throws(DecodeError) -> Bool {
         switch try readByte(what) {
         case 0: return false
@@ -252,6 +255,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a 16-byte record id.
+    @inline(__always)
     public mutating func readID(_ what: String = "id") throws(DecodeError) -> RecordID {
         let high = try readBigEndianUInt64(what)
         let low = try readBigEndianUInt64(what)
