@@ -131,6 +131,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads one byte.
+    @inline(__always)
     public mutating func readByte(_ what: String = "byte") throws(DecodeError) -> UInt8 {
         guard offset < bytes.count else { throw .truncated(what) }
         defer { offset += 1 }
@@ -145,6 +146,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a fixed-width big-endian UInt64.
+    @inline(__always)
     public mutating func readBigEndianUInt64(_ what: String = "integer") throws(DecodeError) -> UInt64 {
         guard remaining >= 8 else { throw .truncated(what) }
         // One unaligned load (bounds checked just above) instead of eight checked subscripts.
@@ -169,28 +171,45 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads an unsigned LEB128 varint (at most 10 bytes, canonical).
+    @inline(__always)
     public mutating func readVarint(_ what: String = "varint") throws(DecodeError) -> UInt64 {
-        // Most varints (counts, lengths, small values) are one byte: the loop's first step.
+        // Most varints (counts, lengths, small values) are one byte: read in place in the
+        // decoders of this module (a call cost several times the read), the rest by the loop.
         if offset < bytes.count, bytes[offset] < 0x80 {
             defer { offset += 1 }
             return UInt64(bytes[offset])
         }
+        return try readLongVarint(what)
+    }
+
+    /// ``readVarint(_:)`` past its one-byte case: straight from the buffer (a timestamp's varint
+    /// is six or seven bytes; a checked `readByte` per byte cost about a hundred instructions).
+    /// Every byte looked at is consumed, also when the varint is then refused, as byte by byte.
+    private mutating func readLongVarint(_ what: String) throws(DecodeError) -> UInt64 {
         var result: UInt64 = 0
-        var shift: UInt64 = 0
-        for index in 0..<10 {
-            let byte = try readByte(what)
-            if index == 9 && byte > 1 { throw .invalid(what) }
-            result |= UInt64(byte & 0x7f) << shift
-            if byte & 0x80 == 0 {
-                if byte == 0 && index > 0 { throw .invalid("\(what) (non-canonical varint)") }
-                return result
+        var next = offset
+        let problem: DecodeError? = bytes.withUnsafeBufferPointer { buffer in
+            var shift: UInt64 = 0
+            for index in 0..<10 {
+                guard next < buffer.count else { return .truncated(what) }
+                let byte = buffer[next]
+                next += 1
+                if index == 9 && byte > 1 { return .invalid(what) }
+                result |= UInt64(byte & 0x7f) << shift
+                if byte & 0x80 == 0 {
+                    return byte == 0 && index > 0 ? .invalid("\(what) (non-canonical varint)") : nil
+                }
+                shift += 7
             }
-            shift += 7
+            return .invalid(what)
         }
-        throw .invalid(what)
+        offset = next
+        if let problem { throw problem }
+        return result
     }
 
     /// Reads a zigzag-encoded signed varint.
+    @inline(__always)
     public mutating func readZigzag(_ what: String = "integer") throws(DecodeError) -> Int64 {
         let raw = try readVarint(what)
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
@@ -226,6 +245,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a Boolean byte (0 or 1 only).
+    @inline(__always)
     public mutating func readBool(_ what: String = "flag") throws(DecodeError) -> Bool {
         switch try readByte(what) {
         case 0: return false
@@ -235,6 +255,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a 16-byte record id.
+    @inline(__always)
     public mutating func readID(_ what: String = "id") throws(DecodeError) -> RecordID {
         let high = try readBigEndianUInt64(what)
         let low = try readBigEndianUInt64(what)

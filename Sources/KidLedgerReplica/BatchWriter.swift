@@ -1,8 +1,8 @@
 import KidLedgerDomain
 
 /// A write-back cache in front of one write transaction, for what every applied change reads and
-/// rewrites: the clock and digest (`meta`), the version vector, the origin claims and the
-/// per-child totals (held decoded). A batch of changes then reads each of those entries from the
+/// rewrites: the clock and digest (`meta`; the digest can be held decoded), the version vector,
+/// the origin claims and the per-child totals (held decoded). A batch of changes then reads each of those entries from the
 /// store once and writes it once, at ``flush()``, instead of once per change.
 ///
 /// It also remembers, write-through, what the next change of a batch is about to read again: the
@@ -24,7 +24,7 @@ final class BatchWriter: KeyValueWriter {
         let bytes: [UInt8]
         init(_ bytes: [UInt8]) { self.bytes = bytes }
         func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
-        static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
+        static func == (a: Key, b: Key) -> Bool { KeyBytes.equal(a.bytes, b.bytes) }
     }
 
     /// A cached entry: the value (nil: absent or deleted) and whether it must be written.
@@ -139,6 +139,21 @@ final class BatchWriter: KeyValueWriter {
             }
         }
 
+        /// Changes the value of `key` in place with `body` (nil: absent; left or set to nil: absent),
+        /// found with one search.
+        mutating func update(_ key: Key, _ body: (inout Value?) throws -> Void) rethrows {
+            if large != nil { return try body(&large![key]) }
+            guard let i = small.firstIndex(where: { $0.key == key }) else {
+                var value: Value?
+                try body(&value)
+                if value != nil { self[key] = value }
+                return
+            }
+            var value: Value? = small[i].value
+            try body(&value)
+            if let value { small[i].value = value } else { small.remove(at: i) }
+        }
+
         /// Every key, in no particular order.
         var keys: [Key] { large.map { Array($0.keys) } ?? small.map(\.key) }
     }
@@ -148,6 +163,11 @@ final class BatchWriter: KeyValueWriter {
     private static let slotTables: [Table] = [Tables.meta, Tables.vector, Tables.claims]
     /// The per-child totals, decoded.
     @exclusivity(unchecked) private var aggregates = FewMap<RecordID, Cached<Aggregate>>()
+    /// The state digest decoded (nil: not read through ``stateDigest()``, or written as bytes
+    /// since); when dirty, its bytes in the meta slot are stale until ``settleDigest()``.
+    @exclusivity(unchecked) private var digest: (value: Digest256, dirty: Bool)?
+    /// `Keys.digest`, read once.
+    private let digestKey = Keys.digest
     /// Child records read or written in this batch (nil: absent).
     @exclusivity(unchecked) private var children = FewMap<RecordID, [UInt8]?>()
     /// The newest chain link written for each origin in this batch: (sequence, link).
@@ -183,6 +203,7 @@ final class BatchWriter: KeyValueWriter {
 
     func get(_ table: Table, _ key: [UInt8]) throws -> [UInt8]? {
         if let s = slot(table) {
+            if s == 0 && isDigestKey(key) { settleDigest() }
             if let entry = entries[s].find(key) { return entry.value }
             let value = try base.get(table, key)
             entries[s].add(key, Entry(value: value, dirty: false))
@@ -200,13 +221,14 @@ final class BatchWriter: KeyValueWriter {
         }
         if key.count == 16 && isTable(table, chainsHash) {
             let (origin, sequence) = Keys.words(key)
-            if let newest = newestLinks[origin], newest.sequence == sequence { return newest.link }
+            if let newest = newestLink(ReplicaID(origin), at: sequence) { return newest }
         }
         return try base.get(table, key)
     }
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         if let s = slot(table) {
+            if s == 0 && isDigestKey(key) { digest = nil }
             if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: value, dirty: true))
             return
@@ -226,6 +248,7 @@ final class BatchWriter: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         if let s = slot(table) {
+            if s == 0 && isDigestKey(key) { digest = nil }
             if s == 2 { horizons = FewMap() }
             entries[s].set(key, Entry(value: nil, dirty: true))
             return
@@ -251,17 +274,60 @@ final class BatchWriter: KeyValueWriter {
         }
     }
 
+    /// Whether `key` (of the meta table) is the digest's, while the digest is held decoded.
+    @inline(__always)
+    private func isDigestKey(_ key: [UInt8]) -> Bool { digest != nil && KeyBytes.equal(key, digestKey) }
+
+    /// The state digest (zero when none is stored or it is unreadable), decoded once per batch:
+    /// every applied change reads it.
+    func stateDigest() throws -> Digest256 {
+        if let digest { return digest.value }
+        let value = Digest256(bytes: try get(Tables.meta, digestKey)) ?? .zero
+        digest = (value, false)
+        return value
+    }
+
+    /// Replaces the state digest: encoded into the meta slot only when the meta table's digest
+    /// entry is read or scanned, or at ``flush()`` (every applied change rewrites it).
+    func setStateDigest(_ value: Digest256) {
+        digest = (value, true)
+    }
+
+    /// Writes a replaced digest into the meta slot as bytes (still held decoded).
+    private func settleDigest() {
+        guard let pending = digest, pending.dirty else { return }
+        entries[0].set(digestKey, Entry(value: pending.value.bytes, dirty: true))
+        digest = (pending.value, false)
+    }
+
+    /// The chain link of `origin` at `sequence` when it is the newest this batch wrote for the
+    /// origin (what ``get(_:_:)`` answers from memory for its chains key), else nil.
+    func newestLink(_ origin: ReplicaID, at sequence: UInt64) -> [UInt8]? {
+        guard let newest = newestLinks[origin.rawValue], newest.sequence == sequence else { return nil }
+        return newest.link
+    }
+
     /// The totals of `child` (nil: none stored), decoded once per batch.
     func aggregate(_ child: RecordID) throws -> Aggregate? {
         if let entry = aggregates[child] { return entry.value }
-        let value = try base.get(Tables.aggregates, Keys.id(child)).map { try Aggregate.decode($0) }
+        let value = try storedAggregate(child)
         aggregates[child] = Cached(value: value, dirty: false)
         return value
     }
 
-    /// Replaces the totals of `child`; written at ``flush()``.
-    func setAggregate(_ value: Aggregate, of child: RecordID) {
-        aggregates[child] = Cached(value: value, dirty: true)
+    /// Changes the totals of `child` with `change` (from empty totals when none are stored),
+    /// found with one lookup; written at ``flush()``.
+    func updateAggregate(of child: RecordID, _ change: (inout Aggregate) -> Void) throws {
+        try aggregates.update(child) { entry in
+            var value = try (entry.map { $0.value } ?? storedAggregate(child)) ?? Aggregate()
+            change(&value)
+            entry = Cached(value: value, dirty: true)
+        }
+    }
+
+    /// The totals of `child` in the store (nil: none).
+    private func storedAggregate(_ child: RecordID) throws -> Aggregate? {
+        try base.get(Tables.aggregates, Keys.id(child)).map { try Aggregate.decode($0) }
     }
 
     /// The revocation horizon of the member who claimed `origin` (nil: no claim, or not
@@ -306,6 +372,7 @@ final class BatchWriter: KeyValueWriter {
     }
 
     private func flush(slot s: Int) throws {
+        if s == 0 { settleDigest() }
         let table = Self.slotTables[s]
         try entries[s].flush { key, value in
             if let value {

@@ -30,12 +30,12 @@ public struct Digest256: Hashable, Sendable, CustomStringConvertible {
 
     /// 32 big-endian bytes.
     public var bytes: [UInt8] {
-        var w = ByteWriter(capacity: 32)
-        w.write(bigEndian: l0)
-        w.write(bigEndian: l1)
-        w.write(bigEndian: l2)
-        w.write(bigEndian: l3)
-        return w.bytes
+        ShortBytes.make {
+            $0.write(bigEndian: l0)
+            $0.write(bigEndian: l1)
+            $0.write(bigEndian: l2)
+            $0.write(bigEndian: l3)
+        }
     }
 
     /// 64 lowercase hex digits.

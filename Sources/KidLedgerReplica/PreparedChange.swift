@@ -104,35 +104,40 @@ enum PreparedOperation: Sendable {
     var register: PreparedRegister? { if case .register(let r) = self { r } else { nil } }
 }
 
-/// A register write's key, stored bytes, digest record and hash, and history entry.
-struct PreparedRegister: Sendable {
+/// A register write's key, stored bytes, digest record and hash, and history entry. A class, like
+/// ``PreparedTransaction``: handing it on (to apply, from the cache) then costs one reference
+/// count instead of one per array.
+final class PreparedRegister: Sendable {
     /// `Keys.register(entity, field)`.
-    var key: [UInt8]
+    let key: [UInt8]
     /// The write as the registers table stores it (``StoredRegister/encoded()``).
-    var stored: [UInt8]
+    let stored: [UInt8]
     /// ``DigestRecord/register(key:stored:)`` and its hash (``Digest256/hash(_:)``).
-    var record: [UInt8]
-    var recordHash: Digest256
+    let record: [UInt8]
+    let recordHash: Digest256
     /// Its entry in the register history.
-    var historyKey, historyValue: [UInt8]
+    let historyKey, historyValue: [UInt8]
 
     init(_ write: RegisterWrite, entity: RecordID, field: Field) {
         key = Keys.register(entity, field)
         stored = StoredRegister(stamp: write.stamp, value: write.value).encoded()
         record = DigestRecord.register(key: key, stored: stored)
         recordHash = Digest256.hash(record)
-        (historyKey, historyValue) = write.entry(entity: entity, field: field)
+        let history = write.entry(entity: entity, field: field)
+        historyKey = history.key
+        historyValue = history.value
     }
 }
 
 /// A transaction's stored record and keys, the hash the state digest adds for it, and its id's
-/// share of its child's id hash.
-struct PreparedTransaction: Sendable {
-    var payload: [UInt8]
-    var recordHash: Digest256
-    var idMix: (high: UInt64, low: UInt64)
+/// share of its child's id hash. A class, immutable: handing it on (copying a prepared change out
+/// of the cache, picking the operation to apply) costs one reference count, not one per array.
+final class PreparedTransaction: Sendable {
+    let payload: [UInt8]
+    let recordHash: Digest256
+    let idMix: (high: UInt64, low: UInt64)
     /// `Keys.id` of the transaction and of its child, `Keys.byTime`, `Keys.byChild`.
-    var key, childKey, byTimeKey, byChildKey: [UInt8]
+    let key, childKey, byTimeKey, byChildKey: [UInt8]
 
     init(_ t: LedgerTransaction) {
         key = Keys.id(t.id)
@@ -152,6 +157,9 @@ struct PreparedTransaction: Sendable {
 /// what it saves is the hashing. Like the simulator's signature cache. Single-threaded: only with
 /// ``SequentialWork``.
 public final class PreparationCache: @unchecked Sendable {
+    // Used by one thread, and no access to its tables outlives the call that makes it: the
+    // run-time exclusivity checks of its properties are left out (as in ``BatchWriter``).
+
     /// An encoding as a dictionary key, hashed a buffer at a time: a long one by its length, its
     /// first 48 bytes and its last 16 (a change's origin, sequence and clock come first; equality
     /// still compares every byte).
@@ -165,20 +173,33 @@ public final class PreparationCache: @unchecked Sendable {
                 hasher.combine(raw.count)
             }
         }
-        static func == (a: Key, b: Key) -> Bool { a.bytes == b.bytes }
+        static func == (a: Key, b: Key) -> Bool { KeyBytes.equal(a.bytes, b.bytes) }
     }
-    private var entries: [Key: PreparedChange] = [:]
-    /// Chain links by the link before them and the only version at their sequence (16 + 8
-    /// bytes): every replica that takes a change after the same history computes the same link.
-    private var links: [Key: [UInt8]] = [:]
+    @exclusivity(unchecked) private var entries: [Key: PreparedChange] = [:]
+    /// Chain links by the link before them and the only version at their sequence: every replica
+    /// that takes a change after the same history computes the same link.
+    @exclusivity(unchecked) private var links: [LinkKey: [UInt8]] = [:]
+    /// A link (16 bytes) and a version (8) as three words: no array to build per lookup, and
+    /// fewer bytes to hash.
+    private struct LinkKey: Hashable {
+        let previousHigh, previousLow, version: UInt64
+
+        /// The key of `previous` and `version`, or nil when they are not 16 and 8 bytes long
+        /// (never from a sound store).
+        init?(_ previous: [UInt8], _ version: [UInt8]) {
+            guard previous.count == 16, version.count == 8 else { return nil }
+            (previousHigh, previousLow) = Keys.words(previous)
+            self.version = version.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        }
+    }
     /// Digest hashes of register records (``DigestRecord/register(key:stored:)``): each stored
     /// register is added to the digest of every replica, and removed again when overwritten.
-    private var registerHashes: [Key: Digest256] = [:]
+    @exclusivity(unchecked) private var registerHashes: [Key: Digest256] = [:]
     /// Id hashes (``Aggregate/idMix(_:)``) of transactions placed without a prepared record
     /// (those that waited for their child).
-    private var idMixes: [RecordID: (high: UInt64, low: UInt64)] = [:]
+    @exclusivity(unchecked) private var idMixes: [RecordID: (high: UInt64, low: UInt64)] = [:]
     /// Lookups answered from the cache, and changes prepared afresh.
-    public private(set) var hits = 0, misses = 0
+    @exclusivity(unchecked) public private(set) var hits = 0, misses = 0
 
     /// Creates an empty cache.
     public init() {}
@@ -210,7 +231,7 @@ public final class PreparationCache: @unchecked Sendable {
 
     /// `Replica.link(after: previous, onlyVersion: version)`, remembered.
     func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
-        let key = Key(bytes: previous + version)
+        guard let key = LinkKey(previous, version) else { return Replica.link(after: previous, onlyVersion: version) }
         if let known = links[key] { return known }
         let fresh = Replica.link(after: previous, onlyVersion: version)
         links[key] = fresh
@@ -276,8 +297,10 @@ extension Replica {
 /// The chain links a batch will probably write, one origin at a time: used by the one thread that
 /// prepares the batch, in order.
 final class LinkPredictor: @unchecked Sendable {
-    /// Per origin: the sequence of the newest predicted link, and that link.
-    var heads: [UInt64: (sequence: UInt64, link: [UInt8])] = [:]
+    /// Per origin: the sequence of the newest predicted link, and that link. A batch holds the
+    /// changes of a few origins: a short list searched in order costs less than hashing. Used by
+    /// one thread at a time (the run-time exclusivity checks are left out).
+    @exclusivity(unchecked) var heads = BatchWriter.FewMap<UInt64, (sequence: UInt64, link: [UInt8])>()
     /// Remembers links across replicas (single-threaded, like the predictor's one thread).
     private let cache: PreparationCache?
 

@@ -66,17 +66,30 @@ extension Replica {
         }
         try storeHLC(try lastHLC(w).receive(change.hlc, now: now), w)
 
-        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        var digest = try stateDigest(w)
         let newRevocation = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
         if newRevocation {
-            try w.put(Tables.meta, Keys.digest, digest.bytes)
+            try storeStateDigest(digest, w)
             // A revocation changes which past changes count: recompute the merged state.
             try rebuild(in: w, verifier: verifier, cache: cache)
         } else {
             try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
-            try w.put(Tables.meta, Keys.digest, digest.bytes)
+            try storeStateDigest(digest, w)
         }
         return outcome
+    }
+
+    /// The state digest held in `w` (zero when none is stored or it is unreadable): decoded once
+    /// per batch when `w` is a batch writer.
+    static func stateDigest(_ w: any KeyValueWriter) throws -> Digest256 {
+        if let batch = w.batchWriter { return try batch.stateDigest() }
+        return Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+    }
+
+    /// Stores the state digest in `w`: encoded once per batch when `w` is a batch writer.
+    static func storeStateDigest(_ digest: Digest256, _ w: any KeyValueWriter) throws {
+        if let batch = w.batchWriter { return batch.setStateDigest(digest) }
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 
     /// What breaks a domain rule in `op` (a register value that does not fit its field, an invalid
@@ -93,9 +106,9 @@ extension Replica {
     /// rejects the change: its author was revoked and the revocation had not seen it.
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter,
                             prepared: PreparedChange? = nil, cache: PreparationCache? = nil) throws {
-        var digest = Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
+        var digest = try stateDigest(w)
         try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        try storeStateDigest(digest, w)
     }
 
     /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
@@ -130,8 +143,10 @@ extension Replica {
     /// The link before `sequence` of `origin`: sixteen zeros at the first sequence (or when it is
     /// missing).
     static func previousLink(_ origin: ReplicaID, _ sequence: UInt64, _ r: any KeyValueReader) throws -> [UInt8] {
-        if sequence > 1, let previous = try r.get(Tables.chains, Keys.change(origin, sequence - 1)) { return previous }
-        return zeroLink
+        guard sequence > 1 else { return zeroLink }
+        // Usually the link this batch wrote last for the origin: no key to build.
+        if let newest = r.batchWriter?.newestLink(origin, at: sequence - 1) { return newest }
+        return try r.get(Tables.chains, Keys.change(origin, sequence - 1)) ?? zeroLink
     }
 
     static let zeroLink = [UInt8](repeating: 0, count: 16)
@@ -266,9 +281,7 @@ extension Replica {
         }
         try w.put(Tables.byTime, prepared?.byTimeKey ?? Keys.byTime(t), [])
         try w.put(Tables.byChild, prepared?.byChildKey ?? Keys.byChild(t), [])
-        var aggregate = try Aggregate.load(t.childID, w)
-        aggregate.add(t, idMix: prepared?.idMix ?? cache?.idMix(t.id))
-        try aggregate.store(t.childID, w)
+        try Aggregate.update(t.childID, in: w) { $0.add(t, idMix: prepared?.idMix ?? cache?.idMix(t.id)) }
     }
 
     /// The inverse of ``place(_:in:)``.
@@ -279,9 +292,7 @@ extension Replica {
         }
         try w.delete(Tables.byTime, Keys.byTime(t))
         try w.delete(Tables.byChild, Keys.byChild(t))
-        var aggregate = try Aggregate.load(t.childID, w)
-        aggregate.remove(t)
-        try aggregate.store(t.childID, w)
+        try Aggregate.update(t.childID, in: w) { $0.remove(t) }
     }
 
     /// Applies every deferred transaction of a child that has just arrived.

@@ -39,10 +39,10 @@ public struct Aggregate: Equatable, Sendable {
     public var sumCents: Int128 = 0
     /// XOR of the first 16 bytes of SHA-256 of each transaction id.
     public var idHash: [UInt8] {
-        var w = ByteWriter(capacity: 16)
-        w.write(bigEndian: hashHigh)
-        w.write(bigEndian: hashLow)
-        return w.bytes
+        ShortBytes.make {
+            $0.write(bigEndian: hashHigh)
+            $0.write(bigEndian: hashLow)
+        }
     }
     /// ``idHash`` as two big-endian words, held inline (no array per aggregate).
     var hashHigh: UInt64 = 0, hashLow: UInt64 = 0
@@ -79,13 +79,13 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     func encoded() -> [UInt8] {
-        var w = ByteWriter(capacity: 40)
-        w.write(varint: count)
-        w.write(bigEndian: UInt64(truncatingIfNeeded: sumCents >> 64))
-        w.write(bigEndian: UInt64(truncatingIfNeeded: sumCents))
-        w.write(bigEndian: hashHigh)
-        w.write(bigEndian: hashLow)
-        return w.bytes
+        ShortBytes.make {
+            $0.write(varint: count)
+            $0.write(bigEndian: UInt64(truncatingIfNeeded: sumCents >> 64))
+            $0.write(bigEndian: UInt64(truncatingIfNeeded: sumCents))
+            $0.write(bigEndian: hashHigh)
+            $0.write(bigEndian: hashLow)
+        }
     }
 
     static func decode(_ raw: [UInt8]) throws -> Aggregate {
@@ -111,8 +111,12 @@ public struct Aggregate: Equatable, Sendable {
         return try decode(raw)
     }
 
-    func store(_ child: RecordID, _ w: any KeyValueWriter) throws {
-        if let batch = w.batchWriter { return batch.setAggregate(self, of: child) }
-        try w.put(Tables.aggregates, Keys.id(child), encoded())
+    /// Changes the totals of `child` in `w` with `change` (from empty totals when none are
+    /// stored): in a batch writer, one lookup of its decoded totals.
+    static func update(_ child: RecordID, in w: any KeyValueWriter, _ change: (inout Aggregate) -> Void) throws {
+        if let batch = w.batchWriter { return try batch.updateAggregate(of: child, change) }
+        var aggregate = try load(child, w)
+        change(&aggregate)
+        try w.put(Tables.aggregates, Keys.id(child), aggregate.encoded())
     }
 }

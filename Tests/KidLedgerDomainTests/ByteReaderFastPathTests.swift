@@ -49,4 +49,51 @@ import Testing
         #expect(try zero.readVarint() == 0)
         #expect(try zero.readVarint() == 5)
     }
+
+    /// The varint read byte by byte, as `readVarint` was defined: its value or error, and the
+    /// offset it leaves.
+    private static func referenceVarint(_ r: inout ByteReader) -> (Result<UInt64, DecodeError>, Int) {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        do throws(DecodeError) {
+            for index in 0..<10 {
+                let byte = try r.readByte("varint")
+                if index == 9 && byte > 1 { throw DecodeError.invalid("varint") }
+                result |= UInt64(byte & 0x7f) << shift
+                if byte & 0x80 == 0 {
+                    if byte == 0 && index > 0 { throw DecodeError.invalid("varint (non-canonical varint)") }
+                    return (.success(result), r.offset)
+                }
+                shift += 7
+            }
+            throw DecodeError.invalid("varint")
+        } catch {
+            return (.failure(error), r.offset)
+        }
+    }
+
+    /// Random bytes, mostly with continuation bits (long, truncated, overlong and non-canonical
+    /// varints), read from every offset: the same value or error, and the same offset after.
+    @Test func varintsReadLikeByteByByte() throws {
+        var rng = SplitMix64(seed: 6)
+        for _ in 0..<2_000 {
+            let bytes = (0..<Int.random(in: 0...14, using: &rng)).map { _ in
+                switch Int.random(in: 0..<6, using: &rng) {
+                case 0: UInt8(0)
+                case 1: UInt8(0x80)
+                case 2: UInt8.random(in: 0...1, using: &rng)
+                case 3: UInt8.random(in: 0...0x7F, using: &rng)
+                default: UInt8.random(in: 0x80...0xFF, using: &rng)
+                }
+            }
+            for start in 0...bytes.count {
+                var r = ByteReader(bytes), reference = ByteReader(bytes)
+                for _ in 0..<start { _ = try r.readByte(); _ = try reference.readByte() }
+                let (expected, expectedOffset) = Self.referenceVarint(&reference)
+                let actual = Result { () throws(DecodeError) -> UInt64 in try r.readVarint() }
+                #expect(actual == expected, "\(bytes) from \(start)")
+                #expect(r.offset == expectedOffset)
+            }
+        }
+    }
 }

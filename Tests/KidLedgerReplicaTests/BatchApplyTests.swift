@@ -188,6 +188,9 @@ struct BatchApplyTests {
             let record = (0..<Int(rng.next() % 80)).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
             for _ in 0..<2 {
                 #expect(cache.link(after: previous, onlyVersion: version) == Replica.link(after: previous, onlyVersion: version))
+                // Lengths no sound store holds are not keyed by their words, and not mistaken for others.
+                let short = Array(previous.dropLast()), long = version + [0]
+                #expect(cache.link(after: short, onlyVersion: long) == Replica.link(after: short, onlyVersion: long))
                 #expect(cache.registerHash(record) == Digest256.hash(record))
                 let id = RecordID(high: rng.next() % 4, low: rng.next() % 4)
                 #expect(cache.idMix(id) == Aggregate.idMix(id))

@@ -84,10 +84,59 @@ struct BatchWriterFlushTests {
     }
 }
 
+@Suite("BatchWriter holds the state digest decoded")
+struct BatchWriterDigestTests {
+    /// Random reads and writes of the digest, decoded (``BatchWriter/stateDigest()``,
+    /// ``BatchWriter/setStateDigest(_:)``) and as bytes (get, put, delete, a scan of the meta
+    /// table), against a model of the bytes stored: every read sees the last write however it was
+    /// made, and the store holds it after the flush.
+    @Test("decoded and byte reads and writes of the digest agree")
+    func digestReadsAndWrites() throws {
+        var rng = SplitMix64(seed: 12)
+        for _ in 0..<40 {
+            let store = MemoryStore()
+            var model: [UInt8]? = Bool.random(using: &rng) ? Digest256(1, 2, 3, 4).bytes : nil
+            try store.write { w in if let model { try w.put(Tables.meta, Keys.digest, model) } }
+            try store.write { w in
+                let batch = BatchWriter(w)
+                for _ in 0..<Int.random(in: 0...30, using: &rng) {
+                    let random = Digest256(rng.next(), rng.next(), rng.next(), rng.next())
+                    switch Int.random(in: 0..<7, using: &rng) {
+                    case 0, 1:
+                        #expect(try batch.stateDigest() == Digest256(bytes: model) ?? .zero)
+                    case 2:
+                        batch.setStateDigest(random)
+                        model = random.bytes
+                    case 3:
+                        #expect(try batch.get(Tables.meta, Keys.digest) == model)
+                    case 4:
+                        // Bytes that are not a digest (read as zero) half of the time.
+                        let bytes = Bool.random(using: &rng) ? random.bytes : [9]
+                        try batch.put(Tables.meta, Keys.digest, bytes)
+                        model = bytes
+                    case 5:
+                        try batch.delete(Tables.meta, Keys.digest)
+                        model = nil
+                    default:
+                        var seen: [UInt8]?
+                        try batch.scan(Tables.meta) { key, value in
+                            if key == Keys.digest { seen = value }
+                            return true
+                        }
+                        #expect(seen == model)
+                    }
+                }
+                try batch.flush()
+            }
+            #expect(try store.read { try $0.get(Tables.meta, Keys.digest) } == model)
+        }
+    }
+}
+
 @Suite("BatchWriter's map of few keys")
 struct FewMapTests {
-    /// Random sets, removals and reads against a dictionary, across the switch from the short
-    /// list to the dictionary.
+    /// Random sets, removals, updates in place and reads against a dictionary, across the switch
+    /// from the short list to the dictionary.
     @Test("behaves as a dictionary, below and past the short list's size")
     func matchesDictionary() {
         var rng = SplitMix64(seed: 5)
@@ -96,12 +145,19 @@ struct FewMapTests {
             var model: [UInt64: Int] = [:]
             for step in 0..<600 {
                 let key = UInt64.random(in: 0..<keyRange, using: &rng)
-                switch Int.random(in: 0..<4, using: &rng) {
+                switch Int.random(in: 0..<6, using: &rng) {
                 case 0:
                     map[key] = nil
                     model[key] = nil
                 case 1:
                     #expect(map[key] == model[key])
+                case 2:
+                    // In place: a present value changed, an absent one added.
+                    map.update(key) { $0 = $0.map { $0 + 1 } ?? step }
+                    model[key] = model[key].map { $0 + 1 } ?? step
+                case 3:
+                    map.update(key) { $0 = nil }
+                    model[key] = nil
                 default:
                     map[key] = step
                     model[key] = step

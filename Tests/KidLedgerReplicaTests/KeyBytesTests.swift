@@ -15,3 +15,20 @@ import Testing
         #expect(KeyBytes.compare(b, a) == -expected)
     }
 }
+
+/// `KeyBytes.equal` (eight bytes at a time) agrees with `Array`'s `==`: equal arrays, a prefix of
+/// the other, and arrays differing in one byte anywhere, on both sides of a word boundary.
+@Test func keyBytesEqualIsArrayEquality() {
+    var g = SplitMix64(seed: 9)
+    for _ in 0..<1_000 {
+        let a = (0..<Int(g.next() % 40)).map { _ in UInt8(truncatingIfNeeded: g.next() % 2) }
+        var b = a
+        switch g.next() % 3 {
+        case 0: break
+        case 1: b = Array(a.prefix(Int(g.next() % UInt64(a.count + 1))))
+        default: if !a.isEmpty { b[Int(g.next() % UInt64(a.count))] ^= 1 }
+        }
+        #expect(KeyBytes.equal(a, b) == (a == b), "\(a) vs \(b)")
+        #expect(KeyBytes.equal(b, a) == (a == b))
+    }
+}
