@@ -71,6 +71,9 @@ public final class Simulator {
     /// equivalence check recomputes every hash. With them the identities and signed membership
     /// records the run makes; a seed's determinism rerun is handed its first run's (``SeedShare``).
     let share: SeedShare
+    /// The per-child checks of recent totals, shared by the replicas' sync sessions
+    /// (``ChecksMemo``; the equivalence check's full sync computes its own).
+    let checksMemo = ChecksMemo()
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
