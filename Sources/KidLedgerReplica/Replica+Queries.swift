@@ -395,6 +395,30 @@ extension Replica {
         try store.read { r in Digest256(bytes: try r.get(Tables.meta, Keys.digest)) ?? .zero }
     }
 
+    /// How much of `origin`'s history this replica holds: its version vector entry (0 when none),
+    /// read alone.
+    public func heldSequence(of origin: ReplicaID) throws -> UInt64 {
+        try store.read { r in Bytes.u64(try r.get(Tables.vector, Keys.origin(origin))) ?? 0 }
+    }
+
+    /// The log entries of `origin` after `sequence` (every version, in key order): what
+    /// ``encodedChanges(notCoveredBy:limit:)`` lists of that origin for a vector holding
+    /// `sequence` of it, in one range read of that origin alone.
+    public func encodedChanges(of origin: ReplicaID, after sequence: UInt64) throws -> [EncodedChange] {
+        try store.read { r in
+            var result: [EncodedChange] = []
+            try r.scan(Tables.changes, prefix: Keys.origin(origin), from: Keys.change(origin, sequence + 1),
+                       reverse: false) { key, value in
+                guard key.count == 24, let held = Bytes.u64(Array(key[8..<16])) else {
+                    throw LedgerError.corrupted("change log key")
+                }
+                result.append(EncodedChange(origin: origin, sequence: held, bytes: value))
+                return true
+            }
+            return result
+        }
+    }
+
     /// Counts for status displays.
     public func counts() throws -> ReplicaCounts {
         try store.read { r in

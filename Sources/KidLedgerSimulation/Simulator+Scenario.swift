@@ -157,7 +157,7 @@ extension Simulator {
     func scriptedOperation(_ node: SimNode, _ action: Scenario.Action) throws -> String {
         guard let replica = node.replica else { return "refused: \(node.name) is down" }
         guard !node.isFrozen else { return "refused: attention required (switched to another account)" }
-        let before = try node.versionVector()
+        let before = try ownSequence(node)
         var made: [RecordID] = []
         var outcome = ""
         /// A child as the replica's resolver takes it; `@LABEL` is the child that step added.
@@ -201,7 +201,7 @@ extension Simulator {
             outcome = "refused: \(error)"
         }
         if !outcome.hasPrefix("refused") { diagram?.mark(.operation, node.index, at: time.millis - startMillis) }
-        if let carrier = try recordLocalChanges(node, before: before) {
+        if let carrier = try recordLocalChanges(node, after: before) {
             acknowledge(made, carrier)
         }
         return outcome

@@ -239,7 +239,7 @@ public final class Simulator {
                                         atMillis: time.millis + owner.skew))
         }
         if !grants.isEmpty { try founder.commitMembership(grants) }
-        try recordLocalChanges(owner, before: [:])
+        try recordLocalChanges(owner, after: 0)
         log("household \(household.hex.prefix(8)) owned by r0 \(owner.member.publicKey.fingerprint); members " +
             nodes.dropFirst().map { "\($0.name) \($0.member.publicKey.fingerprint)" }.joined(separator: ", "))
         let genesis = try founder.changes(notCoveredBy: [:])
