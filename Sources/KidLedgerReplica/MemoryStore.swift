@@ -234,9 +234,17 @@ public final class MemoryStore: KeyValueStore {
         return true
     }
 
+    /// The read transaction of the committed state, made by the first read and kept for the next
+    /// ones (a read costs no allocation then): the tables are objects written in place, so it
+    /// reads what a new one would until a commit adds a table (then it is dropped).
+    @exclusivity(unchecked) private var reader: Transaction?
+
     /// Runs `body` against the committed state.
     public func read<T>(_ body: (any KeyValueReader) throws -> T) throws -> T {
-        try body(Transaction(store: self, snapshot: committed, writable: false))
+        if let reader { return try body(reader) }
+        let made = Transaction(store: self, snapshot: committed, writable: false)
+        reader = made
+        return try body(made)
     }
 
     /// Runs `body` in place; on a throw, undoes its writes in reverse order.
@@ -254,6 +262,7 @@ public final class MemoryStore: KeyValueStore {
         }
         do {
             let result = try body(txn)
+            if txn.snapshot.tables.count != committed.tables.count { reader = nil }  // it lacks the new tables
             committed = txn.snapshot
             return result
         } catch {
@@ -279,9 +288,10 @@ public final class MemoryStore: KeyValueStore {
         /// Every write's ``Undo``, in order.
         @exclusivity(unchecked) var undo: [Undo] = []
         let writable: Bool
-        /// Strong: the store never holds its transactions, and an unowned reference cost a
-        /// checked retain on every put and delete.
-        let store: MemoryStore
+        /// Neither strong (the store keeps its read transaction: a cycle) nor checked (an unowned
+        /// reference cost a checked retain on every put and delete): a transaction is used only
+        /// inside the store's `read` or `write` call, while the store is alive.
+        unowned(unsafe) let store: MemoryStore
 
         init(store: MemoryStore, snapshot: Snapshot, writable: Bool) {
             self.store = store
