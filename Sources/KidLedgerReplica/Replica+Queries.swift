@@ -378,6 +378,9 @@ extension Replica {
         }
     }
 
+    /// Everything ``allTransactions()`` reads (`QueryTablesTests` checks).
+    public static let allTransactionsTables: [Table] = [Tables.transactions]
+
     /// Every transaction in the set (applied or deferred), in id order: for export.
     public func allTransactions() throws -> [LedgerTransaction] {
         try store.read { r in
