@@ -24,6 +24,11 @@ extension Simulator {
     func checkBatchesAtomic(_ only: [Int]? = nil) throws {
         for index in only ?? Array(nodes.indices) {
             guard let replica = nodes[index].replica else { continue }
+            // Nothing new since a clean check: no batch made since, the transactions not written.
+            if index < batchBooks.count, batchBooks[index].known == batches.count,
+               let clean = batchBooks[index].clean, clean.batches == batches.count,
+               let memory = nodes[index].store as? MemoryStore, clean.store === memory,
+               clean.transactions == memory.writeCount(Tables.transactions) { continue }
             while batchBooks.count <= index { batchBooks.append(BatchBook()) }
             var book = batchBooks[index]
             batchBooks[index] = BatchBook()  // `book` alone holds its arrays while it is changed
