@@ -291,7 +291,8 @@ public final class MemoryStore: KeyValueStore {
     /// array of tuples is destroyed through the runtime's generic tuple witness, element by
     /// element (a few percent of a simulation, emptying the undo log after every write).
     struct Undo {
-        let table: SortedTable
+        /// Not retained: the log lives only while its transaction, which holds its tables, runs.
+        unowned(unsafe) let table: SortedTable
         let key: [UInt8]
         let old: [UInt8]?
 
