@@ -57,6 +57,10 @@ struct RegisterWrite: Equatable {
 }
 
 extension Replica {
+    /// Everything ``fieldConflicts(entity:)`` reads: its answer is a function of these tables
+    /// alone (`QueryTablesTests` checks).
+    public static let conflictJournalTables: [Table] = [Tables.registerHistory, Tables.registers]
+
     /// The conflict journal: every register write that lost to a write it had not seen, with the
     /// winner, oldest first; optionally for one entity.
     ///

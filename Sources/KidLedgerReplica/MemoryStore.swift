@@ -12,7 +12,7 @@ public final class MemoryStore: KeyValueStore {
         @exclusivity(unchecked) var writes: UInt64 = 0
         /// Once a memo that can update itself reads the table (``journalFrom`` non-nil): the key
         /// of every write (undone ones included) stamped after `journalFrom`, in stamp order.
-        @exclusivity(unchecked) var journal: [(stamp: UInt64, key: [UInt8])] = []
+        @exclusivity(unchecked) var journal: [Written] = []
         @exclusivity(unchecked) var journalFrom: UInt64?
         /// The journal's length at most: when full it starts again (a memo older than its start
         /// is recomputed).
@@ -36,7 +36,13 @@ public final class MemoryStore: KeyValueStore {
                 journal.removeAll(keepingCapacity: true)
                 journalFrom = stamp &- 1
             }
-            journal.append((stamp, key))
+            journal.append(Written(stamp: stamp, key: key))
+        }
+
+        /// One journal entry (a struct rather than a tuple, like ``Undo``).
+        struct Written {
+            let stamp: UInt64
+            let key: [UInt8]
         }
 
         /// Starts the journal (from the current stamp) unless it runs already.
@@ -234,9 +240,17 @@ public final class MemoryStore: KeyValueStore {
         return true
     }
 
+    /// The read transaction of the committed state, made by the first read and kept for the next
+    /// ones (a read costs no allocation then): the tables are objects written in place, so it
+    /// reads what a new one would until a commit adds a table (then it is dropped).
+    @exclusivity(unchecked) private var reader: Transaction?
+
     /// Runs `body` against the committed state.
     public func read<T>(_ body: (any KeyValueReader) throws -> T) throws -> T {
-        try body(Transaction(store: self, snapshot: committed, writable: false))
+        if let reader { return try body(reader) }
+        let made = Transaction(store: self, snapshot: committed, writable: false)
+        reader = made
+        return try body(made)
     }
 
     /// Runs `body` in place; on a throw, undoes its writes in reverse order.
@@ -254,10 +268,12 @@ public final class MemoryStore: KeyValueStore {
         }
         do {
             let result = try body(txn)
+            if txn.snapshot.tables.count != committed.tables.count { reader = nil }  // it lacks the new tables
             committed = txn.snapshot
             return result
         } catch {
-            for (t, key, old) in txn.undo.reversed() {
+            for entry in txn.undo.reversed() {
+                let (t, key, old) = (entry.table, entry.key, entry.old)
                 t.noteWrite(key, stamp: nextStamp())
                 let (i, present) = t.find(key)
                 switch (present, old) {
@@ -271,17 +287,31 @@ public final class MemoryStore: KeyValueStore {
         }
     }
 
-    /// (table, key, previous value) of a write, to undo on a throw.
-    typealias Undo = (SortedTable, [UInt8], [UInt8]?)
+    /// (table, key, previous value) of a write, to undo on a throw. A struct, not a tuple: an
+    /// array of tuples is destroyed through the runtime's generic tuple witness, element by
+    /// element (a few percent of a simulation, emptying the undo log after every write).
+    struct Undo {
+        /// Not retained: the log lives only while its transaction, which holds its tables, runs.
+        unowned(unsafe) let table: SortedTable
+        let key: [UInt8]
+        let old: [UInt8]?
+
+        init(_ table: SortedTable, _ key: [UInt8], _ old: [UInt8]?) {
+            self.table = table
+            self.key = key
+            self.old = old
+        }
+    }
 
     final class Transaction: KeyValueWriter {
         @exclusivity(unchecked) var snapshot: Snapshot
         /// Every write's ``Undo``, in order.
         @exclusivity(unchecked) var undo: [Undo] = []
         let writable: Bool
-        /// Strong: the store never holds its transactions, and an unowned reference cost a
-        /// checked retain on every put and delete.
-        let store: MemoryStore
+        /// Neither strong (the store keeps its read transaction: a cycle) nor checked (an unowned
+        /// reference cost a checked retain on every put and delete): a transaction is used only
+        /// inside the store's `read` or `write` call, while the store is alive.
+        unowned(unsafe) let store: MemoryStore
 
         init(store: MemoryStore, snapshot: Snapshot, writable: Bool) {
             self.store = store
@@ -382,10 +412,10 @@ public final class MemoryStore: KeyValueStore {
             let head = Entry.head(key)
             let (i, found) = table.find(key, head: head)
             if found {
-                undo.append((table, key, table.entries[i].value))
+                undo.append(Undo(table, key, table.entries[i].value))
                 table.entries[i].value = value
             } else {
-                undo.append((table, key, nil))
+                undo.append(Undo(table, key, nil))
                 table.insert(Entry(head: head, key: key, value: value), at: i)
             }
         }
@@ -395,7 +425,7 @@ public final class MemoryStore: KeyValueStore {
             table.noteWrite(key, stamp: store.nextStamp())
             let (i, found) = table.find(key)
             if found {
-                undo.append((table, key, table.entries[i].value))
+                undo.append(Undo(table, key, table.entries[i].value))
                 table.entries.remove(at: i)
             }
         }

@@ -202,8 +202,10 @@ extension Replica {
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
                        Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
         for table in derived {
+            // Last key first: the in-memory store then removes each entry from the end of its
+            // array, instead of moving every later entry down one place per delete.
             var keys: [[UInt8]] = []
-            try w.scan(table) { key, _ in keys.append(key); return true }
+            try w.scan(table, prefix: [], from: nil, reverse: true) { key, _ in keys.append(key); return true }
             for key in keys { try w.delete(table, key) }
         }
         var digest = Digest256.zero
@@ -220,11 +222,12 @@ extension Replica {
         for (change, version) in creates + others {
             _ = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
         }
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        // Nothing below reads the stored digest: it is held here and stored once, at the end.
         for (i, (change, version)) in log.enumerated() {
-            try applyLedger(of: change, version: version, in: w, prepared: cache?.prepared(change, encoded: encodings[i]),
-                            cache: cache)
+            try applyLedger(of: change, version: version, in: w, digest: &digest,
+                            prepared: cache?.prepared(change, encoded: encodings[i]), cache: cache)
         }
+        try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 
     static func decodeLogEntry(_ value: [UInt8]) throws -> Change {

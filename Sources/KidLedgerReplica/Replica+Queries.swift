@@ -232,6 +232,16 @@ extension Replica {
         }
     }
 
+    /// The child at `position` of what ``childrenWithoutTotals()`` lists (nil past its end) and
+    /// how many it lists, without building the list.
+    public func childWithoutTotals(at position: Int) throws -> (child: ChildSummary?, count: Int) {
+        try store.read { r in
+            let stored = try Self.childRowsAndKeys(r)
+            let order = stored.order
+            return (order.indices.contains(position) ? stored.rows[order[position]] : nil, order.count)
+        }
+    }
+
     /// Walks the stored totals of the children whose keys are `keys` (ascending) in one pass over
     /// the totals table, calling `body` with the index in `keys` and the raw totals of each child
     /// that has an entry.
@@ -378,6 +388,9 @@ extension Replica {
         }
     }
 
+    /// Everything ``allTransactions()`` reads (`QueryTablesTests` checks).
+    public static let allTransactionsTables: [Table] = [Tables.transactions]
+
     /// Every transaction in the set (applied or deferred), in id order: for export.
     public func allTransactions() throws -> [LedgerTransaction] {
         try store.read { r in
@@ -393,6 +406,30 @@ extension Replica {
     /// The state digest: equal on two replicas exactly when their merged ledgers are equal.
     public func digest() throws -> Digest256 {
         try store.read { r in Digest256(bytes: try r.get(Tables.meta, Keys.digest)) ?? .zero }
+    }
+
+    /// How much of `origin`'s history this replica holds: its version vector entry (0 when none),
+    /// read alone.
+    public func heldSequence(of origin: ReplicaID) throws -> UInt64 {
+        try store.read { r in Bytes.u64(try r.get(Tables.vector, Keys.origin(origin))) ?? 0 }
+    }
+
+    /// The log entries of `origin` after `sequence` (every version, in key order): what
+    /// ``encodedChanges(notCoveredBy:limit:)`` lists of that origin for a vector holding
+    /// `sequence` of it, in one range read of that origin alone.
+    public func encodedChanges(of origin: ReplicaID, after sequence: UInt64) throws -> [EncodedChange] {
+        try store.read { r in
+            var result: [EncodedChange] = []
+            try r.scan(Tables.changes, prefix: Keys.origin(origin), from: Keys.change(origin, sequence + 1),
+                       reverse: false) { key, value in
+                guard key.count == 24, let held = Bytes.u64(Array(key[8..<16])) else {
+                    throw LedgerError.corrupted("change log key")
+                }
+                result.append(EncodedChange(origin: origin, sequence: held, bytes: value))
+                return true
+            }
+            return result
+        }
     }
 
     /// Counts for status displays.

@@ -58,6 +58,7 @@ final class SimNode {
     init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
          verifier: any SignatureVerifier) {
         self.index = index
+        name = "r\(index)"
         self.verifier = verifier
         self.store = store
         self.skew = skew
@@ -66,7 +67,8 @@ final class SimNode {
         self.identity = identity
     }
 
-    var name: String { "r\(index)" }
+    /// `r` and its index, as the trace names it (built once: most trace lines name a replica).
+    let name: String
     var isUp: Bool { replica != nil }
 
     /// Starts (or restarts) the replica from the durable store.
@@ -89,7 +91,7 @@ final class SimNode {
 
     /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
     /// order; nil past its end), as much of it as a drawn user operation uses, and how many it
-    /// lists: read through `childrenWithoutTotals` (a ``MemoryStore`` keeps those rows until the
+    /// lists: read through `childWithoutTotals(at:)` (a ``MemoryStore`` keeps those rows until the
     /// children or registers table is written).
     func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
         guard let replica else { return (nil, 0) }
@@ -97,9 +99,8 @@ final class SimNode {
             let rows = try pickableChildren(replica, lmdb)
             return (rows.indices.contains(index) ? rows[index] : nil, rows.count)
         }
-        let rows = try replica.childrenWithoutTotals()
-        return (rows.indices.contains(index) ? PickableChild(id: rows[index].id, isArchived: rows[index].isArchived) : nil,
-                rows.count)
+        let (row, count) = try replica.childWithoutTotals(at: index)
+        return (row.map { PickableChild(id: $0.id, isArchived: $0.isArchived) }, count)
     }
 
     /// What ``pickableChild(at:)`` picks from on an LMDB replica, with what it was read from: the

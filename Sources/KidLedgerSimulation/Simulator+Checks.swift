@@ -24,6 +24,11 @@ extension Simulator {
     func checkBatchesAtomic(_ only: [Int]? = nil) throws {
         for index in only ?? Array(nodes.indices) {
             guard let replica = nodes[index].replica else { continue }
+            // Nothing new since a clean check: no batch made since, the transactions not written.
+            if index < batchBooks.count, batchBooks[index].known == batches.count,
+               let clean = batchBooks[index].clean, clean.batches == batches.count,
+               let memory = nodes[index].store as? MemoryStore, clean.store === memory,
+               clean.transactions == memory.writeCount(Tables.transactions) { continue }
             while batchBooks.count <= index { batchBooks.append(BatchBook()) }
             var book = batchBooks[index]
             batchBooks[index] = BatchBook()  // `book` alone holds its arrays while it is changed
@@ -78,22 +83,23 @@ extension Simulator {
     /// Each replica (of `replicas`, one per node, in order) passes `verify` and holds its
     /// transactions as it should (``transactionProblems(_:rejected:)``). Those checks are a
     /// function of the transactions a replica holds (and of the oracle's state, the same for every
-    /// replica): converged replicas usually hold the same list, so each distinct list is checked once.
+    /// replica): converged replicas usually hold the same ones, so each distinct transactions
+    /// table of the in-memory replicas is read and checked once (``PerContent``).
     func checkEachReplica(_ replicas: [Replica], rejected: Set<RecordID>) throws {
-        var checked: [(all: [LedgerTransaction], problems: [String])] = []
+        var checked = PerContent<[String]>(tables: Replica.allTransactionsTables)
         for (node, replica) in zip(nodes, replicas) {
             let report = try verifyOnce(replica)
             for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
-            let all = try replica.allTransactions()
-            let problems: [String]
-            if let known = checked.first(where: { $0.all == all }) {
-                problems = known.problems
-            } else {
-                problems = transactionProblems(all, rejected: rejected)
-                checked.append((all, problems))
-            }
+            let problems = try checked.answer(replica) { transactionProblems(try replica.allTransactions(), rejected: rejected) }
             for problem in problems { failures.append("\(node.name) \(problem)") }
         }
+    }
+
+    /// Every replica's conflict journal (`fieldConflicts()`), read once per distinct content of
+    /// the tables it is derived from among the in-memory replicas (``PerContent``).
+    func conflictJournals(_ replicas: [Replica]) throws -> [[FieldConflict]] {
+        var journals = PerContent<[FieldConflict]>(tables: Replica.conflictJournalTables)
+        return try replicas.map { replica in try journals.answer(replica) { try replica.fieldConflicts() } }
     }
 
     /// What is wrong with a replica's transactions `all` (``Replica/allTransactions()``), each
@@ -149,7 +155,7 @@ extension Simulator {
         try checkEachReplica(replicas, rejected: rejected)
         try checkBatchesAtomic()
         try checkAgainstReferenceModel(replicas, logs: logs)
-        let journals = try replicas.map { try $0.fieldConflicts() }
+        let journals = try conflictJournals(replicas)
         if journals.isEmpty || journals.contains(where: { $0 != journals[0] }) {
             failures.append("conflict journals differ: " + journals.map { "\($0.count)" }.joined(separator: " "))
         }
@@ -157,5 +163,28 @@ extension Simulator {
         // Last: it reopens the LMDB replicas, so `replicas` above are stale after it.
         if Set(digests).count == 1 { equivalentWays = try checkEquivalence(digests[0]) }
         log("final digest \(digests.first?.description ?? "-") checks \(failures.isEmpty ? "passed" : "FAILED")")
+    }
+}
+
+/// The answers of a function of some tables of a replica's store, kept per distinct content of
+/// those tables: a replica whose in-memory store holds entry for entry what an earlier one's held
+/// when it was asked (``MemoryStore/hasSameEntries(as:in:)``) gets that answer again. The stores
+/// must not be written while it is in use (the final checks only read). A replica in LMDB is
+/// always asked.
+struct PerContent<Answer> {
+    /// What the function reads.
+    let tables: [Table]
+    /// The in-memory stores asked so far, with their answers.
+    private var known: [(store: MemoryStore, answer: Answer)] = []
+
+    init(tables: [Table]) { self.tables = tables }
+
+    /// `compute()`, the function's answer for `replica`, or the answer kept for equal tables.
+    mutating func answer(_ replica: Replica, _ compute: () throws -> Answer) rethrows -> Answer {
+        guard let memory = replica.store as? MemoryStore else { return try compute() }
+        if let hit = known.first(where: { $0.store.hasSameEntries(as: memory, in: tables) }) { return hit.answer }
+        let answer = try compute()
+        known.append((memory, answer))
+        return answer
     }
 }

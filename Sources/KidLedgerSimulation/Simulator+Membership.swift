@@ -14,20 +14,25 @@ struct Carrier {
 }
 
 extension Simulator {
-    /// Records the local changes `node` made since its version vector was `before`; returns them
-    /// as the carrier of whatever transactions they hold (nil when it made none).
+    /// Records the local changes `node` made since it held `old` of its own origin (its version
+    /// vector entry then: ``ownSequence(_:)``); returns them as the carrier of whatever
+    /// transactions they hold (nil when it made none). Only its own origin's entry and log are read.
     @discardableResult
-    func recordLocalChanges(_ node: SimNode, before: VersionVector) throws -> Carrier? {
+    func recordLocalChanges(_ node: SimNode, after old: UInt64) throws -> Carrier? {
         guard let replica = node.replica else { return nil }
         let origin = replica.replicaID
-        let after = try node.versionVector()
-        let old = before[origin] ?? 0
-        guard let new = after[origin], new > old else { return nil }
-        var cover = after
-        cover[origin] = old
-        let made = try replica.encodedChanges(notCoveredBy: cover).filter { $0.origin == origin }.map(LoggedChange.init)
+        let new = try replica.heldSequence(of: origin)
+        guard new > old else { return nil }
+        let made = try replica.encodedChanges(of: origin, after: old).map(LoggedChange.init)
         for change in made { madeChanges.append((node.index, change)) }
         return Carrier(node: node.index, origin: origin, sequences: (old + 1)...new, changes: made)
+    }
+
+    /// How much of its own origin `node`'s running replica holds (0 while down): what
+    /// ``recordLocalChanges(_:after:)`` takes before a local change.
+    func ownSequence(_ node: SimNode) throws -> UInt64 {
+        guard let replica = node.replica else { return 0 }
+        return try replica.heldSequence(of: replica.replicaID)
     }
 
     // MARK: Account changes
@@ -84,7 +89,7 @@ extension Simulator {
         let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: seen,
                                           household: household, atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
-        try recordLocalChanges(owner, before: seen)
+        try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0)
         count("revocation")
         log("r0 revokes r\(target) having seen \(Self.describe(seen))")
         record(0, .revoke(target))

@@ -8,7 +8,7 @@ extension Simulator {
     /// overflow, nothing to undo, …) are part of the story and are traced, not failures.
     func userOperation(_ node: SimNode) throws {
         guard faultsOn, let replica = node.replica, !node.isFrozen else { return }
-        let before = try node.versionVector()
+        let before = try ownSequence(node)
         if let memory = node.store as? MemoryStore, chance(50) {
             node.staleCopy = memory.clone()
             log("\(node.name) copies its files")
@@ -78,7 +78,7 @@ extension Simulator {
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }
-        if let carrier = try recordLocalChanges(node, before: before) {
+        if let carrier = try recordLocalChanges(node, after: before) {
             acknowledge(made, carrier)
         }
     }

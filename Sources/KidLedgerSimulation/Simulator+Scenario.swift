@@ -157,7 +157,7 @@ extension Simulator {
     func scriptedOperation(_ node: SimNode, _ action: Scenario.Action) throws -> String {
         guard let replica = node.replica else { return "refused: \(node.name) is down" }
         guard !node.isFrozen else { return "refused: attention required (switched to another account)" }
-        let before = try node.versionVector()
+        let before = try ownSequence(node)
         var made: [RecordID] = []
         var outcome = ""
         /// A child as the replica's resolver takes it; `@LABEL` is the child that step added.
@@ -201,7 +201,7 @@ extension Simulator {
             outcome = "refused: \(error)"
         }
         if !outcome.hasPrefix("refused") { diagram?.mark(.operation, node.index, at: time.millis - startMillis) }
-        if let carrier = try recordLocalChanges(node, before: before) {
+        if let carrier = try recordLocalChanges(node, after: before) {
             acknowledge(made, carrier)
         }
         return outcome
@@ -256,8 +256,10 @@ extension Simulator {
         guard !nodes[a].isFrozen, !nodes[b].isFrozen else { return "refused: an account is switched" }
         let id = nextConnection
         nextConnection += 1
-        let initiator = SyncSession(role: .initiator, replica: nodes[a].replica!, household: household)
-        let responder = SyncSession(role: .responder, replica: nodes[b].replica!, household: household)
+        let initiator = SyncSession(role: .initiator, replica: nodes[a].replica!, household: household,
+                                    checksMemo: checksMemo)
+        let responder = SyncSession(role: .responder, replica: nodes[b].replica!, household: household,
+                                    checksMemo: checksMemo)
         let connection = SimConnection(id: id, ends: [a, b], sessions: [initiator, responder])
         connections[id] = connection
         log("c\(id) r\(a) → r\(b) open (scripted)")

@@ -71,6 +71,9 @@ public final class Simulator {
     /// equivalence check recomputes every hash. With them the identities and signed membership
     /// records the run makes; a seed's determinism rerun is handed its first run's (``SeedShare``).
     let share: SeedShare
+    /// The per-child checks of recent totals, shared by the replicas' sync sessions
+    /// (``ChecksMemo``; the equivalence check's full sync computes its own).
+    let checksMemo = ChecksMemo()
     var g: SplitMix64
     var queue = EventQueue<Event>()
     var nodes: [SimNode] = []
@@ -236,7 +239,7 @@ public final class Simulator {
                                         atMillis: time.millis + owner.skew))
         }
         if !grants.isEmpty { try founder.commitMembership(grants) }
-        try recordLocalChanges(owner, before: [:])
+        try recordLocalChanges(owner, after: 0)
         log("household \(household.hex.prefix(8)) owned by r0 \(owner.member.publicKey.fingerprint); members " +
             nodes.dropFirst().map { "\($0.name) \($0.member.publicKey.fingerprint)" }.joined(separator: ", "))
         let genesis = try founder.changes(notCoveredBy: [:])

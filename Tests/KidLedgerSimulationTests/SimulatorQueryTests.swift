@@ -52,6 +52,58 @@ struct SimulatorQueryTests {
         #expect(try !b.listsItselfRevoked())
     }
 
+    @Test("one origin's held sequence and log entries equal the vector's entry and the whole read's, forked versions too")
+    func oneOriginRead() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        func expectSame(_ replica: Replica) throws {
+            let vector = try replica.versionVector()
+            for origin in vector.keys.sorted() + [ReplicaID(12345)] {
+                #expect(try replica.heldSequence(of: origin) == vector[origin] ?? 0)
+                for after in 0...(vector[origin] ?? 0) + 1 {
+                    var cover = vector
+                    cover[origin] = after
+                    let whole = try replica.encodedChanges(notCoveredBy: cover).filter { $0.origin == origin }
+                    #expect(try replica.encodedChanges(of: origin, after: after) == whole)
+                }
+            }
+        }
+        _ = try a.replica!.addChild(name: "Ava")
+        try sync(a, b)
+        let copy = (b.store as! MemoryStore).clone()
+        _ = try b.replica!.addChild(name: "Ben")
+        try sync(b, a)
+        // b comes back from its copy and reuses the sequence: a then holds two versions of it.
+        b.crash()
+        b.store = copy.clone()
+        try b.boot(time: sim.time, seed: 5)
+        _ = try b.replica!.addChild(name: "Cleo")
+        try a.replica!.applyRemote(try b.replica!.changes(notCoveredBy: [:]))  // everything: a holds that sequence
+        let origin = b.replica!.replicaID
+        let held = try a.replica!.heldSequence(of: origin)
+        #expect(try a.replica!.encodedChanges(of: origin, after: held - 1).count == 2)
+        try expectSame(a.replica!)
+        try expectSame(b.replica!)
+    }
+
+    @Test("a local change is recorded from its origin's entry before it, as the whole vector read recorded it")
+    func localChangesRecorded() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0]
+        let before = try sim.ownSequence(a)
+        #expect(try sim.recordLocalChanges(a, after: before) == nil)
+        _ = try a.replica!.addChild(name: "Ava")
+        _ = try a.replica!.postAll(signedCents: 3, note: "", source: "give-all")
+        let carrier = try #require(try sim.recordLocalChanges(a, after: before))
+        let origin = a.replica!.replicaID
+        var cover = try a.replica!.versionVector()
+        cover[origin] = before
+        let expected = try a.replica!.encodedChanges(notCoveredBy: cover).filter { $0.origin == origin }
+        #expect(carrier.origin == origin && carrier.sequences == (before + 1)...(before + 2))
+        #expect(carrier.changes.map(\.encoded) == expected.map(\.bytes))
+        #expect(sim.madeChanges.suffix(2).map(\.logged.encoded) == expected.map(\.bytes))
+    }
+
     @Test("containsTransactions answers containsTransaction for each id")
     func batchedLookup() throws {
         let sim = try simulator()
