@@ -103,15 +103,8 @@ extension Replica {
     }
 
     /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
-    /// rejects the change: its author was revoked and the revocation had not seen it.
-    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter,
-                            prepared: PreparedChange? = nil, cache: PreparationCache? = nil) throws {
-        var digest = try stateDigest(w)
-        try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
-        try storeStateDigest(digest, w)
-    }
-
-    /// ``applyLedger(of:version:in:)`` with the state digest held by the caller.
+    /// rejects the change: its author was revoked and the revocation had not seen it. The state
+    /// digest is held by the caller (`digest`).
     /// `prepared` is the change prepared ahead (its transactions' records and hashes); `cache`
     /// remembers register hashes across replicas.
     static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256,
