@@ -35,6 +35,12 @@ final class LMDBTransaction: KeyValueWriter {
         case none
         case key([UInt8])
     }
+    /// Per database handle (the array's index): the cursor this transaction's puts go through,
+    /// opened at the table's first put and closed when the transaction ends. `mdb_put` sets up a
+    /// cursor of its own for every call and fetches the table's root page again (a search of the
+    /// transaction's dirty pages); a kept cursor still holds it. LMDB moves a transaction's open
+    /// cursors along when other writes split or merge pages, so it stays valid.
+    @exclusivity(unchecked) private var putCursors: [OpaquePointer?]
     /// The database handles this transaction changed (a put or delete succeeded), one bit per
     /// handle below 64; `wroteOther` for the others (``LMDBEnvironment/writeStamps(_:)``).
     @exclusivity(unchecked) private(set) var written: UInt64 = 0
@@ -47,6 +53,7 @@ final class LMDBTransaction: KeyValueWriter {
         self.dbis = dbis
         self.maxKeySize = maxKeySize
         lastKeys = [LastKey](repeating: .unknown, count: Int(dbis.maxHandle) + 1)
+        putCursors = [OpaquePointer?](repeating: nil, count: Int(dbis.maxHandle) + 1)
     }
 
     // MARK: Ending
@@ -54,6 +61,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// Aborts the transaction (a no-op once it has ended).
     func abort() {
         guard let txn else { return }
+        closeCursors()
         mdb_txn_abort(txn)
         self.txn = nil
         MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed)
@@ -63,6 +71,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// a failed `mdb_txn_commit` frees it, so it must not be aborted afterwards.
     func commit() -> Int32 {
         guard let txn else { return MDB_BAD_TXN }
+        closeCursors()
         self.txn = nil
         defer { MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed) }
         return mdb_txn_commit(txn)
@@ -71,6 +80,15 @@ final class LMDBTransaction: KeyValueWriter {
     /// LMDB's id of the transaction: for a read, the last transaction committed in its snapshot;
     /// for a write, one more (the id it gets when it commits a change). Nil once it has ended.
     var id: Int? { txn.map { Int(mdb_txn_id($0)) } }
+
+    /// Closes the put cursors (before the transaction ends: LMDB frees a write transaction's
+    /// cursors with it, a read-only one's only when closed).
+    private func closeCursors() {
+        for i in putCursors.indices {
+            if let cursor = putCursors[i] { mdb_cursor_close(cursor) }
+            putCursors[i] = nil
+        }
+    }
 
     /// Notes that `dbi` was changed.
     private func wrote(_ dbi: MDB_dbi) {
@@ -310,11 +328,12 @@ final class LMDBTransaction: KeyValueWriter {
         }
         var append = true
         if let last { append = KeyBytes.compare(key, last) > 0 }
-        var rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0) } }
+        let cursor = try putCursor(txn, dbi)
+        var rc = withValue(key) { k in withValue(value) { v in mdb_cursor_put(cursor, &k, &v, append ? UInt32(MDB_APPEND) : 0) } }
         if rc == MDB_KEYEXIST && append {
             // Not the greatest key after all (cannot happen while this transaction is the only
             // writer, but costs nothing to handle): a plain put, and read the last key again.
-            rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, 0) } }
+            rc = withValue(key) { k in withValue(value) { v in mdb_cursor_put(cursor, &k, &v, 0) } }
             try call(rc)
             wrote(dbi)
             remember(try lastKey(txn, dbi), of: dbi)
@@ -330,6 +349,18 @@ final class LMDBTransaction: KeyValueWriter {
     private func remember(_ key: [UInt8]?, of dbi: MDB_dbi) {
         guard dbi < lastKeys.count else { return }  // Not opened with the environment: never put.
         lastKeys[Int(dbi)] = key.map { .key($0) } ?? .none
+    }
+
+    /// The put cursor of `dbi` (``putCursors``), opened when missing.
+    @inline(__always)
+    private func putCursor(_ txn: OpaquePointer, _ dbi: MDB_dbi) throws(LMDBError) -> OpaquePointer {
+        // Every handle comes from `dbis`, whose greatest sized the array.
+        if let cursor = putCursors[Int(dbi)] { return cursor }
+        var cursor: OpaquePointer?
+        try call(mdb_cursor_open(txn, dbi, &cursor))
+        guard let cursor else { throw .badTxn }
+        putCursors[Int(dbi)] = cursor
+        return cursor
     }
 
     /// The greatest key of a table, or nil when it is empty.
