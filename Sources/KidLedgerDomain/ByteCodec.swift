@@ -59,8 +59,20 @@ public struct ByteWriter: Sendable {
 
     /// Appends a zigzag-encoded signed varint.
     public mutating func write(zigzag value: Int64) {
-        write(varint: UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+        write(varint: Self.zigzag(value))
     }
+
+    /// The unsigned value a zigzag varint of `value` encodes.
+    @inline(__always)
+    static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+
+    /// How many bytes `write(varint: value)` appends (seven bits per byte, at least one).
+    @inline(__always)
+    public static func varintCount(_ value: UInt64) -> Int { max(1, (64 - value.leadingZeroBitCount + 6) / 7) }
+
+    /// How many bytes `write(zigzag: value)` appends.
+    @inline(__always)
+    public static func zigzagCount(_ value: Int64) -> Int { varintCount(zigzag(value)) }
 
     /// Appends a length-prefixed byte string.
     public mutating func write(blob: some Collection<UInt8>) {

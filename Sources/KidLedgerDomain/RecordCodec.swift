@@ -260,6 +260,20 @@ public enum RecordCodec {
         return w.bytes
     }
 
+    /// `encode(t)` when `c` is a change of one operation that adds transaction `t` and `encoded`
+    /// is `encode(c)`; nil for any other change. That operation ends the change's bytes, after
+    /// the header and the operation's tag, so the transaction's bytes are copied from there
+    /// instead of encoded again (a received transaction's stored record).
+    public static func soleTransaction(of c: Change, encoded: [UInt8]) -> [UInt8]? {
+        guard c.operations.count == 1, case .addTransaction = c.operations[0] else { return nil }
+        // What `encode(c)` writes before the operation (origin, sequence, clock, operation
+        // count), then the tag.
+        let start = 8 + ByteWriter.varintCount(c.sequence) + ByteWriter.zigzagCount(c.hlc.millis)
+            + ByteWriter.varintCount(UInt64(c.hlc.counter)) + ByteWriter.varintCount(1) + 1
+        guard start <= encoded.count else { return nil }
+        return Array(encoded[start...])
+    }
+
     /// Reads and validates a change.
     public static func decodeChange(_ r: inout ByteReader) throws(DecodeError) -> Change {
         let origin = ReplicaID(try r.readBigEndianUInt64("origin"))

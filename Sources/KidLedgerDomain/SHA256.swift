@@ -117,19 +117,24 @@ struct BlockHashEngine<Compressor: BlockCompressor>: Sendable {
     }
 
     /// Pads, compresses the last block(s), hands the final compressor to `body`, and resets.
+    /// The padding is written into the partial block's buffer in place (0x80, zeros up to 56 mod
+    /// 64, then the 64-bit big-endian bit length; a second block when fewer than nine bytes are
+    /// left), not fed through ``update(_:)`` from a separate tail: every hash of the hot paths is
+    /// short, so this is a fair part of its cost.
     mutating func finalize<R>(_ body: (Compressor) throws -> R) rethrows -> R {
         let bitLength = length &* 8
-        // 0x80, then zeros up to 56 mod 64, then the 64-bit big-endian bit length.
-        let padCount = (buffered < 56 ? 56 : 120) - buffered
-        var tail: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                   UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &tail) { t in
-            t[0] = 0x80
-            for i in 0..<8 {
-                t[padCount + i] = UInt8(truncatingIfNeeded: bitLength >> (56 - 8 * UInt64(i)))
-            }
-            update(UnsafeRawBufferPointer(rebasing: t[0..<(padCount + 8)]))
+        let used = buffered
+        withUnsafeMutableBytes(of: &buffer) { block in
+            let base = block.baseAddress!
+            base.storeBytes(of: 0x80, toByteOffset: used, as: UInt8.self)
+            (base + used + 1).initializeMemory(as: UInt8.self, repeating: 0, count: 63 - used)
         }
+        if used >= 56 {
+            withUnsafeBytes(of: buffer) { compressor.compress(blocks: $0) }
+            buffer = (0, 0, 0, 0, 0, 0, 0, 0)
+        }
+        buffer.7 = bitLength.bigEndian
+        withUnsafeBytes(of: buffer) { compressor.compress(blocks: $0) }
         defer { self = BlockHashEngine(Compressor()) }
         return try body(compressor)
     }

@@ -51,7 +51,7 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
     /// The directory's identity, claimed in ``OpenDirectories`` until ``close()``.
     private let identity: OpenDirectories.Identity
     /// The tables' database handles, set once by `init`.
-    private var dbis: [Table: MDB_dbi] = [:]
+    private var dbis = TableHandles()
     /// Serializes write transactions.
     private let writer = WriterMutex()
     /// Held shared by every transaction, exclusively by remapping and closing.
@@ -133,14 +133,15 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         // first table missing means the main database is damaged: creating tables in it would
         // write over damaged pages.
         dbis = try runWrite { txn in
-            var dbis: [Table: MDB_dbi] = [:]
+            var dbis = TableHandles()
             for table in unique {
                 if let dbi = try txn.openTable(table, create: false) {
-                    dbis[table] = dbi
+                    dbis.add(table, dbi)
                 } else if mustExist && table == unique.first {
                     throw LMDBError.damaged("\(directory)/data.mdb has no table \"\(table.name)\": its main database is damaged")
                 } else {
-                    dbis[table] = try txn.openTable(table, create: true)
+                    guard let dbi = try txn.openTable(table, create: true) else { throw LMDBError.badDBI }
+                    dbis.add(table, dbi)
                 }
             }
             return dbis

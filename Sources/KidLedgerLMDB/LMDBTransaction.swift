@@ -6,34 +6,54 @@ import KidLedgerReplica
 /// `write` body receives. It lives only while the body runs: afterwards every call throws
 /// ``LMDBError/badTxn``. Keys and values it hands out are copies, valid after the transaction ends.
 final class LMDBTransaction: KeyValueWriter {
+    // Used by one thread at a time (an LMDB transaction must be), and no access to its properties
+    // outlives the call that makes it: their run-time exclusivity checks are left out (two per
+    // put, a sixth of a put's instructions outside LMDB).
+
     /// The LMDB transaction, nil once it has ended.
-    private var txn: OpaquePointer?
+    @exclusivity(unchecked) private var txn: OpaquePointer?
     /// The tables' database handles.
-    private let dbis: [Table: MDB_dbi]
+    private let dbis: TableHandles
     /// The longest key LMDB accepts.
     private let maxKeySize: Int
     /// Whether some LMDB call of this transaction failed with `MDB_MAP_FULL`: the transaction is
     /// then unusable, whatever the body did with the error, and the store grows the map and retries.
-    private(set) var sawMapFull = false
+    @exclusivity(unchecked) private(set) var sawMapFull = false
 
     /// The environment's map (start, end): a key or value that starts inside it must end inside it.
     private let map: (start: UInt, end: UInt)
-    /// Per table written in this transaction: its greatest key (nil: the table was empty), read
-    /// at the first put. A put of a greater key appends (`MDB_APPEND`: no search down the tree,
-    /// and a full page is split at its end, so pages filled in key order stay full). A delete may
-    /// leave this greater than the true last key; that only makes a few puts plain ones.
-    private var lastKeys: [MDB_dbi: [UInt8]?] = [:]
+    /// Per database handle (the array's index), for the tables written in this transaction: its
+    /// greatest key, read at the first put. A put of a greater key appends (`MDB_APPEND`: no
+    /// search down the tree, and a full page is split at its end, so pages filled in key order
+    /// stay full). A delete may leave this greater than the true last key; that only makes a few
+    /// puts plain ones. Indexed by handle rather than a dictionary: handles are small numbers.
+    @exclusivity(unchecked) private var lastKeys: [LastKey]
+    private enum LastKey {
+        /// Not read yet in this transaction.
+        case unknown
+        /// The table was empty.
+        case none
+        case key([UInt8])
+    }
+    /// Per database handle (the array's index): the cursor this transaction's puts go through,
+    /// opened at the table's first put and closed when the transaction ends. `mdb_put` sets up a
+    /// cursor of its own for every call and fetches the table's root page again (a search of the
+    /// transaction's dirty pages); a kept cursor still holds it. LMDB moves a transaction's open
+    /// cursors along when other writes split or merge pages, so it stays valid.
+    @exclusivity(unchecked) private var putCursors: [OpaquePointer?]
     /// The database handles this transaction changed (a put or delete succeeded), one bit per
     /// handle below 64; `wroteOther` for the others (``LMDBEnvironment/writeStamps(_:)``).
-    private(set) var written: UInt64 = 0
-    private(set) var wroteOther = false
+    @exclusivity(unchecked) private(set) var written: UInt64 = 0
+    @exclusivity(unchecked) private(set) var wroteOther = false
 
-    init(_ txn: OpaquePointer, dbis: [Table: MDB_dbi], maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
+    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
         self.map = map
         self.txn = txn
         MapFaultGuard.openTransactions.add(1, ordering: .relaxed)
         self.dbis = dbis
         self.maxKeySize = maxKeySize
+        lastKeys = [LastKey](repeating: .unknown, count: Int(dbis.maxHandle) + 1)
+        putCursors = [OpaquePointer?](repeating: nil, count: Int(dbis.maxHandle) + 1)
     }
 
     // MARK: Ending
@@ -41,6 +61,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// Aborts the transaction (a no-op once it has ended).
     func abort() {
         guard let txn else { return }
+        closeCursors()
         mdb_txn_abort(txn)
         self.txn = nil
         MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed)
@@ -50,6 +71,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// a failed `mdb_txn_commit` frees it, so it must not be aborted afterwards.
     func commit() -> Int32 {
         guard let txn else { return MDB_BAD_TXN }
+        closeCursors()
         self.txn = nil
         defer { MapFaultGuard.openTransactions.subtract(1, ordering: .relaxed) }
         return mdb_txn_commit(txn)
@@ -58,6 +80,15 @@ final class LMDBTransaction: KeyValueWriter {
     /// LMDB's id of the transaction: for a read, the last transaction committed in its snapshot;
     /// for a write, one more (the id it gets when it commits a change). Nil once it has ended.
     var id: Int? { txn.map { Int(mdb_txn_id($0)) } }
+
+    /// Closes the put cursors (before the transaction ends: LMDB frees a write transaction's
+    /// cursors with it, a read-only one's only when closed).
+    private func closeCursors() {
+        for i in putCursors.indices {
+            if let cursor = putCursors[i] { mdb_cursor_close(cursor) }
+            putCursors[i] = nil
+        }
+    }
 
     /// Notes that `dbi` was changed.
     private func wrote(_ dbi: MDB_dbi) {
@@ -278,7 +309,7 @@ final class LMDBTransaction: KeyValueWriter {
             }
         }
         try walk(1) { _, _ in }  // MAIN_DBI: the tables' roots
-        for dbi in dbis.values.sorted() { try walk(dbi) { _, _ in } }
+        for dbi in dbis.handles.sorted() { try walk(dbi) { _, _ in } }
         return problems
     }
 
@@ -290,26 +321,46 @@ final class LMDBTransaction: KeyValueWriter {
             throw LMDBError.badValueSize  // Checked here so the transaction stays usable.
         }
         let last: [UInt8]?
-        if let known = lastKeys[dbi] {
-            last = known
-        } else {
-            last = try lastKey(txn, dbi)
+        switch dbi < lastKeys.count ? lastKeys[Int(dbi)] : .unknown {
+        case .key(let known): last = known
+        case .none: last = nil
+        case .unknown: last = try lastKey(txn, dbi)
         }
         var append = true
         if let last { append = KeyBytes.compare(key, last) > 0 }
-        var rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0) } }
+        let cursor = try putCursor(txn, dbi)
+        var rc = withValue(key) { k in withValue(value) { v in mdb_cursor_put(cursor, &k, &v, append ? UInt32(MDB_APPEND) : 0) } }
         if rc == MDB_KEYEXIST && append {
             // Not the greatest key after all (cannot happen while this transaction is the only
             // writer, but costs nothing to handle): a plain put, and read the last key again.
-            rc = withValue(key) { k in withValue(value) { v in mdb_put(txn, dbi, &k, &v, 0) } }
+            rc = withValue(key) { k in withValue(value) { v in mdb_cursor_put(cursor, &k, &v, 0) } }
             try call(rc)
             wrote(dbi)
-            lastKeys[dbi] = try lastKey(txn, dbi)
+            remember(try lastKey(txn, dbi), of: dbi)
             return
         }
         try call(rc)
         wrote(dbi)
-        lastKeys[dbi] = append ? key : last
+        remember(append ? key : last, of: dbi)
+    }
+
+    /// Notes `key` as the greatest key of `dbi` (nil: the table is empty).
+    @inline(__always)
+    private func remember(_ key: [UInt8]?, of dbi: MDB_dbi) {
+        guard dbi < lastKeys.count else { return }  // Not opened with the environment: never put.
+        lastKeys[Int(dbi)] = key.map { .key($0) } ?? .none
+    }
+
+    /// The put cursor of `dbi` (``putCursors``), opened when missing.
+    @inline(__always)
+    private func putCursor(_ txn: OpaquePointer, _ dbi: MDB_dbi) throws(LMDBError) -> OpaquePointer {
+        // Every handle comes from `dbis`, whose greatest sized the array.
+        if let cursor = putCursors[Int(dbi)] { return cursor }
+        var cursor: OpaquePointer?
+        try call(mdb_cursor_open(txn, dbi, &cursor))
+        guard let cursor else { throw .badTxn }
+        putCursors[Int(dbi)] = cursor
+        return cursor
     }
 
     /// The greatest key of a table, or nil when it is empty.

@@ -3,8 +3,9 @@ public struct Table: Hashable, Sendable, CustomStringConvertible {
     /// The table's name (an LMDB named database).
     public let name: String
     /// A 64-bit hash of the name (FNV-1a), computed once: hashing and comparing tables, which
-    /// every store operation does, then costs an integer instead of a string.
-    let nameHash: UInt64
+    /// every store operation does, then costs an integer instead of a string (also for the LMDB
+    /// store's table handles).
+    public let nameHash: UInt64
 
     /// Names a table.
     public init(_ name: String) {

@@ -68,7 +68,9 @@ struct PreparedChange: Sendable {
         operationsValid = change.operations.allSatisfy { Replica.problem(with: $0) == nil }
         let stamp = Stamp(hlc: change.hlc, origin: change.origin)
         if change.operations.count == 1 {
-            operation = PreparedOperation(change.operations[0], stamp: stamp)
+            // A transaction's record is the end of the change's bytes: copied, not encoded again.
+            operation = PreparedOperation(change.operations[0], stamp: stamp,
+                                          payload: RecordCodec.soleTransaction(of: change, encoded: encoded))
         } else {
             operations = change.operations.map { PreparedOperation($0, stamp: stamp) }
         }
@@ -91,9 +93,10 @@ enum PreparedOperation: Sendable {
     case register(PreparedRegister)
 
     /// Prepares `op` of a change stamped `stamp`, when it adds a transaction or writes a register.
-    init?(_ op: Operation, stamp: Stamp) {
+    /// `payload`, when given, must be `RecordCodec.encode(t)` of the transaction `op` adds.
+    init?(_ op: Operation, stamp: Stamp, payload: [UInt8]? = nil) {
         switch op {
-        case .addTransaction(let t): self = .transaction(PreparedTransaction(t))
+        case .addTransaction(let t): self = .transaction(PreparedTransaction(t, payload: payload))
         case .setField(let entity, let field, let value, let base):
             self = .register(PreparedRegister(RegisterWrite(stamp: stamp, base: base, value: value), entity: entity, field: field))
         default: return nil
@@ -139,13 +142,15 @@ final class PreparedTransaction: Sendable {
     /// `Keys.id` of the transaction and of its child, `Keys.byTime`, `Keys.byChild`.
     let key, childKey, byTimeKey, byChildKey: [UInt8]
 
-    init(_ t: LedgerTransaction) {
+    /// `payload`, when given, must be `RecordCodec.encode(t)`.
+    init(_ t: LedgerTransaction, payload: [UInt8]? = nil) {
         key = Keys.id(t.id)
         childKey = Keys.id(t.childID)
         byTimeKey = Keys.byTime(t)
         byChildKey = Keys.byChild(t)
-        payload = RecordCodec.encode(t)
-        recordHash = Digest256.hash(tag: DigestRecord.transactionTag, payload)
+        assert(payload == nil || payload == RecordCodec.encode(t), "not the transaction's encoding")
+        self.payload = payload ?? RecordCodec.encode(t)
+        recordHash = Digest256.hash(tag: DigestRecord.transactionTag, self.payload)
         idMix = Aggregate.idMix(t.id)
     }
 }

@@ -26,6 +26,29 @@ func sha1KnownAnswers(_ input: String, _ expected: String) {
     #expect(hexString(SHA1.hash(Array(input.utf8))) == expected)
 }
 
+/// Messages around the padding's block boundaries (a second padding block from 56 bytes on),
+/// bytes `(7i + 3) mod 256`, against digests from another implementation (Python's hashlib).
+@Test(arguments: [
+    (55, "e7313d333c272e639f790978283f9eb392e843d0f29b7016828bb1daa4aac70b", "ddf57317ef34bfee3b6df83d359098930eb278bc"),
+    (56, "4324d65f3c103567f5589c710bc08f8523f929a9272e3af36fc968e52abc6c27", "a0d492bb0fc889d0eca3bc137066ab6f4f74f369"),
+    (57, "35df609437dcfea3279283ab79fd554e2bf78f8f7ae2de532d8ee300b09e8f73", "11a02dcf95859677a62e75024067c22b165d890f"),
+    (63, "81c80242132f230c3bd41b3e63bbcff16107339549214a99614ff26664625055", "c55856749bef509bdfe6bfebfc7bf4e793e82132"),
+    (64, "39e3d7b6b5d075d37d053ad89b24b41bef4f3c29760c84447cab3f3be1882241", "bede92be29c3874e1b54ddc77988d606fc857a8e"),
+    (119, "9ce7368e4daf32341631b492e80359dc9f594b48453cd0dd5bf0b19279cc177e", "504e27376a6e0f0dba8295b85cb25dc4dfa17d23"),
+    (120, "7836b787757e95e58b3ca5aec90b1b004e8deba1e50e9675af9cabf1a13a04b5", "82134b02fb3f702491be9bed581eeab59334acb2"),
+])
+func paddingBoundaryKnownAnswers(_ length: Int, _ sha256: String, _ sha1: String) {
+    let message = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 7 + 3) }
+    #expect(hexString(SHA256.hash(message)) == sha256)
+    #expect(hexString(SHA1.hash(message)) == sha1)
+    // The same hasher again after a finalize starts from scratch.
+    var hasher = SHA256Hasher()
+    hasher.update([1, 2, 3])
+    _ = hasher.finalizeWords()
+    hasher.update(message)
+    #expect(hexString(hasher.finalize()) == sha256)
+}
+
 @Test func sha256OneMillionA() {
     let expected = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
     #expect(hexString(SHA256.hash([UInt8](repeating: 0x61, count: 1_000_000))) == expected)
