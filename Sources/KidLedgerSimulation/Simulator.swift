@@ -342,7 +342,7 @@ public final class Simulator {
         logBytes.removeAll(keepingCapacity: true)
         logBytes.append(UInt8(ascii: "t"))
         logBytes.append(UInt8(ascii: "="))
-        logBytes.append(contentsOf: String(millis).utf8)
+        Self.appendDecimal(millis, to: &logBytes)
         logBytes.append(UInt8(ascii: " "))
         logBytes.append(contentsOf: line.utf8)
         logBytes.append(UInt8(ascii: "\n"))
@@ -351,6 +351,20 @@ public final class Simulator {
         let text = "t=\(millis) \(line)"
         if keepTrace { trace.append(text) }
         scenario?.engineLine(text)
+    }
+
+    /// Appends `value`'s decimal digits, as `String(value)` writes them, to `bytes` (without
+    /// building a string: ``log(_:)`` writes one number per trace line).
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var unit: UInt64 = 1  // the place value of the first digit (at most 10^19: no overflow)
+        while magnitude / unit >= 10 { unit *= 10 }
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude / unit))
+            magnitude %= unit
+            unit /= 10
+        } while unit > 0
     }
 
     /// The replica stops (only committed state survives) and its connections drop; a drawn crash
