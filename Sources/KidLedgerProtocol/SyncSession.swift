@@ -41,30 +41,32 @@ public final class SyncSession {
     public let household: RecordID
     /// Batch and flow-control bounds.
     public let limits: SessionLimits
+    // A session is driven by one thread at a time and no access to these outlives the call that
+    // makes it, so their run-time exclusivity checks (a few per received frame) are left out.
     /// The current state.
-    public private(set) var state: State = .created
+    @exclusivity(unchecked) public private(set) var state: State = .created
     /// Counters so far (final in ``SessionAction/finished(_:)``).
-    public private(set) var summary = SessionSummary()
+    @exclusivity(unchecked) public private(set) var summary = SessionSummary()
 
-    private var decoder = FrameDecoder()
-    private var peerHas: VersionVector = [:]
-    private var peerKnown: VersionVector = [:]
-    private var queued: ArraySlice<EncodedChange> = []
-    private var inFlight = 0
-    private var sentLast = false
-    private var receivedLast = false
-    private var doneSent = false
-    private var doneReceived = false
-    private var checksReceived = false
+    @exclusivity(unchecked) private var decoder = FrameDecoder()
+    @exclusivity(unchecked) private var peerHas: VersionVector = [:]
+    @exclusivity(unchecked) private var peerKnown: VersionVector = [:]
+    @exclusivity(unchecked) private var queued: ArraySlice<EncodedChange> = []
+    @exclusivity(unchecked) private var inFlight = 0
+    @exclusivity(unchecked) private var sentLast = false
+    @exclusivity(unchecked) private var receivedLast = false
+    @exclusivity(unchecked) private var doneSent = false
+    @exclusivity(unchecked) private var doneReceived = false
+    @exclusivity(unchecked) private var checksReceived = false
     /// This side's per-child checks, taken once its exchange completed (nil before).
-    private var myChecks: [ChildCheck]?
+    @exclusivity(unchecked) private var myChecks: [ChildCheck]?
     /// The `checksDigest` message of ``myChecks`` (computed once, sent and compared).
-    private var myDigest: Message?
+    @exclusivity(unchecked) private var myDigest: Message?
     /// The peer's checks digest, once received.
-    private var peerDigest: Message?
+    @exclusivity(unchecked) private var peerDigest: Message?
     /// Whether the digests differed, so both sides send their full checks before done.
-    private var checksDiffer = false
-    private var actions: [SessionAction] = []
+    @exclusivity(unchecked) private var checksDiffer = false
+    @exclusivity(unchecked) private var actions: [SessionAction] = []
 
     /// Initiator: the invitation secret sent in hello when joining (empty otherwise).
     public let joinToken: [UInt8]

@@ -6,10 +6,12 @@ import KidLedgerProtocol
 final class SimConnection {
     let id: Int
     let ends: [Int]
-    var sessions: [SyncSession?]
-    var lastDelivery: [Int64] = [0, 0]
-    var finished: [Bool] = [false, false]
-    var deliveries = 0
+    // Used by the simulator's one thread only (run-time exclusivity checks left out, like the
+    // simulator's own state).
+    @exclusivity(unchecked) var sessions: [SyncSession?]
+    @exclusivity(unchecked) var lastDelivery: [Int64] = [0, 0]
+    @exclusivity(unchecked) var finished: [Bool] = [false, false]
+    @exclusivity(unchecked) var deliveries = 0
 
     init(id: Int, ends: [Int], sessions: [SyncSession?]) {
         self.id = id

@@ -74,60 +74,63 @@ public final class Simulator {
     /// The per-child checks of recent totals, shared by the replicas' sync sessions
     /// (``ChecksMemo``; the equivalence check's full sync computes its own).
     let checksMemo = ChecksMemo()
-    var g: SplitMix64
-    var queue = EventQueue<Event>()
-    var nodes: [SimNode] = []
-    var connections: [Int: SimConnection] = [:]
-    var nextConnection = 0
+    // The simulator runs on one thread and no access to these outlives the call that makes it, so
+    // the run-time exclusivity checks of its hot state (about 1% of a simulation, with those of
+    // ``SyncSession`` and ``SimConnection``) are left out, as in ``MemoryStore``.
+    @exclusivity(unchecked) var g: SplitMix64
+    @exclusivity(unchecked) var queue = EventQueue<Event>()
+    @exclusivity(unchecked) var nodes: [SimNode] = []
+    @exclusivity(unchecked) var connections: [Int: SimConnection] = [:]
+    @exclusivity(unchecked) var nextConnection = 0
     var partitioned = Set<Int>() {  // node indexes cut off from the rest
         didSet { if partitioned != oldValue { diagram?.partition(partitioned, at: time.millis - startMillis) } }
     }
-    var faultsOn = true
+    @exclusivity(unchecked) var faultsOn = true
     let startMillis: Int64
-    var household = RecordID.zero
-    var events = 0
-    var keepTrace: Bool
-    var trace: [String] = []
-    var traceHasher = SHA256Hasher()
+    @exclusivity(unchecked) var household = RecordID.zero
+    @exclusivity(unchecked) var events = 0
+    @exclusivity(unchecked) var keepTrace: Bool
+    @exclusivity(unchecked) var trace: [String] = []
+    @exclusivity(unchecked) var traceHasher = SHA256Hasher()
     /// ``log(_:)``'s line bytes (kept to reuse its storage).
-    var logBytes: [UInt8] = []
-    var faults: [String: Int] = [:]
-    var failures: [String] = []
+    @exclusivity(unchecked) var logBytes: [UInt8] = []
+    @exclusivity(unchecked) var faults: [String: Int] = [:]
+    @exclusivity(unchecked) var failures: [String] = []
     // Oracle state.
-    var acknowledged: [RecordID: Int] = [:]
-    var acknowledgedOrder: [RecordID] = []
-    var mayBeLost = Set<RecordID>()
-    var batches: [[RecordID]] = []
+    @exclusivity(unchecked) var acknowledged: [RecordID: Int] = [:]
+    @exclusivity(unchecked) var acknowledgedOrder: [RecordID] = []
+    @exclusivity(unchecked) var mayBeLost = Set<RecordID>()
+    @exclusivity(unchecked) var batches: [[RecordID]] = []
     /// Per replica index, what ``checkBatchesAtomic(_:)`` knows of its give-all batches.
-    var batchBooks: [BatchBook] = []
+    @exclusivity(unchecked) var batchBooks: [BatchBook] = []
     /// Every change a replica made locally, in order, with the replica that made it.
-    var madeChanges: [(node: Int, logged: LoggedChange)] = []
+    @exclusivity(unchecked) var madeChanges: [(node: Int, logged: LoggedChange)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
-    var lostChanges = Set<Int>()
+    @exclusivity(unchecked) var lostChanges = Set<Int>()
     /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
     /// is derived from its original, so two replicas can both carry one).
-    var carriers: [RecordID: [Carrier]] = [:]
-    var rejectedChanges = 0
+    @exclusivity(unchecked) var carriers: [RecordID: [Carrier]] = [:]
+    @exclusivity(unchecked) var rejectedChanges = 0
     let lmdbBase: String?
     /// A scripted scenario's state: when set, no random user operations or faults are drawn.
-    var scenario: ScenarioState?
+    @exclusivity(unchecked) var scenario: ScenarioState?
     /// Shortest one-way network delay (scenarios may raise it).
-    var delayMillisMin: Int64 = 1
+    @exclusivity(unchecked) var delayMillisMin: Int64 = 1
     /// A deliberate bug, for testing the shrinker only (never on unless asked for by name).
     let plantedBug: PlantedBug?
     /// When recording: the drawn user operations and faults, as scenario steps.
-    var generated: [Scenario.Step]?
+    @exclusivity(unchecked) var generated: [Scenario.Step]?
     /// Labels of the children added in a recorded run (`add-child NAME as LABEL`), by id.
-    var childLabels: [RecordID: String] = [:]
+    @exclusivity(unchecked) var childLabels: [RecordID: String] = [:]
     /// When recording: what the space-time diagram draws.
-    var diagram: DiagramLog?
+    @exclusivity(unchecked) var diagram: DiagramLog?
     /// When the first check failed.
-    var failureMillis: Int64?
+    @exclusivity(unchecked) var failureMillis: Int64?
     /// How many ways to reach the final state were compared (``checkEquivalence(_:)``).
-    var equivalentWays = 0
+    @exclusivity(unchecked) var equivalentWays = 0
     /// The final checks' `verify` reports, each with a copy of the store content it was computed
     /// on (``verifyOnce(_:)``).
-    var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
+    @exclusivity(unchecked) var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
 
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
@@ -339,7 +342,7 @@ public final class Simulator {
         logBytes.removeAll(keepingCapacity: true)
         logBytes.append(UInt8(ascii: "t"))
         logBytes.append(UInt8(ascii: "="))
-        logBytes.append(contentsOf: String(millis).utf8)
+        Self.appendDecimal(millis, to: &logBytes)
         logBytes.append(UInt8(ascii: " "))
         logBytes.append(contentsOf: line.utf8)
         logBytes.append(UInt8(ascii: "\n"))
@@ -348,6 +351,20 @@ public final class Simulator {
         let text = "t=\(millis) \(line)"
         if keepTrace { trace.append(text) }
         scenario?.engineLine(text)
+    }
+
+    /// Appends `value`'s decimal digits, as `String(value)` writes them, to `bytes` (without
+    /// building a string: ``log(_:)`` writes one number per trace line).
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var unit: UInt64 = 1  // the place value of the first digit (at most 10^19: no overflow)
+        while magnitude / unit >= 10 { unit *= 10 }
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude / unit))
+            magnitude %= unit
+            unit /= 10
+        } while unit > 0
     }
 
     /// The replica stops (only committed state survives) and its connections drop; a drawn crash
