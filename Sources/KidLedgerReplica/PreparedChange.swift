@@ -56,12 +56,14 @@ struct PreparedChange: Sendable {
     /// Whether no operation breaks a domain rule (``Replica/problem(with:)``): apply skips the check.
     var operationsValid: Bool
 
-    init(_ change: Change) {
-        self.init(change, encoded: RecordCodec.encode(change))
+    /// `withIDMix`: whether a transaction's ``PreparedTransaction/idMix`` is computed here (else
+    /// applying computes it).
+    init(_ change: Change, withIDMix: Bool = true) {
+        self.init(change, encoded: RecordCodec.encode(change), withIDMix: withIDMix)
     }
 
     /// `encoded` must be `RecordCodec.encode(change)`.
-    init(_ change: Change, encoded: [UInt8]) {
+    init(_ change: Change, encoded: [UInt8], withIDMix: Bool = true) {
         self.encoded = encoded
         version = Keys.version(encoded)
         logKey = Keys.change(change.origin, change.sequence, version: version)
@@ -70,9 +72,9 @@ struct PreparedChange: Sendable {
         if change.operations.count == 1 {
             // A transaction's record is the end of the change's bytes: copied, not encoded again.
             operation = PreparedOperation(change.operations[0], stamp: stamp,
-                                          payload: RecordCodec.soleTransaction(of: change, encoded: encoded))
+                                          payload: RecordCodec.soleTransaction(of: change, encoded: encoded), withIDMix: withIDMix)
         } else {
-            operations = change.operations.map { PreparedOperation($0, stamp: stamp) }
+            operations = change.operations.map { PreparedOperation($0, stamp: stamp, withIDMix: withIDMix) }
         }
     }
 
@@ -94,9 +96,9 @@ enum PreparedOperation: Sendable {
 
     /// Prepares `op` of a change stamped `stamp`, when it adds a transaction or writes a register.
     /// `payload`, when given, must be `RecordCodec.encode(t)` of the transaction `op` adds.
-    init?(_ op: Operation, stamp: Stamp, payload: [UInt8]? = nil) {
+    init?(_ op: Operation, stamp: Stamp, payload: [UInt8]? = nil, withIDMix: Bool = true) {
         switch op {
-        case .addTransaction(let t): self = .transaction(PreparedTransaction(t, payload: payload))
+        case .addTransaction(let t): self = .transaction(PreparedTransaction(t, payload: payload, withIDMix: withIDMix))
         case .setField(let entity, let field, let value, let base):
             self = .register(PreparedRegister(RegisterWrite(stamp: stamp, base: base, value: value), entity: entity, field: field))
         default: return nil
@@ -138,12 +140,13 @@ final class PreparedRegister: Sendable {
 final class PreparedTransaction: Sendable {
     let payload: [UInt8]
     let recordHash: Digest256
-    let idMix: (high: UInt64, low: UInt64)
+    /// ``Aggregate/idMix(_:)`` of its id; nil when prepared without it (applying computes it).
+    let idMix: (high: UInt64, low: UInt64)?
     /// `Keys.id` of the transaction and of its child, `Keys.byTime`, `Keys.byChild`.
     let key, childKey, byTimeKey, byChildKey: [UInt8]
 
     /// `payload`, when given, must be `RecordCodec.encode(t)`.
-    init(_ t: LedgerTransaction, payload: [UInt8]? = nil) {
+    init(_ t: LedgerTransaction, payload: [UInt8]? = nil, withIDMix: Bool = true) {
         key = Keys.id(t.id)
         childKey = Keys.id(t.childID)
         byTimeKey = Keys.byTime(t)
@@ -151,7 +154,7 @@ final class PreparedTransaction: Sendable {
         assert(payload == nil || payload == RecordCodec.encode(t), "not the transaction's encoding")
         self.payload = payload ?? RecordCodec.encode(t)
         recordHash = Digest256.hash(tag: DigestRecord.transactionTag, self.payload)
-        idMix = Aggregate.idMix(t.id)
+        idMix = withIDMix ? Aggregate.idMix(t.id) : nil
     }
 }
 
@@ -281,13 +284,17 @@ extension Replica {
         // The chain link before each origin's first change in the batch, read now, so the
         // preparing thread can chain the links of the changes that follow it.
         let predictor = LinkPredictor(cache: cache)
+        // Without a cache each prepared change is applied once, and on two threads the preparing
+        // one is the busier (mostly SHA-256): the applying side hashes each transaction id's share
+        // of its child's id hash (`Aggregate.idMix`, one SHA-256 block) itself. With a cache the
+        // prepared change serves every replica, so it keeps the share.
         for change in changes where change.sequence >= 1 && predictor.heads[change.origin.rawValue] == nil {
             predictor.heads[change.origin.rawValue] = (change.sequence - 1, try previousLink(change.origin, change.sequence, w))
         }
         try splitter.pipeline(changes.count, produce: { i in
             var prepared = cache.map { cache in
                 received.flatMap { cache.known($0[i]) } ?? cache.prepared(changes[i])
-            } ?? PreparedChange(changes[i])
+            } ?? PreparedChange(changes[i], withIDMix: false)
             predictor.predict(changes[i], &prepared)
             target[i] = prepared
         }, consume: { i in
