@@ -2,11 +2,11 @@
 # The performance benchmarks of docs/PERFORMANCE.md: builds release binaries, measures every row
 # (the median of several runs), prints one table and writes it as JSON.
 #
-#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds (7 to 10 minutes on 2 cores)
+#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds twice, with and without the determinism rerun (7 to 10 minutes on 2 cores)
 #   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
 #
 # Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,
-# 3 for N >= 100k; whole-process rows take 15 interleaved rounds), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
+# 3 for N >= 100k; whole-process and incremental rows take 21 interleaved rounds), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
 # --seeds 0 skips the simulator, --work DIR keeps the homes there (default: a temporary directory, removed at the end).
 # Environment: SCRATCH (SwiftPM scratch path, default .build).
 # Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
@@ -20,7 +20,7 @@ REPO=$PWD
 MODE=full
 OUT=bench-results.json
 RUNS=5
-PROC_RUNS=15
+PROC_RUNS=21
 SIZES=""
 SEEDS=""
 WORK=""
@@ -204,10 +204,15 @@ if [ "$YRS_N" -gt 0 ]; then
 fi
 
 if [ "$SEEDS" -gt 0 ]; then
-    say "simulator: $SEEDS standard seeds on $(nproc) cores"
+    # As CI runs it (each seed twice: the determinism check), then the same seeds run once each:
+    # the simulator's own speed on the same mix.
+    say "simulator: $SEEDS standard seeds on $(nproc) cores, with the determinism rerun, then without"
     proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)")
     summary=$(grep '^seeds=' "$WORK/sim.txt")
     record "{\"row\":\"simulator\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
+    proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)" --no-rerun)
+    summary=$(grep '^seeds=' "$WORK/sim.txt")
+    record "{\"row\":\"simulatorOnce\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
 fi
 
 record "{\"row\":\"elapsed\",\"seconds\":$(( $(date +%s) - started ))}"

@@ -94,4 +94,23 @@ struct RerunTests {
         // The rerun checked everything again and found the same: no "not deterministic" added.
         #expect(failing.failures == failing.result.failures)
     }
+
+    @Test("fuzz --no-rerun runs each seed once: the same seeds, events and verdict, one run per seed")
+    func noRerun() {
+        var twice: [String] = [], once: [String] = []
+        // Three seeds may not inject every fault kind, so the exit status is not the point here.
+        _ = SimulatorCLI.run(arguments: ["fuzz", "--seeds", "3", "--start", "5"], output: { twice.append($0) })
+        _ = SimulatorCLI.run(arguments: ["fuzz", "--seeds", "3", "--start", "5", "--no-rerun"], output: { once.append($0) })
+        func field(_ lines: [String], _ key: String) -> String? {
+            lines.first { $0.hasPrefix("seeds=") }?.split(separator: " ").first { $0.hasPrefix(key + "=") }.map(String.init)
+        }
+        #expect(field(twice, "runsPerSeed") == "runsPerSeed=2")
+        #expect(field(once, "runsPerSeed") == "runsPerSeed=1")
+        #expect(field(twice, "failures") == "failures=0" && field(once, "failures") == "failures=0")
+        #expect(field(twice, "events") != nil && field(twice, "events") == field(once, "events"))
+        // A failing seed fails on its one run, with its first run's failures.
+        let failing = SimulatorCLI.runOnce(7, replicas: 2...5, lmdb: false, membership: false, plantedBug: .crossReplicaUndo)
+        #expect(!failing.result.passed)
+        #expect(!failing.failures.isEmpty && failing.failures == failing.result.failures)
+    }
 }
