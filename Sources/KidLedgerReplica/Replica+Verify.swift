@@ -160,14 +160,20 @@ extension Replica {
     private func verifyChangeLog(_ r: any KeyValueReader, problem: (String) -> Void) throws -> Int {
         var lastByOrigin: [ReplicaID: UInt64] = [:]
         var changes = 0
-        var chain: (origin: ReplicaID, sequence: UInt64, previous: [UInt8], hasher: SHA256Hasher)?
+        // The link being hashed: the previous link, then the version of every change at one
+        // (origin, sequence) (several versions when it forked). Plain locals rather than one
+        // optional tuple: the hasher and arrays are then not copied at every change.
+        var open = false
+        var openOrigin = ReplicaID(0), openSequence: UInt64 = 0
+        var previous = [UInt8](repeating: 0, count: 16)
+        var hasher = SHA256Hasher()
         func closeLink() throws {
-            guard var open = chain else { return }
-            let link = Array(open.hasher.finalize().prefix(16))
-            if try r.get(Tables.chains, Keys.change(open.origin, open.sequence)) != link {
-                problem("hash chain of \(open.origin) at \(open.sequence) does not match the change log")
+            guard open else { return }
+            let link = hasher.finalizeWords().prefix(16)  // resets the hasher
+            if try r.get(Tables.chains, Keys.change(openOrigin, openSequence)) != link {
+                problem("hash chain of \(openOrigin) at \(openSequence) does not match the change log")
             }
-            chain = (open.origin, open.sequence, link, SHA256Hasher())
+            previous = link
         }
         try r.scan(Tables.changes) { key, value in
             changes += 1
@@ -181,14 +187,16 @@ extension Replica {
                 problem("change log of \(change.origin) jumps from \(last) to \(change.sequence)")
             }
             lastByOrigin[change.origin] = change.sequence
-            if chain?.origin != change.origin || chain?.sequence != change.sequence {
+            if !open || openOrigin != change.origin || openSequence != change.sequence {
+                let sameOrigin = open && openOrigin == change.origin
                 try closeLink()
-                let previous = chain?.origin == change.origin ? chain!.previous : [UInt8](repeating: 0, count: 16)
-                var hasher = SHA256Hasher()
+                if !sameOrigin { previous = [UInt8](repeating: 0, count: 16) }
+                open = true
+                openOrigin = change.origin
+                openSequence = change.sequence
                 hasher.update(previous)
-                chain = (change.origin, change.sequence, previous, hasher)
             }
-            chain!.hasher.update(Array(key.suffix(8)))
+            key.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[16...])) }  // the version
             let rejected = try r.get(Tables.rejected, key) != nil
             for op in change.operations where !rejected || op.isMembership {
                 try checkReflected(op, change: change, r, problem: problem)

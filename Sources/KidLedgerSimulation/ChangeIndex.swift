@@ -40,6 +40,7 @@ struct ChangeIndex {
 
     /// The changes of a log, as ``Replica/encodedChanges(notCoveredBy:limit:)`` reads them.
     init(_ log: [EncodedChange]) {
+        byPosition.reserveCapacity(log.count)  // one position a change, but for forks: no rehashing
         for entry in log { insert(entry) }
     }
 

@@ -53,6 +53,7 @@ enum ReferenceModel {
         var created = Set<RecordID>()
         var registers: [Register: (stamp: Stamp, value: FieldValue)] = [:]
         var transactions: [RecordID: LedgerTransaction] = [:]
+        transactions.reserveCapacity(changes.count)  // about one a change: no rehashing as it grows
         for change in changes where !rejected(change) {
             let stamp = Stamp(hlc: change.hlc, origin: change.origin)
             for op in change.operations {

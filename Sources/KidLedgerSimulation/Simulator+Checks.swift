@@ -108,18 +108,20 @@ extension Simulator {
     /// rule or lost with a restore's files).
     func transactionProblems(_ all: [LedgerTransaction], rejected: Set<RecordID>) -> [String] {
         var problems: [String] = []
-        var byID: [RecordID: LedgerTransaction] = [:]
-        for t in all { byID[t.id] = t }
+        // Whether each held transaction is an undo, by id (all that is asked of a held one).
+        var isUndo: [RecordID: Bool] = [:]
+        isUndo.reserveCapacity(all.count)
+        for t in all { isUndo[t.id] = t.isUndo }
         var compensations: [RecordID: Int] = [:]
         for t in all {
             guard let original = t.reverses else { continue }
             compensations[original, default: 0] += 1
-            if let o = byID[original], o.isUndo { problems.append("holds an undo of an undo: \(t.id)") }
+            if isUndo[original] == true { problems.append("holds an undo of an undo: \(t.id)") }
         }
         for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
             problems.append("compensates \(original) \(n) times")
         }
-        for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
+        for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && isUndo[id] == nil {
             problems.append("lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
             break
         }
