@@ -39,9 +39,13 @@ enum ReferenceModel {
                 }
             }
         }
+        // A change is rejected beyond its origin's cut: the cut of the member claiming the origin
+        // (taken once per origin, not looked up by the member's key for every change).
+        var cutAt: [ReplicaID: UInt64] = [:]
+        for (origin, member) in claims { if let cut = cuts[member] { cutAt[origin] = cut[origin] ?? 0 } }
         func rejected(_ change: Change) -> Bool {
-            guard let member = claims[change.origin], let cut = cuts[member] else { return false }
-            return change.sequence > (cut[change.origin] ?? 0)
+            guard let cut = cutAt[change.origin] else { return false }
+            return change.sequence > cut
         }
 
         // A register is (entity, field); values and transactions are encoded only to break a tie
@@ -53,6 +57,7 @@ enum ReferenceModel {
         var created = Set<RecordID>()
         var registers: [Register: (stamp: Stamp, value: FieldValue)] = [:]
         var transactions: [RecordID: LedgerTransaction] = [:]
+        transactions.reserveCapacity(changes.count)  // about one a change: no rehashing as it grows
         for change in changes where !rejected(change) {
             let stamp = Stamp(hlc: change.hlc, origin: change.origin)
             for op in change.operations {

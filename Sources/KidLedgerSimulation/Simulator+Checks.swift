@@ -85,12 +85,20 @@ extension Simulator {
     /// function of the transactions a replica holds (and of the oracle's state, the same for every
     /// replica): converged replicas usually hold the same ones, so each distinct transactions
     /// table of the in-memory replicas is read and checked once (``PerContent``).
-    func checkEachReplica(_ replicas: [Replica], rejected: Set<RecordID>) throws {
+    ///
+    /// `first`: ``verifyOnce(_:keepingRecords:)`` of `replicas[0]`, already asked; its records
+    /// are what `verify` decoded of that store, which has not been written since (the final checks
+    /// only read), so their transactions are its `allTransactions()`.
+    func checkEachReplica(_ replicas: [Replica], rejected: Set<RecordID>,
+                          first: (report: VerifyReport, records: VerifiedRecords?)? = nil) throws {
         var checked = PerContent<[String]>(tables: Replica.allTransactionsTables)
-        for (node, replica) in zip(nodes, replicas) {
-            let report = try verifyOnce(replica)
+        for (i, (node, replica)) in zip(nodes, replicas).enumerated() {
+            let report = try (i == 0 ? first?.report : nil) ?? verifyOnce(replica).report
             for problem in report.problems.prefix(3) { failures.append("\(node.name) verify: \(problem)") }
-            let problems = try checked.answer(replica) { transactionProblems(try replica.allTransactions(), rejected: rejected) }
+            let problems = try checked.answer(replica) {
+                let all = try (i == 0 ? first?.records?.allTransactions : nil) ?? replica.allTransactions()
+                return transactionProblems(all, rejected: rejected)
+            }
             for problem in problems { failures.append("\(node.name) \(problem)") }
         }
     }
@@ -108,18 +116,20 @@ extension Simulator {
     /// rule or lost with a restore's files).
     func transactionProblems(_ all: [LedgerTransaction], rejected: Set<RecordID>) -> [String] {
         var problems: [String] = []
-        var byID: [RecordID: LedgerTransaction] = [:]
-        for t in all { byID[t.id] = t }
+        // Whether each held transaction is an undo, by id (all that is asked of a held one).
+        var isUndo: [RecordID: Bool] = [:]
+        isUndo.reserveCapacity(all.count)
+        for t in all { isUndo[t.id] = t.isUndo }
         var compensations: [RecordID: Int] = [:]
         for t in all {
             guard let original = t.reverses else { continue }
             compensations[original, default: 0] += 1
-            if let o = byID[original], o.isUndo { problems.append("holds an undo of an undo: \(t.id)") }
+            if isUndo[original] == true { problems.append("holds an undo of an undo: \(t.id)") }
         }
         for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
             problems.append("compensates \(original) \(n) times")
         }
-        for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && byID[id] == nil {
+        for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && isUndo[id] == nil {
             problems.append("lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))")
             break
         }
@@ -130,11 +140,12 @@ extension Simulator {
     /// hold the same entries in every table `verify` reads, and then its report is the same
     /// (``Replica/verifiesAlike(_:_:)``). An LMDB replica is compared by reading its tables
     /// through LMDB, so the first of each content is verified and the others are still read whole.
-    func verifyOnce(_ replica: Replica) throws -> VerifyReport {
-        for entry in verifiedContents where try Replica.verifiesAlike(entry.content, replica.store) { return entry.report }
-        let report = try replica.verify()
+    /// With `keepingRecords`, what `verify` decoded when it ran here (nil when the report was kept).
+    func verifyOnce(_ replica: Replica, keepingRecords: Bool = false) throws -> (report: VerifyReport, records: VerifiedRecords?) {
+        for entry in verifiedContents where try Replica.verifiesAlike(entry.content, replica.store) { return (entry.report, nil) }
+        let (report, records) = try replica.verify(keepingRecords: keepingRecords)
         verifiedContents.append((try Replica.verifiedContent(of: replica.store), report))  // a copy: the store may change later
-        return report
+        return (report, records)
     }
 
     /// After the run is quiet: equal digests, intact replicas, the membership checks (the
@@ -148,11 +159,15 @@ extension Simulator {
         if Set(digests).count != 1 {
             failures.append("digests differ: " + zip(nodes, digests).map { "\($0.name)=\($1.description.prefix(12))" }.joined(separator: " "))
         }
+        // The first replica verified first (`checkEachReplica` reports it in its turn): the change
+        // log entries and transactions `verify` decodes are decoded again by `ChangeLogs` and
+        // `allTransactions()`, which take them instead.
+        let first = try verifyOnce(replicas[0], keepingRecords: true)
         // Every replica's whole change log, read once for the membership checks and the reference
         // model (nothing writes in between).
-        let logs = try ChangeLogs(replicas)
+        let logs = try ChangeLogs(replicas, decoded: first.records?.changes ?? [])
         let rejected = try membershipChecks(replicas, logs: logs)
-        try checkEachReplica(replicas, rejected: rejected)
+        try checkEachReplica(replicas, rejected: rejected, first: first)
         try checkBatchesAtomic()
         try checkAgainstReferenceModel(replicas, logs: logs)
         let journals = try conflictJournals(replicas)

@@ -25,7 +25,7 @@ extension Simulator {
         } else if full != digest {
             failures.append("equivalence: a full sync from empty (from \(source.name)) gives digest \(full.description.prefix(12)), incremental sync gave \(digest.description.prefix(12))")
         }
-        for problem in try verifyOnce(fresh).problems.prefix(3) { failures.append("equivalence: the fully synced replica's verify: \(problem)") }
+        for problem in try verifyOnce(fresh).report.problems.prefix(3) { failures.append("equivalence: the fully synced replica's verify: \(problem)") }
         ways.append("full sync from empty (\(try fresh.counts().transactions) transactions from \(source.name))")
 
         var reopened = 0

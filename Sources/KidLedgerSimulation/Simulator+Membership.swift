@@ -132,7 +132,12 @@ extension Simulator {
         let members = try replicas[0].members()
         var claimant: [ReplicaID: [UInt8]] = [:]
         for m in members { for origin in m.devices { claimant[origin] = m.key } }
-        func cut(_ origin: ReplicaID) -> UInt64? { claimant[origin].flatMap { seen[$0] }.map { $0[origin] ?? 0 } }
+        // Where each origin's changes stop counting: the revoked claimant's cut (the min `seen` of
+        // its revocations) at that origin; none for an origin whose claimant is not revoked.
+        // Computed once per origin, not per change asked about (a lookup by the 32-byte key).
+        var cuts: [ReplicaID: UInt64] = [:]
+        for (origin, key) in claimant { if let cut = seen[key] { cuts[origin] = cut[origin] ?? 0 } }
+        func cut(_ origin: ReplicaID) -> UInt64? { cuts[origin] }
 
         // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).
         func canonical(_ ms: [MemberSummary]) -> [MemberSummary] {
