@@ -95,7 +95,7 @@ struct MemoryStoreModelTests {
         for step in 0..<300 {
             if step % 40 == 20 {
                 // Some copies are dropped (their logs freed), others kept to the end.
-                if copies.count >= 3 { copies.remove(at: 1) }
+                if copies.count >= 4 { copies.remove(at: 1) }
                 copies.append((store.lazyCopy(), store.clone()))
             }
             let fails = Int.random(in: 0..<5, using: &rng) == 0
