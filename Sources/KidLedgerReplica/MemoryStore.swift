@@ -166,13 +166,20 @@ public final class MemoryStore: KeyValueStore {
                 for i in hashes.indices where hashes[i] == h && tables[i] == t { return sorted[i] }
                 return nil
             }
-            var s = Int(truncatingIfNeeded: h % UInt64(Self.slotCount))
-            while slots[s] != 0 {
-                let i = Int(slots[s]) - 1
-                if hashes[i] == h && tables[i] == t { return sorted[i] }
-                s = (s + 1) % Self.slotCount
+            // Read through buffer pointers, without bounds checks (every store operation looks a
+            // table up): `s` stays below `slotCount`, the length of `slots`, and a slot holds 1 +
+            // an index of `hashes` (and so of `tables` and `sorted`) or 0.
+            return slots.withUnsafeBufferPointer { slots in
+                hashes.withUnsafeBufferPointer { hashes in
+                    var s = Int(truncatingIfNeeded: h % UInt64(Self.slotCount))
+                    while slots[s] != 0 {
+                        let i = Int(slots[s]) - 1
+                        if hashes[i] == h && tables[i] == t { return sorted[i] }
+                        s = (s + 1) % Self.slotCount
+                    }
+                    return nil
+                }
             }
-            return nil
         }
 
         mutating func append(_ t: Table, _ table: SortedTable) {

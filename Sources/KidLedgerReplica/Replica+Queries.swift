@@ -147,6 +147,9 @@ extension Replica {
         }
         /// `rows` in list order, built once per kept value.
         private(set) lazy var ordered: [ChildSummary] = order.map { rows[$0] }
+        /// The rows' names, built once per kept value: every resolved query compares them all
+        /// (reading a name from `rows` copied the whole row each time).
+        private(set) lazy var names: [String] = rows.map(\.name)
         init(_ rows: [ChildSummary], _ keys: [[UInt8]]) { self.rows = rows; self.keys = keys }
     }
 
@@ -172,8 +175,16 @@ extension Replica {
             guard key.count == 16 else { return nil }  // a damaged key: let the full read report it
             entities.append(key)
         }
-        for key in written[1] where key.count == 17 { entities.append(Array(key[0..<16])) }
-        guard let dirty = distinctSorted(entities, atMost: 32) else { return nil }
+        // Consecutive writes of one entity's registers (a new child writes three) are one entity:
+        // kept once, without copying its id again; `listed` counts them all, as if kept each time
+        // (``distinctSorted(_:atMost:)`` gives up on that many).
+        var listed = entities.count
+        for key in written[1] where key.count == 17 {
+            listed += 1
+            if let last = entities.last, KeyBytes.hasPrefix(key, last) { continue }
+            entities.append(Array(key[0..<16]))
+        }
+        guard listed <= 4 * 32, let dirty = distinctSorted(entities, atMost: 32) else { return nil }
         var rows = kept.rows, keys = kept.keys
         for key in dirty {
             let (i, found) = position(of: key, in: keys)
@@ -189,6 +200,8 @@ extension Replica {
     /// `keys` sorted, without repeats; nil when there are more than `limit` of them.
     static func distinctSorted(_ keys: [[UInt8]], atMost limit: Int) -> [[UInt8]]? {
         guard keys.count <= 4 * limit else { return nil }
+        // Usually one key, or one key repeated: nothing to sort.
+        if let first = keys.first, limit >= 1, keys.allSatisfy({ KeyBytes.compare($0, first) == 0 }) { return [first] }
         var result: [[UInt8]] = []
         for key in keys.sorted(by: { KeyBytes.compare($0, $1) < 0 }) where result.last != key { result.append(key) }
         return result.count <= limit ? result : nil
@@ -308,13 +321,12 @@ extension Replica {
     static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
         // Names, flags and ids decide the match; only the match's totals are read, and only the
         // matches are put in list order (the candidates of an ambiguous query).
-        let all = try childRowsAndKeys(r).rows
+        let stored = try childRowsAndKeys(r)
+        let all = stored.rows, names = stored.names
         let wanted = Text.trimmed(query).lowercased()
-        // Indexes first, so only the matches are copied; the rows are read in place (the
-        // array's subscript copied each whole row), through a pointer used only in the closure.
-        var indexes = all.withUnsafeBufferPointer { rows in
-            rows.indices.filter { Self.equalIgnoringCase(rows[$0].name, lowercased: wanted) }
-        }
+        // Indexes first, so only the matches are copied; the ids are read in place (the array's
+        // subscript copied each whole row), through a pointer used only in the closure.
+        var indexes = names.indices.filter { Self.equalIgnoringCase(names[$0], lowercased: wanted) }
         if indexes.isEmpty, let digits = hexDigits(wanted), digits.count >= 4 {
             indexes = all.withUnsafeBufferPointer { rows in
                 rows.indices.filter { Self.hex(of: rows[$0].id, hasPrefix: digits) }
