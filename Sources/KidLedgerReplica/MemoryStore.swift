@@ -455,7 +455,10 @@ public final class MemoryStore: KeyValueStore {
                 if sameTables && same { return value }
                 // A failing update (a damaged store) leaves the answer, or the error, to `compute`.
                 if sameTables, let written = writtenKeys(kept), let updated = try? update(value, written) {
-                    return remember(slot, tables, updated)
+                    // The same table objects (journaling since the kept value was remembered):
+                    // only their stamps are new.
+                    store.memos[slot] = Kept(tables: kept.tables, stamps: kept.tables.map { $0?.writes ?? 0 }, value: updated)
+                    return updated
                 }
             }
             return remember(slot, tables, try compute())
