@@ -361,10 +361,11 @@ final class BatchWriter: KeyValueWriter {
     /// Writes every pending entry to the store (in key order, table by table).
     func flush() throws {
         try flushAggregates()
-        for s in Self.slotTables.indices.sorted(by: { Self.slotTables[$0].name < Self.slotTables[$1].name }) {
-            try flush(slot: s)
-        }
+        for s in Self.slotFlushOrder { try flush(slot: s) }
     }
+
+    /// The slots in the order ``flush()`` writes them: by table name (sorted once, not per flush).
+    private static let slotFlushOrder = slotTables.indices.sorted { slotTables[$0].name < slotTables[$1].name }
 
     private func flush(_ table: Table) throws {
         if let s = slot(table) { try flush(slot: s) }
@@ -384,13 +385,20 @@ final class BatchWriter: KeyValueWriter {
     }
 
     private func flushAggregates() throws {
-        for child in aggregates.keys.sorted() where aggregates[child]!.dirty {
-            if let value = aggregates[child]!.value {
-                try base.put(Tables.aggregates, Keys.id(child), value.encoded())
-            } else {
-                try base.delete(Tables.aggregates, Keys.id(child))
+        let children = aggregates.keys
+        // Each child found once (usually there is one: nothing to sort); an entry is marked
+        // written only once its write returns.
+        for child in children.count > 1 ? children.sorted() : children {
+            try aggregates.update(child) { entry in
+                guard var cached = entry, cached.dirty else { return }
+                if let value = cached.value {
+                    try base.put(Tables.aggregates, Keys.id(child), value.encoded())
+                } else {
+                    try base.delete(Tables.aggregates, Keys.id(child))
+                }
+                cached.dirty = false
+                entry = cached
             }
-            aggregates[child]!.dirty = false
         }
     }
 }

@@ -65,6 +65,8 @@ public enum MemoKey: Int, Hashable, Sendable, CaseIterable {
     case versionVector
     /// Every child's totals.
     case aggregates
+    /// The household's summary.
+    case household
 }
 
 /// A value kept by ``KeyValueReader/memo(_:tables:_:)`` (which keeps objects).

@@ -84,6 +84,18 @@ public final class MemoryStore: KeyValueStore {
             }
         }
 
+        /// Makes `old` the value of `key` again (nil: no entry), without stamping the write:
+        /// how an undo entry is applied.
+        func reset(_ key: [UInt8], to old: [UInt8]?) {
+            let (i, present) = find(key)
+            switch (present, old) {
+            case (true, let value?): entries[i].value = value
+            case (true, nil): entries.remove(at: i)
+            case (false, let value?): insert(Entry(key: key, value: value), at: i)
+            case (false, nil): break
+            }
+        }
+
         /// Inserts `entry` at index `i` (`0...entries.count`): appended, then moved into place
         /// with one memmove of the entries after it. `Array.insert` (a generic replaceSubrange
         /// through a one-element collection) cost about twice as much per put.
@@ -154,13 +166,20 @@ public final class MemoryStore: KeyValueStore {
                 for i in hashes.indices where hashes[i] == h && tables[i] == t { return sorted[i] }
                 return nil
             }
-            var s = Int(truncatingIfNeeded: h % UInt64(Self.slotCount))
-            while slots[s] != 0 {
-                let i = Int(slots[s]) - 1
-                if hashes[i] == h && tables[i] == t { return sorted[i] }
-                s = (s + 1) % Self.slotCount
+            // Read through buffer pointers, without bounds checks (every store operation looks a
+            // table up): `s` stays below `slotCount`, the length of `slots`, and a slot holds 1 +
+            // an index of `hashes` (and so of `tables` and `sorted`) or 0.
+            return slots.withUnsafeBufferPointer { slots in
+                hashes.withUnsafeBufferPointer { hashes in
+                    var s = Int(truncatingIfNeeded: h % UInt64(Self.slotCount))
+                    while slots[s] != 0 {
+                        let i = Int(slots[s]) - 1
+                        if hashes[i] == h && tables[i] == t { return sorted[i] }
+                        s = (s + 1) % Self.slotCount
+                    }
+                    return nil
+                }
             }
-            return nil
         }
 
         mutating func append(_ t: Table, _ table: SortedTable) {
@@ -201,6 +220,9 @@ public final class MemoryStore: KeyValueStore {
     @exclusivity(unchecked) private var spareUndo: [Undo] = []
     /// The most capacity ``spareUndo`` keeps.
     static let spareUndoMax = 4096
+    /// The capacity an undo log starts with when there is no spare one (a ``WriteLog`` took it):
+    /// enough for most transactions, so it seldom grows.
+    static let undoCapacity = 64
 
     func nextStamp() -> UInt64 {
         stamp &+= 1
@@ -258,6 +280,7 @@ public final class MemoryStore: KeyValueStore {
         let txn = Transaction(store: self, snapshot: committed, writable: true)
         txn.undo = spareUndo
         spareUndo = []
+        if txn.undo.capacity == 0 { txn.undo.reserveCapacity(Self.undoCapacity) }
         defer {
             var log = txn.undo
             txn.undo = []
@@ -270,28 +293,125 @@ public final class MemoryStore: KeyValueStore {
             let result = try body(txn)
             if txn.snapshot.tables.count != committed.tables.count { reader = nil }  // it lacks the new tables
             committed = txn.snapshot
+            if writeLog != nil { logForCopies(txn) }
             return result
         } catch {
             for entry in txn.undo.reversed() {
-                let (t, key, old) = (entry.table, entry.key, entry.old)
-                t.noteWrite(key, stamp: nextStamp())
-                let (i, present) = t.find(key)
-                switch (present, old) {
-                case (true, let value?): t.entries[i].value = value
-                case (true, nil): t.entries.remove(at: i)
-                case (false, let value?): t.insert(Entry(key: key, value: value), at: i)
-                case (false, nil): break
-                }
+                entry.table.noteWrite(entry.key, stamp: nextStamp())
+                entry.table.reset(entry.key, to: entry.old)
             }
             throw error
         }
+    }
+
+    // MARK: Lazy copies
+
+    /// The undo entries of the writes committed after a ``LazyCopy`` was taken, oldest first:
+    /// what turns the store's later state back into the copy's. Each copy starts a new log and
+    /// the previous one links to it, so a copy reaches every later write through `next`.
+    final class WriteLog {
+        /// The undo logs of the commits, each as its transaction left it (moved, not copied).
+        @exclusivity(unchecked) var commits: [[Undo]] = []
+        @exclusivity(unchecked) var next: WriteLog?
+    }
+
+    /// The log commits add to while a lazy copy may need it; nil when none can (no copy, or every
+    /// copy that reached it is gone).
+    @exclusivity(unchecked) private var writeLog: WriteLog?
+
+    /// Moves a committed transaction's undo log to ``writeLog``, or drops that when the store
+    /// holds the only reference to it: then no live copy (nor an older log a copy holds) reaches it.
+    private func logForCopies(_ txn: Transaction) {
+        if isKnownUniquelyReferenced(&writeLog) {
+            writeLog = nil
+        } else if !txn.undo.isEmpty {
+            writeLog!.commits.append(txn.undo)
+            txn.undo = []
+        }
+    }
+
+    /// The state a table had when a ``LazyCopy`` was taken: what its contents alone don't say.
+    struct TableState {
+        let writes: UInt64
+        let journal: [SortedTable.Written]
+        let journalFrom: UInt64?
+    }
+
+    /// A copy of the store's committed state as it was when ``lazyCopy()`` took it, built only by
+    /// ``materialize()``: until then it keeps the store and the undo entries of the writes the
+    /// store commits since. For copies seldom used (the simulator's stale copies of a replica's
+    /// files, taken often and restored rarely): a ``clone()`` shares the tables' arrays, so the
+    /// store's next write to each table copies its whole array (retaining every key and value),
+    /// whereas keeping an undo entry costs about what dropping it after the commit did.
+    ///
+    /// The store must not be in a write transaction when the copy is taken or materialized.
+    public final class LazyCopy {
+        /// Keeps the store's table objects alive: the log's undo entries don't retain them.
+        let store: MemoryStore
+        let log: WriteLog
+        /// The first `tables.count` tables of the store are those that existed then (a
+        /// committed snapshot only ever appends tables).
+        let tables: [TableState]
+        let stamp: UInt64
+
+        init(store: MemoryStore, log: WriteLog, tables: [TableState], stamp: UInt64) {
+            self.store = store
+            self.log = log
+            self.tables = tables
+            self.stamp = stamp
+        }
+
+        /// A new store holding what ``MemoryStore/clone()`` would have returned when the copy was
+        /// taken (the same entries, write counts and stamp): the store's current tables with
+        /// every later write undone, newest first.
+        public func materialize() -> MemoryStore {
+            let live = store.committed
+            var snapshot = Snapshot()
+            var index: [ObjectIdentifier: Int] = [:]
+            for (i, state) in tables.enumerated() {
+                let t = SortedTable()
+                t.entries = live.sorted[i].entries
+                t.writes = state.writes
+                t.journal = state.journal
+                t.journalFrom = state.journalFrom
+                snapshot.append(live.tables[i], t)
+                index[ObjectIdentifier(live.sorted[i])] = i
+            }
+            var logs: [WriteLog] = []
+            var next: WriteLog? = log
+            while let l = next { logs.append(l); next = l.next }
+            for l in logs.reversed() {
+                for undo in l.commits.reversed() {
+                    for entry in undo.reversed() {
+                        // A table created after the copy is not in it at all.
+                        guard let i = index[ObjectIdentifier(entry.table)] else { continue }
+                        snapshot.sorted[i].reset(entry.key, to: entry.old)
+                    }
+                }
+            }
+            let other = MemoryStore()
+            other.committed = snapshot
+            other.stamp = stamp
+            return other
+        }
+    }
+
+    /// A copy of the committed state, built only when materialized (see ``LazyCopy``).
+    public func lazyCopy() -> LazyCopy {
+        let log = WriteLog()
+        writeLog?.next = log
+        writeLog = log
+        let tables = committed.sorted.map { TableState(writes: $0.writes, journal: $0.journal, journalFrom: $0.journalFrom) }
+        return LazyCopy(store: self, log: log, tables: tables, stamp: stamp)
     }
 
     /// (table, key, previous value) of a write, to undo on a throw. A struct, not a tuple: an
     /// array of tuples is destroyed through the runtime's generic tuple witness, element by
     /// element (a few percent of a simulation, emptying the undo log after every write).
     struct Undo {
-        /// Not retained: the log lives only while its transaction, which holds its tables, runs.
+        /// Not retained: the log lives only while its transaction, which holds its tables, runs
+        /// (or, kept for a ``LazyCopy``, while the copy, which holds the store and so every
+        /// committed table, does; entries of an undone transaction are never kept).
         unowned(unsafe) let table: SortedTable
         let key: [UInt8]
         let old: [UInt8]?
@@ -335,7 +455,10 @@ public final class MemoryStore: KeyValueStore {
                 if sameTables && same { return value }
                 // A failing update (a damaged store) leaves the answer, or the error, to `compute`.
                 if sameTables, let written = writtenKeys(kept), let updated = try? update(value, written) {
-                    return remember(slot, tables, updated)
+                    // The same table objects (journaling since the kept value was remembered):
+                    // only their stamps are new.
+                    store.memos[slot] = Kept(tables: kept.tables, stamps: kept.tables.map { $0?.writes ?? 0 }, value: updated)
+                    return updated
                 }
             }
             return remember(slot, tables, try compute())

@@ -44,7 +44,22 @@ extension Replica {
         try store.read { r in try Self.household(r) }
     }
 
+    /// ``readHousehold(_:)``, kept between transactions by a store that can tell its tables are
+    /// unchanged (the in-memory store of simulations): every ledger operation requires the
+    /// household. Writes of registers of other entities (the children's) leave it as it was.
     static func household(_ r: any KeyValueReader) throws -> HouseholdSummary? {
+        try r.memo(.household, tables: householdTables, { Memo(try readHousehold(r)) }, update: { kept, written in
+            guard written[0].isEmpty else { return nil }
+            guard let id = kept.value?.id else { return kept }  // no household: no register read
+            let entity = Keys.id(id)
+            return written[1].contains { KeyBytes.hasPrefix($0, entity) } ? nil : kept
+        }).value
+    }
+
+    /// What ``household(_:)`` reads.
+    private static let householdTables = [Tables.households, Tables.registers]
+
+    static func readHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary? {
         // A replica holds one household; should two ever meet in one store, every replica shows
         // the one with the smallest id, so equal digests always mean equal views.
         var first: ([UInt8], [UInt8])?
@@ -124,10 +139,17 @@ extension Replica {
     final class ChildRows {
         let rows: [ChildSummary]
         let keys: [[UInt8]]
-        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once per kept value.
-        private(set) lazy var order: [Int] = rows.indices.sorted { Replica.listOrder(rows[$0], rows[$1]) }
+        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once per kept value. The
+        /// rows are compared in place, through a buffer pointer valid for the whole sort (the
+        /// array's own subscript copied both rows for every comparison).
+        private(set) lazy var order: [Int] = rows.withUnsafeBufferPointer { rows in
+            rows.indices.sorted { Replica.listOrder(rows[$0], rows[$1]) }
+        }
         /// `rows` in list order, built once per kept value.
         private(set) lazy var ordered: [ChildSummary] = order.map { rows[$0] }
+        /// The rows' names, built once per kept value: every resolved query compares them all
+        /// (reading a name from `rows` copied the whole row each time).
+        private(set) lazy var names: [String] = rows.map(\.name)
         init(_ rows: [ChildSummary], _ keys: [[UInt8]]) { self.rows = rows; self.keys = keys }
     }
 
@@ -153,8 +175,16 @@ extension Replica {
             guard key.count == 16 else { return nil }  // a damaged key: let the full read report it
             entities.append(key)
         }
-        for key in written[1] where key.count == 17 { entities.append(Array(key[0..<16])) }
-        guard let dirty = distinctSorted(entities, atMost: 32) else { return nil }
+        // Consecutive writes of one entity's registers (a new child writes three) are one entity:
+        // kept once, without copying its id again; `listed` counts them all, as if kept each time
+        // (``distinctSorted(_:atMost:)`` gives up on that many).
+        var listed = entities.count
+        for key in written[1] where key.count == 17 {
+            listed += 1
+            if let last = entities.last, KeyBytes.hasPrefix(key, last) { continue }
+            entities.append(Array(key[0..<16]))
+        }
+        guard listed <= 4 * 32, let dirty = distinctSorted(entities, atMost: 32) else { return nil }
         var rows = kept.rows, keys = kept.keys
         for key in dirty {
             let (i, found) = position(of: key, in: keys)
@@ -170,6 +200,8 @@ extension Replica {
     /// `keys` sorted, without repeats; nil when there are more than `limit` of them.
     static func distinctSorted(_ keys: [[UInt8]], atMost limit: Int) -> [[UInt8]]? {
         guard keys.count <= 4 * limit else { return nil }
+        // Usually one key, or one key repeated: nothing to sort.
+        if let first = keys.first, limit >= 1, keys.allSatisfy({ KeyBytes.compare($0, first) == 0 }) { return [first] }
         var result: [[UInt8]] = []
         for key in keys.sorted(by: { KeyBytes.compare($0, $1) < 0 }) where result.last != key { result.append(key) }
         return result.count <= limit ? result : nil
@@ -214,9 +246,12 @@ extension Replica {
         return (rows, keys)
     }
 
-    /// The order of child lists: sort order, then name, then id.
+    /// The order of child lists: sort order, then name, then id. Compared field by field as the
+    /// tuple `(sortOrder, name, id)` compares, without building tuples of copies.
     static func listOrder(_ a: ChildSummary, _ b: ChildSummary) -> Bool {
-        (a.sortOrder, a.name, a.id) < (b.sortOrder, b.name, b.id)
+        if a.sortOrder != b.sortOrder { return a.sortOrder < b.sortOrder }
+        if a.name != b.name { return a.name < b.name }
+        return a.id < b.id
     }
 
     /// Every child (or only active ones), ordered by sort order, then name, then id.
@@ -286,12 +321,16 @@ extension Replica {
     static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
         // Names, flags and ids decide the match; only the match's totals are read, and only the
         // matches are put in list order (the candidates of an ambiguous query).
-        let all = try childRowsAndKeys(r).rows
+        let stored = try childRowsAndKeys(r)
+        let all = stored.rows, names = stored.names
         let wanted = Text.trimmed(query).lowercased()
-        // Indexes first, so only the matches are copied.
-        var indexes = all.indices.filter { Self.equalIgnoringCase(all[$0].name, lowercased: wanted) }
+        // Indexes first, so only the matches are copied; the ids are read in place (the array's
+        // subscript copied each whole row), through a pointer used only in the closure.
+        var indexes = names.indices.filter { Self.equalIgnoringCase(names[$0], lowercased: wanted) }
         if indexes.isEmpty, let digits = hexDigits(wanted), digits.count >= 4 {
-            indexes = all.indices.filter { Self.hex(of: all[$0].id, hasPrefix: digits) }
+            indexes = all.withUnsafeBufferPointer { rows in
+                rows.indices.filter { Self.hex(of: rows[$0].id, hasPrefix: digits) }
+            }
         }
         var matches = indexes.map { all[$0] }
         matches.sort(by: listOrder)
@@ -337,6 +376,7 @@ extension Replica {
     /// (other hex-like characters, such as fullwidth digits, can't match an id's ASCII hex).
     static func hexDigits(_ text: String) -> [UInt8]? {
         var digits: [UInt8] = []
+        digits.reserveCapacity(text.utf8.count)
         for byte in text.utf8 where byte != UInt8(ascii: "-") {
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
@@ -465,6 +505,11 @@ public struct ReplicaCounts: Equatable, Sendable {
 public enum Text {
     /// `s` without leading and trailing white space.
     public static func trimmed(_ s: String) -> String {
+        // Printable ASCII other than the space is no white space: starting and ending with such
+        // bytes, `s` is its own trimmed form (found without walking its scalars).
+        if let first = s.utf8.first, let last = s.utf8.last, (0x21...0x7E).contains(first), (0x21...0x7E).contains(last) {
+            return s
+        }
         let scalars = s.unicodeScalars
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
         let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!

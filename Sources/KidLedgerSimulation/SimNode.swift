@@ -17,12 +17,12 @@ struct SkewedClock: WallClock {
 }
 
 /// One simulated device: its durable store, its running replica (nil while crashed), and an
-/// optional stale copy of its files to restore from.
+/// optional stale copy of its files to restore from (lazy: most copies are never restored).
 final class SimNode {
     let index: Int
     var store: any KeyValueStore
     var replica: Replica?
-    var staleCopy: MemoryStore?
+    var staleCopy: MemoryStore.LazyCopy?
     var skew: Int64
     var incarnation: UInt64 = 0
     let lmdbDirectory: String?

@@ -10,7 +10,7 @@ extension Simulator {
         guard faultsOn, let replica = node.replica, !node.isFrozen else { return }
         let before = try ownSequence(node)
         if let memory = node.store as? MemoryStore, chance(50) {
-            node.staleCopy = memory.clone()
+            node.staleCopy = memory.lazyCopy()
             log("\(node.name) copies its files")
             record(node.index, .copyFiles)
         }

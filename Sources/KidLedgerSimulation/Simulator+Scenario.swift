@@ -120,7 +120,7 @@ extension Simulator {
         case .copyFiles:
             guard node.isUp else { return "refused: \(node.name) is down" }
             guard let memory = node.store as? MemoryStore else { return "refused: only replicas in memory copy their files" }
-            node.staleCopy = memory.clone()
+            node.staleCopy = memory.lazyCopy()
             log("\(node.name) copies its files")
             return "files copied"
         case .skew(let millis):

@@ -388,8 +388,8 @@ public final class Simulator {
         guard !node.isUp else { return false }
         var restored = false
         if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
-            try noteLossesFromRestore(node, copy)
-            node.store = copy.clone()
+            try noteLossesFromRestore(node, copy.materialize())
+            node.store = copy.materialize()
             if node.index < batchBooks.count { batchBooks[node.index] = BatchBook() }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")

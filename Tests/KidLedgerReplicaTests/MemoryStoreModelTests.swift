@@ -84,4 +84,51 @@ struct MemoryStoreModelTests {
         }
         #expect(models[0][0].count > 100)  // the tables grew past a few entries
     }
+
+    @Test("a lazy copy materializes as the clone taken with it, whatever the store wrote since")
+    func lazyCopies() throws {
+        var rng = SplitMix64(seed: 11)
+        // "c" is created only after the first copies: they must not have it.
+        let tables = [Table("a"), Table("b"), Table("c")]
+        let store = MemoryStore()
+        var copies: [(lazy: MemoryStore.LazyCopy, clone: MemoryStore)] = []
+        for step in 0..<300 {
+            if step % 40 == 20 {
+                // Some copies are dropped (their logs freed), others kept to the end.
+                if copies.count >= 4 { copies.remove(at: 1) }
+                copies.append((store.lazyCopy(), store.clone()))
+            }
+            let fails = Int.random(in: 0..<5, using: &rng) == 0
+            let usable = step < 100 ? 2 : 3
+            do {
+                try store.write { w in
+                    let writes = Int.random(in: 1...30, using: &rng)
+                    for n in 0..<writes {
+                        if fails && n == writes / 2 { throw Boom() }
+                        let t = tables[Int.random(in: 0..<usable, using: &rng)]
+                        let key = Self.randomKey(&rng)
+                        if Int.random(in: 0..<4, using: &rng) == 0 {
+                            try w.delete(t, key)
+                        } else {
+                            try w.put(t, key, [UInt8(truncatingIfNeeded: step), UInt8(truncatingIfNeeded: n)])
+                        }
+                    }
+                }
+            } catch is Boom {}
+        }
+        #expect(copies.count == 4)
+        for (lazy, clone) in copies {
+            let made = lazy.materialize()
+            #expect(made.hasSameEntries(as: clone, in: tables))
+            for t in tables {
+                #expect(made.writeCount(t) == clone.writeCount(t))
+                #expect(try Self.contents(made, t) == Self.contents(clone, t))
+            }
+            // The materialized store is a store of its own: the next write stamps as the clone's does.
+            try made.write { w in try w.put(tables[0], [9], [9]) }
+            try clone.write { w in try w.put(tables[0], [9], [9]) }
+            #expect(made.writeCount(tables[0]) == clone.writeCount(tables[0]))
+            #expect(try Self.contents(made, tables[0]) == Self.contents(clone, tables[0]))
+        }
+    }
 }

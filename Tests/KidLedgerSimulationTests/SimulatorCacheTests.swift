@@ -155,7 +155,7 @@ struct SimulatorCacheTests {
         // b's files go back to a copy that holds the first of the two only.
         let partial = try Replica(store: old, clock: FixedClock(millis: 0), random: SplitMix64(seed: 1))
         try partial.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)))
-        b.staleCopy = old
+        b.staleCopy = old.lazyCopy()
         sim.crash(b, scheduleRestart: false)
         #expect(try sim.restart(b, stale: true))
         try sim.checkBatchesAtomic([1])
