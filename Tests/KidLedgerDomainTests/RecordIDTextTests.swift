@@ -22,4 +22,18 @@ struct RecordIDTextTests {
         // so a change of the derivation shows up here and not only against old stores.
         #expect(LedgerTransaction.undoID(for: fixed).description == "4a8b6151-96d4-5443-9acd-1ae09dfeff95")
     }
+
+    @Test("undo ids asked for again, and for ids sharing a cache slot, are the derived ones")
+    func undoIDCache() {
+        func derived(_ id: RecordID) -> RecordID {
+            RecordID.v5(namespace: .namespaceKidLedger, name: Array(("undo:" + id.description).utf8))
+        }
+        // Ids equal in their low ten bits of high ^ low land in one slot of the 1,024: each
+        // evicts the other, and a hit must match the whole id.
+        let ids = (0..<8).map { RecordID(high: UInt64($0) << 32, low: UInt64($0) << 32 | 0x2A5) }
+            + [RecordID(high: 0x2A5, low: 0), RecordID(high: 0, low: 0x2A5), .zero, RecordID(high: 1, low: 1)]
+        for _ in 0..<3 {
+            for id in ids + ids.reversed() { #expect(LedgerTransaction.undoID(for: id) == derived(id)) }
+        }
+    }
 }
