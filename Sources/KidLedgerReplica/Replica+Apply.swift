@@ -219,7 +219,17 @@ extension Replica {
     static func mergeRegister(_ prepared: PreparedRegister, value write: RegisterWrite,
                               in w: any KeyValueWriter, digest: inout Digest256, cache: PreparationCache? = nil) throws {
         let key = prepared.key
-        try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
+        // The history is keyed by the write's stamp. Two different writes share a stamp only when
+        // their origin forked (restored from a stale copy, it wrote again under a sequence number
+        // its peers held, at the same clock reading): the entry with the greater bytes stays, so
+        // every replica keeps the same one whatever order it merged them in.
+        if let held = try w.get(Tables.registerHistory, prepared.historyKey) {
+            if KeyBytes.compare(held, prepared.historyValue) < 0 {
+                try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
+            }
+        } else {
+            try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
+        }
         if let raw = try w.get(Tables.registers, key) {
             let current = try StoredRegister.decode(raw)
             let incoming = StoredRegister(stamp: write.stamp, value: write.value)
