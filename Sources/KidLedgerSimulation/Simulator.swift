@@ -388,8 +388,10 @@ public final class Simulator {
         guard !node.isUp else { return false }
         var restored = false
         if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
-            try noteLossesFromRestore(node, copy.materialize())
-            node.store = copy.materialize()
+            // Built once: the losses are read from a clone of it, and the node comes back on it.
+            let restoredFiles = copy.materialize()
+            try noteLossesFromRestore(node, restoredFiles)
+            node.store = restoredFiles
             if node.index < batchBooks.count { batchBooks[node.index] = BatchBook() }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
