@@ -20,8 +20,13 @@ let package = Package(
         ),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
 
-        // Pure domain: money, ids, clocks, records, merge rules, canonical encoding. Imports nothing of ours.
-        .target(name: "KidLedgerDomain"),
+        // SHA-256's compression function with the x86-64 SHA instructions (one C file, no library;
+        // KidLedgerDomain falls back to its Swift version on other processors).
+        .target(name: "CSHA256"),
+
+        // Pure domain: money, ids, clocks, records, merge rules, canonical encoding. Imports nothing of
+        // ours but the SHA-256 instructions.
+        .target(name: "KidLedgerDomain", dependencies: ["CSHA256"]),
 
         // The replica's state machine over an abstract ordered key-value store (pure; no I/O of its own).
         .target(name: "KidLedgerReplica", dependencies: ["KidLedgerDomain"]),

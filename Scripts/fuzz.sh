@@ -23,7 +23,8 @@ export SWIFT_BACKTRACE=enable=no
 targets=(frame message record handshake csv invite amount)
 # Package modules in dependency order; CSodium is a system module (Sources/CSodium/module.modulemap).
 modules=(KidLedgerDomain KidLedgerReplica KidLedgerProtocol KidLedgerSecurity)
-flags=(-swift-version 6 -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium")
+flags=(-swift-version 6 -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
+       -I "$root/Sources/CSHA256/include")
 
 usage() {
   echo "usage: Scripts/fuzz.sh TARGET|all SECONDS | build | seeds | list   (targets: ${targets[*]})" >&2
@@ -34,6 +35,13 @@ usage() {
 build_fuzzer() {
   mkdir -p "$build"
   local stamp="" libs=()
+  # The one C file of ours (SHA-256 on the SHA instructions), which KidLedgerDomain imports.
+  if [ ! -f "$build/sha256_hw.o" ] || [ Sources/CSHA256/sha256_hw.c -nt "$build/sha256_hw.o" ]; then
+    echo "fuzz: building CSHA256" >&2
+    clang -O2 -g -fsanitize=fuzzer-no-link,address -I Sources/CSHA256/include -c Sources/CSHA256/sha256_hw.c \
+      -o "$build/sha256_hw.o"
+    stamp=rebuilt
+  fi
   for m in "${modules[@]}"; do
     local lib="$build/lib$m.a"
     if [ ! -f "$lib" ] || [ -n "$stamp" ] || [ -n "$(find "Sources/$m" -newer "$lib" -name '*.swift' | head -n 1)" ]; then
@@ -48,7 +56,7 @@ build_fuzzer() {
   if [ ! -f "$bin" ] || [ -n "$stamp" ] || [ -n "$(find Fuzz/Sources -newer "$bin" -name '*.swift' | head -n 1)" ]; then
     echo "fuzz: linking kidledger-fuzz" >&2
     swiftc "${flags[@]}" -use-ld=lld -module-name KidLedgerFuzz -L "$build" "${libs[@]}" -lsodium \
-      Fuzz/Sources/*.swift -o "$bin"
+      "$build/sha256_hw.o" Fuzz/Sources/*.swift -o "$bin"
   fi
 }
 
@@ -78,7 +86,7 @@ run_target() {
   echo "fuzz: $target: ${runs:-?} executions in $seconds s (${execs:-?}/s), corpus ${corpus:-?}, ${cov:-cov: ?}, no crash"
 }
 
-command -v swiftc >/dev/null || { echo "fuzz: the Swift toolchain (swiftc) is not on PATH" >&2; exit 1; }
+command -v swiftc >/dev/null && command -v clang >/dev/null || { echo "fuzz: the Swift toolchain (swiftc, clang) is not on PATH" >&2; exit 1; }
 case "${1:-}" in
   list) printf '%s\n' "${targets[@]}" ;;
   build) build_fuzzer ;;

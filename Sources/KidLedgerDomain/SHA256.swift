@@ -1,5 +1,14 @@
-/// SHA-256 (FIPS 180-4) in pure Swift.
+#if canImport(CSHA256)
+import CSHA256
+#endif
+
+/// SHA-256 (FIPS 180-4): the padding and the state in Swift; the compression function with the
+/// processor's SHA instructions when it has them (x86-64; ``SHA256/hardwareAccelerated``), else in
+/// Swift. Both give the same digests (the tests compare them on every length up to several blocks).
 public enum SHA256 {
+    /// Whether the compression function runs on the processor's SHA instructions.
+    public static var hardwareAccelerated: Bool { SHA256Compressor.hardware }
+
     /// Returns the 32-byte SHA-256 digest of `bytes`.
     public static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
         var hasher = SHA256Hasher()
@@ -158,18 +167,61 @@ func bigEndianBytes(_ words: [UInt32]) -> [UInt8] {
 
 // MARK: - SHA-256 compression
 
+/// The eight state words H0…H7, in order and contiguous (a homogeneous tuple), as the C function
+/// takes them.
+typealias SHA256State = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+
+/// SHA-256's compression: the processor's SHA instructions when it has them, else
+/// ``PortableSHA256Compressor``'s Swift.
 struct SHA256Compressor: BlockCompressor {
-    private var h0: UInt32 = 0x6a09_e667, h1: UInt32 = 0xbb67_ae85, h2: UInt32 = 0x3c6e_f372, h3: UInt32 = 0xa54f_f53a
-    private var h4: UInt32 = 0x510e_527f, h5: UInt32 = 0x9b05_688c, h6: UInt32 = 0x1f83_d9ab, h7: UInt32 = 0x5be0_cd19
+    private var h: SHA256State = PortableSHA256Compressor.initial
 
     init() {}
+
+    /// Whether the processor has the SHA instructions (decided once, when the program loads).
+    static var hardware: Bool {
+        #if canImport(CSHA256)
+        kl_sha256_hw_available() != 0
+        #else
+        false
+        #endif
+    }
 
     var digest: [UInt8] { words.prefix(32) }
 
     /// The state as the digest's four big-endian words.
-    var words: SHA256Words {
-        SHA256Words(w0: UInt64(h0) << 32 | UInt64(h1), w1: UInt64(h2) << 32 | UInt64(h3),
-                    w2: UInt64(h4) << 32 | UInt64(h5), w3: UInt64(h6) << 32 | UInt64(h7))
+    var words: SHA256Words { PortableSHA256Compressor.words(h) }
+
+    mutating func compress(blocks: UnsafeRawBufferPointer) {
+        #if canImport(CSHA256)
+        if Self.hardware, let start = blocks.baseAddress {
+            withUnsafeMutableBytes(of: &h) { state in
+                kl_sha256_hw_compress(state.baseAddress!.assumingMemoryBound(to: UInt32.self),
+                                      start.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
+            }
+            return
+        }
+        #endif
+        PortableSHA256Compressor.compress(&h, blocks: blocks)
+    }
+}
+
+/// SHA-256's compression in Swift: the fallback on processors without the SHA instructions, and
+/// the reference the tests hold the hardware path to.
+struct PortableSHA256Compressor: BlockCompressor {
+    static let initial: SHA256State = (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a,
+                                       0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
+    private var h: SHA256State = Self.initial
+
+    init() {}
+
+    var digest: [UInt8] { Self.words(h).prefix(32) }
+
+    mutating func compress(blocks: UnsafeRawBufferPointer) { Self.compress(&h, blocks: blocks) }
+
+    static func words(_ h: SHA256State) -> SHA256Words {
+        SHA256Words(w0: UInt64(h.0) << 32 | UInt64(h.1), w1: UInt64(h.2) << 32 | UInt64(h.3),
+                    w2: UInt64(h.4) << 32 | UInt64(h.5), w3: UInt64(h.6) << 32 | UInt64(h.7))
     }
 
     /// One round: `d` and `h` take their new values; the caller rotates the roles of the eight
@@ -203,8 +255,10 @@ struct SHA256Compressor: BlockCompressor {
     /// Fully unrolled (generated): the sixteen schedule words and the round constants stay in
     /// registers and immediates instead of a 64-word array and a table (about a third fewer
     /// instructions per block).
-    mutating func compress(blocks: UnsafeRawBufferPointer) {
+    static func compress(_ state: inout SHA256State, blocks: UnsafeRawBufferPointer) {
         guard let start = blocks.baseAddress else { return }
+        var (h0, h1, h2, h3, h4, h5, h6, h7) = state
+        defer { state = (h0, h1, h2, h3, h4, h5, h6, h7) }
         var offset = 0
         while offset < blocks.count {
             let p = start + offset
