@@ -128,18 +128,19 @@ for N in $SIZES; do
     stop_daemon
     cp -a "$D/a" "$D/a0"; cp -a "$D/b" "$D/b0"
 
-    say "N=$N: append through the store API ($R runs) and the raw LMDB floor"
+    # Round by round: append (and the floor), Yrs at YRS_N, then the initial sync of what was just
+    # appended. Each round's ratios (sync / floor, sync / Yrs) then pair figures taken seconds apart,
+    # not phases minutes apart: this machine's speed drifts by a fifth within minutes.
+    say "N=$N: $R rounds of append through the store API with the raw LMDB floor$([ "$N" = "$YRS_N" ] && echo ", Yrs (pycrdt)"), and the initial sync over loopback TCP"
     for r in $(seq 1 "$R"); do
         rm -rf "$D/a"; cp -a "$D/a0" "$D/a"
         tsv=""
-        if [ "$r" = "$R" ] && [ "$N" = "$YRS_N" ]; then tsv="--tsv $WORK/yrs.tsv"; fi
+        if [ "$N" = "$YRS_N" ]; then tsv="--tsv $WORK/yrs.tsv"; fi
         line=$("$BENCH" append --store "$D/a/ledger" --count "$N" $tsv)
         record "{\"row\":\"append\",\"n\":$N,\"run\":$r,\"result\":$line}"
-    done
-    rm -rf "$D/a0"
-
-    say "N=$N: initial sync over loopback TCP ($R runs)"
-    for r in $(seq 1 "$R"); do
+        if [ "$N" = "$YRS_N" ]; then
+            record "{\"row\":\"yrs\",\"n\":$N,\"run\":$r,\"result\":$("$VENV/bin/python" Scripts/bench-yrs.py --runs 1 "$WORK/yrs.tsv")}"
+        fi
         rm -rf "$D/b"; cp -a "$D/b0" "$D/b"
         # The copy leaves up to hundreds of MB of dirty page cache; flushed now, its writeback
         # does not land inside the measured sync (it made the durable commits wait behind it).
@@ -150,6 +151,7 @@ for N in $SIZES; do
         stop_daemon
         record "{\"row\":\"sync\",\"n\":$N,\"run\":$r,\"process\":$proc,\"session\":$(cat "$WORK/sync.json"),\"daemonHWMKiB\":$hwm}"
     done
+    rm -rf "$D/a0"
     da=$("$KL" --home "$D/a" digest); db=$("$KL" --home "$D/b" digest)
     if [ "$da" != "$db" ]; then echo "N=$N: the replicas disagree after the sync: $da vs $db" >&2; exit 1; fi
 
@@ -197,11 +199,6 @@ for r in $(seq 0 "$PROC_RUNS"); do
     done
 done
 for N in $SIZES; do rm -rf "$WORK/n$N"; done
-
-if [ "$YRS_N" -gt 0 ]; then
-    say "Yrs (pycrdt) on the same $YRS_N transactions"
-    record "{\"row\":\"yrs\",\"n\":$YRS_N,\"result\":$("$VENV/bin/python" Scripts/bench-yrs.py --runs 3 "$WORK/yrs.tsv")}"
-fi
 
 if [ "$SEEDS" -gt 0 ]; then
     # As CI runs it (each seed twice: the determinism check), then the same seeds run once each:
