@@ -298,7 +298,11 @@ extension Replica {
             predictor.predict(changes[i], &prepared)
             target[i] = prepared
         }, consume: { i in
-            let outcome = try apply(changes[i], prepared: target[i], in: w, now: now, verifier: verifier, cache: cache)
+            // Moved out of its slot and back, not copied: a copy retains each of its arrays, and
+            // on two threads each of those retains pulls a cache line from the preparing core.
+            let prepared = target[i].take()
+            defer { target[i] = consume prepared }
+            let outcome = try apply(changes[i], prepared: prepared, in: w, now: now, verifier: verifier, cache: cache)
             try body(changes[i], outcome)
         }, discard: { i in
             target[i] = nil
