@@ -201,7 +201,8 @@ def label(n):
 def render(meta, t, sizes):
     out = []
     out.append(f"kidledger benchmarks ({meta['mode']} run, {meta['date']}, commit {meta['commit']}, {meta['cpus']} cores; "
-               f"median of {meta['runs']} runs, 3 for N >= 100k; whole processes: median of {meta.get('procRuns', '?')} interleaved rounds)")
+               f"median of {meta['runs']} runs, 3 for N >= 100k; whole processes: median of {meta.get('procRuns', '?')} interleaved rounds; incremental syncs: "
+               f"median of {meta.get('incRuns', meta.get('procRuns', '?'))} interleaved rounds)")
     out.append("")
     head = "| row | " + " | ".join(f"N = {label(n)}" for n in sizes) + " |"
     out.append(head)

@@ -21,6 +21,9 @@ MODE=full
 OUT=bench-results.json
 RUNS=5
 PROC_RUNS=21
+# Incremental sessions take 3-6 ms, most of it two fdatasyncs whose latency swings by 2x from one
+# to the next: more rounds than the whole-process rows, so the medians settle.
+INC_RUNS=41
 SIZES=""
 SEEDS=""
 WORK=""
@@ -41,6 +44,7 @@ if [ "$MODE" = quick ]; then
     SEEDS=${SEEDS:-20}
     RUNS=3
     PROC_RUNS=7
+    INC_RUNS=7
 else
     SIZES=${SIZES:-"1000 10000 100000 1000000"}
     SEEDS=${SEEDS:-1000}
@@ -77,7 +81,7 @@ else
 fi
 RESULTS=$WORK/results.jsonl
 : > "$RESULTS"
-echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"procRuns\":$PROC_RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
+echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"procRuns\":$PROC_RUNS,\"incRuns\":$INC_RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
 
 say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 record() { echo "$1" >> "$RESULTS"; }
@@ -161,7 +165,7 @@ done
 # Incremental syncs, interleaved round by round across every N like the whole-process rows, with
 # one daemon per N running side by side: the disk's state after the initial syncs (each wrote up
 # to hundreds of MB) then weighs on every N alike instead of on whichever N came last.
-say "incremental sync of one change: $PROC_RUNS interleaved rounds"
+say "incremental sync of one change: $INC_RUNS interleaved rounds"
 sync; sleep 5   # what the initial syncs and copies left to write back, and a moment for the disk to settle
 declare -A INC_PORT   # N -> the port of its daemon
 for N in $SIZES; do
@@ -169,7 +173,7 @@ for N in $SIZES; do
     INC_PORT[$N]=$PORT
     DAEMONS="$DAEMONS $DAEMON_PID"; DAEMON_PID=""
 done
-for r in $(seq 1 "$PROC_RUNS"); do
+for r in $(seq 1 "$INC_RUNS"); do
     for N in $SIZES; do
         D=$WORK/n$N
         "$KL" --home "$D/a" give Kid2 0.25 --note incremental >/dev/null
