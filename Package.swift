@@ -1,6 +1,7 @@
 // swift-tools-version:6.0
 // kidledger: a local-first, peer-to-peer family allowance ledger.
-// No Swift package dependencies; C libraries come from Debian packages (see README).
+// No Swift package dependencies; C libraries come from Debian packages (see README); one C file of
+// our own (CSHA256: SHA-256 on the processor's SHA instructions).
 import PackageDescription
 
 let package = Package(

@@ -2,11 +2,12 @@
 # The performance benchmarks of docs/PERFORMANCE.md: builds release binaries, measures every row
 # (the median of several runs), prints one table and writes it as JSON.
 #
-#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds twice, with and without the determinism rerun (7 to 10 minutes on 2 cores)
+#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds twice, with and without the determinism rerun (2 to 4 minutes on 2 cores)
 #   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
 #
 # Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,
-# 3 for N >= 100k; whole-process and incremental rows take 21 interleaved rounds), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
+# 3 for N >= 100k; each run of an N appends, measures the floor (and Yrs at 100k) and syncs, as one round;
+# whole-process rows take 21 interleaved rounds, incremental rows 41), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
 # --seeds 0 skips the simulator, --work DIR keeps the homes there (default: a temporary directory, removed at the end).
 # Environment: SCRATCH (SwiftPM scratch path, default .build).
 # Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.

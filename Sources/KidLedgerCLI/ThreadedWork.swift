@@ -77,8 +77,8 @@ struct ThreadedWork: WorkSplitter {
             pthread_join(thread, nil)
         }
         for i in 0..<count {
-            // The producer is normally far ahead (producing costs a third of consuming); wait
-            // for it only at the start, yielding the processor while it is not ready.
+            // The producer is usually ahead (the two sides cost about the same per item, and
+            // the producer starts first); wait for it when it is not, yielding the processor.
             var spins = 0
             while progress.produced.load(ordering: .acquiring) <= i {
                 spins += 1
