@@ -117,6 +117,13 @@ daemon_hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_P
 # A JSON field of a one-line document.
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
 
+# $SIZES rotated left by $1 places: round r of an interleaved row starts at a different N each
+# time, so no N always follows the same one (an fdatasync pays for whatever the one before left).
+rotated() {
+    local -a sizes=($SIZES)
+    local k=$(( $1 % ${#sizes[@]} ))
+    echo "${sizes[@]:k} ${sizes[@]:0:k}"
+}
 runs_for() { if [ "$1" -ge 100000 ] && [ "$RUNS" -gt 3 ]; then echo 3; else echo "$RUNS"; fi; }
 
 for N in $SIZES; do
@@ -175,7 +182,7 @@ for N in $SIZES; do
     DAEMONS="$DAEMONS $DAEMON_PID"; DAEMON_PID=""
 done
 for r in $(seq 1 "$INC_RUNS"); do
-    for N in $SIZES; do
+    for N in $(rotated "$r"); do
         D=$WORK/n$N
         "$KL" --home "$D/a" give Kid2 0.25 --note incremental >/dev/null
         proc=$("$BENCH" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:${INC_PORT[$N]}")
@@ -196,7 +203,7 @@ say "whole processes: $PROC_RUNS interleaved rounds (after one warm-up round)"
 for r in $(seq 0 "$PROC_RUNS"); do
     line=$("$BENCH" run --runs 1 -- "$KL" --version)
     [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"version\",\"run\":$r,\"result\":$line}"
-    for N in $SIZES; do
+    for N in $(rotated "$r"); do
         line=$("$BENCH" run --runs 1 -- "$KL" --home "$WORK/n$N/a" give Kid1 1.25 --note bench)
         [ "$r" -gt 0 ] && record "{\"row\":\"proc\",\"cmd\":\"give\",\"n\":$N,\"run\":$r,\"result\":$line}"
         line=$("$BENCH" run --runs 1 -- "$KL" --home "$WORK/n$N/a" balance)
