@@ -209,8 +209,10 @@ struct SHA256Compressor: BlockCompressor {
 /// SHA-256's compression in Swift: the fallback on processors without the SHA instructions, and
 /// the reference the tests hold the hardware path to.
 struct PortableSHA256Compressor: BlockCompressor {
-    static let initial: SHA256State = (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a,
-                                       0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
+    /// The initial state (computed: a literal, with no lazy global to check on every hash).
+    static var initial: SHA256State {
+        (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
+    }
     private var h: SHA256State = Self.initial
 
     init() {}
