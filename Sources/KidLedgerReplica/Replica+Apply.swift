@@ -223,11 +223,8 @@ extension Replica {
         // their origin forked (restored from a stale copy, it wrote again under a sequence number
         // its peers held, at the same clock reading): the entry with the greater bytes stays, so
         // every replica keeps the same one whatever order it merged them in.
-        if let held = try w.get(Tables.registerHistory, prepared.historyKey) {
-            if KeyBytes.compare(held, prepared.historyValue) < 0 {
-                try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
-            }
-        } else {
+        let held = try w.get(Tables.registerHistory, prepared.historyKey)
+        if held.map({ KeyBytes.compare($0, prepared.historyValue) < 0 }) ?? true {
             try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
         }
         if let raw = try w.get(Tables.registers, key) {
