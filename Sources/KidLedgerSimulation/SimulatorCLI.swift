@@ -29,6 +29,8 @@ public enum SimulatorCLI {
            arrows, partitions shaded, crashes and restarts marked, the failing check in red.
     --membership  forces revocations (both slots) and account changes (30 per mille) on, whatever
            the seed draws.
+    --lmdb, --lmdb-every  keep replicas in LMDB files, in a temporary directory under $TMPDIR
+           (default /tmp) that the run removes.
     """
 
     /// Runs the command line; `elapsedSeconds` reads a wall clock (injected by the executable, so

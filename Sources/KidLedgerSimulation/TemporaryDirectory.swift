@@ -2,14 +2,34 @@
 import Glibc
 #endif
 
-/// Temporary directories for LMDB-backed simulation runs (the names are random, which affects
-/// nothing the simulation traces).
+/// Temporary directories for LMDB-backed simulation runs, under `$TMPDIR` (default `/tmp`). The
+/// names are random, which affects nothing the simulation traces.
 enum TemporaryDirectory {
+    /// A new empty directory under ``base()``, or under `/tmp` when that one can't be made (a
+    /// `$TMPDIR` that does not exist, say).
     static func make() -> String {
-        var template = Array("/tmp/kidledger-sim.XXXXXX".utf8CString)
-        let path = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(path != nil, "mkdtemp failed")
-        return String(cString: path!)
+        let preferred = base()
+        var failures: [String] = []
+        for dir in preferred == "/tmp" ? [preferred] : [preferred, "/tmp"] {
+            var template = Array((dir + "/kidledger-sim.XXXXXX").utf8CString)
+            if let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) {
+                return String(cString: path)
+            }
+            failures.append("\(dir): \(String(cString: strerror(errno)))")
+        }
+        fatalError("cannot make a temporary directory for LMDB replicas (\(failures.joined(separator: "; ")))")
+    }
+
+    /// The directory new ones go in: `$TMPDIR` when set.
+    static func base() -> String {
+        base(tmpdir: getenv("TMPDIR").map { String(cString: $0) })
+    }
+
+    /// `tmpdir` without trailing slashes when it names a directory path, else `/tmp`.
+    static func base(tmpdir: String?) -> String {
+        guard var dir = tmpdir, !dir.isEmpty else { return "/tmp" }
+        while dir.count > 1 && dir.hasSuffix("/") { dir.removeLast() }
+        return dir
     }
 
     static func remove(_ path: String) {
