@@ -5,13 +5,15 @@ import Glibc
 /// Temporary directories for LMDB-backed simulation runs, under `$TMPDIR` (default `/tmp`). The
 /// names are random, which affects nothing the simulation traces.
 enum TemporaryDirectory {
-    /// A new empty directory under ``base()``, or under `/tmp` when that one can't be made (a
+    /// A new empty directory (mode 0700) under ``base()``.
+    static func make() -> String { make(preferring: base()) }
+
+    /// A new empty directory under `preferred`, or under `/tmp` when none can be made there (a
     /// `$TMPDIR` that does not exist, say).
-    static func make() -> String {
-        let preferred = base()
+    static func make(preferring preferred: String) -> String {
         var failures: [String] = []
         for dir in preferred == "/tmp" ? [preferred] : [preferred, "/tmp"] {
-            var template = Array((dir + "/kidledger-sim.XXXXXX").utf8CString)
+            var template = Array(((dir == "/" ? "" : dir) + "/kidledger-sim.XXXXXX").utf8CString)
             if let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) {
                 return String(cString: path)
             }
@@ -32,16 +34,26 @@ enum TemporaryDirectory {
         return dir
     }
 
+    /// Deletes `path` and everything in it (best effort).
     static func remove(_ path: String) {
-        guard let dir = opendir(path) else { return }
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-            if name == "." || name == ".." { continue }
+        for name in names(in: path) {
             let child = path + "/" + name
             var st = stat()
             if lstat(child, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { remove(child) } else { unlink(child) }
         }
-        closedir(dir)
         rmdir(path)
+    }
+
+    /// The names in directory `path` without "." and "..", in the order the system lists them
+    /// (none when it can't be read).
+    static func names(in path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 }
