@@ -96,20 +96,23 @@ def main():
     else:
         table["yrs"] = None
     def simulator(kind):
+        """The medians over the rounds of `kind` (older results have one round, without "run")."""
         sim = rows(kind)
         if not sim:
             return None
-        summary = sim[0]["summary"]
-        fields = dict(re.findall(r"(\w+)=(\d+)", summary))
-        wall = sim[0]["process"]["median"]
+        fields = [dict(re.findall(r"(\w+)=(\d+)", r["summary"])) for r in sim]
+        walls = [r["process"]["median"] for r in sim]
+        ratios = [int(f.get("virtualToWall", 0)) for f in fields]
+        wall = med(walls)
         return {
-            "seeds": sim[0]["seeds"], "wallSeconds": wall,
-            "eventsPerSecond": int(fields.get("eventsPerSecond", 0)),
-            "virtualToWall": int(fields.get("virtualToWall", 0)),
+            "seeds": sim[0]["seeds"], "rounds": len(sim), "wallSeconds": wall,
+            "eventsPerSecond": int(med([int(f.get("eventsPerSecond", 0)) for f in fields])),
+            "virtualToWall": int(med(ratios)),
+            "virtualToWallRange": [min(ratios), max(ratios)],
             "seedsPerMinute": sim[0]["seeds"] / wall * 60,
-            "failures": int(fields.get("failures", 0)),
-            "exitStatus": sim[0]["process"].get("status", 0),
-            "summary": summary,
+            "failures": max(int(f.get("failures", 0)) for f in fields),
+            "exitStatus": max((r["process"].get("status", 0) for r in sim), key=abs),
+            "summary": sim[0]["summary"],
         }
 
     # "simulator": the fuzz command as CI runs it (each seed twice); "simulatorOnce": the same
@@ -175,6 +178,16 @@ def targets(t, sizes):
     anon = t["sync"].get(top, {}).get("daemonPeakAnonKiB")
     add(f"daemon peak heap (RssAnon) during the {top} initial sync (MB)", anon / 1024 if anon else None, 200)
     return out
+
+
+def sim_rounds(sim):
+    rounds = sim.get("rounds", 1)
+    return f"median of {rounds} rounds" if rounds > 1 else "one round"
+
+
+def sim_range(sim):
+    low, high = sim.get("virtualToWallRange", [None, None])
+    return f" ({low}x to {high}x over the rounds)" if sim.get("rounds", 1) > 1 and low is not None else ""
 
 
 def human_seconds(x):
@@ -246,14 +259,14 @@ def render(meta, t, sizes):
     if sim:
         out.append("")
         out.append(f"Simulator, standard fuzz mix (`kidledger-sim fuzz --seeds {sim['seeds']} --jobs {meta['cpus']}`, each seed run twice "
-                   f"for the determinism check, the second time without the final checks when the first passed): {sim['wallSeconds']:.1f} s wall, {sim['seedsPerMinute']:.0f} seeds per minute, "
-                   f"{sim['eventsPerSecond']} simulated events per second, simulated time {sim['virtualToWall']}x wall time; "
+                   f"for the determinism check, the second time without the final checks when the first passed; {sim_rounds(sim)}): {sim['wallSeconds']:.1f} s wall, {sim['seedsPerMinute']:.0f} seeds per minute, "
+                   f"{sim['eventsPerSecond']} simulated events per second, simulated time {sim['virtualToWall']}x wall time{sim_range(sim)}; "
                    f"{sim['failures']} failing seeds (exit {sim['exitStatus']}).")
     once = t.get("simulatorOnce")
     if once:
         out.append("")
-        out.append(f"The same seeds once each (`--no-rerun`): {once['wallSeconds']:.1f} s wall, {once['seedsPerMinute']:.0f} seeds per minute, "
-                   f"{once['eventsPerSecond']} simulated events per second, simulated time {once['virtualToWall']}x wall time; "
+        out.append(f"The same seeds once each (`--no-rerun`; {sim_rounds(once)}): {once['wallSeconds']:.1f} s wall, {once['seedsPerMinute']:.0f} seeds per minute, "
+                   f"{once['eventsPerSecond']} simulated events per second, simulated time {once['virtualToWall']}x wall time{sim_range(once)}; "
                    f"{once['failures']} failing seeds (exit {once['exitStatus']}).")
     out.append("")
     out.append("| target | measured | limit | met |")

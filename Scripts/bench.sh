@@ -2,12 +2,12 @@
 # The performance benchmarks of docs/PERFORMANCE.md: builds release binaries, measures every row
 # (the median of several runs), prints one table and writes it as JSON.
 #
-#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds twice, with and without the determinism rerun (2 to 4 minutes on 2 cores)
+#   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds with and without the determinism rerun, 3 rounds (3 to 5 minutes on 2 cores)
 #   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
 #
 # Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,
 # 3 for N >= 100k; each run of an N appends, measures the floor (and Yrs at 100k) and syncs, as one round;
-# whole-process rows take 21 interleaved rounds, incremental rows 41), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
+# whole-process rows take 21 interleaved rounds, incremental rows 41, the simulator's rows 3), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
 # --seeds 0 skips the simulator, --work DIR keeps the homes there (default: a temporary directory, removed at the end).
 # Environment: SCRATCH (SwiftPM scratch path, default .build).
 # Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
@@ -25,6 +25,8 @@ PROC_RUNS=21
 # Incremental sessions take 3-6 ms, most of it two fdatasyncs whose latency swings by 2x from one
 # to the next: more rounds than the whole-process rows, so the medians settle.
 INC_RUNS=41
+# The simulator's rows: rounds of 1,000 seeds with and without the determinism rerun (about 30 s each).
+SIM_RUNS=3
 SIZES=""
 SEEDS=""
 WORK=""
@@ -82,7 +84,7 @@ else
 fi
 RESULTS=$WORK/results.jsonl
 : > "$RESULTS"
-echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"procRuns\":$PROC_RUNS,\"incRuns\":$INC_RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
+echo "{\"row\":\"meta\",\"mode\":\"$MODE\",\"runs\":$RUNS,\"procRuns\":$PROC_RUNS,\"incRuns\":$INC_RUNS,\"simRuns\":$SIM_RUNS,\"sizes\":[${SIZES// /,}],\"seeds\":$SEEDS,\"cpus\":$(nproc),\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\",\"date\":\"$(date -u +%Y-%m-%dT%H:%MZ)\",\"pycrdt\":\"$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pycrdt"))')\"}" >> "$RESULTS"
 
 say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 record() { echo "$1" >> "$RESULTS"; }
@@ -213,15 +215,20 @@ done
 for N in $SIZES; do rm -rf "$WORK/n$N"; done
 
 if [ "$SEEDS" -gt 0 ]; then
-    # As CI runs it (each seed twice: the determinism check), then the same seeds run once each:
-    # the simulator's own speed on the same mix.
-    say "simulator: $SEEDS standard seeds on $(nproc) cores, with the determinism rerun, then without"
-    proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)")
-    summary=$(grep '^seeds=' "$WORK/sim.txt")
-    record "{\"row\":\"simulator\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
-    proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)" --no-rerun)
-    summary=$(grep '^seeds=' "$WORK/sim.txt")
-    record "{\"row\":\"simulatorOnce\",\"seeds\":$SEEDS,\"process\":$proc,\"summary\":\"$summary\"}"
+    # As CI runs it (each seed twice: the determinism check), and the same seeds run once each:
+    # the simulator's own speed on the same mix. $SIM_RUNS rounds of both, the order alternating
+    # from round to round, so a slow minute falls on both rows alike.
+    say "simulator: $SEEDS standard seeds on $(nproc) cores, with the determinism rerun and without, $SIM_RUNS rounds"
+    for r in $(seq 1 "$SIM_RUNS"); do
+        if [ $(( r % 2 )) -eq 1 ]; then kinds="simulator simulatorOnce"; else kinds="simulatorOnce simulator"; fi
+        for kind in $kinds; do
+            flags=""
+            [ "$kind" = simulatorOnce ] && flags="--no-rerun"
+            proc=$("$BENCH" run --runs 1 --any-status --out "$WORK/sim.txt" -- "$BIN/kidledger-sim" fuzz --seeds "$SEEDS" --jobs "$(nproc)" $flags)
+            summary=$(grep '^seeds=' "$WORK/sim.txt")
+            record "{\"row\":\"$kind\",\"seeds\":$SEEDS,\"run\":$r,\"process\":$proc,\"summary\":\"$summary\"}"
+        done
+    done
 fi
 
 record "{\"row\":\"elapsed\",\"seconds\":$(( $(date +%s) - started ))}"
