@@ -96,21 +96,8 @@ public final class Simulator {
     @exclusivity(unchecked) var logBytes: [UInt8] = []
     @exclusivity(unchecked) var faults: [String: Int] = [:]
     @exclusivity(unchecked) var failures: [String] = []
-    // Oracle state.
-    @exclusivity(unchecked) var acknowledged: [RecordID: Int] = [:]
-    @exclusivity(unchecked) var acknowledgedOrder: [RecordID] = []
-    @exclusivity(unchecked) var mayBeLost = Set<RecordID>()
-    @exclusivity(unchecked) var batches: [[RecordID]] = []
-    /// Per replica index, what ``checkBatchesAtomic(_:)`` knows of its give-all batches.
-    @exclusivity(unchecked) var batchBooks: [BatchBook] = []
-    /// Every change a replica made locally, in order, with the replica that made it.
-    @exclusivity(unchecked) var madeChanges: [(node: Int, logged: LoggedChange)] = []
-    /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
-    @exclusivity(unchecked) var lostChanges = Set<Int>()
-    /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
-    /// is derived from its original, so two replicas can both carry one).
-    @exclusivity(unchecked) var carriers: [RecordID: [Carrier]] = [:]
-    @exclusivity(unchecked) var rejectedChanges = 0
+    /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
+    let checkers = RunCheckers()
     let lmdbBase: String?
     /// A scripted scenario's state: when set, no random user operations or faults are drawn.
     @exclusivity(unchecked) var scenario: ScenarioState?
@@ -126,11 +113,6 @@ public final class Simulator {
     @exclusivity(unchecked) var diagram: DiagramLog?
     /// When the first check failed.
     @exclusivity(unchecked) var failureMillis: Int64?
-    /// How many ways to reach the final state were compared (``checkEquivalence(_:)``).
-    @exclusivity(unchecked) var equivalentWays = 0
-    /// The final checks' `verify` reports, each with a copy of the store content it was computed
-    /// on (``verifyOnce(_:)``).
-    @exclusivity(unchecked) var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
 
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
@@ -195,9 +177,9 @@ public final class Simulator {
         if let first = failures.first { diagram?.failure = first }  // else a scenario expectation's, if any
         return SimulationResult(parameters: parameters, failures: failures, traceHash: hash, trace: trace,
                                 events: events, virtualMillis: time.millis - startMillis, faults: faults,
-                                digest: digest ?? "", rejectedChanges: rejectedChanges,
+                                digest: digest ?? "", rejectedChanges: checkers.revocation.rejectedChanges,
                                 failureMillis: failureMillis, generated: generated, diagram: diagram,
-                                equivalentWays: equivalentWays, loopTraceHash: loopTraceHash)
+                                equivalentWays: checkers.equivalence.ways, loopTraceHash: loopTraceHash)
     }
 
     /// Remembers when the first failure was found (the diagram highlights it there).
@@ -269,7 +251,7 @@ public final class Simulator {
             time.millis = at
             events += 1
             if at > deadline {
-                failures.append("did not converge within \(Self.quietMillisMax) ms after the faults healed")
+                failures.append(ConvergenceChecker.notQuiet(within: Self.quietMillisMax))
                 return
             }
             try handle(event)
@@ -297,7 +279,7 @@ public final class Simulator {
             queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(i))
         case .deliver(let id, let to, let bytes, let sentAt):
             try deliver(bytes, connection: id, to: to, sentAt: sentAt)
-            if let c = connections[id] { try checkBatchesAtomic([c.ends[to]]) }
+            if let c = connections[id] { try checkpoint([c.ends[to]]) }
         case .closed(let id, let to):
             try closed(connection: id, to: to)
         case .restart(let i):
@@ -313,7 +295,7 @@ public final class Simulator {
             for node in nodes where node.isFrozen { switchBack(node) }
             for node in nodes where !node.isUp { queue.schedule(at: time.millis + 1, .restart(node.index)) }
         case .check:
-            try checkBatchesAtomic()
+            try checkpoint()
             queue.schedule(at: time.millis + 500, .check)
         case .revoke:
             try revoke()
@@ -390,9 +372,8 @@ public final class Simulator {
         if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
             // Built once: the losses are read from a clone of it, and the node comes back on it.
             let restoredFiles = copy.materialize()
-            try noteLossesFromRestore(node, restoredFiles)
+            try restoring(node, restoredFiles)
             node.store = restoredFiles
-            if node.index < batchBooks.count { batchBooks[node.index] = BatchBook() }
             count("staleRestore")
             log("\(node.name) restored from a stale copy of its files")
             restored = true
@@ -413,34 +394,15 @@ public final class Simulator {
         node.store = try LMDBEnvironment(directory: directory, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
     }
 
-    /// Acknowledged transactions that only `node`'s current files held (whoever made them) vanish
-    /// with a restore from a stale copy, like a laptop restored from an old backup before it
-    /// synced; every other acknowledged transaction must survive.
-    func noteLossesFromRestore(_ node: SimNode, _ stale: MemoryStore) throws {
+    /// Tells the checkers that `node` comes back on `stale`: they read its current files, the
+    /// stale copy (a clone of it) and every other replica's files.
+    func restoring(_ node: SimNode, _ stale: MemoryStore) throws {
         func reader(_ store: any KeyValueStore) throws -> Replica {
             try Replica(store: store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
         }
-        let current = try reader(node.store)
-        let staleReplica = try reader(stale.clone())
-        let others = try nodes.filter { $0.index != node.index }.map { try reader($0.store) }
-        // Held by the current files, not by the stale copy, and by no other replica: each store
-        // is asked about all the remaining candidates in one read.
-        func notHeld(by replica: Replica, _ ids: [RecordID]) throws -> [RecordID] {
-            zip(ids, try replica.containsTransactions(ids)).filter { !$0.1 }.map(\.0)
-        }
-        let candidates = acknowledgedOrder.filter { !mayBeLost.contains($0) }
-        var lost = zip(candidates, try current.containsTransactions(candidates)).filter(\.1).map(\.0)
-        lost = try notHeld(by: staleReplica, lost)
-        for other in others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
-        mayBeLost.formUnion(lost)
-        // Likewise the local changes (of any replica) that only these files held.
-        let currentLog = ChangeIndex(try current.encodedChanges(notCoveredBy: [:]))
-        let staleLog = ChangeIndex(try staleReplica.encodedChanges(notCoveredBy: [:]))
-        let otherLogs = try others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
-        for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
-            guard currentLog.contains(made.logged), !staleLog.contains(made.logged) else { continue }
-            if otherLogs.allSatisfy({ !$0.contains(made.logged) }) { lostChanges.insert(i) }
-        }
+        let restore = StaleRestore(node: node.index, current: try reader(node.store), stale: try reader(stale.clone()),
+                                   others: try nodes.filter { $0.index != node.index }.map { try reader($0.store) })
+        for checker in checkers.all { try checker.restoring(restore) }
     }
 
     func isQuiet() -> Bool {
