@@ -4,44 +4,6 @@ import KidLedgerProtocol
 import KidLedgerLMDB
 import KidLedgerSecurity
 
-/// The outcome of one simulation run.
-public struct SimulationResult: Sendable {
-    /// What the seed drew.
-    public var parameters: SimulationParameters
-    /// Failed checks; empty when the run passed.
-    public var failures: [String]
-    /// SHA-256 of the whole trace: equal for two runs of one seed.
-    public var traceHash: String
-    /// The trace lines, when kept.
-    public var trace: [String]
-    /// Events processed.
-    public var events: Int
-    /// Virtual milliseconds simulated.
-    public var virtualMillis: Int64
-    /// How many faults of each kind were injected.
-    public var faults: [String: Int]
-    /// The final digest shared by all replicas (when they converged).
-    public var digest: String
-    /// Change-log entries the revocation rule rejected at the end (on every replica alike).
-    public var rejectedChanges: Int = 0
-    /// Virtual milliseconds (from the start) at which the first check failed, when one did.
-    public var failureMillis: Int64?
-    /// When recorded (`record: true`): every user operation and fault the run drew, at its virtual
-    /// time, as scenario steps (``Scenario/eventList(_:)`` turns them into a scenario).
-    public var generated: [Scenario.Step]?
-    /// When recorded: what the space-time diagram draws (``SpaceTimeDiagram``).
-    public var diagram: DiagramLog?
-    /// How many ways to reach the converged state agreed or were compared: 2 (incremental sync,
-    /// full sync from empty), 3 with LMDB (restart from the files); 0 when the run did not converge.
-    public var equivalentWays = 0
-    /// SHA-256 of the trace up to the end of the event loop, before the final checks: what a
-    /// ``Simulator/FinalChecks/skipped`` rerun is compared by.
-    public var loopTraceHash = ""
-
-    /// Whether every check held.
-    public var passed: Bool { failures.isEmpty }
-}
-
 /// A deterministic simulation of N replicas running the real replica and protocol code under a
 /// virtual clock, a seeded generator and a faulty network. No wall clock, no system randomness,
 /// no threads: the same seed gives a byte-identical trace.
@@ -317,94 +279,6 @@ public final class Simulator {
 
     func count(_ fault: String) { faults[fault, default: 0] += 1 }
 
-    /// Hashes the trace line `t=MILLIS LINE` and a newline (and keeps it, when asked). The line's
-    /// bytes are gathered in one reused buffer: no string is built unless it is kept.
-    func log(_ line: String) {
-        let millis = time.millis - startMillis
-        logBytes.removeAll(keepingCapacity: true)
-        logBytes.append(UInt8(ascii: "t"))
-        logBytes.append(UInt8(ascii: "="))
-        Self.appendDecimal(millis, to: &logBytes)
-        logBytes.append(UInt8(ascii: " "))
-        logBytes.append(contentsOf: line.utf8)
-        logBytes.append(UInt8(ascii: "\n"))
-        traceHasher.update(logBytes)
-        guard keepTrace || scenario != nil else { return }
-        let text = "t=\(millis) \(line)"
-        if keepTrace { trace.append(text) }
-        scenario?.engineLine(text)
-    }
-
-    /// Appends `value`'s decimal digits, as `String(value)` writes them, to `bytes` (without
-    /// building a string: ``log(_:)`` writes one number per trace line).
-    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var unit: UInt64 = 1  // the place value of the first digit (at most 10^19: no overflow)
-        while magnitude / unit >= 10 { unit *= 10 }
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude / unit))
-            magnitude %= unit
-            unit /= 10
-        } while unit > 0
-    }
-
-    /// The replica stops (only committed state survives) and its connections drop; a drawn crash
-    /// schedules its restart, a scripted one waits for `restart`.
-    func crash(_ node: SimNode, scheduleRestart: Bool = true) {
-        node.crash()
-        count("crash")
-        log("\(node.name) crash")
-        record(node.index, .crash)
-        diagram?.mark(.crash, node.index, at: time.millis - startMillis)
-        for id in connections.keys.sorted() where connections[id]!.ends.contains(node.index) {
-            drop(connection: id, reason: "\(node.name) crashed")
-        }
-        if scheduleRestart { queue.schedule(at: time.millis + jitter(1_000), .restart(node.index)) }
-    }
-
-    /// Restarts a crashed replica from its files; from its stale copy when `stale` says so (nil:
-    /// as the seed draws). Returns whether it came back from the stale copy.
-    @discardableResult
-    func restart(_ node: SimNode, stale: Bool? = nil) throws -> Bool {
-        guard !node.isUp else { return false }
-        var restored = false
-        if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
-            // Built once: the losses are read from a clone of it, and the node comes back on it.
-            let restoredFiles = copy.materialize()
-            try restoring(node, restoredFiles)
-            node.store = restoredFiles
-            count("staleRestore")
-            log("\(node.name) restored from a stale copy of its files")
-            restored = true
-        } else if node.lmdbDirectory != nil {
-            try reopenLMDB(node)
-        }
-        try node.boot(time: time, seed: parameters.seed)
-        log("\(node.name) restart")
-        record(node.index, restored ? .restartStale : .restart)
-        diagram?.mark(restored ? .staleRestart : .restart, node.index, at: time.millis - startMillis)
-        return restored
-    }
-
-    /// Closes a replica's LMDB environment and opens its files again.
-    func reopenLMDB(_ node: SimNode) throws {
-        guard let directory = node.lmdbDirectory else { return }
-        (node.store as? LMDBEnvironment)?.close()
-        node.store = try LMDBEnvironment(directory: directory, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
-    }
-
-    /// Tells the checkers that `node` comes back on `stale`: they read its current files, the
-    /// stale copy (a clone of it) and every other replica's files.
-    func restoring(_ node: SimNode, _ stale: MemoryStore) throws {
-        func reader(_ store: any KeyValueStore) throws -> Replica {
-            try Replica(store: store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
-        }
-        let restore = StaleRestore(node: node.index, current: try reader(node.store), stale: try reader(stale.clone()),
-                                   others: try nodes.filter { $0.index != node.index }.map { try reader($0.store) })
-        for checker in checkers.all { try checker.restoring(restore) }
-    }
-
     func isQuiet() -> Bool {
         // Sessions between replicas that hold the same changes move nothing, so open connections
         // don't matter once every version vector is equal.
@@ -413,14 +287,5 @@ public final class Simulator {
         let heads = nodes.map { $0.heads() }
         guard let first = heads[0] else { return false }
         return heads.allSatisfy { $0 == first }
-    }
-}
-
-enum Digest256Hex {
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-        return String(decoding: out, as: UTF8.self)
     }
 }
