@@ -17,11 +17,11 @@ struct BatchCheckTests {
         let before = try b.replica!.versionVector()
         let ids = try (1...2 as ClosedRange<Int64>).map { try a.replica!.post("Ava", signedCents: $0, note: "", source: "give").transaction.id }
         try b.replica!.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)))
-        try sim.checkBatchesAtomic([1])
-        try sim.checkBatchesAtomic([1])  // nothing new: skipped
+        try sim.checkpoint([1])
+        try sim.checkpoint([1])  // nothing new: skipped
         #expect(sim.failures.isEmpty)
-        sim.batches.append(ids)
-        try sim.checkBatchesAtomic([1])
+        sim.madeBatch(ids)
+        try sim.checkpoint([1])
         #expect(sim.failures == ["r1 shows 1 of 2 transactions of give-all batch 0"])
     }
 }

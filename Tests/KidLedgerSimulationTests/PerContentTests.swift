@@ -38,10 +38,10 @@ struct PerContentTests {
         #expect(converged.computed == 1)
         #expect(try converged.answers == replicas.map { try $0.fieldConflicts().map { "\($0.loserValue) \($0.winnerValue)" } })
         #expect(converged.answers[0].count == 1)
-        #expect(try sim.conflictJournals(replicas) == replicas.map { try $0.fieldConflicts() })
+        #expect(try ConvergenceChecker.conflictJournals(replicas) == replicas.map { try $0.fieldConflicts() })
         // b renames once more without telling a: its tables differ, so it is asked.
         _ = try b.replica!.renameChild(child, to: "Dan")
         #expect(try asked(Replica.conflictJournalTables).computed == 2)
-        #expect(try sim.conflictJournals(replicas) == replicas.map { try $0.fieldConflicts() })
+        #expect(try ConvergenceChecker.conflictJournals(replicas) == replicas.map { try $0.fieldConflicts() })
     }
 }

@@ -125,7 +125,7 @@ struct SimulatorCacheTests {
         try sync(a, b)
         let files = try #require(b.store as? MemoryStore).clone()
         let ids = try (1...2 as ClosedRange<Int64>).map { try a.replica!.post("Ava", signedCents: $0, note: "", source: "give").transaction.id }
-        sim.batches.append(ids)
+        sim.madeBatch(ids)
         return (try b.replica!.versionVector(), files, ids)
     }
 
@@ -134,13 +134,13 @@ struct SimulatorCacheTests {
         let sim = try simulator()
         let a = sim.nodes[0], b = sim.nodes[1]
         let (before, _, ids) = try batchOfTwo(sim)
-        try sim.checkBatchesAtomic([1])
+        try sim.checkpoint([1])
         #expect(sim.failures.isEmpty)
         // Only the first of the two reaches b.
         let missing = try a.replica!.changes(notCoveredBy: before)
         try b.replica!.applyRemote(Array(missing.prefix(1)))
         #expect(try b.replica!.containsTransaction(ids[0]) && !(try b.replica!.containsTransaction(ids[1])))
-        try sim.checkBatchesAtomic([1])
+        try sim.checkpoint([1])
         #expect(sim.failures.count == 1)
     }
 
@@ -150,7 +150,7 @@ struct SimulatorCacheTests {
         let a = sim.nodes[0], b = sim.nodes[1]
         let (before, old, _) = try batchOfTwo(sim)
         try sync(a, b)
-        try sim.checkBatchesAtomic([1])
+        try sim.checkpoint([1])
         #expect(sim.failures.isEmpty)
         // b's files go back to a copy that holds the first of the two only.
         let partial = try Replica(store: old, clock: FixedClock(millis: 0), random: SplitMix64(seed: 1))
@@ -158,7 +158,7 @@ struct SimulatorCacheTests {
         b.staleCopy = old.lazyCopy()
         sim.crash(b, scheduleRestart: false)
         #expect(try sim.restart(b, stale: true))
-        try sim.checkBatchesAtomic([1])
+        try sim.checkpoint([1])
         #expect(sim.failures.count == 1)
     }
 }

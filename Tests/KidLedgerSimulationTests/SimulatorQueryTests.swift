@@ -101,7 +101,7 @@ struct SimulatorQueryTests {
         let expected = try a.replica!.encodedChanges(notCoveredBy: cover).filter { $0.origin == origin }
         #expect(carrier.origin == origin && carrier.sequences == (before + 1)...(before + 2))
         #expect(carrier.changes.map(\.encoded) == expected.map(\.bytes))
-        #expect(sim.madeChanges.suffix(2).map(\.logged.encoded) == expected.map(\.bytes))
+        #expect(sim.checkers.acknowledged.madeChanges.suffix(2).map(\.logged.encoded) == expected.map(\.bytes))
     }
 
     @Test("containsTransactions answers containsTransaction for each id")
@@ -183,23 +183,24 @@ struct SimulatorQueryTests {
     func eachReplicaChecked() throws {
         let sim = try simulator()
         let a = sim.nodes[0], b = sim.nodes[1]
-        func check() throws -> [String] {
-            sim.failures = []
-            try sim.checkEachReplica([a.replica!, b.replica!], rejected: [])
-            return sim.failures
+        /// The acknowledged checker's per-replica answers, having heard of `acknowledged`
+        /// (each transaction with the replica that made it).
+        func check(_ acknowledged: [(RecordID, Int)]) throws -> [String] {
+            let checker = AcknowledgedChangesChecker()
+            for (id, node) in acknowledged {
+                checker.committed(Carrier(node: node, origin: ReplicaID(1), sequences: 1...1, changes: []), acknowledging: [id])
+            }
+            let run = try sim.finalRun([a.replica!, b.replica!])
+            return try [0, 1].flatMap { try checker.finalCheck(.replica($0), run) }
         }
         _ = try a.replica!.addChild(name: "Ava")
         let made = try a.replica!.post("Ava", signedCents: 5, note: "", source: "give").transaction.id
-        sim.acknowledged[made] = 0
-        sim.acknowledgedOrder = [made]
-        #expect(try check() == ["r1 lost acknowledged transaction \(made) (made on r0)"])
+        #expect(try check([(made, 0)]) == ["r1 lost acknowledged transaction \(made) (made on r0)"])
         try sync(a, b)
-        #expect(try check() == [])
+        #expect(try check([(made, 0)]) == [])
         // Equal lists: a transaction neither holds is lost on both.
         let never = RecordID(high: 7, low: 7)
-        sim.acknowledged[never] = 1
-        sim.acknowledgedOrder.append(never)
-        #expect(try check() == ["r0", "r1"].map { "\($0) lost acknowledged transaction \(never) (made on r1)" })
+        #expect(try check([(made, 0), (never, 1)]) == ["r0", "r1"].map { "\($0) lost acknowledged transaction \(never) (made on r1)" })
     }
 
     @Test("a change index answers as a set of the decoded changes, forked versions included")

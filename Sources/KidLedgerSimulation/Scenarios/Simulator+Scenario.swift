@@ -187,7 +187,7 @@ extension Simulator {
             case .postAll(let cents, let note):
                 let ps = try replica.postAll(signedCents: cents, note: note, source: cents > 0 ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
-                batches.append(made)
+                madeBatch(made)
                 outcome = ps.map { "\($0.childName) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
             case .undo:
                 let u = try replica.undo()
@@ -201,9 +201,7 @@ extension Simulator {
             outcome = "refused: \(error)"
         }
         if !outcome.hasPrefix("refused") { diagram?.mark(.operation, node.index, at: time.millis - startMillis) }
-        if let carrier = try recordLocalChanges(node, after: before) {
-            acknowledge(made, carrier)
-        }
+        try recordLocalChanges(node, after: before, acknowledging: made)
         return outcome
     }
 

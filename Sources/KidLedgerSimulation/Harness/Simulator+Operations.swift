@@ -64,7 +64,7 @@ extension Simulator {
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
-                batches.append(ps.map(\.transaction.id))
+                madeBatch(made)
                 log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { $0.transaction.id.hexPrefix(8) }.joined(separator: ","))")
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
             default:
@@ -78,9 +78,7 @@ extension Simulator {
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }
-        if let carrier = try recordLocalChanges(node, after: before) {
-            acknowledge(made, carrier)
-        }
+        try recordLocalChanges(node, after: before, acknowledging: made)
     }
 
     /// Whether the replica has learnt that its own account is revoked (it then adds no children:
@@ -88,14 +86,5 @@ extension Simulator {
     func knowsItIsRevoked(_ node: SimNode) throws -> Bool {
         guard faults["revocation", default: 0] > 0, node.replica != nil else { return false }
         return try node.listsItselfRevoked()
-    }
-
-    func acknowledge(_ ids: [RecordID], _ carrier: Carrier) {
-        for id in ids {
-            carriers[id, default: []].append(carrier)
-            guard acknowledged[id] == nil else { continue }
-            acknowledged[id] = carrier.node
-            acknowledgedOrder.append(id)
-        }
     }
 }

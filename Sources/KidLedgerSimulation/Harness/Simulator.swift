@@ -4,44 +4,6 @@ import KidLedgerProtocol
 import KidLedgerLMDB
 import KidLedgerSecurity
 
-/// The outcome of one simulation run.
-public struct SimulationResult: Sendable {
-    /// What the seed drew.
-    public var parameters: SimulationParameters
-    /// Failed checks; empty when the run passed.
-    public var failures: [String]
-    /// SHA-256 of the whole trace: equal for two runs of one seed.
-    public var traceHash: String
-    /// The trace lines, when kept.
-    public var trace: [String]
-    /// Events processed.
-    public var events: Int
-    /// Virtual milliseconds simulated.
-    public var virtualMillis: Int64
-    /// How many faults of each kind were injected.
-    public var faults: [String: Int]
-    /// The final digest shared by all replicas (when they converged).
-    public var digest: String
-    /// Change-log entries the revocation rule rejected at the end (on every replica alike).
-    public var rejectedChanges: Int = 0
-    /// Virtual milliseconds (from the start) at which the first check failed, when one did.
-    public var failureMillis: Int64?
-    /// When recorded (`record: true`): every user operation and fault the run drew, at its virtual
-    /// time, as scenario steps (``Scenario/eventList(_:)`` turns them into a scenario).
-    public var generated: [Scenario.Step]?
-    /// When recorded: what the space-time diagram draws (``SpaceTimeDiagram``).
-    public var diagram: DiagramLog?
-    /// How many ways to reach the converged state agreed or were compared: 2 (incremental sync,
-    /// full sync from empty), 3 with LMDB (restart from the files); 0 when the run did not converge.
-    public var equivalentWays = 0
-    /// SHA-256 of the trace up to the end of the event loop, before the final checks: what a
-    /// ``Simulator/FinalChecks/skipped`` rerun is compared by.
-    public var loopTraceHash = ""
-
-    /// Whether every check held.
-    public var passed: Bool { failures.isEmpty }
-}
-
 /// A deterministic simulation of N replicas running the real replica and protocol code under a
 /// virtual clock, a seeded generator and a faulty network. No wall clock, no system randomness,
 /// no threads: the same seed gives a byte-identical trace.
@@ -96,21 +58,8 @@ public final class Simulator {
     @exclusivity(unchecked) var logBytes: [UInt8] = []
     @exclusivity(unchecked) var faults: [String: Int] = [:]
     @exclusivity(unchecked) var failures: [String] = []
-    // Oracle state.
-    @exclusivity(unchecked) var acknowledged: [RecordID: Int] = [:]
-    @exclusivity(unchecked) var acknowledgedOrder: [RecordID] = []
-    @exclusivity(unchecked) var mayBeLost = Set<RecordID>()
-    @exclusivity(unchecked) var batches: [[RecordID]] = []
-    /// Per replica index, what ``checkBatchesAtomic(_:)`` knows of its give-all batches.
-    @exclusivity(unchecked) var batchBooks: [BatchBook] = []
-    /// Every change a replica made locally, in order, with the replica that made it.
-    @exclusivity(unchecked) var madeChanges: [(node: Int, logged: LoggedChange)] = []
-    /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
-    @exclusivity(unchecked) var lostChanges = Set<Int>()
-    /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
-    /// is derived from its original, so two replicas can both carry one).
-    @exclusivity(unchecked) var carriers: [RecordID: [Carrier]] = [:]
-    @exclusivity(unchecked) var rejectedChanges = 0
+    /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
+    let checkers = RunCheckers()
     let lmdbBase: String?
     /// A scripted scenario's state: when set, no random user operations or faults are drawn.
     @exclusivity(unchecked) var scenario: ScenarioState?
@@ -126,11 +75,6 @@ public final class Simulator {
     @exclusivity(unchecked) var diagram: DiagramLog?
     /// When the first check failed.
     @exclusivity(unchecked) var failureMillis: Int64?
-    /// How many ways to reach the final state were compared (``checkEquivalence(_:)``).
-    @exclusivity(unchecked) var equivalentWays = 0
-    /// The final checks' `verify` reports, each with a copy of the store content it was computed
-    /// on (``verifyOnce(_:)``).
-    @exclusivity(unchecked) var verifiedContents: [(content: MemoryStore, report: VerifyReport)] = []
 
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
@@ -195,9 +139,9 @@ public final class Simulator {
         if let first = failures.first { diagram?.failure = first }  // else a scenario expectation's, if any
         return SimulationResult(parameters: parameters, failures: failures, traceHash: hash, trace: trace,
                                 events: events, virtualMillis: time.millis - startMillis, faults: faults,
-                                digest: digest ?? "", rejectedChanges: rejectedChanges,
+                                digest: digest ?? "", rejectedChanges: checkers.revocation.rejectedChanges,
                                 failureMillis: failureMillis, generated: generated, diagram: diagram,
-                                equivalentWays: equivalentWays, loopTraceHash: loopTraceHash)
+                                equivalentWays: checkers.equivalence.ways, loopTraceHash: loopTraceHash)
     }
 
     /// Remembers when the first failure was found (the diagram highlights it there).
@@ -269,7 +213,7 @@ public final class Simulator {
             time.millis = at
             events += 1
             if at > deadline {
-                failures.append("did not converge within \(Self.quietMillisMax) ms after the faults healed")
+                failures.append(ConvergenceChecker.notQuiet(within: Self.quietMillisMax))
                 return
             }
             try handle(event)
@@ -297,7 +241,7 @@ public final class Simulator {
             queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(i))
         case .deliver(let id, let to, let bytes, let sentAt):
             try deliver(bytes, connection: id, to: to, sentAt: sentAt)
-            if let c = connections[id] { try checkBatchesAtomic([c.ends[to]]) }
+            if let c = connections[id] { try checkpoint([c.ends[to]]) }
         case .closed(let id, let to):
             try closed(connection: id, to: to)
         case .restart(let i):
@@ -313,7 +257,7 @@ public final class Simulator {
             for node in nodes where node.isFrozen { switchBack(node) }
             for node in nodes where !node.isUp { queue.schedule(at: time.millis + 1, .restart(node.index)) }
         case .check:
-            try checkBatchesAtomic()
+            try checkpoint()
             queue.schedule(at: time.millis + 500, .check)
         case .revoke:
             try revoke()
@@ -335,114 +279,6 @@ public final class Simulator {
 
     func count(_ fault: String) { faults[fault, default: 0] += 1 }
 
-    /// Hashes the trace line `t=MILLIS LINE` and a newline (and keeps it, when asked). The line's
-    /// bytes are gathered in one reused buffer: no string is built unless it is kept.
-    func log(_ line: String) {
-        let millis = time.millis - startMillis
-        logBytes.removeAll(keepingCapacity: true)
-        logBytes.append(UInt8(ascii: "t"))
-        logBytes.append(UInt8(ascii: "="))
-        Self.appendDecimal(millis, to: &logBytes)
-        logBytes.append(UInt8(ascii: " "))
-        logBytes.append(contentsOf: line.utf8)
-        logBytes.append(UInt8(ascii: "\n"))
-        traceHasher.update(logBytes)
-        guard keepTrace || scenario != nil else { return }
-        let text = "t=\(millis) \(line)"
-        if keepTrace { trace.append(text) }
-        scenario?.engineLine(text)
-    }
-
-    /// Appends `value`'s decimal digits, as `String(value)` writes them, to `bytes` (without
-    /// building a string: ``log(_:)`` writes one number per trace line).
-    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var unit: UInt64 = 1  // the place value of the first digit (at most 10^19: no overflow)
-        while magnitude / unit >= 10 { unit *= 10 }
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude / unit))
-            magnitude %= unit
-            unit /= 10
-        } while unit > 0
-    }
-
-    /// The replica stops (only committed state survives) and its connections drop; a drawn crash
-    /// schedules its restart, a scripted one waits for `restart`.
-    func crash(_ node: SimNode, scheduleRestart: Bool = true) {
-        node.crash()
-        count("crash")
-        log("\(node.name) crash")
-        record(node.index, .crash)
-        diagram?.mark(.crash, node.index, at: time.millis - startMillis)
-        for id in connections.keys.sorted() where connections[id]!.ends.contains(node.index) {
-            drop(connection: id, reason: "\(node.name) crashed")
-        }
-        if scheduleRestart { queue.schedule(at: time.millis + jitter(1_000), .restart(node.index)) }
-    }
-
-    /// Restarts a crashed replica from its files; from its stale copy when `stale` says so (nil:
-    /// as the seed draws). Returns whether it came back from the stale copy.
-    @discardableResult
-    func restart(_ node: SimNode, stale: Bool? = nil) throws -> Bool {
-        guard !node.isUp else { return false }
-        var restored = false
-        if let copy = node.staleCopy, stale ?? chance(parameters.staleRestorePerMille) {
-            // Built once: the losses are read from a clone of it, and the node comes back on it.
-            let restoredFiles = copy.materialize()
-            try noteLossesFromRestore(node, restoredFiles)
-            node.store = restoredFiles
-            if node.index < batchBooks.count { batchBooks[node.index] = BatchBook() }
-            count("staleRestore")
-            log("\(node.name) restored from a stale copy of its files")
-            restored = true
-        } else if node.lmdbDirectory != nil {
-            try reopenLMDB(node)
-        }
-        try node.boot(time: time, seed: parameters.seed)
-        log("\(node.name) restart")
-        record(node.index, restored ? .restartStale : .restart)
-        diagram?.mark(restored ? .staleRestart : .restart, node.index, at: time.millis - startMillis)
-        return restored
-    }
-
-    /// Closes a replica's LMDB environment and opens its files again.
-    func reopenLMDB(_ node: SimNode) throws {
-        guard let directory = node.lmdbDirectory else { return }
-        (node.store as? LMDBEnvironment)?.close()
-        node.store = try LMDBEnvironment(directory: directory, tables: Tables.all, mapSizeBytes: 8 << 20, durable: false)
-    }
-
-    /// Acknowledged transactions that only `node`'s current files held (whoever made them) vanish
-    /// with a restore from a stale copy, like a laptop restored from an old backup before it
-    /// synced; every other acknowledged transaction must survive.
-    func noteLossesFromRestore(_ node: SimNode, _ stale: MemoryStore) throws {
-        func reader(_ store: any KeyValueStore) throws -> Replica {
-            try Replica(store: store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
-        }
-        let current = try reader(node.store)
-        let staleReplica = try reader(stale.clone())
-        let others = try nodes.filter { $0.index != node.index }.map { try reader($0.store) }
-        // Held by the current files, not by the stale copy, and by no other replica: each store
-        // is asked about all the remaining candidates in one read.
-        func notHeld(by replica: Replica, _ ids: [RecordID]) throws -> [RecordID] {
-            zip(ids, try replica.containsTransactions(ids)).filter { !$0.1 }.map(\.0)
-        }
-        let candidates = acknowledgedOrder.filter { !mayBeLost.contains($0) }
-        var lost = zip(candidates, try current.containsTransactions(candidates)).filter(\.1).map(\.0)
-        lost = try notHeld(by: staleReplica, lost)
-        for other in others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
-        mayBeLost.formUnion(lost)
-        // Likewise the local changes (of any replica) that only these files held.
-        let currentLog = ChangeIndex(try current.encodedChanges(notCoveredBy: [:]))
-        let staleLog = ChangeIndex(try staleReplica.encodedChanges(notCoveredBy: [:]))
-        let otherLogs = try others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
-        for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
-            guard currentLog.contains(made.logged), !staleLog.contains(made.logged) else { continue }
-            if otherLogs.allSatisfy({ !$0.contains(made.logged) }) { lostChanges.insert(i) }
-        }
-    }
-
     func isQuiet() -> Bool {
         // Sessions between replicas that hold the same changes move nothing, so open connections
         // don't matter once every version vector is equal.
@@ -451,14 +287,5 @@ public final class Simulator {
         let heads = nodes.map { $0.heads() }
         guard let first = heads[0] else { return false }
         return heads.allSatisfy { $0 == first }
-    }
-}
-
-enum Digest256Hex {
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -96,23 +96,25 @@ enum ReferenceModel {
     }
 }
 
-extension Simulator {
-    /// Every replica's children must equal what the reference model computes from all changes
-    /// (the union of the replicas' logs, in the same order as `replicas`).
-    func checkAgainstReferenceModel(_ replicas: [Replica], logs: ChangeLogs) throws {
-        let expected = ReferenceModel.expected(from: logs.union)
-        for (node, replica) in zip(nodes, replicas) {
+/// Balances equal sums: every replica's children (names, archived flags, balances: each the sum
+/// of the child's transactions) are what the ``ReferenceModel`` computes from the union of every
+/// replica's changes.
+final class BalanceChecker: Checker {
+    func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
+        guard stage == .referenceModel else { return [] }
+        let expected = ReferenceModel.expected(from: run.logs.union)
+        for (node, replica) in zip(run.nodes, run.replicas) {
             var actual: [RecordID: ReferenceModel.ChildState] = [:]
             for c in try replica.children(includeArchived: true) {
                 actual[c.id] = ReferenceModel.ChildState(name: c.name, archived: c.isArchived, balance: c.balanceCents)
             }
             if actual != expected {
                 let differing = Set(actual.keys).union(expected.keys).sorted().filter { actual[$0] != expected[$0] }.prefix(3)
-                failures.append("\(node.name) differs from the reference model: " + differing.map {
+                return ["\(node.name) differs from the reference model: " + differing.map {
                     "\($0.hex.prefix(8)) is \(actual[$0].map(\.description) ?? "missing"), model says \(expected[$0].map(\.description) ?? "missing")"
-                }.joined(separator: "; "))
-                return
+                }.joined(separator: "; ")]
             }
         }
+        return []
     }
 }

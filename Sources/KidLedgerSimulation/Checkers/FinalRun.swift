@@ -1,0 +1,142 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// What the final checks read of a quiet run, read once and shared by the checkers: the
+/// replicas, their digests, their change logs, their `verify` reports and transactions (once per
+/// distinct content). The stores are only read while it is in use, but by the equivalence check,
+/// which comes last and reopens the LMDB replicas.
+final class FinalRun {
+    /// Every node, in order, each with its running replica in ``replicas``.
+    let nodes: [SimNode]
+    let replicas: [Replica]
+    /// Each replica's digest.
+    let digests: [Digest256]
+    /// The first replica's `verify` report, with what it decoded (the change log entries and
+    /// transactions that ``logs`` and ``transactions(of:)`` take instead of decoding them again).
+    let first: (report: VerifyReport, records: VerifiedRecords?)
+    /// Every replica's whole change log.
+    let logs: ChangeLogs
+    let household: RecordID
+    let time: SimTime
+    let seed: UInt64
+    let verifier: CachingVerifier
+    /// Appends a line to the run's trace.
+    let log: (String) -> Void
+    /// Closes a replica in LMDB and restarts it from its files.
+    let restartFromFiles: (SimNode) throws -> Void
+    /// The acknowledged transactions the revocation rule rejects (filled at
+    /// ``FinalStage/revocationRule``): they may be absent.
+    var rejected = Set<RecordID>()
+    /// The `verify` reports so far, each with a copy of the store content it was computed on.
+    private var verified: [(content: MemoryStore, report: VerifyReport)] = []
+    private var held = PerContent<HeldTransactions>(tables: Replica.allTransactionsTables)
+    private var heldByReplica: [Int: HeldTransactions] = [:]
+    private var firstMembers: [MemberSummary]?
+
+    init(nodes: [SimNode], replicas: [Replica], household: RecordID, time: SimTime, seed: UInt64,
+         verifier: CachingVerifier, log: @escaping (String) -> Void,
+         restartFromFiles: @escaping (SimNode) throws -> Void) throws {
+        precondition(replicas.count == nodes.count && !replicas.isEmpty, "every replica is up")
+        self.nodes = nodes
+        self.replicas = replicas
+        self.household = household
+        self.time = time
+        self.seed = seed
+        self.verifier = verifier
+        self.log = log
+        self.restartFromFiles = restartFromFiles
+        digests = try replicas.map { try $0.digest() }
+        first = try Self.verify(replicas[0], keepingRecords: true, known: &verified)
+        logs = try ChangeLogs(replicas, decoded: first.records?.changes ?? [])
+    }
+
+    /// The first replica's members (`members()`).
+    func members() throws -> [MemberSummary] {
+        if let firstMembers { return firstMembers }
+        let members = try replicas[0].members()
+        firstMembers = members
+        return members
+    }
+
+    /// `replica.verify()`, computed once per distinct store content: converged replicas usually
+    /// hold the same entries in every table `verify` reads, and then its report is the same
+    /// (``Replica/verifiesAlike(_:_:)``). An LMDB replica is compared by reading its tables
+    /// through LMDB, so the first of each content is verified and the others are still read whole.
+    func verifyOnce(_ replica: Replica) throws -> VerifyReport {
+        try Self.verify(replica, keepingRecords: false, known: &verified).report
+    }
+
+    /// The `verify` report of the replica at `index`.
+    func report(of index: Int) throws -> VerifyReport {
+        index == 0 ? first.report : try verifyOnce(replicas[index])
+    }
+
+    private static func verify(_ replica: Replica, keepingRecords: Bool,
+                               known: inout [(content: MemoryStore, report: VerifyReport)])
+        throws -> (report: VerifyReport, records: VerifiedRecords?) {
+        for entry in known where try Replica.verifiesAlike(entry.content, replica.store) { return (entry.report, nil) }
+        let (report, records) = try replica.verify(keepingRecords: keepingRecords)
+        known.append((try Replica.verifiedContent(of: replica.store), report))  // a copy: the store may change later
+        return (report, records)
+    }
+
+    /// The transactions of the replica at `index`, read once per distinct content of the
+    /// transactions table among the in-memory replicas (``PerContent``).
+    func transactions(of index: Int) throws -> HeldTransactions {
+        if let known = heldByReplica[index] { return known }
+        let replica = replicas[index]
+        let content = held.count
+        let answer = try held.answer(replica) {
+            let all = try (index == 0 ? first.records?.allTransactions : nil) ?? replica.allTransactions()
+            return HeldTransactions(all, content: content)
+        }
+        heldByReplica[index] = answer
+        return answer
+    }
+}
+
+/// A replica's transactions, as the final checks read them.
+struct HeldTransactions {
+    /// ``Replica/allTransactions()``.
+    let all: [LedgerTransaction]
+    /// Whether each held transaction is an undo, by id (all that is asked of a held one).
+    let isUndo: [RecordID: Bool]
+    /// Which distinct content they are: equal for replicas whose transactions tables are equal
+    /// (checkers keep their answers by it).
+    let content: Int
+
+    init(_ all: [LedgerTransaction], content: Int) {
+        self.all = all
+        self.content = content
+        var isUndo: [RecordID: Bool] = [:]
+        isUndo.reserveCapacity(all.count)
+        for t in all { isUndo[t.id] = t.isUndo }
+        self.isUndo = isUndo
+    }
+}
+
+/// The answers of a function of some tables of a replica's store, kept per distinct content of
+/// those tables: a replica whose in-memory store holds entry for entry what an earlier one's held
+/// when it was asked (``MemoryStore/hasSameEntries(as:in:)``) gets that answer again. The stores
+/// must not be written while it is in use (the final checks only read). A replica in LMDB is
+/// always asked.
+struct PerContent<Answer> {
+    /// What the function reads.
+    let tables: [Table]
+    /// The in-memory stores asked so far, with their answers.
+    private var known: [(store: MemoryStore, answer: Answer)] = []
+    /// How many answers were computed.
+    private(set) var count = 0
+
+    init(tables: [Table]) { self.tables = tables }
+
+    /// `compute()`, the function's answer for `replica`, or the answer kept for equal tables.
+    mutating func answer(_ replica: Replica, _ compute: () throws -> Answer) rethrows -> Answer {
+        guard let memory = replica.store as? MemoryStore else { count += 1; return try compute() }
+        if let hit = known.first(where: { $0.store.hasSameEntries(as: memory, in: tables) }) { return hit.answer }
+        let answer = try compute()
+        count += 1
+        known.append((memory, answer))
+        return answer
+    }
+}

@@ -1,0 +1,125 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// The revocation rule: a revoked member's changes beyond its revocations' cut (the pointwise
+/// minimum of their `seen` vectors) count nowhere, so a transaction only such changes carried is
+/// absent from every replica; with it, equal membership everywhere, no forged changes, and the
+/// rejected changes every replica counts.
+final class RevocationChecker: Checker {
+    /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
+    /// is derived from its original, so two replicas can both carry one), and the transactions in
+    /// the order first acknowledged.
+    private var carriers: [RecordID: [Carrier]] = [:]
+    private var order: [RecordID] = []
+    /// Where each origin's changes stop counting (``FinalStage/membership`` finds them).
+    private var cuts: [ReplicaID: UInt64] = [:]
+    /// How many changes of the converged log the rule rejects (every replica must count as many).
+    private(set) var rejectedChanges = 0
+
+    func committed(_ carrier: Carrier, acknowledging transactions: [RecordID]) {
+        for id in transactions {
+            if carriers[id] == nil { order.append(id) }
+            carriers[id, default: []].append(carrier)
+        }
+    }
+
+    func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
+        switch stage {
+        case .membership: return try membership(run)
+        case .revocationRule: return try rule(run)
+        default: return []
+        }
+    }
+
+    /// What the revocations in the (converged) change log say: for each revoked member key, the
+    /// pointwise minimum of its revocations' `seen` vectors.
+    static func revokedSeen(in log: [Change]) -> [[UInt8]: VersionVector] {
+        var seen: [[UInt8]: VersionVector] = [:]
+        for change in log {
+            for case .revoke(let rv) in change.operations {
+                guard let current = seen[rv.member] else { seen[rv.member] = rv.seen; continue }
+                var merged: VersionVector = [:]
+                for origin in Set(current.keys).union(rv.seen.keys) {
+                    let v = min(current[origin] ?? 0, rv.seen[origin] ?? 0)
+                    if v > 0 { merged[origin] = v }
+                }
+                seen[rv.member] = merged
+            }
+        }
+        return seen
+    }
+
+    /// Equal membership on every replica, no forged changes, as many rejected ones as the log
+    /// says, and each member revoked exactly when the log says so.
+    func membership(_ run: FinalRun) throws -> [String] {
+        var failures: [String] = []
+        let changeLog = run.logs.first
+        let seen = Self.revokedSeen(in: changeLog)
+        let members = try run.members()
+        var claimant: [ReplicaID: [UInt8]] = [:]
+        for m in members { for origin in m.devices { claimant[origin] = m.key } }
+        // The revoked claimant's cut at each origin it claims; none for an origin whose claimant
+        // is not revoked. Computed once per origin, not per change asked about.
+        cuts = [:]
+        for (origin, key) in claimant { if let cut = seen[key] { cuts[origin] = cut[origin] ?? 0 } }
+        // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).
+        func canonical(_ ms: [MemberSummary]) -> [MemberSummary] {
+            ms.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        }
+        let expectedRejected = changeLog.filter { change in cuts[change.origin].map { change.sequence > $0 } ?? false }.count
+        rejectedChanges = expectedRejected
+        for (node, replica) in zip(run.nodes, run.replicas) {
+            if canonical(try replica.members()) != canonical(members) { failures.append("\(node.name) lists other members than r0") }
+            let counts = try replica.membershipCounts()
+            if counts.forged != 0 {
+                var reasons: [String] = []
+                try replica.store.read { r in
+                    try r.scan(Tables.forged) { key, value in
+                        reasons.append("\(key.prefix(16).map { String($0, radix: 16) }.joined()): \(String(decoding: value, as: UTF8.self))")
+                        return true
+                    }
+                }
+                failures.append("\(node.name) forged: " + reasons.prefix(3).joined(separator: "; "))
+            }
+            if counts.forged != 0 || counts.rejected != expectedRejected {
+                failures.append("\(node.name) counts \(counts.forged) forged and \(counts.rejected) rejected changes, expected 0 and \(expectedRejected)")
+            }
+        }
+        for node in run.nodes {
+            let key = node.member.publicKey.bytes
+            let revoked = members.first { $0.key == key }?.isRevoked ?? false
+            if revoked != (seen[key] != nil) { failures.append("\(node.name) revoked=\(revoked) but the log says otherwise") }
+        }
+        return failures
+    }
+
+    /// The rule on transactions: those only revoked members' changes beyond the cut carried are
+    /// absent everywhere; they, and those a change straddling the cut carried, are the run's
+    /// ``FinalRun/rejected``. A carrier change that no replica holds any more was lost with a
+    /// stale restore's files.
+    func rule(_ run: FinalRun) throws -> [String] {
+        var failures: [String] = []
+        let held = run.logs.held
+        var rejected = Set<RecordID>()
+        for id in order {
+            let statuses = carriers[id, default: []].map { c -> Bool? in
+                if c.changes.allSatisfy({ !held.contains($0) }) { return true }
+                guard let v = cuts[c.origin] else { return false }
+                if c.sequences.lowerBound > v { return true }
+                if c.sequences.upperBound <= v { return false }
+                return nil
+            }
+            if statuses.contains(where: { $0 == nil }) { rejected.insert(id); continue }  // straddles the cut: unchecked
+            guard statuses.allSatisfy({ $0 == true }) else { continue }
+            rejected.insert(id)
+            for (node, replica) in zip(run.nodes, run.replicas) where try replica.containsTransaction(id) {
+                failures.append("\(node.name) holds \(id), made by revoked r\(carriers[id]![0].node) after the revocation")
+                break
+            }
+        }
+        run.rejected = rejected
+        let members = try run.members()
+        run.log("membership: \(members.count) members, \(members.filter(\.isRevoked).count) revoked, \(rejectedChanges) changes rejected, \(rejected.count) transactions rejected")
+        return failures
+    }
+}
