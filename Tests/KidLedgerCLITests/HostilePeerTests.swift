@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
@@ -59,8 +60,8 @@ struct HostilePeerTests {
     /// what arrived and whether it was closed.
     static func drain(_ fd: Int32, timeout: TimeInterval) -> (bytes: [UInt8], closed: Bool) {
         var received: [UInt8] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        let deadline = Deadline(seconds: timeout)
+        while !deadline.passed {
             guard let chunk = receiveSome(fd, millis: 100) else { continue }
             if chunk.isEmpty { return (received, true) }
             received += chunk
@@ -84,8 +85,8 @@ struct HostilePeerTests {
     /// Returns the channel once established, or nil (with what the daemon answered).
     static func handshake(_ fd: Int32, _ channel: SecureChannel) -> SecureChannel? {
         for action in channel.start() { if case .send(let bytes) = action { sendAll(fd, bytes) } }
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = Deadline(seconds: 10)
+        while !deadline.passed {
             guard let chunk = receiveSome(fd, millis: 100) else { continue }
             if chunk.isEmpty { return nil }
             for action in channel.receive(chunk) {

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 
 // Helpers for tests that run real `kidledger` processes talking TCP on 127.0.0.1.
@@ -72,9 +73,9 @@ final class BackgroundProcess: @unchecked Sendable {
     /// Waits at most `timeout` seconds for the process to end; true when it has.
     @discardableResult
     func wait(timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Deadline(seconds: timeout)
         while !hasExited {
-            if Date() >= deadline { return false }
+            if deadline.passed { return false }
             usleep(10_000)
         }
         return true
@@ -146,8 +147,8 @@ final class DaemonProcess: @unchecked Sendable {
         let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"], blocked: blocked,
                                                 extraEnvironment: extraEnvironment))
         let marker = " on 127.0.0.1:"
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
+        let deadline = Deadline(seconds: 30)
+        while !deadline.passed {
             let text = p.stderr
             if let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first,
                text.contains("\n"), let range = firstLine.range(of: marker) {
@@ -176,15 +177,6 @@ final class DaemonProcess: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` every `interval` s until it holds or `timeout` s pass; true when it held.
-func eventually(timeout: TimeInterval = 30, interval: TimeInterval = 0.1, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while true {
-        if try condition() { return true }
-        if Date() >= deadline { return false }
-        usleep(useconds_t(interval * 1_000_000))
-    }
-}
 
 /// Runs the process, expects exit 0 and returns its standard output.
 @discardableResult

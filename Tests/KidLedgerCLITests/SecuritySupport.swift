@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 
 // Helpers for the membership tests: a tiny TCP relay on 127.0.0.1 that records (and may tamper
@@ -120,10 +121,10 @@ func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: Time
     let frames = ChannelFrame.split(bytes)
     let firstLength = staged ? frames.first.map { 5 + $0.payload.count } ?? bytes.count : bytes.count
     var received: [UInt8] = []
-    let deadline = Date().addingTimeInterval(timeout)
+    let deadline = Deadline(seconds: timeout)
     guard sendAll(fd, Array(bytes.prefix(firstLength))) else { return received }
     var restSent = false
-    while Date() < deadline {
+    while !deadline.passed {
         if !restSent && !ChannelFrame.split(received).isEmpty {
             restSent = true
             if !sendAll(fd, Array(bytes.dropFirst(firstLength))) { break }

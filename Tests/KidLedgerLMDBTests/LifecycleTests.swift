@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 @Suite("LMDBEnvironment opening, durability and map growth")
 struct LifecycleTests {
