@@ -26,19 +26,18 @@ struct HostilePeerTests {
     /// Hands out local ports below the system's ephemeral range, so no other connection to the
     /// daemon (the member's, which get ephemeral ports) can reuse a hostile connection's port and
     /// each port names one connection in the daemon's log.
-    final class LocalPorts: @unchecked Sendable {
-        private var next: Int
+    final class LocalPorts: Sendable {
+        private let next: Atomic<Int>
         init() {
             let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? "32768 60999"
             let low = Int(range.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first ?? "") ?? 32768
-            next = max(low - 6_000, 10_000)
+            next = Atomic(max(low - 6_000, 10_000))
         }
 
         /// A blocking TCP connection to 127.0.0.1:port from 127.0.0.1 on a port of our own; -1 on failure.
         func connect(to port: Int) -> Int32 {
             for _ in 0..<2_000 {
-                let local = next
-                next += 1
+                let local = next.wrappingAdd(1, ordering: .relaxed).oldValue
                 let fd = connectLocal(port, from: local)
                 if fd >= 0 { return fd }
             }

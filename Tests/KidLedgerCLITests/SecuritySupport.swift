@@ -139,7 +139,7 @@ func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: Time
 /// A one-session TCP relay between a client (a `kidledger sync` given the relay's address) and a
 /// daemon on 127.0.0.1:target. Records both directions; may flip a bit in one data frame of either
 /// direction. Serves exactly one connection, on its own thread, bounded by `timeout`.
-final class Relay: @unchecked Sendable {
+final class Relay: Sendable {
     let port: Int
     private let listener: Int32
     private let target: Int
