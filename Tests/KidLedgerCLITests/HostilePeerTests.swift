@@ -282,10 +282,10 @@ struct HostilePeerTests {
         }
         #expect(flood.count == 300)
         // Each is refused at once (busy) or dropped at the peer timeout: all end closed.
-        let floodDeadline = Date().addingTimeInterval(60)
+        let floodDeadline = Deadline(seconds: 60)
         var closedCount = 0
         for fd in flood {
-            let answer = Self.drain(fd, timeout: max(0.1, floodDeadline.timeIntervalSinceNow))
+            let answer = Self.drain(fd, timeout: max(0.1, floodDeadline.secondsLeft))
             if answer.closed { closedCount += 1 }
         }
         #expect(closedCount == flood.count, "\(flood.count - closedCount) flood connections were never closed")

@@ -163,7 +163,7 @@ final class Relay: Sendable {
         cutterToClient.tamperDataFrame = tamperServerDataFrame
         let toServer = cutterToServer, toClient = cutterToClient
         Thread.detachNewThread { [self] in
-            relay(toServer: toServer, toClient: toClient, deadline: Date().addingTimeInterval(timeout))
+            relay(toServer: toServer, toClient: toClient, deadline: Deadline(seconds: timeout))
             state.withLock { $0.finished = true }
         }
     }
@@ -174,12 +174,12 @@ final class Relay: Sendable {
     @discardableResult
     func waitFinished(timeout: TimeInterval = 30) -> Bool { eventually(timeout: timeout, interval: 0.02) { finished } }
 
-    private func relay(toServer: FrameCutter, toClient: FrameCutter, deadline: Date) {
+    private func relay(toServer: FrameCutter, toClient: FrameCutter, deadline: Deadline) {
         var toServer = toServer, toClient = toClient
         defer { close(listener) }
         var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         var client: Int32 = -1
-        while Date() < deadline && client < 0 {
+        while !deadline.passed && client < 0 {
             if poll(&p, 1, 100) > 0 { client = accept(listener, nil, nil) }
         }
         guard client >= 0 else { return }
@@ -188,7 +188,7 @@ final class Relay: Sendable {
         guard server >= 0 else { return }
         defer { close(server) }
         var clientOpen = true, serverOpen = true
-        while Date() < deadline && (clientOpen || serverOpen) {
+        while !deadline.passed && (clientOpen || serverOpen) {
             var fds = [pollfd(fd: clientOpen ? client : -1, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: serverOpen ? server : -1, events: Int16(POLLIN), revents: 0)]
             let r = poll(&fds, 2, 100)
