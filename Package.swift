@@ -52,14 +52,18 @@ let package = Package(
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
         .executableTarget(name: "kidledger-bench", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
 
+        // Fixtures shared by the test targets (temporary directories, a monotonic clock and
+        // deadlines, work on a thread of its own). Only test targets depend on it.
+        .target(name: "KidLedgerTestSupport", path: "Tests/KidLedgerTestSupport"),
+
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
         .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol"]),
         .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
-        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB"]),
-        .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity"]),
-        .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain"]),
-        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
+        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -6,6 +6,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSecurity
+import Synchronization
 
 /// Where the CLI writes: standard output and standard error, or a buffer in tests.
 public protocol Console: AnyObject, Sendable {
@@ -36,20 +37,18 @@ public final class StandardConsole: Console, Sendable {
 }
 
 /// A console that keeps what was written (tests). Thread-safe: the daemon logs from several threads.
-public final class BufferConsole: Console, @unchecked Sendable {
-    private let lock = NSLock()
-    private var outText = ""
-    private var errText = ""
+public final class BufferConsole: Console, Sendable {
+    private let text = Mutex((out: "", err: ""))
     /// Everything written to stdout.
-    public var stdout: String { lock.lock(); defer { lock.unlock() }; return outText }
+    public var stdout: String { text.withLock { $0.out } }
     /// Everything written to stderr.
-    public var stderr: String { lock.lock(); defer { lock.unlock() }; return errText }
+    public var stderr: String { text.withLock { $0.err } }
     /// Creates an empty buffer.
     public init() {}
     /// Appends to ``stdout``.
-    public func out(_ text: String) { lock.lock(); outText += text; lock.unlock() }
+    public func out(_ text: String) { self.text.withLock { $0.out += text } }
     /// Appends to ``stderr``.
-    public func err(_ text: String) { lock.lock(); errText += text; lock.unlock() }
+    public func err(_ text: String) { self.text.withLock { $0.err += text } }
 }
 
 /// The system wall clock, for the CLI only (the core and simulator take injected clocks).
@@ -64,8 +63,9 @@ public struct SystemClock: WallClock {
     }
 }
 
-/// What every command gets: the home, the output mode, the console.
-public final class Context {
+/// What every command gets: the home, the output mode, the console. Immutable, so the daemon's
+/// session threads may share it.
+public final class Context: Sendable {
     /// The ledger home directory.
     public let home: String
     /// Whether `--json` was given.

@@ -8,15 +8,17 @@ import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerLMDB
 import KidLedgerSecurity
+import Synchronization
 
-/// Set by SIGINT/SIGTERM; every loop of the daemon checks it.
-nonisolated(unsafe) private var stopSignal: sig_atomic_t = 0
+/// Set by SIGINT/SIGTERM; every loop of the daemon checks it. Lock-free, so the signal handler
+/// may store to it.
+private let stopSignal = Atomic<Bool>(false)
 
 /// `kidledger serve`: accepts peers, gossips with every known peer on an interval and soon after
 /// a local change (including one made by another `kidledger` process on the same home), logs one
 /// line per session to standard error. Local commands keep working meanwhile: LMDB lets several
 /// processes use one home, and every session's writes are short transactions.
-final class Daemon: @unchecked Sendable {
+final class Daemon: Sendable {
     /// How often every known peer is synced even without local changes.
     static let gossipIntervalMillis: Int64 = 30_000
     /// How soon after a local change the peers are synced.
@@ -43,13 +45,15 @@ final class Daemon: @unchecked Sendable {
     let listener: TCPListener
     let log: @Sendable (String) -> Void
     let limiter = ConnectionLimiter(maximum: Daemon.connectionsMax)
-    /// Why syncing must stop now (attentionRequired), checked before each outgoing session.
-    var attention: ((Replica) -> String?)?
-    private let lock = NSLock()
-    private var activeThreads = 0
+    /// Why syncing must stop now (attentionRequired), checked before each session.
+    let attention: (@Sendable (Replica) -> String?)?
+    /// The accept loop and the session threads still running.
+    private let activeThreads = Atomic<Int>(0)
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
-         peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, log: @escaping @Sendable (String) -> Void) {
+         peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, log: @escaping @Sendable (String) -> Void,
+         attention: (@Sendable (Replica) -> String?)? = nil) {
+        self.attention = attention
         self.peerTimeoutMillis = peerTimeoutMillis
         self.environment = environment
         self.household = household
@@ -67,8 +71,8 @@ final class Daemon: @unchecked Sendable {
     }
 
     static func installSignalHandlers() {
-        signal(SIGINT) { _ in stopSignal = 1 }
-        signal(SIGTERM) { _ in stopSignal = 1 }
+        signal(SIGINT) { _ in stopSignal.store(true, ordering: .relaxed) }
+        signal(SIGTERM) { _ in stopSignal.store(true, ordering: .relaxed) }
         signal(SIGPIPE, SIG_IGN)
         // A parent may have started us with these blocked (the mask survives exec): unblock them.
         var set = sigset_t()
@@ -78,7 +82,7 @@ final class Daemon: @unchecked Sendable {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
-    var stopping: Bool { stopSignal != 0 }
+    var stopping: Bool { stopSignal.load(ordering: .relaxed) }
 
     /// Runs until SIGINT or SIGTERM.
     func run() throws {
@@ -94,12 +98,12 @@ final class Daemon: @unchecked Sendable {
     }
 
     private func threadsActive() -> Int {
-        lock.lock(); defer { lock.unlock() }
-        return activeThreads
+        activeThreads.load(ordering: .acquiring)
     }
 
     private func adjustThreads(_ delta: Int) {
-        lock.lock(); activeThreads += delta; lock.unlock()
+        let now = activeThreads.wrappingAdd(delta, ordering: .acquiringAndReleasing).newValue
+        precondition(now >= 0, "more daemon threads ended than started")
     }
 
     private func acceptLoop() {

@@ -48,8 +48,7 @@ enum NetworkCommands {
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.peers().count, "known peer"))")
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
-                            peerTimeoutMillis: peerTimeout, log: log)
-        daemon.attention = { r in try? ctx.attentionReason(r) }
+                            peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
         try daemon.run()
         try? replica.setSetting("listen", nil)
     }
@@ -252,7 +251,10 @@ extension String {
 }
 
 /// A one-line progress display on a terminal: "label: done/total changes (rate/s)".
-final class ProgressMeter: @unchecked Sendable {
+///
+/// Not `Sendable`: `sync` updates it from the session's progress callback, which runs on the
+/// thread that runs the session (``SessionRunner``), the thread that made the meter.
+final class ProgressMeter {
     let enabled: Bool
     let console: Console
     var started = monotonicMillis()

@@ -29,7 +29,10 @@ import Darwin
 ///     is fine (it sees the last committed state, not the body's own changes).
 ///   - A `write` body may run more than once (after the map grew), so it must be re-runnable:
 ///     no side effects outside the transaction that it cannot repeat.
-///   - The reader and writer handed to a body are valid only while it runs.
+///   - The reader and writer handed to a body are valid only while it runs, on the thread it runs on.
+///
+/// `@unchecked Sendable`: the mutable state (`env`, `mapRange`, `guardSlot`) is read under `gate`
+/// held shared and changed only under it held exclusively; `dbis` is set once, by `init`.
 public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
     /// The directory holding `data.mdb` and `lock.mdb`.
     public let directory: String

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CLMDB
 import Synchronization
 import KidLedgerReplica
@@ -6,9 +9,13 @@ import KidLedgerReplica
 /// `write` body receives. It lives only while the body runs: afterwards every call throws
 /// ``LMDBError/badTxn``. Keys and values it hands out are copies, valid after the transaction ends.
 final class LMDBTransaction: KeyValueWriter {
-    // Used by one thread at a time (an LMDB transaction must be), and no access to its properties
-    // outlives the call that makes it: their run-time exclusivity checks are left out (two per
-    // put, a sixth of a put's instructions outside LMDB).
+    // `@exclusivity(unchecked)` below: a transaction is used by the thread that began it (LMDB
+    // requires it of a write transaction; checked by `live()`, which every call goes through) and
+    // no access to these properties outlives the call that makes it, so their run-time exclusivity
+    // checks (two per put, a sixth of a put's instructions outside LMDB) are left out.
+
+    /// The thread that began the transaction, the only one that may use it.
+    private let owner = pthread_self()
 
     /// The LMDB transaction, nil once it has ended.
     @exclusivity(unchecked) private var txn: OpaquePointer?
@@ -60,6 +67,7 @@ final class LMDBTransaction: KeyValueWriter {
 
     /// Aborts the transaction (a no-op once it has ended).
     func abort() {
+        checkThread()
         guard let txn else { return }
         closeCursors()
         mdb_txn_abort(txn)
@@ -70,6 +78,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// Commits the transaction and returns LMDB's code. The transaction has ended either way:
     /// a failed `mdb_txn_commit` frees it, so it must not be aborted afterwards.
     func commit() -> Int32 {
+        checkThread()
         guard let txn else { return MDB_BAD_TXN }
         closeCursors()
         self.txn = nil
@@ -99,8 +108,15 @@ final class LMDBTransaction: KeyValueWriter {
 
     /// The live transaction, or ``LMDBError/badTxn`` once it has ended.
     private func live() throws(LMDBError) -> OpaquePointer {
+        checkThread()
         guard let txn else { throw .badTxn }
         return txn
+    }
+
+    /// Stops the process when a thread other than the one that began the transaction uses it.
+    @inline(__always)
+    private func checkThread() {
+        precondition(pthread_equal(owner, pthread_self()) != 0, "an LMDB transaction used by a thread that did not begin it")
     }
 
     /// The handle of a table declared when the environment opened.
@@ -383,6 +399,7 @@ final class LMDBTransaction: KeyValueWriter {
 }
 
 /// One byte that empty keys and values point at, so LMDB never sees a null pointer.
+/// `nonisolated(unsafe)`: never written (LMDB reads no byte of an empty value), only its address is used.
 nonisolated(unsafe) private let emptyBytes = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
 /// Runs `body` with an `MDB_val` that points at `bytes` (never a null pointer, even when empty).

@@ -9,6 +9,9 @@ import Synchronization
 
 /// The process-wide mutex that serializes write transactions. It checks errors, so a nested
 /// `write` on the thread that already holds it fails with `EDEADLK` instead of hanging.
+///
+/// `@unchecked Sendable`: a `pthread_mutex_t` is made to be shared by threads, and the pointer to
+/// it never changes (`Synchronization.Mutex` has no error-checking kind).
 final class WriterMutex: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
@@ -36,6 +39,9 @@ final class WriterMutex: @unchecked Sendable {
 /// A readers-writer lock guarding the memory map: every transaction holds it shared while it
 /// runs; remapping (growing or adopting the map size) and closing hold it exclusively, so no
 /// transaction of this process ever sees the map move underneath it.
+///
+/// `@unchecked Sendable`: a `pthread_rwlock_t` is made to be shared by threads, and the pointer to
+/// it never changes (the standard library has no readers-writer lock).
 final class MapGate: @unchecked Sendable {
     private let rwlock: UnsafeMutablePointer<pthread_rwlock_t>
 

@@ -22,6 +22,10 @@ import Synchronization
 /// buffer prepared at installation, and calls `write` and `_exit`. While installed, LMDB's own
 /// assertion failures (`mdb_assert`, which otherwise abort) end the same way.
 public enum MapFaultGuard {
+    // `nonisolated(unsafe)` below: the signal handler must read this state without a lock (none
+    // is async-signal-safe), so it is plain memory, written only with `lock` held; `code` and
+    // `previous` only once, by the first `install`.
+
     /// Map ranges of open environments: pairs (start, end) in a fixed table; (0, 0) is free.
     static let slots = 16
     nonisolated(unsafe) static let ranges: UnsafeMutablePointer<UInt> = {
@@ -58,9 +62,11 @@ public enum MapFaultGuard {
         let bytes = Array(text.utf8)
         let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: max(bytes.count, 1))
         buffer.initialize(from: bytes, count: bytes.count)
-        message = buffer
-        messageCount = bytes.count
-        self.exitCode = exitCode
+        lock.withLock { _ in
+            message = buffer
+            messageCount = bytes.count
+            self.exitCode = exitCode
+        }
         guard installedFlag.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         for (i, range) in mappings(containing: "/liblmdb", executable: true).prefix(4).enumerated() {
             code[2 * i] = range.start

@@ -20,20 +20,28 @@ struct TableHandles: Sendable {
     subscript(_ table: Table) -> MDB_dbi? {
         let mask = slots.count - 1
         var s = Int(truncatingIfNeeded: table.nameHash) & mask
-        while true {
+        // A free slot ends the search well before every slot was probed (`add` keeps half free).
+        for _ in 0..<slots.count {
             let i = Int(slots[s]) - 1
             if i < 0 { return nil }
             if tables[i] == table { return handles[i] }
             s = (s + 1) & mask
         }
+        preconditionFailure("the table handles have no free slot")
     }
 
     /// Adds `table` with `handle` (replacing the handle of a table added before).
     mutating func add(_ table: Table, _ handle: MDB_dbi) {
+        defer {
+            precondition(tables.count == handles.count, "a table without its handle, or a handle without its table")
+            precondition(tables.count * 2 <= slots.count, "fewer than half the table slots free")
+            precondition(self[table] == handle, "a table added is not found with its handle")
+        }
         if let i = tables.firstIndex(of: table) {
             handles[i] = handle
             return
         }
+        precondition(tables.count < Int(Int32.max), "too many tables")
         tables.append(table)
         handles.append(handle)
         if tables.count * 2 > slots.count {
@@ -48,8 +56,14 @@ struct TableHandles: Sendable {
     private mutating func place(_ i: Int) {
         let mask = slots.count - 1
         var s = Int(truncatingIfNeeded: tables[i].nameHash) & mask
-        while slots[s] != 0 { s = (s + 1) & mask }
-        slots[s] = Int32(i + 1)
+        for _ in 0..<slots.count {
+            if slots[s] == 0 {
+                slots[s] = Int32(i + 1)
+                return
+            }
+            s = (s + 1) & mask
+        }
+        preconditionFailure("the table handles have no free slot")
     }
 
     /// The greatest handle (0 when there are none).

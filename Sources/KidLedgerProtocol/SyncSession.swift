@@ -41,32 +41,32 @@ public final class SyncSession {
     public let household: RecordID
     /// Batch and flow-control bounds.
     public let limits: SessionLimits
-    // A session is driven by one thread at a time and no access to these outlives the call that
-    // makes it, so their run-time exclusivity checks (a few per received frame) are left out.
+    // Not `Sendable`: a session stays in the isolation domain that made it (the compiler checks
+    // that), and Swift's run-time exclusivity checks guard its state.
     /// The current state.
-    @exclusivity(unchecked) public private(set) var state: State = .created
+    public private(set) var state: State = .created
     /// Counters so far (final in ``SessionAction/finished(_:)``).
-    @exclusivity(unchecked) public private(set) var summary = SessionSummary()
+    public private(set) var summary = SessionSummary()
 
-    @exclusivity(unchecked) private var decoder = FrameDecoder()
-    @exclusivity(unchecked) private var peerHas: VersionVector = [:]
-    @exclusivity(unchecked) private var peerKnown: VersionVector = [:]
-    @exclusivity(unchecked) private var queued: ArraySlice<EncodedChange> = []
-    @exclusivity(unchecked) private var inFlight = 0
-    @exclusivity(unchecked) private var sentLast = false
-    @exclusivity(unchecked) private var receivedLast = false
-    @exclusivity(unchecked) private var doneSent = false
-    @exclusivity(unchecked) private var doneReceived = false
-    @exclusivity(unchecked) private var checksReceived = false
+    private var decoder = FrameDecoder()
+    private var peerHas: VersionVector = [:]
+    private var peerKnown: VersionVector = [:]
+    private var queued: ArraySlice<EncodedChange> = []
+    private var inFlight = 0
+    private var sentLast = false
+    private var receivedLast = false
+    private var doneSent = false
+    private var doneReceived = false
+    private var checksReceived = false
     /// This side's per-child checks, taken once its exchange completed (nil before).
-    @exclusivity(unchecked) private var myChecks: [ChildCheck]?
+    private var myChecks: [ChildCheck]?
     /// The `checksDigest` message of ``myChecks`` (computed once, sent and compared).
-    @exclusivity(unchecked) private var myDigest: Message?
+    private var myDigest: Message?
     /// The peer's checks digest, once received.
-    @exclusivity(unchecked) private var peerDigest: Message?
+    private var peerDigest: Message?
     /// Whether the digests differed, so both sides send their full checks before done.
-    @exclusivity(unchecked) private var checksDiffer = false
-    @exclusivity(unchecked) private var actions: [SessionAction] = []
+    private var checksDiffer = false
+    private var actions: [SessionAction] = []
 
     /// Initiator: the invitation secret sent in hello when joining (empty otherwise).
     public let joinToken: [UInt8]
@@ -97,6 +97,10 @@ public final class SyncSession {
     /// Starts the session: the initiator sends hello; the responder waits for it.
     public func start() -> [SessionAction] {
         guard state == .created else { return [] }
+        precondition(limits.changesPerBatch >= 1, "a batch must hold a change")
+        precondition(limits.changesPerBatch <= changesPerBatchMax, "batches above the protocol's limit")
+        precondition(limits.batchesInFlightMax >= 1, "the window must hold a batch")
+        precondition(limits.frameBytes <= frameBytesMax, "frames above the protocol's limit")
         switch role {
         case .initiator:
             send(.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
@@ -185,6 +189,7 @@ public final class SyncSession {
         case (.transferring, .ack(let peerVector)):
             guard inFlight > 0 else { throw .unexpectedMessage("ack with no batch in flight") }
             inFlight -= 1
+            precondition(inFlight >= 0, "more acks than batches sent")
             peerKnown = peerVector
             try pump()
             try finishIfDone()
@@ -254,11 +259,13 @@ public final class SyncSession {
         while inFlight < limits.batchesInFlightMax && !sentLast {
             if queued.isEmpty { try refill() }
             // The batch is a prefix of the queue: as many changes as the batch and frame bounds allow.
-            let start = queued.startIndex
+            // Read through a local: one exclusivity check per batch rather than per change.
+            let queue = queued
+            let start = queue.startIndex
             var end = start
             var bytes = overhead
-            while end < queued.endIndex && end - start < limits.changesPerBatch {
-                let size = queued[end].bytes.count
+            while end < queue.endIndex && end - start < limits.changesPerBatch {
+                let size = queue[end].bytes.count
                 if bytes + size > limits.frameBytes {
                     if end == start { throw .changeTooLarge(bytes: size) }
                     break
@@ -266,8 +273,10 @@ public final class SyncSession {
                 bytes += size
                 end += 1
             }
-            let batch = queued[start..<end]
-            queued = queued[end...]
+            let batch = queue[start..<end]
+            precondition(batch.count <= limits.changesPerBatch, "a batch above the batch limit")
+            precondition(bytes <= limits.frameBytes, "a batch above the frame limit")
+            queued = queue[end...]
             // Only the last change of each run of one origin: the same final values as writing
             // every change in order, with one dictionary write per run.
             for i in batch.indices where i + 1 == end || batch[i + 1].origin != batch[i].origin {
@@ -275,8 +284,11 @@ public final class SyncSession {
             }
             if queued.isEmpty { try refill() }
             let isLast = queued.isEmpty
+            // Only the last batch may be empty (a side with nothing to send says so with it).
+            precondition(!batch.isEmpty || isLast, "an empty batch before the last")
             sendFrame(Message.changesFrame(encoded: batch, isLast: isLast))
             inFlight += 1
+            precondition(inFlight <= limits.batchesInFlightMax, "more batches in flight than the window")
             summary.batchesSent += 1
             summary.changesSent += batch.count
             sentLast = isLast
@@ -311,6 +323,11 @@ public final class SyncSession {
             doneSent = true
         }
         if doneSent && doneReceived {
+            precondition(sentLast, "finished before sending the last batch")
+            precondition(receivedLast, "finished before receiving the last batch")
+            precondition(inFlight == 0, "finished with batches in flight")
+            precondition(myChecks != nil, "finished without this side's checks")
+            precondition(peerDigest != nil, "finished without the peer's checks digest")
             let mine = try storage { try replica.versionVector() }
             summary.bothUpToDate = Self.normalized(mine) == Self.normalized(peerKnown)
             summary.peerVector = Self.normalized(peerKnown)

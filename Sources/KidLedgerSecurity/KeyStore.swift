@@ -68,10 +68,17 @@ public struct KeyStore: Sendable {
         }
         var content: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 512)
+        // Every pass reads at least a byte (the size check ends the loop), reaches the end of the
+        // file, or was interrupted (at most `interruptionsMax` times).
+        let interruptionsMax = 1_000
+        var interruptions = 0
         while true {
             let n = read(fd, &buffer, buffer.count)
             if n < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR && interruptions < interruptionsMax {
+                    interruptions += 1
+                    continue
+                }
                 throw .keyFile("cannot read key file \(path): \(Self.reason(errno))")
             }
             if n == 0 { break }

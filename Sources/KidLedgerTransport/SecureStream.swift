@@ -41,7 +41,11 @@ public enum Monotonic {
 /// A TCP connection after a ``SecureChannel`` handshake: both ends authenticated (Ed25519) and
 /// authorised, every byte encrypted and authenticated (secretstream). A tampered frame fails the
 /// stream; nothing of it reaches the caller.
-public final class SecureStream: ByteStream, @unchecked Sendable {
+///
+/// Not `Sendable`: the channel's cipher state and the decrypted bytes not yet read change with
+/// every call, so a stream stays with the thread that established it (the compiler checks that).
+/// Only the connection underneath may be closed from another thread.
+public final class SecureStream: ByteStream {
     /// The authenticated key of the other end.
     public let peerKey: PublicKey
     /// Who is on the other end.

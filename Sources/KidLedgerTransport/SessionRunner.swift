@@ -45,6 +45,11 @@ public struct SessionProgress: Equatable, Sendable {
 
 /// Drives a ``SyncSession`` over a ``TCPConnection``: the one place the protocol core meets a socket.
 public enum SessionRunner {
+    /// The default of the most reads one session may take (`run`'s `readsMax`). The total timeout
+    /// ends every session, but only while the clock moves; this bound holds whatever the clock
+    /// does. It is far above any real session: a read returns everything that arrived (up to
+    /// 64 KiB), and the initial sync of 1M changes (72 MB) takes a few thousand reads.
+    public static let readsMaxDefault = 1 << 24
     /// Runs `session` to its end over `connection`, then closes the connection.
     ///
     /// Starts the session, writes every `send`, reads (waiting at most `idleTimeoutMillis` for each
@@ -59,10 +64,13 @@ public enum SessionRunner {
     ///     `hello`, which the session admits or refuses), however it trickles the bytes; nil: no limit
     ///     beyond the others.
     ///   - progress: called on this thread after each received chunk.
+    ///   - readsMax: the most reads the session may take; past it, the session fails with a
+    ///     transport error that says so.
     ///   - now: a monotonic clock in milliseconds (injected; only used for the total timeout).
     public static func run(_ session: SyncSession, over connection: any ByteStream, idleTimeoutMillis: Int = 15_000,
-                           totalTimeoutMillis: Int = 600_000, helloTimeoutMillis: Int? = nil, progress: ((SessionProgress) -> Void)? = nil,
-                           now: () -> Int64) -> SessionOutcome {
+                           totalTimeoutMillis: Int = 600_000, helloTimeoutMillis: Int? = nil, readsMax: Int = readsMaxDefault,
+                           progress: ((SessionProgress) -> Void)? = nil, now: () -> Int64) -> SessionOutcome {
+        precondition(readsMax > 0, "a session needs at least one read")
         defer { connection.close() }
         let started = now()
         let idle = max(idleTimeoutMillis, 1)
@@ -131,10 +139,8 @@ public enum SessionRunner {
 
         if let outcome = perform(session.start()) { return outcome }
         // Each pass either receives at least one byte or waits out a timeout, and the total timeout
-        // bounds both, so the loop ends; the count guards against a clock that stands still.
-        var passes = 0
-        while passes < Int.max {
-            passes += 1
+        // bounds both, so the loop ends; `readsMax` bounds it against a clock that stands still.
+        for _ in 0..<readsMax {
             guard let timeout = wait() else {
                 return transportFailure(helloLate() ? helloExpired : totalExpired)
             }
@@ -156,6 +162,6 @@ public enum SessionRunner {
             }
             if let outcome = perform(actions) { return outcome }
         }
-        return transportFailure("the session did not end")
+        return transportFailure("sync with \(connection.remote) failed: the session did not end within \(readsMax) reads")
     }
 }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import Synchronization
 
 /// Readable text for an `errno` value (thread-safe, unlike `strerror`).
 enum SystemError {
@@ -24,36 +24,42 @@ enum SystemError {
 /// brackets its use with ``acquire()``/``release()``; `close()` then only shuts the socket down
 /// (which wakes the blocked call) and the last user closes the descriptor.
 ///
-/// `@unchecked Sendable`: the mutable state (`fd`, `users`, `isClosed`) is only touched with `lock` held.
-final class SocketHandle: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fd: Int32
-    private var users = 0
-    private var isClosed = false
+final class SocketHandle: Sendable {
+    private struct State {
+        var fd: Int32
+        var users = 0
+        var isClosed = false
+    }
+    private let state: Mutex<State>
 
-    init(_ fd: Int32) { self.fd = fd }
+    init(_ fd: Int32) { state = Mutex(State(fd: fd)) }
 
     deinit {
-        if fd >= 0 { _ = Glibc.close(fd) }
+        state.withLock { s in
+            if s.fd >= 0 { _ = Glibc.close(s.fd) }
+        }
     }
 
     /// The descriptor, counted as in use until ``release()``.
     func acquire() throws(TransportError) -> Int32 {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !isClosed, fd >= 0 else { throw .closed }
-        users += 1
+        let fd = state.withLock { s -> Int32? in
+            guard !s.isClosed, s.fd >= 0 else { return nil }
+            s.users += 1
+            return s.fd
+        }
+        guard let fd else { throw .closed }
         return fd
     }
 
     /// Ends a use begun with ``acquire()``; closes the descriptor when `close()` came meanwhile.
     func release() {
-        lock.lock()
-        defer { lock.unlock() }
-        users -= 1
-        if isClosed && users == 0 && fd >= 0 {
-            _ = Glibc.close(fd)
-            fd = -1
+        state.withLock { s in
+            precondition(s.users > 0, "a socket released more often than acquired")
+            s.users -= 1
+            if s.isClosed && s.users == 0 && s.fd >= 0 {
+                _ = Glibc.close(s.fd)
+                s.fd = -1
+            }
         }
     }
 
@@ -66,23 +72,21 @@ final class SocketHandle: @unchecked Sendable {
 
     /// Closes now when unused, else shuts down (waking blocked calls) and closes on the last release. Idempotent.
     func close() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !isClosed else { return }
-        isClosed = true
-        guard fd >= 0 else { return }
-        if users == 0 {
-            _ = Glibc.close(fd)
-            fd = -1
-        } else {
-            _ = shutdown(fd, Int32(SHUT_RDWR))
+        state.withLock { s in
+            guard !s.isClosed else { return }
+            s.isClosed = true
+            guard s.fd >= 0 else { return }
+            if s.users == 0 {
+                _ = Glibc.close(s.fd)
+                s.fd = -1
+            } else {
+                _ = shutdown(s.fd, Int32(SHUT_RDWR))
+            }
         }
     }
 
     var closed: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return isClosed
+        state.withLock { $0.isClosed }
     }
 }
 

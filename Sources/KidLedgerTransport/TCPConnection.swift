@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// One TCP connection over a POSIX socket, with blocking-with-timeout reads and writes (`poll(2)`).
 ///
@@ -10,18 +11,18 @@ import Glibc
 ///
 /// Use a connection from one thread at a time. ``close()`` may come from any thread: it wakes a
 /// blocked ``read(maxBytes:timeoutMillis:)`` or ``write(_:timeoutMillis:)`` on another thread,
-/// which then throws ``TransportError/closed``.
-///
-/// `@unchecked Sendable`: the only state is the descriptor, guarded by `SocketHandle`'s lock;
-/// reads and writes from several threads at once are not supported (documented above).
-public final class TCPConnection: @unchecked Sendable {
+/// which then throws ``TransportError/closed``. The byte counters may be read from any thread.
+public final class TCPConnection: Sendable {
     private let handle: SocketHandle
     /// The numeric address of the other end, e.g. `127.0.0.1:4000` or `[::1]:4000`.
     public let remote: String
     /// Bytes received on the socket so far (what crossed the wire: handshake and encryption included).
-    public private(set) var bytesReceived = 0
+    public var bytesReceived: Int { received.load(ordering: .relaxed) }
     /// Bytes sent on the socket so far.
-    public private(set) var bytesSent = 0
+    public var bytesSent: Int { sent.load(ordering: .relaxed) }
+    /// The counters behind ``bytesReceived`` and ``bytesSent``: one atomic add per system call.
+    private let received = Atomic<Int>(0)
+    private let sent = Atomic<Int>(0)
 
     init(fd: Int32) {
         handle = SocketHandle(fd)
@@ -113,7 +114,7 @@ public final class TCPConnection: @unchecked Sendable {
                 var buffer = [UInt8](repeating: 0, count: count)
                 let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if n > 0 {
-                    bytesReceived += n
+                    received.add(n, ordering: .relaxed)
                     return Array(buffer.prefix(n))
                 }
                 if n == 0 {
@@ -150,7 +151,7 @@ public final class TCPConnection: @unchecked Sendable {
                 }
                 if n > 0 {
                     offset += n
-                    bytesSent += n
+                    sent.add(n, ordering: .relaxed)
                     stalls = 0
                     continue
                 }

@@ -9,9 +9,7 @@ import Glibc
 ///
 /// One thread accepts at a time. ``close()`` may come from any thread and wakes a blocked
 /// ``accept(timeoutMillis:)``, which then throws ``TransportError/closed``.
-///
-/// `@unchecked Sendable`: the descriptor is guarded by `SocketHandle`'s lock; `port` is immutable.
-public final class TCPListener: @unchecked Sendable {
+public final class TCPListener: Sendable {
     private let handle: SocketHandle
     /// The address asked for (its port may be 0).
     public let address: PeerAddress

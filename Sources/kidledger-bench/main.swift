@@ -167,9 +167,6 @@ func rawLMDBPuts(_ tables: [(Table, [([UInt8], [UInt8])])], directory: String) -
 
 // MARK: run
 
-/// The highest anonymous resident memory (KiB) seen of the child and of the watched process.
-nonisolated(unsafe) var peakAnon = (child: 0, watched: 0)
-
 /// `RssAnon` of a process (KiB), 0 when it can't be read.
 func anonKiB(_ pid: Int32) -> Int {
     guard let file = fopen("/proc/\(pid)/status", "r") else { return 0 }
@@ -201,9 +198,11 @@ func run(_ args: [String]) {
     var cpuSamples: [Double] = []
     var maxRSS = 0
     var lastStatus: Int32 = 0
+    /// The highest anonymous resident memory (KiB) seen of the child and of the watched process.
+    var peakAnon = (child: 0, watched: 0)
     for i in 0..<(warmup + runs) {
         let last = i == warmup + runs - 1
-        let (seconds, cpu, rss, status) = spawn(command, stdoutPath: last ? out : nil, watch: watch)
+        let (seconds, cpu, rss, status) = spawn(command, stdoutPath: last ? out : nil, watch: watch, peakAnon: &peakAnon)
         lastStatus = status
         guard status == 0 || anyStatus else { fail("\(command.joined(separator: " ")) exited with \(status)") }
         if i >= warmup {
@@ -216,8 +215,10 @@ func run(_ args: [String]) {
 }
 
 /// Runs `command` (an absolute path and its arguments), waits for it, and returns its wall time,
-/// CPU time (user + system), peak resident set (KiB) and exit status.
-func spawn(_ command: [String], stdoutPath: String?, watch: Int32? = nil) -> (Double, Double, Int, Int32) {
+/// CPU time (user + system), peak resident set (KiB) and exit status. With `watch`, raises
+/// `peakAnon` to the highest anonymous memory seen of the child and of that process.
+func spawn(_ command: [String], stdoutPath: String?, watch: Int32? = nil,
+           peakAnon: inout (child: Int, watched: Int)) -> (Double, Double, Int, Int32) {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
@@ -25,19 +26,18 @@ struct HostilePeerTests {
     /// Hands out local ports below the system's ephemeral range, so no other connection to the
     /// daemon (the member's, which get ephemeral ports) can reuse a hostile connection's port and
     /// each port names one connection in the daemon's log.
-    final class LocalPorts: @unchecked Sendable {
-        private var next: Int
+    final class LocalPorts: Sendable {
+        private let next: Atomic<Int>
         init() {
             let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? "32768 60999"
             let low = Int(range.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first ?? "") ?? 32768
-            next = max(low - 6_000, 10_000)
+            next = Atomic(max(low - 6_000, 10_000))
         }
 
         /// A blocking TCP connection to 127.0.0.1:port from 127.0.0.1 on a port of our own; -1 on failure.
         func connect(to port: Int) -> Int32 {
             for _ in 0..<2_000 {
-                let local = next
-                next += 1
+                let local = next.wrappingAdd(1, ordering: .relaxed).oldValue
                 let fd = connectLocal(port, from: local)
                 if fd >= 0 { return fd }
             }
@@ -59,8 +59,8 @@ struct HostilePeerTests {
     /// what arrived and whether it was closed.
     static func drain(_ fd: Int32, timeout: TimeInterval) -> (bytes: [UInt8], closed: Bool) {
         var received: [UInt8] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        let deadline = Deadline(seconds: timeout)
+        while !deadline.passed {
             guard let chunk = receiveSome(fd, millis: 100) else { continue }
             if chunk.isEmpty { return (received, true) }
             received += chunk
@@ -84,8 +84,8 @@ struct HostilePeerTests {
     /// Returns the channel once established, or nil (with what the daemon answered).
     static func handshake(_ fd: Int32, _ channel: SecureChannel) -> SecureChannel? {
         for action in channel.start() { if case .send(let bytes) = action { sendAll(fd, bytes) } }
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = Deadline(seconds: 10)
+        while !deadline.passed {
             guard let chunk = receiveSome(fd, millis: 100) else { continue }
             if chunk.isEmpty { return nil }
             for action in channel.receive(chunk) {
@@ -282,10 +282,10 @@ struct HostilePeerTests {
         }
         #expect(flood.count == 300)
         // Each is refused at once (busy) or dropped at the peer timeout: all end closed.
-        let floodDeadline = Date().addingTimeInterval(60)
+        let floodDeadline = Deadline(seconds: 60)
         var closedCount = 0
         for fd in flood {
-            let answer = Self.drain(fd, timeout: max(0.1, floodDeadline.timeIntervalSinceNow))
+            let answer = Self.drain(fd, timeout: max(0.1, floodDeadline.secondsLeft))
             if answer.closed { closedCount += 1 }
         }
         #expect(closedCount == flood.count, "\(flood.count - closedCount) flood connections were never closed")

@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
@@ -63,10 +64,10 @@ struct MachineFaultTests {
         ledger.ok("init", "Smiths")
         ledger.ok("child", "add", "Ava")
         // One unkilled give gives the scale of the delays (not asserted on).
-        let started = Date()
+        let started = MonotonicClock.millis()
         let first = try Self.run(ledger, ["give", "Ava", "0.01", "--note", "k-first"])
         try #require(first.code == 0 && first.signal == nil, "\(first)")
-        var ceilingMicros = max(UInt64(Date().timeIntervalSince(started) * 1_000_000), 20_000)
+        var ceilingMicros = max(UInt64(MonotonicClock.millis() - started) * 1_000, 20_000)
 
         var random = SplitMix64(seed: 0x6B69_6C6C)
         var acknowledged = ["k-first"]

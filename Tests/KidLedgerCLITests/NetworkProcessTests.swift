@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerTestSupport
 import Testing
 import KidLedgerDomain
 
@@ -147,12 +148,10 @@ struct NetworkProcessTests {
         #expect(eventually(timeout: 30) { daemonA.log.contains(firstSync) }, "\(daemonA.log)")
         #expect(try digest(a) == digest(b))
 
-        let gave = Date()
         try ok(a, "give", "Ava", "0.50", "--note", "while the daemon runs")
         let target = try digest(a)
         let arrived = try eventually(timeout: 10, interval: 0.2) { try digest(b) == target }
         #expect(arrived, "B did not receive the change within 10 s\nA: \(daemonA.log)\nB: \(daemonB.log)")
-        #expect(Date().timeIntervalSince(gave) < 15)
         #expect(daemonA.log.contains("sync with \(daemonB.address)") && daemonA.log.contains(": sent 1, received 0 new changes"),
                 "\(daemonA.log)")
         #expect(try childTable(b)["Ava"] == [50, 1])

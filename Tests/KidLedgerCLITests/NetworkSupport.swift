@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 
 // Helpers for tests that run real `kidledger` processes talking TCP on 127.0.0.1.
@@ -12,12 +13,14 @@ import Testing
 /// start it: `Foundation.Process` passes on the mask of the calling thread, and the test runner's
 /// threads block SIGTERM and SIGINT. Reaped only here (`waitpid` on its pid), so the pid stays
 /// ours to signal until `wait` has seen it end.
-final class BackgroundProcess: @unchecked Sendable {
+final class BackgroundProcess: Sendable {
     let pid: pid_t
     let outPath: String
     let errPath: String
     let arguments: [String]
-    private var status: Int32?
+    /// The raw wait status once reaped (nil while running); reaped under its lock, so only once.
+    private let reaped = Mutex<Int32?>(nil)
+    private var status: Int32? { reaped.withLock { $0 } }
 
     /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`, plus
     /// `extraEnvironment`), with `blocked` signals blocked (none unless a test asks).
@@ -61,20 +64,22 @@ final class BackgroundProcess: @unchecked Sendable {
 
     /// Whether it has ended (reaping it when it has).
     var hasExited: Bool {
-        if status != nil { return true }
-        var raw: Int32 = 0
-        let r = waitpid(pid, &raw, WNOHANG)
-        if r == pid { status = raw }
-        else if r < 0 && errno == ECHILD { status = -1 } // cannot happen: nobody else reaps it
-        return status != nil
+        reaped.withLock { status in
+            if status != nil { return true }
+            var raw: Int32 = 0
+            let r = waitpid(pid, &raw, WNOHANG)
+            if r == pid { status = raw }
+            else if r < 0 && errno == ECHILD { status = -1 } // cannot happen: nobody else reaps it
+            return status != nil
+        }
     }
 
     /// Waits at most `timeout` seconds for the process to end; true when it has.
     @discardableResult
     func wait(timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Deadline(seconds: timeout)
         while !hasExited {
-            if Date() >= deadline { return false }
+            if deadline.passed { return false }
             usleep(10_000)
         }
         return true
@@ -111,7 +116,7 @@ final class BackgroundProcess: @unchecked Sendable {
 }
 
 /// The processes one test started; `stopAll()` kills and reaps every one still running.
-final class ProcessGroup: @unchecked Sendable {
+final class ProcessGroup: Sendable {
     private let list = Mutex<[BackgroundProcess]>([])
 
     @discardableResult
@@ -126,7 +131,7 @@ final class ProcessGroup: @unchecked Sendable {
 }
 
 /// A running `kidledger serve --listen 127.0.0.1:N` and the port it bound.
-final class DaemonProcess: @unchecked Sendable {
+final class DaemonProcess: Sendable {
     let background: BackgroundProcess
     let port: Int
     var address: String { "127.0.0.1:\(port)" }
@@ -146,8 +151,8 @@ final class DaemonProcess: @unchecked Sendable {
         let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"], blocked: blocked,
                                                 extraEnvironment: extraEnvironment))
         let marker = " on 127.0.0.1:"
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
+        let deadline = Deadline(seconds: 30)
+        while !deadline.passed {
             let text = p.stderr
             if let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first,
                text.contains("\n"), let range = firstLine.range(of: marker) {
@@ -176,15 +181,6 @@ final class DaemonProcess: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` every `interval` s until it holds or `timeout` s pass; true when it held.
-func eventually(timeout: TimeInterval = 30, interval: TimeInterval = 0.1, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while true {
-        if try condition() { return true }
-        if Date() >= deadline { return false }
-        usleep(useconds_t(interval * 1_000_000))
-    }
-}
 
 /// Runs the process, expects exit 0 and returns its standard output.
 @discardableResult

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 
 /// The built `kidledger` executable.

@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerTestSupport
 import Testing
 
 // Helpers for the membership tests: a tiny TCP relay on 127.0.0.1 that records (and may tamper
@@ -120,10 +121,10 @@ func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: Time
     let frames = ChannelFrame.split(bytes)
     let firstLength = staged ? frames.first.map { 5 + $0.payload.count } ?? bytes.count : bytes.count
     var received: [UInt8] = []
-    let deadline = Date().addingTimeInterval(timeout)
+    let deadline = Deadline(seconds: timeout)
     guard sendAll(fd, Array(bytes.prefix(firstLength))) else { return received }
     var restSent = false
-    while Date() < deadline {
+    while !deadline.passed {
         if !restSent && !ChannelFrame.split(received).isEmpty {
             restSent = true
             if !sendAll(fd, Array(bytes.dropFirst(firstLength))) { break }
@@ -138,7 +139,7 @@ func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: Time
 /// A one-session TCP relay between a client (a `kidledger sync` given the relay's address) and a
 /// daemon on 127.0.0.1:target. Records both directions; may flip a bit in one data frame of either
 /// direction. Serves exactly one connection, on its own thread, bounded by `timeout`.
-final class Relay: @unchecked Sendable {
+final class Relay: Sendable {
     let port: Int
     private let listener: Int32
     private let target: Int
@@ -162,7 +163,7 @@ final class Relay: @unchecked Sendable {
         cutterToClient.tamperDataFrame = tamperServerDataFrame
         let toServer = cutterToServer, toClient = cutterToClient
         Thread.detachNewThread { [self] in
-            relay(toServer: toServer, toClient: toClient, deadline: Date().addingTimeInterval(timeout))
+            relay(toServer: toServer, toClient: toClient, deadline: Deadline(seconds: timeout))
             state.withLock { $0.finished = true }
         }
     }
@@ -173,12 +174,12 @@ final class Relay: @unchecked Sendable {
     @discardableResult
     func waitFinished(timeout: TimeInterval = 30) -> Bool { eventually(timeout: timeout, interval: 0.02) { finished } }
 
-    private func relay(toServer: FrameCutter, toClient: FrameCutter, deadline: Date) {
+    private func relay(toServer: FrameCutter, toClient: FrameCutter, deadline: Deadline) {
         var toServer = toServer, toClient = toClient
         defer { close(listener) }
         var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         var client: Int32 = -1
-        while Date() < deadline && client < 0 {
+        while !deadline.passed && client < 0 {
             if poll(&p, 1, 100) > 0 { client = accept(listener, nil, nil) }
         }
         guard client >= 0 else { return }
@@ -187,7 +188,7 @@ final class Relay: @unchecked Sendable {
         guard server >= 0 else { return }
         defer { close(server) }
         var clientOpen = true, serverOpen = true
-        while Date() < deadline && (clientOpen || serverOpen) {
+        while !deadline.passed && (clientOpen || serverOpen) {
             var fds = [pollfd(fd: clientOpen ? client : -1, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: serverOpen ? server : -1, events: Int16(POLLIN), revents: 0)]
             let r = poll(&fds, 2, 100)

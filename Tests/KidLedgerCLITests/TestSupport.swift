@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
@@ -29,10 +30,7 @@ final class TestLedger {
     var step: Int64 = 60_000
 
     init() {
-        var template = Array("/tmp/kidledger-cli-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed")
-        directory = String(cString: template.withUnsafeBufferPointer { $0.baseAddress! })
+        directory = TemporaryDirectory(prefix: "kidledger-cli").path
         home = directory + "/home"
     }
 

@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 @Suite("LMDBEnvironment basics")
 struct BasicsTests {

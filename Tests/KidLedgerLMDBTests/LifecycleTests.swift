@@ -1,7 +1,9 @@
 import Foundation
+import Synchronization
 import Testing
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 @Suite("LMDBEnvironment opening, durability and map growth")
 struct LifecycleTests {
@@ -212,11 +214,10 @@ struct LifecycleTests {
 }
 
 /// Failures collected from several threads.
-final class Failures: @unchecked Sendable {
-    private let lock = NSLock()
-    private var list: [String] = []
+final class Failures: Sendable {
+    private let list = Mutex<[String]>([])
 
-    func add(_ failure: String) { lock.withLock { list.append(failure) } }
+    func add(_ failure: String) { list.withLock { $0.append(failure) } }
 
-    var all: [String] { lock.withLock { list } }
+    var all: [String] { list.withLock { $0 } }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Another process on the same environment: a small Python script driving Debian's liblmdb
 /// through ctypes (the same library this package links), so these tests need no helper binary.

@@ -2,6 +2,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// A write transaction's puts go through one kept cursor per table: appends that split pages
 /// (the tree grows deeper), puts in the middle, overwrites and deletes of two tables interleaved

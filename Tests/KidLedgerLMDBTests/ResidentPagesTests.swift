@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// `releaseResidentPages` lets go of the map pages a long read touched, and loses nothing.
 @Suite("LMDBEnvironment resident pages")

@@ -3,31 +3,6 @@ import KidLedgerLMDB
 import KidLedgerReplica
 
 
-/// A fresh directory under /tmp, removed by ``remove()``.
-struct TemporaryDirectory {
-    let path: String
-
-    init() {
-        var template = Array("/tmp/kidledger-lmdb-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed")
-        path = String(cString: template.withUnsafeBufferPointer { $0.baseAddress! })
-    }
-
-    /// A path inside the directory.
-    func sub(_ name: String) -> String { path + "/" + name }
-
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Runs `body` with a fresh temporary directory and removes it afterwards.
-func withTemporaryDirectory<T>(_ body: (TemporaryDirectory) throws -> T) rethrows -> T {
-    let directory = TemporaryDirectory()
-    defer { directory.remove() }
-    return try body(directory)
-}
-
-
 let tableA = Table("a")
 let tableB = Table("b")
 

@@ -1,6 +1,7 @@
 import Testing
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// ``LMDBEnvironment/writeStamps(_:)``: equal stamps must mean the tables were not written in
 /// between, whoever wrote them; any doubt changes them.

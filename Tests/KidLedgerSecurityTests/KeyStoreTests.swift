@@ -3,24 +3,10 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KidLedgerTestSupport
+import Synchronization
 import Testing
 @testable import KidLedgerSecurity
-
-/// Removes `path` and everything under it (not following symbolic links).
-func removeTree(_ path: String) {
-    var info = stat()
-    guard lstat(path, &info) == 0 else { return }
-    if info.st_mode & S_IFMT == S_IFDIR, let dir = opendir(path) {
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-            if name != "." && name != ".." { removeTree(path + "/" + name) }
-        }
-        closedir(dir)
-        rmdir(path)
-    } else {
-        unlink(path)
-    }
-}
 
 func mode(_ path: String) -> mode_t {
     var info = stat()
@@ -29,19 +15,17 @@ func mode(_ path: String) -> mode_t {
 }
 
 @Suite("Key store")
-final class KeyStoreTests: @unchecked Sendable {
+final class KeyStoreTests: Sendable {
     /// The directories this test made, removed when it ends (a fresh instance runs each test).
-    private var made: [String] = []
+    private let made = Mutex<[TemporaryDirectory]>([])
 
-    deinit { made.forEach(removeTree) }
+    deinit { made.withLock { $0.forEach { $0.remove() } } }
 
     /// A fresh temporary directory, removed when the test ends.
     func temporaryDirectory() -> String {
-        var template = Array("/tmp/kidledger-sec-XXXXXX".utf8CString)
-        let path = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        let made = String(cString: path!)
-        self.made.append(made)
-        return made
+        let directory = TemporaryDirectory(prefix: "kidledger-sec")
+        made.withLock { $0.append(directory) }
+        return directory.path
     }
 
     @Test func createLoadAndList() throws {

@@ -1,7 +1,9 @@
 import Foundation
 import KidLedgerDomain
 import KidLedgerTransport
+import Synchronization
 import Testing
+import KidLedgerTestSupport
 
 @Suite struct BackoffTests {
     @Test func ceilingDoublesAndCaps() {
@@ -64,8 +66,7 @@ import Testing
     @Test func countsCorrectlyAcrossThreads() {
         let limiter = ConnectionLimiter(maximum: 5)
         let granted = Background<Int> {
-            let counter = NSLock()
-            nonisolated(unsafe) var total = 0
+            let total = Atomic<Int>(0)
             DispatchQueue.concurrentPerform(iterations: 8) { _ in
                 var mine = 0
                 for _ in 0..<1000 {
@@ -75,11 +76,9 @@ import Testing
                         limiter.release()
                     }
                 }
-                counter.lock()
-                total += mine
-                counter.unlock()
+                total.add(mine, ordering: .relaxed)
             }
-            return total
+            return total.load(ordering: .relaxed)
         }.wait()
         #expect(granted != nil && granted! > 0)
         #expect(limiter.active == 0)

@@ -5,6 +5,7 @@ import KidLedgerProtocol
 import KidLedgerReplica
 import KidLedgerTransport
 import Testing
+import KidLedgerTestSupport
 
 @Suite(.serialized) struct SyncOverTCPTests {
     /// Accepts one connection and runs a responder session on `replica`, on its own thread.
@@ -15,7 +16,7 @@ import Testing
             guard let connection = try? listener.accept(timeoutMillis: 10_000) else { return nil }
             let session = SyncSession(role: .responder, replica: box.value, household: household, limits: limits)
             return SessionRunner.run(session, over: connection, idleTimeoutMillis: idleTimeoutMillis,
-                                     totalTimeoutMillis: 30_000, now: monotonicMillis)
+                                     totalTimeoutMillis: 30_000, now: MonotonicClock.millis)
         }
     }
 
@@ -41,7 +42,7 @@ import Testing
             var reports: [SessionProgress] = []
             let session = SyncSession(role: .initiator, replica: boxA.value, household: household, limits: limits)
             let outcome = SessionRunner.run(session, over: connection, idleTimeoutMillis: 5000, totalTimeoutMillis: 30_000,
-                                            progress: { reports.append($0) }, now: monotonicMillis)
+                                            progress: { reports.append($0) }, now: MonotonicClock.millis)
             #expect(connection.isClosed)
             return (outcome, reports)
         }
@@ -69,7 +70,7 @@ import Testing
         let again = Self.serveOnce(listener, b.replica, household: household)
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: port), timeoutMillis: 5000)
         let second = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household),
-                                       over: connection, now: monotonicMillis)
+                                       over: connection, now: MonotonicClock.millis)
         #expect(second.summary?.changesSent == 0 && second.summary?.changesApplied == 0)
         #expect(again.wait()??.summary?.changesSent == 0)
     }
@@ -80,16 +81,15 @@ import Testing
         let household = try b.replica.createHousehold(name: "Home").id
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
-        let started = monotonicMillis()
+        let started = MonotonicClock.millis()
         let server = Self.serveOnce(listener, b.replica, household: household, idleTimeoutMillis: 200)
         // Connects, then says nothing.
         let silent = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
         defer { silent.close() }
         let outcome = try #require(server.wait(timeoutMillis: 10_000) ?? nil)
-        let elapsed = monotonicMillis() - started
         #expect(outcome.errorDescription?.contains("timed out waiting for the peer (nothing received for 200 ms)") == true,
                 "\(outcome)")
-        #expect(elapsed >= 190 && elapsed < 5000)
+        #expect(MonotonicClock.millis() - started >= 190)
         // The runner closed its end: the silent peer sees EOF.
         #expect(try silent.read(timeoutMillis: 2000) == [])
     }
@@ -102,11 +102,9 @@ import Testing
         defer { listener.close() }
         // The kernel completes the handshake from the backlog; nobody ever reads or answers.
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
-        let started = monotonicMillis()
         let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household),
-                                        over: connection, idleTimeoutMillis: 200, now: monotonicMillis)
-        #expect(outcome.errorDescription?.contains("timed out") == true, "\(outcome)")
-        #expect(monotonicMillis() - started < 5000)
+                                        over: connection, idleTimeoutMillis: 200, now: MonotonicClock.millis)
+        #expect(outcome.errorDescription?.contains("timed out waiting for the peer (nothing received for 200 ms)") == true, "\(outcome)")
         #expect(connection.isClosed)
     }
 
@@ -117,13 +115,12 @@ import Testing
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
-        let started = monotonicMillis()
+        let started = MonotonicClock.millis()
         let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household),
                                         over: connection, idleTimeoutMillis: 10_000, totalTimeoutMillis: 250,
-                                        now: monotonicMillis)
-        let elapsed = monotonicMillis() - started
+                                        now: MonotonicClock.millis)
         #expect(outcome.errorDescription?.contains("timed out after 250 ms: the whole sync took too long") == true, "\(outcome)")
-        #expect(elapsed >= 240 && elapsed < 5000)
+        #expect(MonotonicClock.millis() - started >= 240)
     }
 
     @Test(arguments: [
@@ -170,9 +167,33 @@ import Testing
         let server = Self.serveOnce(listener, b.replica, household: householdB)
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
         let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: householdA),
-                                        over: connection, idleTimeoutMillis: 5000, now: monotonicMillis)
+                                        over: connection, idleTimeoutMillis: 5000, now: MonotonicClock.millis)
         #expect(outcome.errorDescription?.contains("another household") == true, "\(outcome)")
         #expect(server.wait()??.errorDescription?.contains("another household") == true)
         #expect(try b.replica.digest() == digestB)
+    }
+
+    /// A peer that sends one byte per read and never completes a frame.
+    final class Trickle: ByteStream {
+        let remote = "trickle"
+        private(set) var reads = 0
+        func read(maxBytes: Int, timeoutMillis: Int) throws(TransportError) -> [UInt8] {
+            reads += 1
+            // A frame header announcing 1000 bytes, then the payload one byte at a time.
+            return reads <= 4 ? [[0, 0, 3, 232][reads - 1]] : [0]
+        }
+        func write(_ bytes: [UInt8], timeoutMillis: Int) throws(TransportError) {}
+        func close() {}
+    }
+
+    @Test func theReadBoundEndsASessionWhoseClockStandsStill() throws {
+        let b = try LMDBReplica(seed: 2)
+        defer { b.remove() }
+        let household = try b.replica.createHousehold(name: "Home").id
+        let stream = Trickle()
+        let outcome = SessionRunner.run(SyncSession(role: .responder, replica: b.replica, household: household),
+                                        over: stream, readsMax: 50, now: { 0 })
+        #expect(outcome.errorDescription == "sync with trickle failed: the session did not end within 50 reads", "\(outcome)")
+        #expect(stream.reads == 50)
     }
 }
