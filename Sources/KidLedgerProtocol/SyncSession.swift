@@ -116,9 +116,9 @@ public final class SyncSession {
         while state != .finished && state != .failed {
             do throws(ProtocolError) {
                 guard let frame = try decoder.next() else { break }
-                // With a preparation cache, the received bytes of changes find their prepared
-                // form without encoding them again.
-                var received: [[UInt8]]? = replica.preparationCache == nil ? nil : []
+                // A preparer that remembers changes finds them by their received bytes, without
+                // encoding them again.
+                var received: [[UInt8]]? = replica.preparer.usesReceivedBytes ? [] : nil
                 let message = try Message.decode(type: frame.type, payload: frame.payload, received: &received)
                 try handle(message, received: received)
             } catch {

@@ -51,10 +51,6 @@ public protocol KeyValueReader {
     /// `compute()` would return now (reading like `compute`), or nil to leave it to `compute`.
     func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T,
                             update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T
-
-    /// The replica's batch writer when this reader is one, else nil (the default): found by a
-    /// protocol call, which costs less than a dynamic cast on every applied transaction.
-    var _batchWriter: AnyObject? { get }
 }
 
 /// What a store may keep between transactions (``KeyValueReader/memo(_:tables:_:)``).
@@ -73,11 +69,6 @@ public enum MemoKey: Int, Hashable, Sendable, CaseIterable {
 final class Memo<Value> {
     let value: Value
     init(_ value: Value) { self.value = value }
-}
-
-extension KeyValueReader {
-    /// ``_batchWriter`` as the batch writer it is.
-    var batchWriter: BatchWriter? { _batchWriter.map { unsafeDowncast($0, to: BatchWriter.self) } }
 }
 
 /// Read and write access inside one write transaction of a ``KeyValueStore``.
@@ -105,8 +96,6 @@ extension KeyValueReader {
                                    update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
         try compute()
     }
-
-    public var _batchWriter: AnyObject? { nil }
 
     /// ``memo(_:tables:_:update:)`` without an update: recomputed whenever a table changed.
     public func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {

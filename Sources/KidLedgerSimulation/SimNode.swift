@@ -77,7 +77,7 @@ final class SimNode {
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
-        replica?.preparationCache = share?.preparations
+        if let share { replica?.preparer = share.preparations }
         updateClaimSigner()
     }
 

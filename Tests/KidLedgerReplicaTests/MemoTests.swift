@@ -103,29 +103,6 @@ struct MemoTests {
         #expect(try copy.read { r in try memoized(r, &computed) }.value == [2])
     }
 
-    @Test("a batch computes afresh while a write-back table of the memo has pending entries")
-    func batchWriter() throws {
-        let store = MemoryStore()
-        var computed = 0
-        try store.write { base in
-            let w = BatchWriter(base)
-            try w.put(Tables.meta, [1], [3])  // pending in the batch, not in the store yet
-            for _ in 0..<2 {
-                let value = try w.memo(.childRows, tables: [Tables.meta]) {
-                    computed += 1
-                    return Computed(try w.get(Tables.meta, [1]))
-                }
-                #expect(value.value == [3])
-            }
-            #expect(computed == 2)
-            // A table the batch writes through is remembered by the store.
-            try w.put(t, [1], [4])
-            let first = try memoized(w, &computed)
-            #expect(try memoized(w, &computed) === first && first.value == [4])
-            try w.flush()
-        }
-    }
-
     @Test("a replica's child lookups see renames, archives and new children at once")
     func replicaSeesChanges() throws {
         let r = try householdWithChildren(["Ava", "Ben"], seed: 8)
