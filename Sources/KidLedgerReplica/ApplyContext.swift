@@ -7,7 +7,7 @@ import KidLedgerDomain
 /// horizon of each origin's member are written through (the store is written at once, and the
 /// next change of the batch reads them from here).
 ///
-/// Made only by ``Replica/withApplyContext(_:now:verifier:preparer:_:)``, which flushes it before
+/// Made only by ``Replica/withApplyContext(_:now:verifier:preparer:queries:_:)``, which flushes it before
 /// the transaction commits; a context dropped dirty (its transaction went on to commit without
 /// the held writes) stops the process. While one is in use, the tables it holds are read and
 /// written only through it; every other table through ``store``.
@@ -18,6 +18,7 @@ final class ApplyContext {
     let now: Int64
     let verifier: any SignatureVerifier
     let preparer: any ChangePreparer
+    let queries: any QueryCache
 
     /// A held entry: its value (nil: absent) and whether the store lacks it yet.
     private struct Held<Value> {
@@ -41,11 +42,13 @@ final class ApplyContext {
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
 
-    fileprivate init(_ store: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier, preparer: any ChangePreparer) {
+    fileprivate init(_ store: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier, preparer: any ChangePreparer,
+                     queries: any QueryCache) {
         self.store = store
         self.now = now
         self.verifier = verifier
         self.preparer = preparer
+        self.queries = queries
     }
 
     deinit {
@@ -232,8 +235,9 @@ extension Replica {
     /// returns (before `w` commits). When `body` throws, the transaction aborts: the context is
     /// dropped unflushed.
     static func withApplyContext<T>(_ w: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier,
-                                    preparer: any ChangePreparer, _ body: (ApplyContext) throws -> T) throws -> T {
-        let context = ApplyContext(w, now: now, verifier: verifier, preparer: preparer)
+                                    preparer: any ChangePreparer, queries: any QueryCache,
+                                    _ body: (ApplyContext) throws -> T) throws -> T {
+        let context = ApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queries)
         do {
             let result = try body(context)
             try context.flush()

@@ -47,8 +47,8 @@ public struct MemberSummary: Equatable, Sendable {
 
 extension Replica {
     /// The household's owner key, or nil for a household without membership.
-    static func owner(_ r: any KeyValueReader) throws -> (RecordID, [UInt8])? {
-        guard let h = try household(r) else { return nil }
+    static func owner(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> (RecordID, [UInt8])? {
+        guard let h = try household(r, queries) else { return nil }
         var record: [UInt8]?
         record = try r.get(Tables.households, Keys.id(h.id))
         guard let raw = record, let household = try? RecordCodec.decodeHousehold(raw), !household.owner.isEmpty else { return nil }
@@ -59,7 +59,7 @@ extension Replica {
     /// it recorded a revocation that was not known before.
     static func applyMembership(of change: Change, version: [UInt8], in context: ApplyContext,
                                 digest: inout Digest256) throws -> Bool {
-        let w = context.store, verifier = context.verifier
+        let w = context.store, verifier = context.verifier, queries = context.queries
         var newRevocation = false
         for (index, op) in change.operations.enumerated() where op.isMembership {
             func opKey() -> [UInt8] {
@@ -69,7 +69,7 @@ extension Replica {
             func forged(_ reason: String) throws { try w.put(Tables.forged, opKey(), Array(reason.utf8)) }
             /// A grant or revocation whose household has not arrived waits for it (not forged).
             func parkedBeforeHousehold() throws -> Bool {
-                guard try household(w) == nil else { return false }
+                guard try household(w, queries) == nil else { return false }
                 try w.put(Tables.pendingClaims, opKey(), RecordCodec.encodeOperation(op))
                 return true
             }
@@ -90,7 +90,7 @@ extension Replica {
                 if try releasePendingClaims(in: context, digest: &digest) { newRevocation = true }
             case .claim(let c):
                 guard c.origin == change.origin else { try forged("claim of another origin"); continue }
-                guard let (household, _) = try owner(w) else {
+                guard let (household, _) = try owner(w, queries) else {
                     // The household has not arrived yet (changes of other origins can overtake it).
                     try w.put(Tables.pendingClaims, Keys.origin(c.origin), RecordCodec.encodeOperation(op))
                     continue
@@ -101,14 +101,14 @@ extension Replica {
                 try record(c, in: context, digest: &digest)
             case .grant(let g):
                 guard try !parkedBeforeHousehold() else { continue }
-                guard let (household, ownerKey) = try owner(w),
+                guard let (household, ownerKey) = try owner(w, queries),
                       verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
                     try forged("grant not signed by the owner"); continue
                 }
                 _ = try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G"))
             case .revoke(let rv):
                 guard try !parkedBeforeHousehold() else { continue }
-                guard let (household, ownerKey) = try owner(w), rv.member != ownerKey,
+                guard let (household, ownerKey) = try owner(w, queries), rv.member != ownerKey,
                       verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
                     try forged("revocation not signed by the owner"); continue
                 }
@@ -135,8 +135,8 @@ extension Replica {
     /// Verifies the claims that waited for the household, now that it is here. Returns whether
     /// grants or revocations waited too: they are left for the rebuild that the caller then runs.
     static func releasePendingClaims(in context: ApplyContext, digest: inout Digest256) throws -> Bool {
-        let w = context.store, verifier = context.verifier
-        guard let (household, _) = try owner(w) else { return false }
+        let w = context.store, verifier = context.verifier, queries = context.queries
+        guard let (household, _) = try owner(w, queries) else { return false }
         var pending: [([UInt8], [UInt8])] = []
         var ownerSigned = false
         try w.scan(Tables.pendingClaims) { key, value in
@@ -240,7 +240,7 @@ extension Replica {
     /// The household's members: the owner and every granted key, with revocation and devices.
     public func members() throws -> [MemberSummary] {
         try store.read { r in
-            guard let (_, ownerKey) = try Self.owner(r) else { return [] }
+            guard let (_, ownerKey) = try Self.owner(r, queryCache) else { return [] }
             var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", isOwner: true, isRevoked: false, devices: [])]
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)

@@ -31,11 +31,11 @@ public struct ApplyReport: Equatable, Sendable {
 extension Replica {
     /// The version vector of what this replica holds.
     public func versionVector() throws -> VersionVector {
-        try store.read { r in try Self.versionVector(r) }
+        try store.read { r in try Self.versionVector(r, queryCache) }
     }
 
-    static func versionVector(_ r: any KeyValueReader) throws -> VersionVector {
-        try r.memo(.versionVector, tables: vectorTables, { Memo(try readVersionVector(r)) },
+    static func versionVector(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
+        try queries.value(.versionVector, tables: vectorTables, reading: r, { Memo(try readVersionVector(r)) },
                    update: { kept, written in try updatedVersionVector(kept.value, written[0], r).map(Memo.init) }).value
     }
 
@@ -96,7 +96,7 @@ extension Replica {
     public func encodedChanges(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [EncodedChange] {
         try store.read { r in
             var result: [EncodedChange] = []
-            let mine = try Self.versionVector(r)
+            let mine = try Self.versionVector(r, queryCache)
             for (origin, held) in mine.sorted(by: { $0.key < $1.key }) where (vector[origin] ?? 0) < held {
                 guard result.count < limit else { break }
                 let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
@@ -135,7 +135,7 @@ extension Replica {
         let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
             var report = ApplyReport()
             var ownHistoryForked = false
-            try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer) { context in
+            try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
                 // The pure part of each change (encodings and hashes) is prepared on the
                 // injected splitter's producing side, on another core in the CLI, while this
                 // thread applies.

@@ -26,6 +26,9 @@ public final class Replica {
     /// Who prepares each change before it is applied (``ChangePreparer``): ``PlainPreparer``
     /// unless the simulator passes one that remembers answers across its replicas.
     public var preparer: any ChangePreparer = PlainPreparer()
+    /// Keeps the answers of hot queries between transactions (``QueryCache``): ``NoQueryCache``
+    /// unless the simulator passes one built on its in-memory store.
+    public var queryCache: any QueryCache = NoQueryCache()
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///
@@ -93,9 +96,9 @@ public final class Replica {
             var hlc = try Self.lastHLC(w).tickLocal(now: now)
             var (batches, extra) = try build(w, hlc)
             if let first = batches.first, !first.isEmpty {
-                batches[0] = try Self.withClaimIfNeeded(first, origin: origin, signer: claimSigner, in: w)
+                batches[0] = try Self.withClaimIfNeeded(first, origin: origin, signer: claimSigner, in: w, queryCache)
             }
-            let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer) { context in
+            let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
                 var sequence = try context.heldSequence(origin)
                 var changes: [Change] = []
                 for operations in batches where !operations.isEmpty {
@@ -118,11 +121,11 @@ public final class Replica {
     /// Prepends (after a household creation) this device's claim of `origin` when the household
     /// has an owner and the origin is not claimed yet.
     static func withClaimIfNeeded(_ ops: [Operation], origin: ReplicaID, signer: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?,
-                                  in r: any KeyValueReader) throws -> [Operation] {
+                                  in r: any KeyValueReader, _ queries: any QueryCache) throws -> [Operation] {
         guard let signer, try r.get(Tables.claims, Keys.origin(origin)) == nil else { return ops }
         var household: RecordID?
         var insertAt = 0
-        if let (id, _) = try owner(r) {
+        if let (id, _) = try owner(r, queries) {
             household = id
         } else if case .createHousehold(let h)? = ops.first, !h.owner.isEmpty {
             household = h.id

@@ -70,6 +70,8 @@ final class SimNode {
     /// `r` and its index, as the trace names it (built once: most trace lines name a replica).
     let name: String
     var isUp: Bool { replica != nil }
+    /// The query answers kept for ``store`` when it is in memory (``StoreQueryCache``).
+    private var queries: StoreQueryCache?
 
     /// Starts (or restarts) the replica from the durable store.
     func boot(time: SimTime, seed: UInt64) throws {
@@ -78,6 +80,11 @@ final class SimNode {
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
         if let share { replica?.preparer = share.preparations }
+        if let memory = store as? MemoryStore {
+            // The answers are kept with the store, across restarts.
+            if queries?.store !== memory { queries = StoreQueryCache(memory) }
+            replica?.queryCache = queries!
+        }
         updateClaimSigner()
     }
 
