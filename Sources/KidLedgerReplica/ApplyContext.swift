@@ -145,7 +145,10 @@ final class ApplyContext {
     /// The chain link of `origin` at `sequence`, or nil when none is stored.
     func chainLink(_ origin: ReplicaID, at sequence: UInt64) throws -> [UInt8]? {
         if let newest = newestLinks[origin.rawValue], newest.sequence == sequence { return newest.link }
-        return try store.get(Tables.chains, Keys.change(origin, sequence))
+        let stored = try store.get(Tables.chains, Keys.change(origin, sequence))
+        // The read side of ``setChainLink(_:of:at:)``'s check: a store that holds another length is damaged.
+        if let stored, stored.count != 16 { throw LedgerError.corrupted("a chain link of \(stored.count) bytes") }
+        return stored
     }
 
     /// The link before `sequence` of `origin`: sixteen zeros at the first sequence (or when it is
@@ -201,6 +204,8 @@ final class ApplyContext {
             hlc?.dirty = false
         }
         try flush(&vector, Tables.vector) { Bytes.u64($0) }
+        precondition(hlc?.dirty != true, "the clock not flushed")
+        precondition(digest?.dirty != true, "the digest not flushed")
         isDirty = false
     }
 

@@ -200,6 +200,8 @@ public final class MemoryStore: KeyValueStore {
         }
     }
 
+    // Not Sendable (the compiler keeps it on one thread), and no access to its state outlives the
+    // call that makes it: the run-time exclusivity checks (a few percent of a simulation) are off.
     @exclusivity(unchecked) private var committed = Snapshot()
     /// The last stamp handed to a write: every put and delete (and every undo of one) takes the
     /// next, so a table's stamp names one state of one table object for the store's lifetime,

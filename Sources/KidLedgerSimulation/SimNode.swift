@@ -3,8 +3,11 @@ import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSecurity
 
-/// The simulation's one notion of time, shared by every replica's clock.
+/// The simulation's one notion of time, shared by every replica's clock. Unchecked Sendable (a
+/// ``WallClock`` is Sendable): only the simulator's thread reads and moves it (checked in debug
+/// builds at every clock reading).
 final class SimTime: @unchecked Sendable {
+    let thread = ThreadCheck()
     /// Virtual Unix milliseconds (starts at a fixed date so times look real).
     var millis: Int64 = 1_800_000_000_000
 }
@@ -13,7 +16,10 @@ final class SimTime: @unchecked Sendable {
 struct SkewedClock: WallClock {
     let time: SimTime
     let skew: Int64
-    func nowMillis() -> Int64 { time.millis + skew }
+    func nowMillis() -> Int64 {
+        time.thread.check()
+        return time.millis + skew
+    }
 }
 
 /// One simulated device: its durable store, its running replica (nil while crashed), and an
