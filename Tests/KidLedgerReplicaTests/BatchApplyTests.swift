@@ -14,9 +14,9 @@ struct RunAheadWork: WorkSplitter {
     }
 }
 
-/// Applying a received batch in one write transaction (the write-back cache, its memos of
+/// Applying a received batch in one write transaction (the apply context, which holds the
 /// children, chain links and revocation horizons, and the changes prepared ahead) must give
-/// exactly what applying the same changes one transaction each, unprepared, gives.
+/// exactly what applying the same changes one transaction each gives.
 @Suite("Batched application")
 struct BatchApplyTests {
     /// A history with everything a batch can meet: children created after transactions that name
@@ -199,7 +199,7 @@ struct BatchApplyTests {
         }
     }
 
-    @Test("every table has its own name hash (the batch writer tells tables apart by it)")
+    @Test("every table has its own name hash (the stores look tables up by it)")
     func distinctNameHashes() {
         #expect(Set(Tables.all.map(\.nameHash)).count == Tables.all.count)
     }
