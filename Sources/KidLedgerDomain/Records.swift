@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Limits on user-supplied text and batches (TigerBeetle style: a limit on everything).
 public enum Limits {
@@ -137,16 +136,8 @@ public struct LedgerTransaction: Hashable, Sendable {
 
     /// The deterministic id of the undo entry for `original`: two devices undoing the same
     /// transaction produce the same id, so it is compensated at most once.
+    /// A SHA-1 of two blocks.
     public static func undoID(for original: RecordID) -> RecordID {
-        let slot = UndoIDCache.slot(of: original)
-        if let hit = undoIDCache.withLock({ $0[slot] }), hit.original == original { return hit.undo }
-        let id = computeUndoID(for: original)
-        undoIDCache.withLock { $0[slot] = UndoIDCache.Entry(original: original, undo: id) }
-        return id
-    }
-
-    /// ``undoID(for:)`` computed: a SHA-1 of two blocks.
-    static func computeUndoID(for original: RecordID) -> RecordID {
         // The name is "undo:" followed by the original's canonical form, built as bytes.
         let prefix: (UInt8, UInt8, UInt8, UInt8, UInt8) = (0x75, 0x6E, 0x64, 0x6F, 0x3A)  // "undo:"
         let name = [UInt8](unsafeUninitializedCapacity: 41) { buffer, count in
@@ -154,30 +145,6 @@ public struct LedgerTransaction: Hashable, Sendable {
             count = 5 + original.writeHex(into: UnsafeMutableBufferPointer(rebasing: buffer[5...]), dashed: true)
         }
         return RecordID.v5(namespace: RecordID.namespaceKidLedger, name: name)
-    }
-}
-
-/// Undo ids computed lately, direct-mapped by the original id's bits: the same id is asked for
-/// again and again (every replica validates each undo entry it decodes, and listings and undo
-/// look up whether a transaction was reversed), and computing one hashes two SHA-1 blocks, about
-/// twenty times a lookup here. The answer is a pure function of the original, so the cache
-/// changes nothing but the cost; behind a lock because the daemon's threads share it.
-private let undoIDCache = Mutex([UndoIDCache.Entry?](repeating: nil, count: UndoIDCache.size))
-
-/// The layout of ``undoIDCache``.
-enum UndoIDCache {
-    struct Entry: Sendable {
-        let original: RecordID
-        let undo: RecordID
-    }
-
-    /// Slots (a power of two): more than the undo entries a simulation's ledger holds.
-    static let size = 1024
-
-    /// The slot of `original`: its low bits (random in generated ids), mixed with the high half.
-    @inline(__always)
-    static func slot(of original: RecordID) -> Int {
-        Int(truncatingIfNeeded: original.low ^ original.high) & (size - 1)
     }
 }
 

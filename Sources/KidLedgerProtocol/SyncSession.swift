@@ -72,26 +72,23 @@ public final class SyncSession {
     public let joinToken: [UInt8]
     /// Responder: decides whether to admit the peer (nil admits every peer of the household).
     private let admit: (@Sendable (Admission) -> ProtocolError?)?
-    /// Remembers the checks of recent totals, when given (``ChecksMemo``).
-    private let checksMemo: ChecksMemo?
+    /// Computes the per-child checks from the replica's totals (``ChildChecking``):
+    /// ``ComputedChildChecks`` unless the simulator passes one that remembers them.
+    public var childChecks: any ChildChecking = ComputedChildChecks()
 
     /// Creates a session; nothing happens until ``start()``.
     ///
     /// - Parameters:
     ///   - joinToken: initiator only; the invitation secret when joining a household.
     ///   - admit: responder only; returns an error to refuse the peer described by its hello.
-    ///   - checksMemo: where the per-child checks of recent totals are kept (a simulation's
-    ///     sessions share one); nil computes them every time.
     public init(role: Role, replica: Replica, household: RecordID, limits: SessionLimits = SessionLimits(),
-                joinToken: [UInt8] = [], admit: (@Sendable (Admission) -> ProtocolError?)? = nil,
-                checksMemo: ChecksMemo? = nil) {
+                joinToken: [UInt8] = [], admit: (@Sendable (Admission) -> ProtocolError?)? = nil) {
         self.role = role
         self.replica = replica
         self.household = household
         self.limits = limits
         self.joinToken = joinToken
         self.admit = admit
-        self.checksMemo = checksMemo
     }
 
     /// Starts the session: the initiator sends hello; the responder waits for it.
@@ -120,9 +117,9 @@ public final class SyncSession {
         while state != .finished && state != .failed {
             do throws(ProtocolError) {
                 guard let frame = try decoder.next() else { break }
-                // With a preparation cache, the received bytes of changes find their prepared
-                // form without encoding them again.
-                var received: [[UInt8]]? = replica.preparationCache == nil ? nil : []
+                // A preparer that remembers changes finds them by their received bytes, without
+                // encoding them again.
+                var received: [[UInt8]]? = replica.preparer.usesReceivedBytes ? [] : nil
                 let message = try Message.decode(type: frame.type, payload: frame.payload, received: &received)
                 try handle(message, received: received)
             } catch {
@@ -368,8 +365,7 @@ public final class SyncSession {
     private func localChecks() throws(ProtocolError) -> (checks: [ChildCheck], digest: Message) {
         let aggregates = try storage { try replica.aggregates() }
         guard aggregates.count <= checksMax else { throw .storage("more than \(checksMax) children") }
-        if let checksMemo { return checksMemo.checks(of: aggregates) }
-        return ChecksMemo.compute(aggregates)
+        return childChecks.checks(of: aggregates)
     }
 
     /// The `checksDigest` message of `checks` (sorted by child, as ``localChecks()`` returns them).
@@ -432,40 +428,5 @@ public final class SyncSession {
 
     static func normalized(_ vector: VersionVector) -> VersionVector {
         vector.filter { $0.value > 0 }
-    }
-}
-
-/// The per-child checks of the last few totals sessions were asked about, with their
-/// `checksDigest` message. Both are a pure function of the totals, and the totals repeat: both
-/// ends of a session that converged hold the same, and a replica nothing was written to holds
-/// what its last session found. A simulation's sessions share one (they run on one thread); a
-/// session without one computes its checks every time.
-public final class ChecksMemo {
-    /// The kept answers, the most recently used first.
-    private var kept: [(totals: [RecordID: Aggregate], checks: [ChildCheck], digest: Message)] = []
-    /// How many answers are kept.
-    static let keptMax = 4
-
-    /// Creates an empty memo.
-    public init() {}
-
-    /// ``compute(_:)`` of `totals`, from a kept answer when one was computed from equal totals.
-    func checks(of totals: [RecordID: Aggregate]) -> (checks: [ChildCheck], digest: Message) {
-        if let i = kept.firstIndex(where: { $0.totals == totals }) {
-            let hit = kept.remove(at: i)
-            kept.insert(hit, at: 0)
-            return (hit.checks, hit.digest)
-        }
-        let (checks, digest) = Self.compute(totals)
-        kept.insert((totals, checks, digest), at: 0)
-        if kept.count > Self.keptMax { kept.removeLast() }
-        return (checks, digest)
-    }
-
-    /// The checks of `totals` (one per child, sorted by child) and their `checksDigest` message.
-    static func compute(_ totals: [RecordID: Aggregate]) -> (checks: [ChildCheck], digest: Message) {
-        let checks = totals.map { ChildCheck(child: $0.key, count: $0.value.count, sumCents: $0.value.sumCents, idHash: $0.value.idHash) }
-            .sorted { $0.child < $1.child }
-        return (checks, SyncSession.digest(of: checks))
     }
 }

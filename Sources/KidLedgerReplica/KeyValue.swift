@@ -39,45 +39,6 @@ public protocol KeyValueReader {
 
     /// How many entries the table holds.
     func count(_ table: Table) throws -> Int
-
-    /// `compute()`, or the object it returned last time for `key` when the store can tell that none of
-    /// `tables` has changed since. The in-memory store can (it stamps every write); LMDB and the
-    /// default implementation compute every time. `compute` must read nothing but `tables`,
-    /// through this reader, and must not write.
-    ///
-    /// When some of `tables` changed and the store can list the keys written in each since the
-    /// kept object was computed (the in-memory store can), it asks `update(kept, written)` first:
-    /// `written[i]` holds those keys of `tables[i]` (repeats possible), and `update` returns what
-    /// `compute()` would return now (reading like `compute`), or nil to leave it to `compute`.
-    func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T,
-                            update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T
-
-    /// The replica's batch writer when this reader is one, else nil (the default): found by a
-    /// protocol call, which costs less than a dynamic cast on every applied transaction.
-    var _batchWriter: AnyObject? { get }
-}
-
-/// What a store may keep between transactions (``KeyValueReader/memo(_:tables:_:)``).
-public enum MemoKey: Int, Hashable, Sendable, CaseIterable {
-    /// Every child's record and registers, in key order, without totals.
-    case childRows
-    /// The version vector.
-    case versionVector
-    /// Every child's totals.
-    case aggregates
-    /// The household's summary.
-    case household
-}
-
-/// A value kept by ``KeyValueReader/memo(_:tables:_:)`` (which keeps objects).
-final class Memo<Value> {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-extension KeyValueReader {
-    /// ``_batchWriter`` as the batch writer it is.
-    var batchWriter: BatchWriter? { _batchWriter.map { unsafeDowncast($0, to: BatchWriter.self) } }
 }
 
 /// Read and write access inside one write transaction of a ``KeyValueStore``.
@@ -101,18 +62,6 @@ public protocol KeyValueStore: AnyObject {
 }
 
 extension KeyValueReader {
-    public func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T,
-                                   update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
-        try compute()
-    }
-
-    public var _batchWriter: AnyObject? { nil }
-
-    /// ``memo(_:tables:_:update:)`` without an update: recomputed whenever a table changed.
-    public func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T) rethrows -> T {
-        try memo(key, tables: tables, compute, update: { _, _ in nil })
-    }
-
     /// Visits every entry with `prefix` in forward key order.
     public func scan(_ table: Table, prefix: [UInt8] = [],
                      _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {

@@ -10,12 +10,12 @@ public final class MemoryStore: KeyValueStore {
         /// The store's stamp of the last put or delete (undone ones included), 0 before any: see
         /// ``MemoryStore/writeCount(_:)``.
         @exclusivity(unchecked) var writes: UInt64 = 0
-        /// Once a memo that can update itself reads the table (``journalFrom`` non-nil): the key
+        /// Once a query cache that can update its answers reads the table (``journalFrom`` non-nil): the key
         /// of every write (undone ones included) stamped after `journalFrom`, in stamp order.
         @exclusivity(unchecked) var journal: [Written] = []
         @exclusivity(unchecked) var journalFrom: UInt64?
-        /// The journal's length at most: when full it starts again (a memo older than its start
-        /// is recomputed).
+        /// The journal's length at most: when full it starts again (an answer older than its
+        /// start is recomputed).
         static let journalMax = 256
 
         func copy() -> SortedTable {
@@ -200,20 +200,15 @@ public final class MemoryStore: KeyValueStore {
         }
     }
 
+    // Not Sendable (the compiler keeps it on one thread), and no access to its state outlives the
+    // call that makes it: the run-time exclusivity checks (a few percent of a simulation) are off.
     @exclusivity(unchecked) private var committed = Snapshot()
     /// The last stamp handed to a write: every put and delete (and every undo of one) takes the
     /// next, so a table's stamp names one state of one table object for the store's lifetime,
     /// even across tables created by a transaction that was then undone.
     @exclusivity(unchecked) private var stamp: UInt64 = 0
-    /// A value of ``KeyValueReader/memo(_:tables:_:update:)`` with the table objects it read
-    /// (nil: none yet) and their stamps then.
-    struct Kept {
-        var tables: [SortedTable?]
-        var stamps: [UInt64]
-        var value: AnyObject
-    }
-    /// The kept values, by ``MemoKey/rawValue``.
-    @exclusivity(unchecked) private var memos = [Kept?](repeating: nil, count: MemoKey.allCases.count)
+    /// The write transaction running, if any: its snapshot holds the tables it created.
+    @exclusivity(unchecked) private var writing: Transaction?
 
     /// The undo log's storage between write transactions (empty, its capacity kept), so that
     /// each write does not grow a new one from nothing.
@@ -250,6 +245,29 @@ public final class MemoryStore: KeyValueStore {
         committed[table]?.writes ?? 0
     }
 
+    /// The stamp of the last put or delete of `table` as the running transaction sees it (the
+    /// open write transaction's, else the committed state; 0 while the table does not exist).
+    /// Stamps are unique in the store: an equal stamp means the table is exactly as it was when
+    /// the stamp was read. What a ``QueryCache`` keeps its answers by.
+    public func stamp(of table: Table) -> UInt64 {
+        (writing?.snapshot ?? committed)[table]?.writes ?? 0
+    }
+
+    /// Starts journaling the keys written to `table` (unless it journals already; nothing while
+    /// it does not exist): see ``written(_:since:)``.
+    public func startJournal(_ table: Table) {
+        (writing?.snapshot ?? committed)[table]?.startJournal()
+    }
+
+    /// The keys written to `table` (repeats possible) since its stamp was `since`, or nil when
+    /// its journal does not reach back there. A table that does not exist has had no writes
+    /// since stamp 0 (it never existed then either) and unknown ones since any other (a table
+    /// that an undone transaction created is gone with its writes).
+    public func written(_ table: Table, since: UInt64) -> [[UInt8]]? {
+        guard let t = (writing?.snapshot ?? committed)[table] else { return since == 0 ? [] : nil }
+        return t.written(since: since)
+    }
+
     /// Whether `other` holds exactly the same committed entries as this store in each of `tables`
     /// (a table never written counts as empty). Cheap for a ``clone()``: the copies share storage.
     public func hasSameEntries(as other: MemoryStore, in tables: [Table]) -> Bool {
@@ -281,7 +299,10 @@ public final class MemoryStore: KeyValueStore {
         txn.undo = spareUndo
         spareUndo = []
         if txn.undo.capacity == 0 { txn.undo.reserveCapacity(Self.undoCapacity) }
+        precondition(writing == nil, "a write transaction inside another")
+        writing = txn
         defer {
+            writing = nil
             var log = txn.undo
             txn.undo = []
             if log.capacity <= Self.spareUndoMax {
@@ -437,50 +458,6 @@ public final class MemoryStore: KeyValueStore {
             self.store = store
             self.snapshot = snapshot
             self.writable = writable
-        }
-
-        func memo<T: AnyObject>(_ key: MemoKey, tables: [Table], _ compute: () throws -> T,
-                                update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
-            // Writes land in place, so the stamps seen here are those of what `compute` reads,
-            // inside a write transaction too. A table object that is not the one the kept value
-            // read (one created since, or dropped by an undone transaction) means recomputing.
-            let slot = key.rawValue
-            if let kept = store.memos[slot], let value = kept.value as? T, kept.tables.count == tables.count {
-                var same = true, sameTables = true
-                for i in tables.indices {
-                    let current = snapshot[tables[i]]
-                    guard current === kept.tables[i] else { sameTables = false; break }
-                    if (current?.writes ?? 0) != kept.stamps[i] { same = false }
-                }
-                if sameTables && same { return value }
-                // A failing update (a damaged store) leaves the answer, or the error, to `compute`.
-                if sameTables, let written = writtenKeys(kept), let updated = try? update(value, written) {
-                    // The same table objects (journaling since the kept value was remembered):
-                    // only their stamps are new.
-                    store.memos[slot] = Kept(tables: kept.tables, stamps: kept.tables.map { $0?.writes ?? 0 }, value: updated)
-                    return updated
-                }
-            }
-            return remember(slot, tables, try compute())
-        }
-
-        /// The keys written to each of `kept`'s tables since, or nil when a journal does not reach back.
-        private func writtenKeys(_ kept: Kept) -> [[[UInt8]]]? {
-            var written: [[[UInt8]]] = []
-            for (table, stamp) in zip(kept.tables, kept.stamps) {
-                guard let table else { written.append([]); continue }  // still no table
-                guard let keys = table.written(since: stamp) else { return nil }
-                written.append(keys)
-            }
-            return written
-        }
-
-        /// Keeps `value` as the memo in `slot` of the current state of `tables`, and journals them.
-        private func remember<T: AnyObject>(_ slot: Int, _ tables: [Table], _ value: T) -> T {
-            let current = tables.map { snapshot[$0] }
-            for t in current { t?.startJournal() }
-            store.memos[slot] = Kept(tables: current, stamps: current.map { $0?.writes ?? 0 }, value: value)
-            return value
         }
 
         func table(_ t: Table, forWriting: Bool) -> SortedTable? {

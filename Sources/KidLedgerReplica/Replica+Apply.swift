@@ -14,17 +14,14 @@ public enum ApplyOutcome: Equatable, Sendable {
 }
 
 extension Replica {
-    /// Merges one change into the state inside write transaction `w`. Idempotent: a change whose
+    /// Merges one prepared change into the state held by `context`. Idempotent: a change whose
     /// sequence is already covered is a no-op; one that would leave a gap is refused.
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` for a change that breaks a domain rule (decoded
     ///   changes are already checked; this guards changes built in memory).
     ///
-    /// `prepared` is ``PreparedChange/init(_:)`` of `change` when the caller computed it ahead.
-    /// A revocation recomputes the state from the log, with `cache`'s prepared changes if given.
-    static func apply(_ change: Change, prepared: PreparedChange? = nil, in w: any KeyValueWriter, now: Int64,
-                      verifier: any SignatureVerifier = RejectingVerifier(),
-                      cache: PreparationCache? = nil) throws -> ApplyOutcome {
+    /// `prepared` is the context preparer's ``PreparedChange`` of `change`.
+    static func apply(_ change: Change, _ prepared: PreparedChange, in context: ApplyContext) throws -> ApplyOutcome {
         guard change.hlc.millis >= 0, change.hlc.millis <= HLC.millisMax else {
             throw LedgerError.invalid("change time \(change.hlc.millis) out of range")
         }
@@ -32,64 +29,46 @@ extension Replica {
               change.operations.count <= Limits.operationsPerChangeMax else {
             throw LedgerError.invalid("change shape")
         }
-        // A prepared change has had its operations checked (a pure function of the change).
-        if prepared?.operationsValid != true {
-            for op in change.operations {
-                if let problem = problem(with: op) { throw LedgerError.invalid(problem) }
-            }
-        }
-        let originKey = Keys.origin(change.origin)
-        let held = Bytes.u64(try w.get(Tables.vector, originKey)) ?? 0
-        let encoded = prepared?.encoded ?? RecordCodec.encode(change)
-        let version = prepared?.version ?? Keys.version(encoded)
-        let logKey = prepared?.logKey ?? Keys.change(change.origin, change.sequence, version: version)
+        if let problem = prepared.problem { throw LedgerError.invalid(problem) }
+        let w = context.store
+        let held = try context.heldSequence(change.origin)
         let outcome: ApplyOutcome
         if change.sequence <= held {
-            if try w.get(Tables.changes, logKey) != nil { return .duplicate }
-            try w.put(Tables.changes, logKey, encoded)
-            try rechain(change.origin, from: change.sequence, through: held, in: w)
+            if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
+            try w.put(Tables.changes, prepared.logKey, prepared.encoded)
+            try rechain(change.origin, from: change.sequence, through: held, in: context)
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
-            try w.put(Tables.changes, logKey, encoded)
+            try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
-            let previous = try previousLink(change.origin, change.sequence, w)
-            // The preparing thread usually computed this link from the link it predicted here.
-            let link = prepared?.chain.flatMap { $0.previous == previous ? $0.link : nil }
-                ?? cache?.link(after: previous, onlyVersion: version)
-                ?? Self.link(after: previous, onlyVersion: version)
-            try w.put(Tables.chains, Keys.change(change.origin, change.sequence), link)
-            try w.put(Tables.vector, originKey, Bytes.u64(change.sequence))
+            let previous = try context.chainLink(before: change.sequence, of: change.origin)
+            // The preparing thread predicted the link from the link it expected here; a
+            // prediction made from another previous link does not count.
+            let link: [UInt8]
+            if let chain = prepared.chain, chain.previous == previous {
+                link = chain.link
+            } else {
+                link = context.preparer.link(after: previous, onlyVersion: prepared.version)
+            }
+            try context.setChainLink(link, of: change.origin, at: change.sequence)
+            context.setHeldSequence(change.sequence, of: change.origin)
             outcome = .applied
         } else {
             return .gap
         }
-        try storeHLC(try lastHLC(w).receive(change.hlc, now: now), w)
+        context.setLastHLC(try context.lastHLC().receive(change.hlc, now: context.now))
 
-        var digest = try stateDigest(w)
-        let newRevocation = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
-        if newRevocation {
-            try storeStateDigest(digest, w)
+        var digest = try context.stateDigest()
+        if try applyMembership(of: change, version: prepared.version, in: context, digest: &digest) {
+            context.setStateDigest(digest)
             // A revocation changes which past changes count: recompute the merged state.
-            try rebuild(in: w, verifier: verifier, cache: cache)
+            try rebuild(in: context)
         } else {
-            try applyLedger(of: change, version: version, in: w, digest: &digest, prepared: prepared, cache: cache)
-            try storeStateDigest(digest, w)
+            try applyLedger(of: change, prepared, version: prepared.version, in: context, digest: &digest)
+            context.setStateDigest(digest)
         }
         return outcome
-    }
-
-    /// The state digest held in `w` (zero when none is stored or it is unreadable): decoded once
-    /// per batch when `w` is a batch writer.
-    static func stateDigest(_ w: any KeyValueWriter) throws -> Digest256 {
-        if let batch = w.batchWriter { return try batch.stateDigest() }
-        return Digest256(bytes: try w.get(Tables.meta, Keys.digest)) ?? .zero
-    }
-
-    /// Stores the state digest in `w`: encoded once per batch when `w` is a batch writer.
-    static func storeStateDigest(_ digest: Digest256, _ w: any KeyValueWriter) throws {
-        if let batch = w.batchWriter { return batch.setStateDigest(digest) }
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
     }
 
     /// What breaks a domain rule in `op` (a register value that does not fit its field, an invalid
@@ -105,52 +84,34 @@ extension Replica {
     /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
     /// rejects the change: its author was revoked and the revocation had not seen it. The state
     /// digest is held by the caller (`digest`).
-    /// `prepared` is the change prepared ahead (its transactions' records and hashes); `cache`
-    /// remembers register hashes across replicas.
-    static func applyLedger(of change: Change, version: [UInt8], in w: any KeyValueWriter, digest: inout Digest256,
-                            prepared: PreparedChange? = nil, cache: PreparationCache? = nil) throws {
-        if let reason = try rejection(of: change, in: w) {
-            try w.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
+    static func applyLedger(of change: Change, _ prepared: PreparedChange, version: [UInt8], in context: ApplyContext,
+                            digest: inout Digest256) throws {
+        if let reason = try rejection(of: change, in: context) {
+            try context.store.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
             return
         }
         for (i, op) in change.operations.enumerated() where !op.isMembership {
-            try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest,
-                      prepared: prepared?.operation(at: i), cache: cache)
+            try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), prepared: prepared.operation(at: i),
+                      in: context, digest: &digest)
         }
     }
 
     /// Recomputes the hash chain of `origin` for sequences `from...through` from the versions in
     /// the log: chain(s) = SHA-256(chain(s − 1) ‖ sorted version hashes at s), first 16 bytes.
-    static func rechain(_ origin: ReplicaID, from: UInt64, through: UInt64, in w: any KeyValueWriter) throws {
-        var previous = from <= 1 ? [UInt8](repeating: 0, count: 16)
-            : (try w.get(Tables.chains, Keys.change(origin, from - 1)) ?? [UInt8](repeating: 0, count: 16))
+    static func rechain(_ origin: ReplicaID, from: UInt64, through: UInt64, in context: ApplyContext) throws {
+        precondition(from >= 1, "a chain from sequence 0")
+        precondition(from <= through, "an empty range to rechain")
+        var previous = try context.chainLink(before: from, of: origin)
         var sequence = from
         while sequence <= through {
-            let link = try chainLink(origin, sequence, previous: previous, w)
-            try w.put(Tables.chains, Keys.change(origin, sequence), link)
+            let link = try chainLink(origin, sequence, previous: previous, context.store)
+            try context.setChainLink(link, of: origin, at: sequence)
             previous = link
             sequence += 1
         }
     }
 
-    /// The link before `sequence` of `origin`: sixteen zeros at the first sequence (or when it is
-    /// missing).
-    static func previousLink(_ origin: ReplicaID, _ sequence: UInt64, _ r: any KeyValueReader) throws -> [UInt8] {
-        guard sequence > 1 else { return zeroLink }
-        // Usually the link this batch wrote last for the origin: no key to build.
-        if let newest = r.batchWriter?.newestLink(origin, at: sequence - 1) { return newest }
-        return try r.get(Tables.chains, Keys.change(origin, sequence - 1)) ?? zeroLink
-    }
-
     static let zeroLink = [UInt8](repeating: 0, count: 16)
-
-    /// The link after `previous` when `version` is the only version held at its sequence.
-    static func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
-        var hasher = SHA256Hasher()
-        hasher.update(previous)
-        hasher.update(version)
-        return hasher.finalizeWords().prefix(16)
-    }
 
     static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, previous: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {
         var hasher = SHA256Hasher()
@@ -162,160 +123,54 @@ extension Replica {
         return Array(hasher.finalize().prefix(16))
     }
 
-    static func apply(_ op: Operation, stamp: Stamp, in w: any KeyValueWriter, digest: inout Digest256,
-                      prepared: PreparedOperation? = nil, cache: PreparationCache? = nil) throws {
-        switch op {
-        case .createHousehold(let h):
-            let payload = RecordCodec.encodeRecord(h)
-            _ = try mergeImmutable(Tables.households, id: h.id, payload: payload, kind: Conflict.household, in: w,
+    /// Applies one operation; `prepared` is its prepared form (present for every transaction
+    /// and register write).
+    static func apply(_ op: Operation, stamp: Stamp, prepared: PreparedOperation?, in context: ApplyContext,
+                      digest: inout Digest256) throws {
+        switch (op, prepared) {
+        case (.createHousehold(let h), _):
+            let key = Keys.id(h.id)
+            _ = try mergeImmutable(id: h.id, payload: RecordCodec.encodeRecord(h), existing: try context.store.get(Tables.households, key),
+                                   kind: Conflict.household, in: context,
                                    digestRecord: { DigestRecord.household(try RecordCodec.decodeHousehold($0)) },
-                                   digest: &digest)
-        case .createChild(let c):
-            let payload = RecordCodec.encodeRecord(c)
-            let isNew = try w.get(Tables.children, Keys.id(c.id)) == nil
-            _ = try mergeImmutable(Tables.children, id: c.id, payload: payload, kind: Conflict.child, in: w,
-                                   digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
-                                   digest: &digest)
-            if isNew { try releaseDeferred(child: c.id, in: w, cache: cache) }
-        case .setField(let entity, let field, let value, let base):
-            let write = RegisterWrite(stamp: stamp, base: base, value: value)
-            try mergeRegister(prepared?.register ?? PreparedRegister(write, entity: entity, field: field),
-                              value: write, in: w, digest: &digest, cache: cache)
-        case .addTransaction(let t):
-            try mergeTransaction(t, in: w, digest: &digest, prepared: prepared?.transaction)
-        case .grant, .revoke, .claim:
+                                   digest: &digest, write: { try context.store.put(Tables.households, key, $0) })
+        case (.createChild(let c), _):
+            let existing = try context.child(c.id)
+            _ = try mergeImmutable(id: c.id, payload: RecordCodec.encodeRecord(c), existing: existing, kind: Conflict.child,
+                                   in: context, digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
+                                   digest: &digest, write: { try context.setChild(c.id, $0) })
+            if existing == nil { try releaseDeferred(child: c.id, in: context) }
+        case (.setField(_, _, let value, let base), .register(let register)?):
+            try mergeRegister(register, value: RegisterWrite(stamp: stamp, base: base, value: value), in: context, digest: &digest)
+        case (.addTransaction(let t), .transaction(let transaction)?):
+            try mergeTransaction(t, transaction, in: context, digest: &digest)
+        case (.setField, _), (.addTransaction, _):
+            preconditionFailure("a register write or transaction applied unprepared")
+        case (.grant, _), (.revoke, _), (.claim, _):
             break  // applied by applyMembership
         }
     }
 
-    /// Merges an immutable creation record. Same id, different payload: the smaller canonical
-    /// payload wins everywhere and the loser is kept in the conflicts table. Returns whether the
-    /// record is new.
-    static func mergeImmutable(_ table: Table, id: RecordID, payload: [UInt8], kind: UInt8,
-                               in w: any KeyValueWriter, digestRecord: ([UInt8]) throws -> [UInt8],
-                               digest: inout Digest256) throws -> Bool {
-        let key = Keys.id(id)
-        guard let existing = try w.get(table, key) else {
-            try w.put(table, key, payload)
+    /// Merges an immutable creation record (`existing`: the one stored, if any; `write` stores
+    /// the winner). Same id, different payload: the smaller canonical payload wins everywhere and
+    /// the loser is kept in the conflicts table. Returns whether the record is new.
+    static func mergeImmutable(id: RecordID, payload: [UInt8], existing: [UInt8]?, kind: UInt8, in context: ApplyContext,
+                               digestRecord: ([UInt8]) throws -> [UInt8], digest: inout Digest256,
+                               write: ([UInt8]) throws -> Void) throws -> Bool {
+        guard let existing else {
+            try write(payload)
             digest.insert(try digestRecord(payload))
             return true
         }
         if existing == payload { return false }
         let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
-        try w.put(Tables.conflicts, Keys.conflict(kind: kind, id: id, payload: loser), loser)
+        try context.store.put(Tables.conflicts, Keys.conflict(kind: kind, id: id, payload: loser), loser)
         if winner != existing {
             digest.remove(try digestRecord(existing))
             digest.insert(try digestRecord(winner))
-            try w.put(table, key, winner)
+            try write(winner)
         }
         return false
-    }
-
-    /// Merges a register write: the highest (HLC, origin, value bytes) wins. Every write is also
-    /// kept in the register's history with the stamp it overwrote (its base), from which the
-    /// conflict journal is derived (see ``Replica/fieldConflicts(entity:)``).
-    /// `prepared` is the write's bytes and hash (`PreparedRegister(write, ...)`, made ahead or
-    /// now); `cache` remembers the hashes of register records across replicas.
-    static func mergeRegister(_ prepared: PreparedRegister, value write: RegisterWrite,
-                              in w: any KeyValueWriter, digest: inout Digest256, cache: PreparationCache? = nil) throws {
-        let key = prepared.key
-        // The history is keyed by the write's stamp. Two different writes share a stamp only when
-        // their origin forked (restored from a stale copy, it wrote again under a sequence number
-        // its peers held, at the same clock reading): the entry with the greater bytes stays, so
-        // every replica keeps the same one whatever order it merged them in.
-        let held = try w.get(Tables.registerHistory, prepared.historyKey)
-        if held.map({ KeyBytes.compare($0, prepared.historyValue) < 0 }) ?? true {
-            try w.put(Tables.registerHistory, prepared.historyKey, prepared.historyValue)
-        }
-        if let raw = try w.get(Tables.registers, key) {
-            let current = try StoredRegister.decode(raw)
-            let incoming = StoredRegister(stamp: write.stamp, value: write.value)
-            guard incoming != current, incoming.wins(over: current) else { return }
-            let record = DigestRecord.register(key: key, stored: raw)
-            if let cache { digest.remove(hashed: cache.registerHash(record)) } else { digest.remove(record) }
-        }
-        try w.put(Tables.registers, key, prepared.stored)
-        digest.insert(hashed: prepared.recordHash)
-    }
-
-    /// Merges a transaction into the grow-only set.
-    static func mergeTransaction(_ t: LedgerTransaction, in w: any KeyValueWriter, digest: inout Digest256,
-                                 prepared: PreparedTransaction? = nil) throws {
-        let key = prepared?.key ?? Keys.id(t.id)
-        let payload = prepared?.payload ?? RecordCodec.encode(t)
-        guard let existing = try w.get(Tables.transactions, key) else {
-            try w.put(Tables.transactions, key, payload)
-            if let prepared {
-                digest.insert(hashed: prepared.recordHash)
-            } else {
-                digest.insert(tag: DigestRecord.transactionTag, payload)
-            }
-            try place(t, in: w, prepared: prepared)
-            return
-        }
-        if existing == payload { return }
-        let old = try decodeStoredTransaction(existing)
-        let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
-        // Two devices undoing the same original write the same id with different notes or times:
-        // that is the designed merge, not a conflict worth alarming anyone about. The kind
-        // depends only on the losing payload, so every replica counts the same conflicts.
-        let losing = try decodeStoredTransaction(loser)
-        try w.put(Tables.conflicts, Keys.conflict(kind: losing.isUndo ? Conflict.undoMerge : Conflict.transaction,
-                                                 id: t.id, payload: loser), loser)
-        guard winner != existing else { return }
-        try unplace(old, in: w)
-        digest.remove(tag: DigestRecord.transactionTag, existing)
-        digest.insert(tag: DigestRecord.transactionTag, winner)
-        try w.put(Tables.transactions, key, winner)
-        try place(t, in: w)
-    }
-
-    /// Indexes a winning transaction and adds it to its child's aggregate, or defers it when the
-    /// child has not arrived yet.
-    /// `cache` remembers id hashes across replicas (when `prepared` has none).
-    static func place(_ t: LedgerTransaction, in w: any KeyValueWriter, prepared: PreparedTransaction? = nil,
-                      cache: PreparationCache? = nil) throws {
-        guard try w.get(Tables.children, prepared?.childKey ?? Keys.id(t.childID)) != nil else {
-            try w.put(Tables.deferred, Keys.deferred(t), [])
-            return
-        }
-        try w.put(Tables.byTime, prepared?.byTimeKey ?? Keys.byTime(t), [])
-        try w.put(Tables.byChild, prepared?.byChildKey ?? Keys.byChild(t), [])
-        try Aggregate.update(t.childID, in: w) { $0.add(t, idMix: prepared?.idMix ?? cache?.idMix(t.id)) }
-    }
-
-    /// The inverse of ``place(_:in:)``.
-    static func unplace(_ t: LedgerTransaction, in w: any KeyValueWriter) throws {
-        guard try w.get(Tables.children, Keys.id(t.childID)) != nil else {
-            try w.delete(Tables.deferred, Keys.deferred(t))
-            return
-        }
-        try w.delete(Tables.byTime, Keys.byTime(t))
-        try w.delete(Tables.byChild, Keys.byChild(t))
-        try Aggregate.update(t.childID, in: w) { $0.remove(t) }
-    }
-
-    /// Applies every deferred transaction of a child that has just arrived.
-    static func releaseDeferred(child: RecordID, in w: any KeyValueWriter, cache: PreparationCache? = nil) throws {
-        var ids: [RecordID] = []
-        try w.scan(Tables.deferred, prefix: Keys.id(child)) { key, _ in
-            ids.append(try Keys.trailingID(key))
-            return true
-        }
-        for id in ids {
-            guard let raw = try w.get(Tables.transactions, Keys.id(id)) else {
-                throw LedgerError.corrupted("deferred transaction \(id) missing")
-            }
-            let t = try decodeStoredTransaction(raw)
-            try w.delete(Tables.deferred, Keys.deferred(t))
-            try place(t, in: w, cache: cache)
-        }
-    }
-
-    static func decodeStoredTransaction(_ raw: [UInt8]) throws -> LedgerTransaction {
-        do { return try RecordCodec.decodeTransaction(raw) } catch {
-            throw LedgerError.corrupted("transaction record: \(error)")
-        }
     }
 }
 

@@ -19,7 +19,7 @@ extension Replica {
     public func importTransactions(_ rows: [ImportRow]) throws -> ImportResult {
         var generator = random
         let (_, result) = try commitLocalBatch { w, hlc in
-            let household = try Self.requireHousehold(w)
+            let household = try Self.requireHousehold(w, queryCache)
             var result = ImportResult()
             var operations: [Operation] = []
             var created: [String: RecordID] = [:]
@@ -30,7 +30,7 @@ extension Replica {
             var names: [RecordID: String] = [:]
             var seen: [String: Int] = [:]
             var idsInFile = Set<RecordID>()
-            let existing = try Self.children(w, includeArchived: true)
+            let existing = try Self.children(w, queryCache, includeArchived: true)
             for row in rows {
                 let childID: RecordID
                 if let id = row.childID, let c = existing.first(where: { $0.id == id }) {

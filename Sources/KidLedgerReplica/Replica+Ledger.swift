@@ -33,7 +33,7 @@ extension Replica {
         let name = try Self.validName(name, what: "household name")
         let id = owner.isEmpty ? newID() : Membership.householdID(owner: owner, salt: salt)
         try commitLocal { w, hlc in
-            if let existing = try Self.household(w) { throw LedgerError.householdExists(name: existing.name) }
+            if let existing = try Self.household(w, queryCache) { throw LedgerError.householdExists(name: existing.name) }
             return ([.createHousehold(Household(id: id, createdAtMillis: hlc.millis, owner: owner, salt: salt)),
                      .setField(entity: id, field: .householdName, value: .text(name))], ())
         }
@@ -46,9 +46,9 @@ extension Replica {
         let name = try Self.validName(name, what: "child name")
         let id = newID()
         try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w)
+            _ = try Self.requireHousehold(w, queryCache)
             // Names, flags and sort orders decide: the rows without their totals.
-            let existing = try Self.childRows(w)
+            let existing = try Self.childRows(w, queryCache)
             let wanted = name.lowercased()
             if existing.contains(where: { !$0.isArchived && Self.equalIgnoringCase($0.name, lowercased: wanted) }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
@@ -72,11 +72,11 @@ extension Replica {
     public func renameChild(_ query: String, to newName: String) throws -> ChildSummary {
         let name = try Self.validName(newName, what: "child name")
         let (_, id) = try commitLocal { w, _ in
-            _ = try Self.requireHousehold(w)
-            let child = try Self.resolveChild(query, w)
+            _ = try Self.requireHousehold(w, queryCache)
+            let child = try Self.resolveChild(query, w, queryCache)
             if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
             let wanted = name.lowercased()
-            if try Self.childRows(w).contains(where: {
+            if try Self.childRows(w, queryCache).contains(where: {
                 !$0.isArchived && $0.id != child.id && Self.equalIgnoringCase($0.name, lowercased: wanted)
             }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
@@ -96,8 +96,8 @@ extension Replica {
     @discardableResult
     public func setArchived(_ query: String, _ archived: Bool) throws -> ChildSummary {
         let (_, id) = try commitLocal { w, _ in
-            _ = try Self.requireHousehold(w)
-            let child = try Self.resolveChild(query, w)
+            _ = try Self.requireHousehold(w, queryCache)
+            let child = try Self.resolveChild(query, w, queryCache)
             if child.isArchived == archived {
                 throw LedgerError.unchanged("\(child.name) is already \(archived ? "archived" : "active")")
             }
@@ -119,8 +119,8 @@ extension Replica {
         precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
         var generator = random
         let (_, posting) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w)
-            let child = try Self.resolveChild(query, w)
+            _ = try Self.requireHousehold(w, queryCache)
+            let child = try Self.resolveChild(query, w, queryCache)
             if child.isArchived { throw LedgerError.archived(child.name) }
             let balance = try Self.checkedBalance(child, adding: signedCents)
             let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
@@ -157,7 +157,7 @@ extension Replica {
     public func postBatch(_ drafts: [Draft], source: String) throws -> [Change] {
         var generator = random
         let (changes, _) = try commitLocalBatch { w, first in
-            _ = try Self.requireHousehold(w)
+            _ = try Self.requireHousehold(w, queryCache)
             var children: [RecordID: ChildSummary] = [:]
             var hlc = first
             var batches: [[Operation]] = []
@@ -196,8 +196,8 @@ extension Replica {
         precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
         var generator = random
         let (_, postings) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w)
-            let active = try Self.children(w, includeArchived: false)
+            _ = try Self.requireHousehold(w, queryCache)
+            let active = try Self.children(w, queryCache, includeArchived: false)
             if active.isEmpty { throw LedgerError.noActiveChildren }
             guard active.count <= Limits.operationsPerChangeMax else {
                 throw LedgerError.invalid("give-all covers at most \(Limits.operationsPerChangeMax) children")
@@ -223,7 +223,7 @@ extension Replica {
     @discardableResult
     public func undo() throws -> UndoResult {
         let (_, result) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w)
+            _ = try Self.requireHousehold(w, queryCache)
             guard let original = try Self.newestUndoable(w) else { throw LedgerError.nothingToUndo }
             guard let child = try Self.child(original.childID, w) else { throw LedgerError.corrupted("child of indexed transaction") }
             let amount = -original.amountCents

@@ -47,8 +47,8 @@ public struct MemberSummary: Equatable, Sendable {
 
 extension Replica {
     /// The household's owner key, or nil for a household without membership.
-    static func owner(_ r: any KeyValueReader) throws -> (RecordID, [UInt8])? {
-        guard let h = try household(r) else { return nil }
+    static func owner(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> (RecordID, [UInt8])? {
+        guard let h = try household(r, queries) else { return nil }
         var record: [UInt8]?
         record = try r.get(Tables.households, Keys.id(h.id))
         guard let raw = record, let household = try? RecordCodec.decodeHousehold(raw), !household.owner.isEmpty else { return nil }
@@ -57,8 +57,9 @@ extension Replica {
 
     /// Applies (after checking signatures) the membership operations of a change. Returns whether
     /// it recorded a revocation that was not known before.
-    static func applyMembership(of change: Change, version: [UInt8], in w: any KeyValueWriter,
-                                verifier: any SignatureVerifier, digest: inout Digest256) throws -> Bool {
+    static func applyMembership(of change: Change, version: [UInt8], in context: ApplyContext,
+                                digest: inout Digest256) throws -> Bool {
+        let w = context.store, verifier = context.verifier, queries = context.queries
         var newRevocation = false
         for (index, op) in change.operations.enumerated() where op.isMembership {
             func opKey() -> [UInt8] {
@@ -68,7 +69,7 @@ extension Replica {
             func forged(_ reason: String) throws { try w.put(Tables.forged, opKey(), Array(reason.utf8)) }
             /// A grant or revocation whose household has not arrived waits for it (not forged).
             func parkedBeforeHousehold() throws -> Bool {
-                guard try household(w) == nil else { return false }
+                guard try household(w, queries) == nil else { return false }
                 try w.put(Tables.pendingClaims, opKey(), RecordCodec.encodeOperation(op))
                 return true
             }
@@ -77,19 +78,19 @@ extension Replica {
                 let encoded = RecordCodec.encodeOperation(op)
                 let key = member + Array(SHA256.hash(encoded).prefix(16))
                 guard try w.get(table, key) == nil else { return false }
-                try w.put(table, key, encoded)
+                try context.putSigned(table, key, encoded)
                 digest.insert([tag] + encoded)
                 return true
             }
             switch op {
             case .createHousehold(let h):
                 guard h.isWellFormed else { try forged("household id not derived from its owner"); continue }
-                try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), in: w, digest: &digest)
+                try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), prepared: nil, in: context, digest: &digest)
                 // Owner-signed operations that came first: the rebuild applies them in order.
-                if try releasePendingClaims(in: w, verifier: verifier, digest: &digest) { newRevocation = true }
+                if try releasePendingClaims(in: context, digest: &digest) { newRevocation = true }
             case .claim(let c):
                 guard c.origin == change.origin else { try forged("claim of another origin"); continue }
-                guard let (household, _) = try owner(w) else {
+                guard let (household, _) = try owner(w, queries) else {
                     // The household has not arrived yet (changes of other origins can overtake it).
                     try w.put(Tables.pendingClaims, Keys.origin(c.origin), RecordCodec.encodeOperation(op))
                     continue
@@ -97,17 +98,17 @@ extension Replica {
                 guard verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
                     try forged("claim with a bad signature"); continue
                 }
-                try record(c, in: w, digest: &digest)
+                try record(c, in: context, digest: &digest)
             case .grant(let g):
                 guard try !parkedBeforeHousehold() else { continue }
-                guard let (household, ownerKey) = try owner(w),
+                guard let (household, ownerKey) = try owner(w, queries),
                       verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
                     try forged("grant not signed by the owner"); continue
                 }
                 _ = try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G"))
             case .revoke(let rv):
                 guard try !parkedBeforeHousehold() else { continue }
-                guard let (household, ownerKey) = try owner(w), rv.member != ownerKey,
+                guard let (household, ownerKey) = try owner(w, queries), rv.member != ownerKey,
                       verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
                     try forged("revocation not signed by the owner"); continue
                 }
@@ -121,20 +122,21 @@ extension Replica {
 
     /// Records a verified claim. One member per origin: the smaller key wins everywhere (a fork
     /// could carry two).
-    static func record(_ c: OriginClaim, in w: any KeyValueWriter, digest: inout Digest256) throws {
+    static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws {
         let key = Keys.origin(c.origin)
-        if let existing = try w.get(Tables.claims, key) {
+        if let existing = try context.claim(c.origin) {
             if KeyBytes.compare(c.member, existing) >= 0 { return }
             digest.remove([UInt8(ascii: "L")] + key + existing)
         }
-        try w.put(Tables.claims, key, c.member)
+        context.setClaim(c.member, of: c.origin)
         digest.insert([UInt8(ascii: "L")] + key + c.member)
     }
 
     /// Verifies the claims that waited for the household, now that it is here. Returns whether
     /// grants or revocations waited too: they are left for the rebuild that the caller then runs.
-    static func releasePendingClaims(in w: any KeyValueWriter, verifier: any SignatureVerifier, digest: inout Digest256) throws -> Bool {
-        guard let (household, _) = try owner(w) else { return false }
+    static func releasePendingClaims(in context: ApplyContext, digest: inout Digest256) throws -> Bool {
+        let w = context.store, verifier = context.verifier, queries = context.queries
+        guard let (household, _) = try owner(w, queries) else { return false }
         var pending: [([UInt8], [UInt8])] = []
         var ownerSigned = false
         try w.scan(Tables.pendingClaims) { key, value in
@@ -149,18 +151,21 @@ extension Replica {
                 try w.put(Tables.forged, key + [0xFF, 0xFF, 0xFF, 0xFF], Array("claim with a bad signature".utf8))
                 continue
             }
-            try record(c, in: w, digest: &digest)
+            try record(c, in: context, digest: &digest)
         }
         return ownerSigned
     }
 
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
-    /// further revocation can only reject more), or nil when the member is not revoked.
+    /// further revocation can only reject more), or nil when the member is not revoked. A stored
+    /// revocation that does not decode is a damaged store: it throws, never counts as none.
     static func revokedSeen(_ member: [UInt8], _ r: any KeyValueReader) throws -> [ReplicaID: UInt64]? {
         var seen: [ReplicaID: UInt64]?
         try r.scan(Tables.revocations, prefix: member) { _, value in
             var reader = ByteReader(value)
-            guard case .revoke(let rv)? = try? RecordCodec.decodeOperation(&reader) else { return true }
+            guard case .revoke(let rv)? = try? RecordCodec.decodeOperation(&reader) else {
+                throw LedgerError.corrupted("a stored revocation does not decode")
+            }
             if let current = seen {
                 var merged: [ReplicaID: UInt64] = [:]
                 for origin in Set(current.keys).union(rv.seen.keys) {
@@ -177,17 +182,11 @@ extension Replica {
     }
 
     /// Why the revocation rule rejects `change`, or nil.
-    static func rejection(of change: Change, in r: any KeyValueReader) throws -> String? {
-        func horizon() throws -> [ReplicaID: UInt64]? {
-            guard let member = try r.get(Tables.claims, Keys.origin(change.origin)) else { return nil }
-            return try revokedSeen(member, r)
-        }
-        // Every change of a batch asks; the batch remembers the answer per origin.
-        let found: [ReplicaID: UInt64]?
-        if let batch = r.batchWriter {
-            found = try batch.horizon(ofOrigin: change.origin, horizon)
-        } else {
-            found = try horizon()
+    static func rejection(of change: Change, in context: ApplyContext) throws -> String? {
+        // Every change of a batch asks; the context remembers the answer per origin.
+        let found = try context.horizon(ofOrigin: change.origin) {
+            guard let member = try context.claim(change.origin) else { return nil }
+            return try revokedSeen(member, context.store)
         }
         guard let seen = found else { return nil }
         if change.sequence > (seen[change.origin] ?? 0) { return "made by a revoked member after the revocation" }
@@ -197,10 +196,13 @@ extension Replica {
     /// Recomputes the merged state from the change log: membership first (so every revocation is
     /// known), then every change's ledger operations under the revocation rule. Used when a new
     /// revocation arrives; order-independent like everything else.
-    static func rebuild(in w: any KeyValueWriter, verifier: any SignatureVerifier, cache: PreparationCache? = nil) throws {
+    static func rebuild(in context: ApplyContext) throws {
+        let w = context.store
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
                        Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
+        // What the context holds of these tables is written first, then forgotten with them.
+        try context.flushAndForgetDerived()
         for table in derived {
             // Last key first: the in-memory store then removes each entry from the end of its
             // array, instead of moving every later entry down one place per delete.
@@ -209,25 +211,24 @@ extension Replica {
             for key in keys { try w.delete(table, key) }
         }
         var digest = Digest256.zero
-        var log: [(Change, [UInt8])] = []
-        var encodings: [[UInt8]] = []  // with a cache: the log's entries are the changes' encodings
+        var log: [(change: Change, version: [UInt8], encoded: [UInt8])] = []
         try w.scan(Tables.changes) { key, value in
-            log.append((try decodeLogEntry(value), Array(key.suffix(8))))
-            if cache != nil { encodings.append(value) }
+            log.append((try decodeLogEntry(value), Array(key.suffix(8)), value))
             return true
         }
+        func createsHousehold(_ change: Change) -> Bool {
+            change.operations.contains { if case .createHousehold = $0 { true } else { false } }
+        }
         // The household's creation first, so every claim can be checked against it.
-        let creates = log.filter { $0.0.operations.contains { if case .createHousehold = $0 { true } else { false } } }
-        let others = log.filter { !$0.0.operations.contains { if case .createHousehold = $0 { true } else { false } } }
-        for (change, version) in creates + others {
-            _ = try applyMembership(of: change, version: version, in: w, verifier: verifier, digest: &digest)
+        for entry in log.filter({ createsHousehold($0.change) }) + log.filter({ !createsHousehold($0.change) }) {
+            _ = try applyMembership(of: entry.change, version: entry.version, in: context, digest: &digest)
         }
-        // Nothing below reads the stored digest: it is held here and stored once, at the end.
-        for (i, (change, version)) in log.enumerated() {
-            try applyLedger(of: change, version: version, in: w, digest: &digest,
-                            prepared: cache?.prepared(change, encoded: encodings[i]), cache: cache)
+        for entry in log {
+            // A log entry is its change's canonical encoding.
+            let prepared = context.preparer.prepare(entry.change, encoded: entry.encoded)
+            try applyLedger(of: entry.change, prepared, version: entry.version, in: context, digest: &digest)
         }
-        try w.put(Tables.meta, Keys.digest, digest.bytes)
+        context.setStateDigest(digest)
     }
 
     static func decodeLogEntry(_ value: [UInt8]) throws -> Change {
@@ -239,7 +240,7 @@ extension Replica {
     /// The household's members: the owner and every granted key, with revocation and devices.
     public func members() throws -> [MemberSummary] {
         try store.read { r in
-            guard let (_, ownerKey) = try Self.owner(r) else { return [] }
+            guard let (_, ownerKey) = try Self.owner(r, queryCache) else { return [] }
             var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", isOwner: true, isRevoked: false, devices: [])]
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)

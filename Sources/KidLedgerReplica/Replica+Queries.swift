@@ -41,14 +41,14 @@ public struct HistoryEntry: Equatable, Sendable {
 extension Replica {
     /// The household, or nil before `init`.
     public func household() throws -> HouseholdSummary? {
-        try store.read { r in try Self.household(r) }
+        try store.read { r in try Self.household(r, queryCache) }
     }
 
     /// ``readHousehold(_:)``, kept between transactions by a store that can tell its tables are
     /// unchanged (the in-memory store of simulations): every ledger operation requires the
     /// household. Writes of registers of other entities (the children's) leave it as it was.
-    static func household(_ r: any KeyValueReader) throws -> HouseholdSummary? {
-        try r.memo(.household, tables: householdTables, { Memo(try readHousehold(r)) }, update: { kept, written in
+    static func household(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary? {
+        try queries.value(.household, tables: householdTables, reading: r, { Memo(try readHousehold(r)) }, update: { kept, written in
             guard written[0].isEmpty else { return nil }
             guard let id = kept.value?.id else { return kept }  // no household: no register read
             let entity = Keys.id(id)
@@ -75,8 +75,8 @@ extension Replica {
         return HouseholdSummary(id: id, name: name, createdAtMillis: h.createdAtMillis)
     }
 
-    static func requireHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary {
-        guard let h = try household(r) else { throw LedgerError.noHousehold }
+    static func requireHousehold(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary {
+        guard let h = try household(r, queries) else { throw LedgerError.noHousehold }
         return h
     }
 
@@ -131,8 +131,8 @@ extension Replica {
 
     /// Every child with its registers but not its totals (balance and count are zero), in id
     /// order: the child records and the registers are each read in one pass, joined on the id.
-    static func childRows(_ r: any KeyValueReader) throws -> [ChildSummary] {
-        try childRowsAndKeys(r).rows
+    static func childRows(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> [ChildSummary] {
+        try childRowsAndKeys(r, queries).rows
     }
 
     /// ``childRows(_:)`` and each row's key in the children table.
@@ -156,8 +156,8 @@ extension Replica {
     /// ``childRows(_:)`` and each row's key in the children table. Kept between transactions by
     /// a store that can tell its tables are unchanged (the in-memory store of simulations): every
     /// ledger operation resolves a child by name.
-    private static func childRowsAndKeys(_ r: any KeyValueReader) throws -> ChildRows {
-        try r.memo(.childRows, tables: childRowsTables, {
+    private static func childRowsAndKeys(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildRows {
+        try queries.value(.childRows, tables: childRowsTables, reading: r, {
             let (rows, keys) = try readChildRowsAndKeys(r)
             return ChildRows(rows, keys)
         }, update: { kept, written in try updatedChildRows(kept, written, r) })
@@ -256,14 +256,14 @@ extension Replica {
 
     /// Every child (or only active ones), ordered by sort order, then name, then id.
     public func children(includeArchived: Bool = false) throws -> [ChildSummary] {
-        try store.read { r in try Self.children(r, includeArchived: includeArchived) }
+        try store.read { r in try Self.children(r, queryCache, includeArchived: includeArchived) }
     }
 
     /// What ``children(includeArchived:)`` lists with archived children, in the same order, but
     /// without reading the totals (every balance and count is zero): names, flags and order only.
     public func childrenWithoutTotals() throws -> [ChildSummary] {
         try store.read { r in
-            try Self.childRowsAndKeys(r).ordered
+            try Self.childRowsAndKeys(r, queryCache).ordered
         }
     }
 
@@ -271,7 +271,7 @@ extension Replica {
     /// how many it lists, without building the list.
     public func childWithoutTotals(at position: Int) throws -> (child: ChildSummary?, count: Int) {
         try store.read { r in
-            let stored = try Self.childRowsAndKeys(r)
+            let stored = try Self.childRowsAndKeys(r, queryCache)
             let order = stored.order
             return (order.indices.contains(position) ? stored.rows[order[position]] : nil, order.count)
         }
@@ -296,8 +296,8 @@ extension Replica {
         }
     }
 
-    static func children(_ r: any KeyValueReader, includeArchived: Bool) throws -> [ChildSummary] {
-        let stored = try childRowsAndKeys(r)
+    static func children(_ r: any KeyValueReader, _ queries: any QueryCache, includeArchived: Bool) throws -> [ChildSummary] {
+        let stored = try childRowsAndKeys(r, queries)
         var rows = stored.rows
         let keys = stored.keys
         // The totals are keyed by child id too: one pass over them, joined like the registers
@@ -315,13 +315,13 @@ extension Replica {
     ///
     /// - Throws: ``LedgerError/unknownChild(_:)`` or ``LedgerError/ambiguousChild(_:candidates:)``.
     public func resolveChild(_ query: String) throws -> ChildSummary {
-        try store.read { r in try Self.resolveChild(query, r) }
+        try store.read { r in try Self.resolveChild(query, r, queryCache) }
     }
 
-    static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
+    static func resolveChild(_ query: String, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildSummary {
         // Names, flags and ids decide the match; only the match's totals are read, and only the
         // matches are put in list order (the candidates of an ambiguous query).
-        let stored = try childRowsAndKeys(r)
+        let stored = try childRowsAndKeys(r, queries)
         let all = stored.rows, names = stored.names
         let wanted = Text.trimmed(query).lowercased()
         // Indexes first, so only the matches are copied; the ids are read in place (the array's
@@ -528,7 +528,7 @@ extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
         try store.read { r in
-            try r.memo(.aggregates, tables: Self.aggregatesTables, { Memo(try Self.readAggregates(r)) },
+            try queryCache.value(.aggregates, tables: Self.aggregatesTables, reading: r, { Memo(try Self.readAggregates(r)) },
                        update: { kept, written in try Self.updatedAggregates(kept.value, written, r).map(Memo.init) }).value
         }
     }

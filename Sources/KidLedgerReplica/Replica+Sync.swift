@@ -31,11 +31,11 @@ public struct ApplyReport: Equatable, Sendable {
 extension Replica {
     /// The version vector of what this replica holds.
     public func versionVector() throws -> VersionVector {
-        try store.read { r in try Self.versionVector(r) }
+        try store.read { r in try Self.versionVector(r, queryCache) }
     }
 
-    static func versionVector(_ r: any KeyValueReader) throws -> VersionVector {
-        try r.memo(.versionVector, tables: vectorTables, { Memo(try readVersionVector(r)) },
+    static func versionVector(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
+        try queries.value(.versionVector, tables: vectorTables, reading: r, { Memo(try readVersionVector(r)) },
                    update: { kept, written in try updatedVersionVector(kept.value, written[0], r).map(Memo.init) }).value
     }
 
@@ -96,7 +96,7 @@ extension Replica {
     public func encodedChanges(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [EncodedChange] {
         try store.read { r in
             var result: [EncodedChange] = []
-            let mine = try Self.versionVector(r)
+            let mine = try Self.versionVector(r, queryCache)
             for (origin, held) in mine.sorted(by: { $0.key < $1.key }) where (vector[origin] ?? 0) < held {
                 guard result.count < limit else { break }
                 let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
@@ -122,8 +122,8 @@ extension Replica {
     /// transaction), so it never hands out a (replica id, sequence) pair twice.
     ///
     /// `received`, when given, holds the bytes each change was decoded from (one per change, not
-    /// necessarily canonical): with a ``preparationCache`` they find a change's prepared form
-    /// without encoding it again.
+    /// necessarily canonical): a ``preparer`` that remembers changes may find a change's
+    /// prepared form by them without encoding it again.
     @discardableResult
     public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil) throws -> ApplyReport {
         precondition(received == nil || received!.count == changes.count, "one received encoding per change")
@@ -132,31 +132,26 @@ extension Replica {
         var generator = random
         let verifier = self.verifier
         let splitter = workSplitter
-        let cache = preparationCache
-        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { base in
-            let w = BatchWriter(base)
+        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
             var report = ApplyReport()
             var ownHistoryForked = false
-            // The pure part of each change (encodings and hashes) is prepared by the injected
-            // splitter, on another core in the CLI, while this thread applies.
-            try Self.apply(changes, received: received, in: w, now: now, verifier: verifier, splitter: splitter,
-                           cache: cache) { change, outcome in
-                switch outcome {
-                case .applied: report.applied += 1
-                case .duplicate: report.duplicates += 1
-                case .gap: report.gaps += 1
-                case .forkedVersion: report.forkedVersions += 1
+            try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
+                // The pure part of each change (encodings and hashes) is prepared on the
+                // injected splitter's producing side, on another core in the CLI, while this
+                // thread applies.
+                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome in
+                    switch outcome {
+                    case .applied: report.applied += 1
+                    case .duplicate: report.duplicates += 1
+                    case .gap: report.gaps += 1
+                    case .forkedVersion: report.forkedVersions += 1
+                    }
+                    if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
                 }
-                if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
             }
-            guard ownHistoryForked else {
-                try w.flush()
-                return (report, nil)
-            }
+            guard ownHistoryForked else { return (report, nil) }
             report.rotatedReplicaID = true
-            let fresh = try Self.rotate(from: me, in: w, generator: &generator)
-            try w.flush()
-            return (report, fresh)
+            return (report, try Self.rotate(from: me, in: w, generator: &generator))
         }
         random = generator
         if let fresh { replicaID = fresh }

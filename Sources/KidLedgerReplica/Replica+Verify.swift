@@ -149,7 +149,7 @@ extension Replica {
                 digest.insert(tag: DigestRecord.transactionTag, value)
                 if childIDs.contains(t.childID) {
                     placed += 1
-                    aggregates[t.childID, default: Aggregate()].add(t)
+                    aggregates[t.childID, default: Aggregate()].add(t, idMix: Aggregate.idMix(t.id))
                     if try r.get(Tables.byTime, Keys.byTime(t)) == nil { problem("transaction \(t.id) missing from the time index") }
                     if try r.get(Tables.byChild, Keys.byChild(t)) == nil { problem("transaction \(t.id) missing from the child index") }
                 } else {

@@ -23,9 +23,12 @@ public final class Replica {
     /// Who computes the pure part of applying a received batch (encodings and hashes, see
     /// `PreparedChange`): the calling thread unless the CLI passes its cores.
     public var workSplitter: any WorkSplitter = SequentialWork()
-    /// Prepared changes shared with other replicas of this process (the simulator's), or nil:
-    /// see ``PreparationCache``. Needs the ``SequentialWork`` splitter.
-    public var preparationCache: PreparationCache?
+    /// Who prepares each change before it is applied (``ChangePreparer``): ``PlainPreparer``
+    /// unless the simulator passes one that remembers answers across its replicas.
+    public var preparer: any ChangePreparer = PlainPreparer()
+    /// Keeps the answers of hot queries between transactions (``QueryCache``): ``NoQueryCache``
+    /// unless the simulator passes one built on its in-memory store.
+    public var queryCache: any QueryCache = NoQueryCache()
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///
@@ -71,10 +74,10 @@ public final class Replica {
 
     /// Stamps `operations` as the next local change and applies it, in one write transaction.
     ///
-    /// `build` runs inside the transaction and returns the operations (it may validate against
-    /// current state and throw, in which case nothing is written). It may run more than once.
+    /// `build` runs inside the transaction, reading it, and returns the operations (it may
+    /// validate against current state and throw, in which case nothing is written).
     @discardableResult
-    func commitLocal<T>(_ build: (any KeyValueWriter, HLC) throws -> ([Operation], T)) throws -> (Change, T) {
+    func commitLocal<T>(_ build: (any KeyValueReader, HLC) throws -> ([Operation], T)) throws -> (Change, T) {
         let (changes, extra) = try commitLocalBatch { w, hlc in
             let (operations, extra) = try build(w, hlc)
             return ([operations], extra)
@@ -85,30 +88,30 @@ public final class Replica {
     /// Like ``commitLocal(_:)`` for several changes (each a list of operations) in one write
     /// transaction: all are written or none. Used where one change would exceed its size limit.
     @discardableResult
-    func commitLocalBatch<T>(_ build: (any KeyValueWriter, HLC) throws -> ([[Operation]], T)) throws -> ([Change], T) {
+    func commitLocalBatch<T>(_ build: (any KeyValueReader, HLC) throws -> ([[Operation]], T)) throws -> ([Change], T) {
         let now = clock.nowMillis()
-        let (changes, extra): ([Change], T) = try store.write { base in
-            let w = BatchWriter(base)
+        let (changes, extra): ([Change], T) = try store.write { w in
             // Another process (the daemon) may have moved this replica to a new id.
             let origin = try Self.currentReplicaID(w)
             var hlc = try Self.lastHLC(w).tickLocal(now: now)
             var (batches, extra) = try build(w, hlc)
             if let first = batches.first, !first.isEmpty {
-                batches[0] = try Self.withClaimIfNeeded(first, origin: origin, signer: claimSigner, in: w)
+                batches[0] = try Self.withClaimIfNeeded(first, origin: origin, signer: claimSigner, in: w, queryCache)
             }
-            var sequence = Bytes.u64(try w.get(Tables.vector, Keys.origin(origin))) ?? 0
-            var changes: [Change] = []
-            for operations in batches where !operations.isEmpty {
-                precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
-                sequence += 1
-                let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-                let outcome = try Self.apply(change, prepared: preparationCache.map { $0.prepared(change) }, in: w, now: now,
-                                             verifier: verifier, cache: preparationCache)
-                precondition(outcome == .applied, "a fresh local change must apply")
-                changes.append(change)
-                hlc = hlc.tickLocal(now: now)
+            let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
+                var sequence = try context.heldSequence(origin)
+                var changes: [Change] = []
+                for operations in batches where !operations.isEmpty {
+                    precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
+                    sequence += 1
+                    let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
+                    let outcome = try Self.apply(change, context.preparer.prepare(change, received: nil), in: context)
+                    precondition(outcome == .applied, "a fresh local change must apply")
+                    changes.append(change)
+                    hlc = hlc.tickLocal(now: now)
+                }
+                return changes
             }
-            try w.flush()
             return (changes, extra)
         }
         if let first = changes.first { replicaID = first.origin }
@@ -118,11 +121,11 @@ public final class Replica {
     /// Prepends (after a household creation) this device's claim of `origin` when the household
     /// has an owner and the origin is not claimed yet.
     static func withClaimIfNeeded(_ ops: [Operation], origin: ReplicaID, signer: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?,
-                                  in r: any KeyValueReader) throws -> [Operation] {
+                                  in r: any KeyValueReader, _ queries: any QueryCache) throws -> [Operation] {
         guard let signer, try r.get(Tables.claims, Keys.origin(origin)) == nil else { return ops }
         var household: RecordID?
         var insertAt = 0
-        if let (id, _) = try owner(r) {
+        if let (id, _) = try owner(r, queries) {
             household = id
         } else if case .createHousehold(let h)? = ops.first, !h.owner.isEmpty {
             household = h.id
@@ -146,10 +149,11 @@ public final class Replica {
         }
     }
 
-    static func storeHLC(_ hlc: HLC, _ w: any KeyValueWriter) throws {
+    /// The stored form of a clock reading (what ``lastHLC(_:)`` decodes).
+    static func encodeHLC(_ hlc: HLC) -> [UInt8] {
         var writer = ByteWriter(capacity: 12)
         writer.write(orderedSigned: hlc.millis)
         writer.write(bigEndian: hlc.counter)
-        try w.put(Tables.meta, Keys.hlc, writer.bytes)
+        return writer.bytes
     }
 }

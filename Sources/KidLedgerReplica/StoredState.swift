@@ -50,11 +50,11 @@ public struct Aggregate: Equatable, Sendable {
     /// An empty aggregate.
     public init() {}
 
-    /// Adds `t`; `idMix` is ``idMix(_:)`` of its id when the caller computed it already.
-    mutating func add(_ t: LedgerTransaction, idMix: (high: UInt64, low: UInt64)? = nil) {
+    /// Adds `t`; `idMix` is ``idMix(_:)`` of its id.
+    mutating func add(_ t: LedgerTransaction, idMix: (high: UInt64, low: UInt64)) {
         count += 1
         sumCents += Int128(t.amountCents)
-        mix(idMix ?? Self.idMix(t.id))
+        mix(idMix)
     }
 
     mutating func remove(_ t: LedgerTransaction) {
@@ -106,17 +106,7 @@ public struct Aggregate: Equatable, Sendable {
     }
 
     static func load(_ child: RecordID, _ r: any KeyValueReader) throws -> Aggregate {
-        if let batch = r.batchWriter { return try batch.aggregate(child) ?? Aggregate() }
         guard let raw = try r.get(Tables.aggregates, Keys.id(child)) else { return Aggregate() }
         return try decode(raw)
-    }
-
-    /// Changes the totals of `child` in `w` with `change` (from empty totals when none are
-    /// stored): in a batch writer, one lookup of its decoded totals.
-    static func update(_ child: RecordID, in w: any KeyValueWriter, _ change: (inout Aggregate) -> Void) throws {
-        if let batch = w.batchWriter { return try batch.updateAggregate(of: child, change) }
-        var aggregate = try load(child, w)
-        change(&aggregate)
-        try w.put(Tables.aggregates, Keys.id(child), aggregate.encoded())
     }
 }

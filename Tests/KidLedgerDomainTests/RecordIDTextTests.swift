@@ -23,13 +23,13 @@ struct RecordIDTextTests {
         #expect(LedgerTransaction.undoID(for: fixed).description == "4a8b6151-96d4-5443-9acd-1ae09dfeff95")
     }
 
-    @Test("undo ids asked for again, and for ids sharing a cache slot, are the derived ones")
-    func undoIDCache() {
+    @Test("undo ids asked for again, and for ids alike in their low bits, are the derived ones")
+    func undoIDsOfSimilarIDs() {
         func derived(_ id: RecordID) -> RecordID {
             RecordID.v5(namespace: .namespaceKidLedger, name: Array(("undo:" + id.description).utf8))
         }
-        // Ids equal in their low ten bits of high ^ low land in one slot of the 1,024: each
-        // evicts the other, and a hit must match the whole id.
+        // Ids equal in their low ten bits of high ^ low (they shared a slot of the cache there
+        // once was) must still each get their own.
         let ids = (0..<8).map { RecordID(high: UInt64($0) << 32, low: UInt64($0) << 32 | 0x2A5) }
             + [RecordID(high: 0x2A5, low: 0), RecordID(high: 0, low: 0x2A5), .zero, RecordID(high: 1, low: 1)]
         for _ in 0..<3 {

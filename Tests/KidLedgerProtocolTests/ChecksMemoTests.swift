@@ -2,6 +2,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
+@testable import KidLedgerSimulation
 
 /// The checks memo answers what computing the checks afresh answers, and sessions sharing one
 /// send exactly what sessions without one send.
@@ -30,7 +31,7 @@ struct ChecksMemoTests {
                 ? seen[Int(rng.next() % UInt64(seen.count))]
                 : totals(&rng, children: Int(rng.next() % 4))
             seen.append(asked)
-            let kept = memo.checks(of: asked), fresh = ChecksMemo.compute(asked)
+            let kept = memo.checks(of: asked), fresh = ComputedChildChecks().checks(of: asked)
             #expect(kept.checks == fresh.checks, "step \(step)")
             #expect(kept.digest == fresh.digest, "step \(step)")
             #expect(kept.checks.map(\.child) == asked.keys.sorted())
@@ -54,8 +55,10 @@ struct ChecksMemoTests {
             var sent: [[Message]] = []
             for (round, (x, y)) in [(a, b), (b, c), (a, c), (c, b), (a, b)].enumerated() {
                 try Fixture.give(x, round + 1, cents: Int64(100 * round + 1))
-                let d = Driver.run(SyncSession(role: .initiator, replica: x, household: h, checksMemo: memo),
-                                   SyncSession(role: .responder, replica: y, household: h, checksMemo: memo))
+                let ends = [SyncSession(role: .initiator, replica: x, household: h),
+                            SyncSession(role: .responder, replica: y, household: h)]
+                if let memo { for end in ends { end.childChecks = memo } }
+                let d = Driver.run(ends[0], ends[1])
                 #expect(d.bothFinished)
                 sent.append(d.sentByA)
                 sent.append(d.sentByB)

@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerSimulation
 import Testing
 @testable import KidLedgerProtocol
 
@@ -28,7 +29,7 @@ import Testing
         let cache = PreparationCache()
         let a = try Fixture.replica(1), b = try Fixture.replica(2), c = try Fixture.replica(3)
         let h = try Fixture.household([a, b, c])
-        for r in [a, b, c] { r.preparationCache = cache }
+        for r in [a, b, c] { r.preparer = cache }
         try Fixture.give(a, 20)
         try b.renameChild("Ann", to: "Anna")
         #expect(Fixture.sync(a, b, household: h, maxChunk: 7).bothFinished)

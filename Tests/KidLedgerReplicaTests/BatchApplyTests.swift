@@ -1,5 +1,6 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
+import KidLedgerSimulation
 import Testing
 
 /// Prepares every item before consuming any: the most run-ahead a splitter can do (the CLI's
@@ -13,9 +14,9 @@ struct RunAheadWork: WorkSplitter {
     }
 }
 
-/// Applying a received batch in one write transaction (the write-back cache, its memos of
+/// Applying a received batch in one write transaction (the apply context, which holds the
 /// children, chain links and revocation horizons, and the changes prepared ahead) must give
-/// exactly what applying the same changes one transaction each, unprepared, gives.
+/// exactly what applying the same changes one transaction each gives.
 @Suite("Batched application")
 struct BatchApplyTests {
     /// A history with everything a batch can meet: children created after transactions that name
@@ -124,7 +125,7 @@ struct BatchApplyTests {
         var ends: [Replica] = []
         for copy in 0..<2 {
             let cached = try makeReplica(seed: 200 + UInt64(copy))
-            cached.preparationCache = cache
+            cached.preparer = cache
             var pending = order
             var rounds = 0
             while !pending.isEmpty && rounds < 20 {
@@ -159,17 +160,17 @@ struct BatchApplyTests {
         try plain.applyRemote(log)
         let cache = PreparationCache()
         let first = try makeReplica(seed: 301)
-        first.preparationCache = cache
+        first.preparer = cache
         try first.applyRemote(log)
         let misses = cache.misses
         // Canonical bytes: every change found, none prepared again.
         let second = try makeReplica(seed: 302)
-        second.preparationCache = cache
+        second.preparer = cache
         try second.applyRemote(log, received: log.map { RecordCodec.encode($0) })
         #expect(cache.misses == misses)
         // Other bytes (say, a non-canonical encoding) are not taken for the change: it is encoded.
         let third = try makeReplica(seed: 303)
-        third.preparationCache = cache
+        third.preparer = cache
         try third.applyRemote(log, received: log.map { RecordCodec.encode($0) + [0] })
         #expect(cache.misses == misses)
         for replica in [first, second, third] {
@@ -187,10 +188,10 @@ struct BatchApplyTests {
             let version = (0..<8).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
             let record = (0..<Int(rng.next() % 80)).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
             for _ in 0..<2 {
-                #expect(cache.link(after: previous, onlyVersion: version) == Replica.link(after: previous, onlyVersion: version))
+                #expect(cache.link(after: previous, onlyVersion: version) == PlainPreparer().link(after: previous, onlyVersion: version))
                 // Lengths no sound store holds are not keyed by their words, and not mistaken for others.
                 let short = Array(previous.dropLast()), long = version + [0]
-                #expect(cache.link(after: short, onlyVersion: long) == Replica.link(after: short, onlyVersion: long))
+                #expect(cache.link(after: short, onlyVersion: long) == PlainPreparer().link(after: short, onlyVersion: long))
                 #expect(cache.registerHash(record) == Digest256.hash(record))
                 let id = RecordID(high: rng.next() % 4, low: rng.next() % 4)
                 #expect(cache.idMix(id) == Aggregate.idMix(id))
@@ -198,7 +199,7 @@ struct BatchApplyTests {
         }
     }
 
-    @Test("every table has its own name hash (the batch writer tells tables apart by it)")
+    @Test("every table has its own name hash (the stores look tables up by it)")
     func distinctNameHashes() {
         #expect(Set(Tables.all.map(\.nameHash)).count == Tables.all.count)
     }

@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
 
@@ -132,7 +133,7 @@ struct MembershipTests {
         let cache = PreparationCache()
         for seed in [UInt64(101), 102] {
             let cached = try h.replica(seed)
-            cached.preparationCache = cache
+            cached.preparer = cache
             try cached.applyRemote(genesis() + spouseLater)
             try cached.applyRemote([revocation])
             #expect(try cached.digest() == plain.digest())

@@ -1,5 +1,6 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
+import KidLedgerSimulation
 import Testing
 
 /// What a memo keeps: an object, so a test can tell a kept value (the same object) from a fresh one.
@@ -12,9 +13,9 @@ final class Computed {
 struct MemoTests {
     let t = Table("t"), other = Table("other")
 
-    /// Reads key [1] of `t` through the memo, counting the computations in `computed`.
-    func memoized(_ r: any KeyValueReader, _ computed: inout Int) throws -> Computed {
-        try r.memo(.childRows, tables: [t]) {
+    /// Reads key [1] of `t` through `cache`, counting the computations in `computed`.
+    func memoized(_ r: any KeyValueReader, _ computed: inout Int, _ cache: StoreQueryCache) throws -> Computed {
+        try cache.value(.childRows, tables: [t], reading: r) {
             computed += 1
             return Computed(try r.get(t, [1]))
         }
@@ -23,56 +24,58 @@ struct MemoTests {
     @Test("kept while the table is unchanged, recomputed after each put, delete or undone write of it")
     func keptUntilWritten() throws {
         let store = MemoryStore()
+        let cache = StoreQueryCache(store)
         var computed = 0
-        let empty = try store.read { r in try memoized(r, &computed) }
-        #expect(try store.read { r in try memoized(r, &computed) } === empty)
+        let empty = try store.read { r in try memoized(r, &computed, cache) }
+        #expect(try store.read { r in try memoized(r, &computed, cache) } === empty)
         #expect(computed == 1 && empty.value == nil)
 
         try store.write { w in try w.put(t, [1], [7]) }
-        let seven = try store.read { r in try memoized(r, &computed) }
+        let seven = try store.read { r in try memoized(r, &computed, cache) }
         #expect(seven.value == [7] && computed == 2)
         // Writes elsewhere and reads leave it alone.
         try store.write { w in try w.put(other, [1], [9]) }
-        #expect(try store.read { r in try memoized(r, &computed) } === seven)
+        #expect(try store.read { r in try memoized(r, &computed, cache) } === seven)
 
         // Inside a write transaction, its own writes count at once.
         try store.write { w in
-            #expect(try memoized(w, &computed) === seven)
+            #expect(try memoized(w, &computed, cache) === seven)
             try w.put(t, [1], [8])
-            #expect(try memoized(w, &computed).value == [8])
+            #expect(try memoized(w, &computed, cache).value == [8])
         }
-        #expect(try store.read { r in try memoized(r, &computed) }.value == [8])
+        #expect(try store.read { r in try memoized(r, &computed, cache) }.value == [8])
 
         // A transaction that throws after writing and remembering leaves nothing stale behind.
         struct Boom: Error {}
         #expect(throws: Boom.self) {
             try store.write { w in
                 try w.put(t, [1], [5])
-                #expect(try memoized(w, &computed).value == [5])
+                #expect(try memoized(w, &computed, cache).value == [5])
                 throw Boom()
             }
         }
-        #expect(try store.read { r in try memoized(r, &computed) }.value == [8])
+        #expect(try store.read { r in try memoized(r, &computed, cache) }.value == [8])
 
         try store.write { w in try w.delete(t, [1]) }
-        #expect(try store.read { r in try memoized(r, &computed) }.value == nil)
+        #expect(try store.read { r in try memoized(r, &computed, cache) }.value == nil)
     }
 
     @Test("a table created by an undone transaction and created again later is not mistaken for it")
     func noStaleHitAcrossRecreatedTables() throws {
         let store = MemoryStore()
+        let cache = StoreQueryCache(store)
         var computed = 0
         struct Boom: Error {}
         #expect(throws: Boom.self) {
             try store.write { w in
                 try w.put(t, [1], [1])
-                _ = try memoized(w, &computed)  // remembered at the discarded table's first write
+                _ = try memoized(w, &computed, cache)  // remembered at the discarded table's first write
                 throw Boom()
             }
         }
         // The same number of writes to a new table of the same name, with other content.
         try store.write { w in try w.put(t, [1], [2]) }
-        #expect(try store.read { r in try memoized(r, &computed) }.value == [2])
+        #expect(try store.read { r in try memoized(r, &computed, cache) }.value == [2])
     }
 
     @Test("the store finds each of many tables (its table index, and the linear search past it)")
@@ -93,37 +96,15 @@ struct MemoTests {
     @Test("a clone keeps its own values")
     func clones() throws {
         let store = MemoryStore()
+        let cache = StoreQueryCache(store)
         var computed = 0
         try store.write { w in try w.put(t, [1], [1]) }
-        _ = try store.read { r in try memoized(r, &computed) }
+        _ = try store.read { r in try memoized(r, &computed, cache) }
         let copy = store.clone()
         try copy.write { w in try w.put(t, [1], [2]) }
         try store.write { w in try w.put(other, [1], [1]) }
-        #expect(try store.read { r in try memoized(r, &computed) }.value == [1])
-        #expect(try copy.read { r in try memoized(r, &computed) }.value == [2])
-    }
-
-    @Test("a batch computes afresh while a write-back table of the memo has pending entries")
-    func batchWriter() throws {
-        let store = MemoryStore()
-        var computed = 0
-        try store.write { base in
-            let w = BatchWriter(base)
-            try w.put(Tables.meta, [1], [3])  // pending in the batch, not in the store yet
-            for _ in 0..<2 {
-                let value = try w.memo(.childRows, tables: [Tables.meta]) {
-                    computed += 1
-                    return Computed(try w.get(Tables.meta, [1]))
-                }
-                #expect(value.value == [3])
-            }
-            #expect(computed == 2)
-            // A table the batch writes through is remembered by the store.
-            try w.put(t, [1], [4])
-            let first = try memoized(w, &computed)
-            #expect(try memoized(w, &computed) === first && first.value == [4])
-            try w.flush()
-        }
+        #expect(try store.read { r in try memoized(r, &computed, cache) }.value == [1])
+        #expect(try copy.read { r in try memoized(r, &computed, StoreQueryCache(copy)) }.value == [2])
     }
 
     @Test("a replica's child lookups see renames, archives and new children at once")
@@ -171,6 +152,8 @@ struct MemoTests {
     func updatedEqualsFresh(seed: UInt64) throws {
         let store = MemoryStore()
         let replica = try makeReplica(seed: seed, store: store)
+        let cache = StoreQueryCache(store)
+        replica.queryCache = cache
         var rng = SplitMix64(seed: seed &* 977)
         func pick(_ n: UInt64) -> UInt64 { rng.next() % n }
         // Few ids, so writes hit the same children, registers and totals again and again; the
@@ -208,8 +191,8 @@ struct MemoTests {
             }
         }
         func expectFresh(_ r: any KeyValueReader) throws {
-            #expect(try Replica.childRows(r) == Replica.readChildRowsAndKeys(r).rows)
-            #expect(try Replica.versionVector(r) == Replica.readVersionVector(r))
+            #expect(try Replica.childRows(r, cache) == Replica.readChildRowsAndKeys(r).rows)
+            #expect(try Replica.versionVector(r, cache) == Replica.readVersionVector(r))
         }
         struct Boom: Error {}
         for step in 0..<400 {

@@ -50,7 +50,11 @@ extension Replica {
     /// Offers one change, as the sync layer would.
     @discardableResult
     func receive(_ change: Change, now: Int64 = 0) throws -> ApplyOutcome {
-        try store.write { w in try Replica.apply(change, in: w, now: now, verifier: verifier) }
+        try store.write { w in
+            try Replica.withApplyContext(w, now: now, verifier: verifier, preparer: PlainPreparer(), queries: NoQueryCache()) { context in
+                try Replica.apply(change, PlainPreparer().prepare(change, received: nil), in: context)
+            }
+        }
     }
 
     /// Offers changes in the given order and returns the outcomes.

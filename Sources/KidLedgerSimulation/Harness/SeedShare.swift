@@ -8,7 +8,11 @@ import KidLedgerSecurity
 /// and the identities and signed membership records the simulator makes: key pairs derive from
 /// their seed bytes, and Ed25519 signatures are deterministic (RFC 8032), so an answer kept is the
 /// one computing again would give. Like ``CachingVerifier``, it changes only the cost.
+///
+/// Unchecked Sendable: a fuzz hands each seed's share to the worker thread that runs the seed,
+/// and only that thread uses it (checked in debug builds by ``ThreadCheck``).
 public final class SeedShare: @unchecked Sendable {
+    private let thread = ThreadCheck()
     /// The prepared changes of every replica of the runs (the equivalence check's fresh replica
     /// does without).
     let preparations = PreparationCache()
@@ -39,19 +43,22 @@ public final class SeedShare: @unchecked Sendable {
 
     /// `Identity(seed:)`.
     func identity(seed: [UInt8]) throws -> Identity {
-        try Self.remembered(&identities, seed) { try Identity(seed: seed) }
+        thread.check()
+        return try Self.remembered(&identities, seed) { try Identity(seed: seed) }
     }
 
     /// `identity.claim(origin:household:)`.
     func claim(by identity: Identity, origin: ReplicaID, household: RecordID) -> OriginClaim {
-        Self.remembered(&claims, ClaimQuestion(signer: identity.seed, origin: origin, household: household)) {
+        thread.check()
+        return Self.remembered(&claims, ClaimQuestion(signer: identity.seed, origin: origin, household: household)) {
             identity.claim(origin: origin, household: household)
         }
     }
 
     /// `identity.grant(_:name:household:atMillis:)`.
     func grant(by identity: Identity, _ member: PublicKey, name: String, household: RecordID, atMillis: Int64) -> MemberGrant {
-        Self.remembered(&grants, GrantQuestion(signer: identity.seed, member: member, name: name, household: household,
+        thread.check()
+        return Self.remembered(&grants, GrantQuestion(signer: identity.seed, member: member, name: name, household: household,
                                                atMillis: atMillis)) {
             identity.grant(member, name: name, household: household, atMillis: atMillis)
         }
@@ -60,7 +67,8 @@ public final class SeedShare: @unchecked Sendable {
     /// `identity.revocation(of:seen:household:atMillis:)`.
     func revocation(by identity: Identity, of member: [UInt8], seen: VersionVector, household: RecordID,
                     atMillis: Int64) -> MemberRevocation {
-        Self.remembered(&revocations, RevocationQuestion(signer: identity.seed, member: member, seen: seen,
+        thread.check()
+        return Self.remembered(&revocations, RevocationQuestion(signer: identity.seed, member: member, seen: seen,
                                                          household: household, atMillis: atMillis)) {
             identity.revocation(of: member, seen: seen, household: household, atMillis: atMillis)
         }

@@ -3,8 +3,11 @@ import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSecurity
 
-/// The simulation's one notion of time, shared by every replica's clock.
+/// The simulation's one notion of time, shared by every replica's clock. Unchecked Sendable (a
+/// ``WallClock`` is Sendable): only the simulator's thread reads and moves it (checked in debug
+/// builds at every clock reading).
 final class SimTime: @unchecked Sendable {
+    let thread = ThreadCheck()
     /// Virtual Unix milliseconds (starts at a fixed date so times look real).
     var millis: Int64 = 1_800_000_000_000
 }
@@ -13,7 +16,10 @@ final class SimTime: @unchecked Sendable {
 struct SkewedClock: WallClock {
     let time: SimTime
     let skew: Int64
-    func nowMillis() -> Int64 { time.millis + skew }
+    func nowMillis() -> Int64 {
+        time.thread.check()
+        return time.millis + skew
+    }
 }
 
 /// One simulated device: its durable store, its running replica (nil while crashed), and an
@@ -70,6 +76,8 @@ final class SimNode {
     /// `r` and its index, as the trace names it (built once: most trace lines name a replica).
     let name: String
     var isUp: Bool { replica != nil }
+    /// The query answers kept for ``store`` when it is in memory (``StoreQueryCache``).
+    private var queries: StoreQueryCache?
 
     /// Starts (or restarts) the replica from the durable store.
     func boot(time: SimTime, seed: UInt64) throws {
@@ -77,7 +85,12 @@ final class SimNode {
         let generator = SplitMix64(seed: seed &+ UInt64(index) &* 0x1000_0001 &+ incarnation &* 0x9E37_79B9)
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
-        replica?.preparationCache = share?.preparations
+        if let share { replica?.preparer = share.preparations }
+        if let memory = store as? MemoryStore {
+            // The answers are kept with the store, across restarts.
+            if queries?.store !== memory { queries = StoreQueryCache(memory) }
+            replica?.queryCache = queries!
+        }
         updateClaimSigner()
     }
 

@@ -254,10 +254,8 @@ extension Simulator {
         guard !nodes[a].isFrozen, !nodes[b].isFrozen else { return "refused: an account is switched" }
         let id = nextConnection
         nextConnection += 1
-        let initiator = SyncSession(role: .initiator, replica: nodes[a].replica!, household: household,
-                                    checksMemo: checksMemo)
-        let responder = SyncSession(role: .responder, replica: nodes[b].replica!, household: household,
-                                    checksMemo: checksMemo)
+        let initiator = session(.initiator, nodes[a].replica!)
+        let responder = session(.responder, nodes[b].replica!)
         let connection = SimConnection(id: id, ends: [a, b], sessions: [initiator, responder])
         connections[id] = connection
         log("c\(id) r\(a) → r\(b) open (scripted)")

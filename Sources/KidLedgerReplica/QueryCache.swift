@@ -1,0 +1,52 @@
+/// Keeps the answers of the replica's hot queries (``CachedQuery``) between transactions, for a
+/// store that can tell which of its tables changed since: injected like the ``ChangePreparer``.
+/// The product computes every time (``NoQueryCache``); the simulator passes one built on its
+/// in-memory store's write stamps. Every answer must be what `compute()` would return now.
+public protocol QueryCache {
+    /// `compute()`, or the object it returned last time for `query` when none of `tables` has
+    /// changed since. `compute` must read nothing but `tables`, through `r`, and must not write.
+    ///
+    /// When some of `tables` changed and the cache can list the keys written in each since the
+    /// kept object was computed, it may ask `update(kept, written)` first: `written[i]` holds
+    /// those keys of `tables[i]` (repeats possible), and `update` returns what `compute()` would
+    /// return now (reading like `compute`), or nil to leave it to `compute`.
+    func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader, _ compute: () throws -> T,
+                             update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T
+}
+
+/// The queries a ``QueryCache`` may keep.
+public enum CachedQuery: Int, Hashable, Sendable, CaseIterable {
+    /// Every child's record and registers, in key order, without totals.
+    case childRows
+    /// The version vector.
+    case versionVector
+    /// Every child's totals.
+    case aggregates
+    /// The household's summary.
+    case household
+}
+
+/// Keeps nothing: every query computes. The product's query cache.
+public struct NoQueryCache: QueryCache {
+    /// Creates it.
+    public init() {}
+
+    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader, _ compute: () throws -> T,
+                                    update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
+        try compute()
+    }
+}
+
+extension QueryCache {
+    /// ``value(_:tables:reading:_:update:)`` without an update: recomputed whenever a table changed.
+    func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
+                             _ compute: () throws -> T) rethrows -> T {
+        try value(query, tables: tables, reading: r, compute, update: { _, _ in nil })
+    }
+}
+
+/// A value kept by a ``QueryCache`` (which keeps objects).
+final class Memo<Value> {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

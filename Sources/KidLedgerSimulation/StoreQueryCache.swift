@@ -1,0 +1,58 @@
+import KidLedgerReplica
+
+/// A ``QueryCache`` for a replica on a ``MemoryStore``: keeps each query's last answer with the
+/// stamps of the tables it read (``MemoryStore/stamp(of:)``), and answers again while they are
+/// unchanged, or updates the answer from the keys written since (``MemoryStore/written(_:since:)``).
+/// Writes land in place, so this holds inside a write transaction too. Every replica of a
+/// simulation asks its household, children, totals and vector over and over; most of the time
+/// nothing they read was written in between. It changes only the cost.
+public final class StoreQueryCache: QueryCache {
+    /// The store whose stamps the answers are kept by.
+    public let store: MemoryStore
+    /// An answer and the stamps of its tables when it was computed.
+    private struct Kept {
+        var stamps: [UInt64]
+        var value: AnyObject
+    }
+    // One thread (the simulator's), and no access to it outlives the call that makes it: the
+    // run-time exclusivity checks are left out.
+    @exclusivity(unchecked) private var kept = [Kept?](repeating: nil, count: CachedQuery.allCases.count)
+
+    /// A cache of queries of `store`.
+    public init(_ store: MemoryStore) { self.store = store }
+
+    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader, _ compute: () throws -> T,
+                                    update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
+        let slot = query.rawValue
+        if let known = kept[slot], let value = known.value as? T, known.stamps.count == tables.count {
+            var same = true
+            for i in tables.indices where store.stamp(of: tables[i]) != known.stamps[i] {
+                same = false
+                break
+            }
+            if same { return value }
+            // A failing update (a damaged store) leaves the answer, or the error, to `compute`.
+            if let written = writtenKeys(tables, since: known.stamps), let updated = try? update(value, written) {
+                return remember(slot, tables, updated)
+            }
+        }
+        let value = try compute()
+        for t in tables { store.startJournal(t) }
+        return remember(slot, tables, value)
+    }
+
+    /// The keys written to each of `tables` since `stamps`, or nil when a journal does not reach back.
+    private func writtenKeys(_ tables: [Table], since stamps: [UInt64]) -> [[[UInt8]]]? {
+        var written: [[[UInt8]]] = []
+        for (table, stamp) in zip(tables, stamps) {
+            guard let keys = store.written(table, since: stamp) else { return nil }
+            written.append(keys)
+        }
+        return written
+    }
+
+    private func remember<T: AnyObject>(_ slot: Int, _ tables: [Table], _ value: T) -> T {
+        kept[slot] = Kept(stamps: tables.map { store.stamp(of: $0) }, value: value)
+        return value
+    }
+}
