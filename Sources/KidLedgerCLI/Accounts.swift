@@ -46,8 +46,8 @@ extension Context {
         guard let me = identity else {
             return "no identity for account \"\(accountName)\" on this laptop (see `kidledger account show`)"
         }
-        if let joined = try replica.setting("memberKey"), joined != me.publicKey.hex {
-            let joinedName = try replica.setting("memberAccount") ?? "the account it joined with"
+        if let joined = try replica.device.setting("memberKey"), joined != me.publicKey.hex {
+            let joinedName = try replica.device.setting("memberAccount") ?? "the account it joined with"
             return "this laptop is signed in as \"\(accountName)\", not as \"\(joinedName)\", the member it joined with; queued changes are kept. Switch back with `kidledger account switch \(joinedName)`"
         }
         let members = try replica.members()

@@ -181,7 +181,7 @@ final class Daemon: Sendable {
                 let (members, _) = SyncDriver.admissibleKeys(r)
                 if members.contains(peerKey.bytes) { return nil }
                 guard !admission.joinToken.isEmpty else { return .refused("this device is not a member of this household") }
-                guard (try? r.consumeInvite(secret: admission.joinToken)) == true else {
+                guard (try? r.device.consumeInvite(secret: admission.joinToken)) == true else {
                     return .refused("this invitation is unknown, already used or expired; ask for a new code")
                 }
                 let grant = owner.grant(peerKey, name: "member \(peerKey.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
@@ -230,7 +230,7 @@ final class Daemon: Sendable {
             }
             let changeDue = changedAt.map { now - $0 >= Daemon.changeDelayMillis } ?? false
             var synced = false
-            for peer in try replica.peers() where !stopping {
+            for peer in try replica.device.peers() where !stopping {
                 let due = nextDue[peer.address] ?? 0
                 let failing = !(backoff[peer.address]?.attempt == 0 || backoff[peer.address] == nil)
                 guard now >= due || (changeDue && !failing) else { continue }

@@ -21,8 +21,8 @@ enum LedgerCommands {
         ctx.configure(replica, identity: me)
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
                                             salt: Sodium.randomBytes(16))
-        try replica.setSetting("memberKey", me.publicKey.hex)
-        try replica.setSetting("memberAccount", ctx.accountName)
+        try replica.device.setSetting("memberKey", me.publicKey.hex)
+        try replica.device.setSetting("memberAccount", ctx.accountName)
         ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
         ctx.emit(Render.household(h))
     }

@@ -40,17 +40,17 @@ enum NetworkCommands {
             throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
         }
         let bound = PeerAddress(host: address.host, port: listener.port).description
-        try replica.setSetting("listen", bound)
+        try replica.device.setSetting("listen", bound)
         Daemon.installSignalHandlers()
         let console = ctx.console
         let log: @Sendable (String) -> Void = { line in
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
         }
-        log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.peers().count, "known peer"))")
+        log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
         try daemon.run()
-        try? replica.setSetting("listen", nil)
+        try? replica.device.setSetting("listen", nil)
     }
 
     static let sync = CLI.Command(spec: CommandSpec(
@@ -60,10 +60,10 @@ enum NetworkCommands {
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
-        var targets = try replica.peers().map(\.address)
+        var targets = try replica.device.peers().map(\.address)
         if let one = args.positionals.first {
             let address = try PeerCommands.validAddress(one)
-            if !targets.contains(address) { try replica.addPeer(address) }
+            if !targets.contains(address) { try replica.device.addPeer(address) }
             targets = [address]
         }
         guard !targets.isEmpty else { throw CLIError("no peers to sync with: `kidledger peer add HOST:PORT` first", code: .unavailable) }
@@ -112,7 +112,7 @@ enum NetworkCommands {
         let address: String
         if let given = args.values["address"] {
             address = try PeerCommands.validAddress(given)
-        } else if let listening = try replica.setting("listen") {
+        } else if let listening = try replica.device.setting("listen") {
             address = listening
         } else {
             throw CLIError.usage("no daemon address known: start `kidledger serve --listen HOST:PORT` first, or pass --address HOST:PORT")
@@ -123,7 +123,7 @@ enum NetworkCommands {
         var random = SystemRandomNumberGenerator()
         let secret = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         let expires = SystemClock().nowMillis() + Int64(minutes) * 60_000
-        try replica.addInvite(secret: secret, expiresAtMillis: expires)
+        try replica.device.addInvite(secret: secret, expiresAtMillis: expires)
         let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: [address]).text
         ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(address))]))
         ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(Timestamp.short(millis: expires)) UTC.")
@@ -170,12 +170,12 @@ enum NetworkCommands {
         }
         var last: SyncDriver.Result?
         for address in code.addresses {
-            try replica.addPeer(address)
+            try replica.device.addPeer(address)
             let result = SyncDriver.sync(replica, household: code.household, with: address, identity: me,
                                          joinToken: code.secret, expectedPeer: code.owner)
             last = result
             if result.succeeded { break }
-            try replica.removePeer(address)
+            try replica.device.removePeer(address)
             if result.wasRefused {
                 abandon()
                 throw CLIError("the inviting device refused: \(result.failure ?? "no reason given")", code: .notPermitted)
@@ -194,8 +194,8 @@ enum NetworkCommands {
             (old.store as? LMDBEnvironment)?.close()
             try removeStore(ctx)
         }
-        try replica.setSetting("memberKey", me.publicKey.hex)
-        try replica.setSetting("memberAccount", ctx.accountName)
+        try replica.device.setSetting("memberKey", me.publicKey.hex)
+        try replica.device.setSetting("memberAccount", ctx.accountName)
         let counts = try replica.counts()
         (replica.store as? LMDBEnvironment)?.close()
         try FileSystem.removeTree(ctx.storePath)
@@ -215,11 +215,11 @@ enum NetworkCommands {
         guard let me = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
         var last: SyncDriver.Result?
         for address in code.addresses {
-            let added = try replica.addPeer(address)
+            let added = try replica.device.addPeer(address)
             let result = SyncDriver.sync(replica, household: code.household, with: address, identity: me)
             last = result
             if result.succeeded { break }
-            if added { try replica.removePeer(address) }
+            if added { try replica.device.removePeer(address) }
         }
         guard let result = last, result.succeeded, let h = try replica.household() else {
             throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address")", code: .unavailable)

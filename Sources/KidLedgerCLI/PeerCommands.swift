@@ -22,7 +22,7 @@ enum PeerCommands {
         let address = try validAddress(args.positionals[0])
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
-        let added = try replica.addPeer(address)
+        let added = try replica.device.addPeer(address)
         ctx.say(added ? "Added peer \(address)." : "\(address) is already a peer.")
         ctx.emit(.object([("address", .string(address)), ("added", .bool(added))]))
     }
@@ -31,7 +31,7 @@ enum PeerCommands {
         name: "peer remove", synopsis: "HOST:PORT", summary: "forget a peer", details: "", arguments: 1...1)) { ctx, args in
         let address = try validAddress(args.positionals[0])
         let replica = try ctx.openReplica()
-        guard try replica.removePeer(address) else { throw CLIError("\(address) is not a peer (see `kidledger peers`)", code: .dataError) }
+        guard try replica.device.removePeer(address) else { throw CLIError("\(address) is not a peer (see `kidledger peers`)", code: .dataError) }
         ctx.say("Removed peer \(address).")
         ctx.emit(.object([("address", .string(address)), ("removed", .bool(true))]))
     }
@@ -78,7 +78,7 @@ struct StatusReport {
 
     init(replica: Replica) throws {
         vector = try replica.versionVector()
-        peers = try replica.peers()
+        peers = try replica.device.peers()
         counts = try replica.counts()
         digest = try replica.digest()
         children = try replica.children(includeArchived: true)

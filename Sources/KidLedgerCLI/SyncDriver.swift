@@ -97,7 +97,7 @@ enum SyncDriver {
 
     static func record(_ result: Result, in replica: Replica) {
         let now = SystemClock().nowMillis()
-        try? replica.updatePeer(result.address) { p in
+        try? replica.device.updatePeer(result.address) { p in
             p.lastAttemptMillis = now
             if let summary = result.outcome?.summary {
                 p.lastSuccessMillis = now

@@ -1,0 +1,202 @@
+import KidLedgerDomain
+
+/// The state of this device that is never replicated: the peers it syncs with, the invitations
+/// it has handed out, and its settings. It lives in the same store as the replica (its own
+/// tables, outside the digest and the change log), so the ledger (``Replica``) never reads it and
+/// syncing never sends it.
+///
+/// Each method is one transaction of its own.
+public struct DeviceState {
+    /// The store that holds the tables (the replica's).
+    public let store: any KeyValueStore
+    /// When peers are added and invitations expire.
+    let clock: any WallClock
+
+    /// The device state held in `store`, timed by `clock`.
+    public init(store: any KeyValueStore, clock: any WallClock) {
+        self.store = store
+        self.clock = clock
+    }
+
+    // MARK: Peers
+
+    /// Known peers, by address.
+    public func peers() throws -> [PeerRecord] {
+        try store.read { r in
+            var result: [PeerRecord] = []
+            try r.scan(Tables.peers) { _, value in
+                result.append(try PeerRecord.decode(value))
+                return true
+            }
+            return result
+        }
+    }
+
+    /// Adds a peer; returns false when it was already known.
+    @discardableResult
+    public func addPeer(_ address: String) throws -> Bool {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            let key = Array(address.utf8)
+            if try w.get(Tables.peers, key) != nil { return false }
+            try w.put(Tables.peers, key, PeerRecord(address: address, addedAtMillis: now).encoded())
+            return true
+        }
+    }
+
+    /// Forgets a peer; returns false when it was not known.
+    @discardableResult
+    public func removePeer(_ address: String) throws -> Bool {
+        try store.write { w in
+            let key = Array(address.utf8)
+            guard try w.get(Tables.peers, key) != nil else { return false }
+            try w.delete(Tables.peers, key)
+            return true
+        }
+    }
+
+    /// Updates a known peer's record (durably); a peer removed meanwhile stays removed.
+    public func updatePeer(_ address: String, _ change: (inout PeerRecord) -> Void) throws {
+        try store.write { w in
+            let key = Array(address.utf8)
+            guard let raw = try w.get(Tables.peers, key) else { return }
+            var record = try PeerRecord.decode(raw)
+            change(&record)
+            try w.put(Tables.peers, key, record.encoded())
+        }
+    }
+
+    // MARK: Invitations
+
+    /// Records an open invitation (only the secret's hash is stored).
+    public func addInvite(secret: [UInt8], expiresAtMillis: Int64) throws {
+        try store.write { w in
+            var v = ByteWriter(capacity: 8)
+            v.write(orderedSigned: expiresAtMillis)
+            try w.put(Tables.invites, SHA256.hash(secret), v.bytes)
+        }
+    }
+
+    /// Uses up an invitation: true when `secret` names an open, unexpired one (which is then
+    /// deleted, so a code works once); false otherwise. Expired invitations are swept.
+    public func consumeInvite(secret: [UInt8]) throws -> Bool {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            var expired: [[UInt8]] = []
+            try w.scan(Tables.invites) { key, value in
+                var r = ByteReader(value)
+                if let expiry = try? r.readOrderedSigned(), expiry < now { expired.append(key) }
+                return true
+            }
+            for key in expired { try w.delete(Tables.invites, key) }
+            let key = SHA256.hash(secret)
+            guard let raw = try w.get(Tables.invites, key) else { return false }
+            var r = ByteReader(raw)
+            guard let expiry = try? r.readOrderedSigned(), expiry >= now else { return false }
+            try w.delete(Tables.invites, key)
+            return true
+        }
+    }
+
+    // MARK: Settings
+
+    /// A device-local setting, or nil.
+    public func setting(_ name: String) throws -> String? {
+        try store.read { r in try r.get(Tables.settings, Array(name.utf8)).map { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    /// Sets (or, with nil, removes) a device-local setting.
+    public func setSetting(_ name: String, _ value: String?) throws {
+        try store.write { w in
+            if let value { try w.put(Tables.settings, Array(name.utf8), Array(value.utf8)) } else { try w.delete(Tables.settings, Array(name.utf8)) }
+        }
+    }
+}
+
+extension Replica {
+    /// This device's own state (peers, invitations, settings), in the replica's store and timed
+    /// by its clock.
+    public var device: DeviceState {
+        DeviceState(store: store, clock: clock)
+    }
+}
+
+extension Tables {
+    /// Known peers: address (UTF-8) → ``PeerRecord``. Local to the device.
+    public static let peers = Table("peers")
+    /// Open invitations: SHA-256 of the secret (32) → expiry millis. Local to the device.
+    public static let invites = Table("invites")
+    /// Device-local settings (for example where this device's daemon listens): name → UTF-8 value.
+    public static let settings = Table("settings")
+}
+
+/// What this device knows about one peer it syncs with (local to this device, not replicated).
+public struct PeerRecord: Equatable, Sendable {
+    /// "host:port" as the user gave it.
+    public var address: String
+    /// When it was added, Unix milliseconds.
+    public var addedAtMillis: Int64
+    /// The last attempt to sync with it.
+    public var lastAttemptMillis: Int64 = 0
+    /// The last successful sync.
+    public var lastSuccessMillis: Int64 = 0
+    /// Why the last attempt failed (empty when it succeeded).
+    public var lastError = ""
+    /// The peer's replica id, once known.
+    public var peerReplica: ReplicaID?
+    /// The peer's receipt: the vector it acknowledged holding, after its durable commit, at the
+    /// end of the last successful sync.
+    public var receipt: VersionVector = [:]
+    /// Children whose checks agreed at the end of the last successful sync.
+    public var childrenAgreeing = 0
+    /// Children whose checks differed then.
+    public var childrenDiffering: [RecordID] = []
+
+    /// A new record.
+    public init(address: String, addedAtMillis: Int64) {
+        self.address = address
+        self.addedAtMillis = addedAtMillis
+    }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.write(string: address)
+        w.write(zigzag: addedAtMillis)
+        w.write(zigzag: lastAttemptMillis)
+        w.write(zigzag: lastSuccessMillis)
+        w.write(string: lastError)
+        w.write(bigEndian: peerReplica?.rawValue ?? 0)
+        w.write(varint: UInt64(receipt.count))
+        for (origin, sequence) in receipt.sorted(by: { $0.key < $1.key }) {
+            w.write(bigEndian: origin.rawValue)
+            w.write(varint: sequence)
+        }
+        w.write(varint: UInt64(childrenAgreeing))
+        w.write(varint: UInt64(childrenDiffering.count))
+        for child in childrenDiffering { w.write(id: child) }
+        return w.bytes
+    }
+
+    static func decode(_ raw: [UInt8]) throws -> PeerRecord {
+        var r = ByteReader(raw)
+        do {
+            var p = PeerRecord(address: try r.readString(maxBytes: 300, "address"), addedAtMillis: try r.readZigzag())
+            p.lastAttemptMillis = try r.readZigzag()
+            p.lastSuccessMillis = try r.readZigzag()
+            p.lastError = try r.readString(maxBytes: 2_000, "error")
+            let replica = try r.readBigEndianUInt64()
+            p.peerReplica = replica == 0 ? nil : ReplicaID(replica)
+            let n = try r.readVarint()
+            guard n <= 100_000 else { throw DecodeError.invalid("receipt size") }
+            for _ in 0..<n { p.receipt[ReplicaID(try r.readBigEndianUInt64())] = try r.readVarint() }
+            p.childrenAgreeing = Int(try r.readVarint())
+            let d = try r.readVarint()
+            guard d <= 100_000 else { throw DecodeError.invalid("children count") }
+            for _ in 0..<d { p.childrenDiffering.append(try r.readID()) }
+            try r.expectEnd()
+            return p
+        } catch {
+            throw LedgerError.corrupted("peer record: \(error)")
+        }
+    }
+}

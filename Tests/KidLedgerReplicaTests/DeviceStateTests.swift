@@ -1,0 +1,127 @@
+@testable import KidLedgerReplica
+import KidLedgerDomain
+import Testing
+
+@Suite("Device-local state: peers, invitations, settings")
+struct DeviceStateTests {
+    @Test("peers: added once, updated, removed; an update of a removed peer leaves it removed")
+    func peers() throws {
+        let clock = TestClock(3)
+        let device = DeviceState(store: MemoryStore(), clock: clock)
+        #expect(try device.peers().isEmpty)
+        #expect(try device.addPeer("b:2"))
+        clock.millis = 4
+        #expect(try device.addPeer("a:1"))
+        #expect(try !device.addPeer("b:2"))
+        #expect(try device.peers() == [PeerRecord(address: "a:1", addedAtMillis: 4), PeerRecord(address: "b:2", addedAtMillis: 3)])
+
+        try device.updatePeer("a:1") { p in
+            p.lastAttemptMillis = 9
+            p.lastError = "refused"
+        }
+        let updated = try #require(try device.peers().first)
+        #expect(updated.lastAttemptMillis == 9 && updated.lastError == "refused" && updated.addedAtMillis == 4)
+
+        #expect(try device.removePeer("a:1"))
+        #expect(try !device.removePeer("a:1"))
+        try device.updatePeer("a:1") { $0.lastAttemptMillis = 10 }
+        #expect(try device.peers().map(\.address) == ["b:2"])
+    }
+
+    @Test("an invitation works once, until it expires; expired ones are swept")
+    func invitations() throws {
+        let clock = TestClock(1_000)
+        let store = MemoryStore()
+        let device = DeviceState(store: store, clock: clock)
+        try device.addInvite(secret: [1], expiresAtMillis: 2_000)
+        try device.addInvite(secret: [2], expiresAtMillis: 1_500)
+        try device.addInvite(secret: [3], expiresAtMillis: 5_000)
+        #expect(try !device.consumeInvite(secret: [9]))
+        #expect(try device.consumeInvite(secret: [1]))
+        #expect(try !device.consumeInvite(secret: [1]))
+        clock.millis = 2_000
+        #expect(try !device.consumeInvite(secret: [2]))
+        // [2] expired and was swept; [3] is still open.
+        #expect(try store.read { r in try r.count(Tables.invites) } == 1)
+        #expect(try device.consumeInvite(secret: [3]))
+    }
+
+    @Test("settings: set, replaced, removed with nil")
+    func settings() throws {
+        let device = DeviceState(store: MemoryStore(), clock: FixedClock(millis: 0))
+        #expect(try device.setting("listen") == nil)
+        try device.setSetting("listen", "0.0.0.0:7000")
+        try device.setSetting("listen", "127.0.0.1:7001")
+        #expect(try device.setting("listen") == "127.0.0.1:7001")
+        try device.setSetting("listen", nil)
+        #expect(try device.setting("listen") == nil)
+    }
+
+    @Test("not replicated: the digest, vector and change log stay as they were")
+    func notReplicated() throws {
+        let r = try householdWithChildren(["Ava"], seed: 21)
+        let digest = try r.digest()
+        let vector = try r.versionVector()
+        let log = try r.changeLog()
+        try r.device.addPeer("a:1")
+        try r.device.updatePeer("a:1") { $0.lastSuccessMillis = 5 }
+        try r.device.addInvite(secret: [1], expiresAtMillis: 5)
+        try r.device.setSetting("listen", "a:1")
+        #expect(try r.digest() == digest)
+        #expect(try r.versionVector() == vector)
+        #expect(try r.changeLog() == log)
+    }
+
+    /// A peer record as the store held it before `DeviceState` (written byte by byte: address,
+    /// added, last attempt, last success (zigzag varints), error, peer replica (8), receipt,
+    /// children agreeing and differing).
+    static let storedPeer: [UInt8] = [3] + Array("h:1".utf8) + [6, 10, 8, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+                                      1, 0, 0, 0, 0, 0, 0, 0, 9, 7, 2,
+                                      1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]
+    static var expectedPeer: PeerRecord {
+        var p = PeerRecord(address: "h:1", addedAtMillis: 3)
+        p.lastAttemptMillis = 5
+        p.lastSuccessMillis = 4
+        p.peerReplica = ReplicaID(0x0102_0304_0506_0708)
+        p.receipt = [ReplicaID(9): 7]
+        p.childrenAgreeing = 2
+        p.childrenDiffering = [RecordID(high: 1, low: 2)]
+        return p
+    }
+    /// An invitation's expiry, 2 000 ms, as a big-endian integer with the sign bit flipped.
+    static let storedExpiry: [UInt8] = [0x80, 0, 0, 0, 0, 0, 0x07, 0xD0]
+
+    @Test("a home written in the old layout reads the same after reopening, and is written in it")
+    func storedLayout() throws {
+        // Today's tables and bytes, put directly, read back through a reopened replica.
+        let old = MemoryStore()
+        _ = try makeReplica(seed: 5, store: old)
+        try old.write { w in
+            try w.put(Tables.peers, Array("h:1".utf8), Self.storedPeer)
+            try w.put(Tables.invites, SHA256.hash([7]), Self.storedExpiry)
+            try w.put(Tables.settings, Array("listen".utf8), Array("h:2".utf8))
+        }
+        let reopened = try makeReplica(seed: 6, clock: FixedClock(millis: 2_000), store: old).device
+        #expect(try reopened.peers() == [Self.expectedPeer])
+        #expect(try reopened.setting("listen") == "h:2")
+        #expect(try reopened.consumeInvite(secret: [7]))
+
+        // Writing through the new type gives the same bytes under the same keys.
+        let fresh = MemoryStore()
+        let device = DeviceState(store: fresh, clock: FixedClock(millis: 3))
+        try device.addPeer("h:1")
+        let expected = Self.expectedPeer
+        try device.updatePeer("h:1") { $0 = expected }
+        try device.addInvite(secret: [7], expiresAtMillis: 2_000)
+        try device.setSetting("listen", "h:2")
+        let stored = try fresh.read { r in
+            (peer: try r.get(Tables.peers, Array("h:1".utf8)), invite: try r.get(Tables.invites, SHA256.hash([7])),
+             setting: try r.get(Tables.settings, Array("listen".utf8)),
+             counts: [try r.count(Tables.peers), try r.count(Tables.invites), try r.count(Tables.settings)])
+        }
+        #expect(stored.peer == Self.storedPeer)
+        #expect(stored.invite == Self.storedExpiry)
+        #expect(stored.setting == Array("h:2".utf8))
+        #expect(stored.counts == [1, 1, 1])
+    }
+}
