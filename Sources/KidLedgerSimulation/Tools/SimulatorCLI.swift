@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import KidLedgerDomain
 
 /// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
@@ -232,20 +233,19 @@ public enum SimulatorCLI {
     }
 
     /// Results filled in by worker threads, read in seed order.
-    final class SeedResults: @unchecked Sendable {
-        private let lock = NSLock()
-        private var slots: [SeedReport?]
-        private var next = 0
-        init(count: Int) { slots = Array(repeating: nil, count: count) }
+    final class SeedResults: Sendable {
+        private let state: Mutex<(slots: [SeedReport?], next: Int)>
+        init(count: Int) { state = Mutex((Array(repeating: nil, count: count), 0)) }
         /// The next index nobody has taken, or nil when all are.
         func take() -> Int? {
-            lock.lock(); defer { lock.unlock() }
-            guard next < slots.count else { return nil }
-            next += 1
-            return next - 1
+            state.withLock { state in
+                guard state.next < state.slots.count else { return nil }
+                state.next += 1
+                return state.next - 1
+            }
         }
-        func set(_ i: Int, _ r: SeedReport) { lock.lock(); slots[i] = r; lock.unlock() }
-        func all() -> [SeedReport] { lock.lock(); defer { lock.unlock() }; return slots.compactMap { $0 } }
+        func set(_ i: Int, _ r: sending SeedReport) { state.withLock { $0.slots[i] = r } }
+        func all() -> [SeedReport] { state.withLock { $0.slots.compactMap { $0 } } }
     }
 
     static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false,
