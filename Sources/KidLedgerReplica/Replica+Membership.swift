@@ -163,8 +163,12 @@ extension Replica {
         var seen: [ReplicaID: UInt64]?
         try r.scan(Tables.revocations, prefix: member) { _, value in
             var reader = ByteReader(value)
-            guard case .revoke(let rv)? = try? RecordCodec.decodeOperation(&reader) else {
-                throw LedgerError.corrupted("a stored revocation does not decode")
+            let operation: Operation
+            do { operation = try RecordCodec.decodeOperation(&reader) } catch {
+                throw LedgerError.corrupted("a stored revocation does not decode: \(error)")
+            }
+            guard case .revoke(let rv) = operation else {
+                throw LedgerError.corrupted("a stored revocation holds another operation")
             }
             if let current = seen {
                 var merged: [ReplicaID: UInt64] = [:]
