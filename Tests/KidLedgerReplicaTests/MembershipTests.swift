@@ -187,3 +187,15 @@ struct MembershipOriginOrderTests {
         #expect(try r.verify().isIntact)
     }
 }
+
+/// A stored revocation that can't be decoded is a damaged store, never "not revoked".
+@Test func undecodableStoredRevocationIsADamagedStore() throws {
+    let store = MemoryStore()
+    let member = [UInt8](repeating: 0xC3, count: 32)
+    try store.write { w in try w.put(Tables.revocations, member + [0, 1], [0xFF, 0xFF, 0xFF]) }
+    #expect(throws: LedgerError.self) {
+        try store.read { r in try Replica.revokedSeen(member, r) }
+    }
+    let other = [UInt8](repeating: 0xD4, count: 32)
+    #expect(try store.read { r in try Replica.revokedSeen(other, r) } == nil)
+}
