@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
-        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSimulation", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),

@@ -21,9 +21,11 @@ work="${KIDLEDGER_FUZZ_WORK:-/tmp/kidledger-fuzz}"
 # libFuzzer reports crashes itself; the Swift runtime's backtracer would only slow that down.
 export SWIFT_BACKTRACE=enable=no
 targets=(frame message record handshake csv invite amount)
-# Package modules in dependency order; CSodium is a system module (Sources/CSodium/module.modulemap).
-modules=(KidLedgerDomain KidLedgerReplica KidLedgerProtocol KidLedgerSecurity)
+# Package modules in dependency order (KidLedgerSimulation for its in-memory store, which needs
+# KidLedgerLMDB); CSodium and CLMDB are system modules (Sources/*/module.modulemap).
+modules=(KidLedgerDomain KidLedgerReplica KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB KidLedgerSimulation)
 flags=(-swift-version 6 -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
+       -I "$root/Sources/CLMDB"
        -I "$root/Sources/CSHA256/include")
 
 usage() {
@@ -47,7 +49,7 @@ build_fuzzer() {
     if [ ! -f "$lib" ] || [ -n "$stamp" ] || [ -n "$(find "Sources/$m" -newer "$lib" -name '*.swift' | head -n 1)" ]; then
       echo "fuzz: building $m" >&2
       swiftc "${flags[@]}" -module-name "$m" -emit-module -emit-module-path "$build/$m.swiftmodule" \
-        -emit-library -static -o "$lib" "Sources/$m"/*.swift
+        -emit-library -static -o "$lib" $(find "Sources/$m" -name '*.swift' | sort)
       stamp=rebuilt
     fi
     libs+=("-l$m")
@@ -55,7 +57,7 @@ build_fuzzer() {
   local bin="$build/kidledger-fuzz"
   if [ ! -f "$bin" ] || [ -n "$stamp" ] || [ -n "$(find Fuzz/Sources -newer "$bin" -name '*.swift' | head -n 1)" ]; then
     echo "fuzz: linking kidledger-fuzz" >&2
-    swiftc "${flags[@]}" -use-ld=lld -module-name KidLedgerFuzz -L "$build" "${libs[@]}" -lsodium \
+    swiftc "${flags[@]}" -use-ld=lld -module-name KidLedgerFuzz -L "$build" "${libs[@]}" -lsodium -llmdb \
       "$build/sha256_hw.o" Fuzz/Sources/*.swift -o "$bin"
   fi
 }

@@ -3,6 +3,7 @@
 import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerReplica
+import KidLedgerSimulation
 
 // MARK: - CSV and import
 

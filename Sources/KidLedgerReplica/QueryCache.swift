@@ -5,13 +5,8 @@
 public protocol QueryCache {
     /// `compute()`, or the object it returned last time for `query` when none of `tables` has
     /// changed since. `compute` must read nothing but `tables`, through `r`, and must not write.
-    ///
-    /// When some of `tables` changed and the cache can list the keys written in each since the
-    /// kept object was computed, it may ask `update(kept, written)` first: `written[i]` holds
-    /// those keys of `tables[i]` (repeats possible), and `update` returns what `compute()` would
-    /// return now (reading like `compute`), or nil to leave it to `compute`.
-    func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader, _ compute: () throws -> T,
-                             update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T
+    func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
+                             _ compute: () throws -> T) rethrows -> T
 }
 
 /// The queries a ``QueryCache`` may keep.
@@ -31,17 +26,9 @@ public struct NoQueryCache: QueryCache {
     /// Creates it.
     public init() {}
 
-    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader, _ compute: () throws -> T,
-                                    update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
+    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
+                                    _ compute: () throws -> T) rethrows -> T {
         try compute()
-    }
-}
-
-extension QueryCache {
-    /// ``value(_:tables:reading:_:update:)`` without an update: recomputed whenever a table changed.
-    func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
-                             _ compute: () throws -> T) rethrows -> T {
-        try value(query, tables: tables, reading: r, compute, update: { _, _ in nil })
     }
 }
 

@@ -46,14 +46,9 @@ extension Replica {
 
     /// ``readHousehold(_:)``, kept between transactions by a store that can tell its tables are
     /// unchanged (the in-memory store of simulations): every ledger operation requires the
-    /// household. Writes of registers of other entities (the children's) leave it as it was.
+    /// household.
     static func household(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary? {
-        try queries.value(.household, tables: householdTables, reading: r, { Memo(try readHousehold(r)) }, update: { kept, written in
-            guard written[0].isEmpty else { return nil }
-            guard let id = kept.value?.id else { return kept }  // no household: no register read
-            let entity = Keys.id(id)
-            return written[1].contains { KeyBytes.hasPrefix($0, entity) } ? nil : kept
-        }).value
+        try queries.value(.household, tables: householdTables, reading: r) { Memo(try readHousehold(r)) }.value
     }
 
     /// What ``household(_:)`` reads.
@@ -157,65 +152,14 @@ extension Replica {
     /// a store that can tell its tables are unchanged (the in-memory store of simulations): every
     /// ledger operation resolves a child by name.
     private static func childRowsAndKeys(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildRows {
-        try queries.value(.childRows, tables: childRowsTables, reading: r, {
+        try queries.value(.childRows, tables: childRowsTables, reading: r) {
             let (rows, keys) = try readChildRowsAndKeys(r)
             return ChildRows(rows, keys)
-        }, update: { kept, written in try updatedChildRows(kept, written, r) })
+        }
     }
 
     /// What ``childRowsAndKeys(_:)`` reads.
     private static let childRowsTables = [Tables.children, Tables.registers]
-
-    /// The child rows after writes of the keys `written` (children, registers) to the tables
-    /// `kept` was read from: the rows of the children written, or whose registers were, are read
-    /// again (or dropped, or added). Nil when that is more work than reading every row.
-    private static func updatedChildRows(_ kept: ChildRows, _ written: [[[UInt8]]], _ r: any KeyValueReader) throws -> ChildRows? {
-        var entities: [[UInt8]] = []
-        for key in written[0] {
-            guard key.count == 16 else { return nil }  // a damaged key: let the full read report it
-            entities.append(key)
-        }
-        // Consecutive writes of one entity's registers (a new child writes three) are one entity:
-        // kept once, without copying its id again; `listed` counts them all, as if kept each time
-        // (``distinctSorted(_:atMost:)`` gives up on that many).
-        var listed = entities.count
-        for key in written[1] where key.count == 17 {
-            listed += 1
-            if let last = entities.last, KeyBytes.hasPrefix(key, last) { continue }
-            entities.append(Array(key[0..<16]))
-        }
-        guard listed <= 4 * 32, let dirty = distinctSorted(entities, atMost: 32) else { return nil }
-        var rows = kept.rows, keys = kept.keys
-        for key in dirty {
-            let (i, found) = position(of: key, in: keys)
-            guard let row = try childRowWithRegisters(key, r) else {
-                if found { rows.remove(at: i); keys.remove(at: i) }
-                continue  // another entity's register (the household's, or a child not yet here)
-            }
-            if found { rows[i] = row } else { rows.insert(row, at: i); keys.insert(key, at: i) }
-        }
-        return ChildRows(rows, keys)
-    }
-
-    /// `keys` sorted, without repeats; nil when there are more than `limit` of them.
-    static func distinctSorted(_ keys: [[UInt8]], atMost limit: Int) -> [[UInt8]]? {
-        guard keys.count <= 4 * limit else { return nil }
-        // Usually one key, or one key repeated: nothing to sort.
-        if let first = keys.first, limit >= 1, keys.allSatisfy({ KeyBytes.compare($0, first) == 0 }) { return [first] }
-        var result: [[UInt8]] = []
-        for key in keys.sorted(by: { KeyBytes.compare($0, $1) < 0 }) where result.last != key { result.append(key) }
-        return result.count <= limit ? result : nil
-    }
-
-    /// Where `key` is or would go in the ascending `keys`, and whether it is there.
-    static func position(of key: [UInt8], in keys: [[UInt8]]) -> (index: Int, found: Bool) {
-        var lo = 0, hi = keys.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if KeyBytes.compare(keys[mid], key) < 0 { lo = mid + 1 } else { hi = mid }
-        }
-        return (lo, lo < keys.count && keys[lo] == key)
-    }
 
     static func readChildRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
         var keys: [[UInt8]] = []
@@ -528,32 +472,12 @@ extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
         try store.read { r in
-            try queryCache.value(.aggregates, tables: Self.aggregatesTables, reading: r, { Memo(try Self.readAggregates(r)) },
-                       update: { kept, written in try Self.updatedAggregates(kept.value, written, r).map(Memo.init) }).value
+            try queryCache.value(.aggregates, tables: Self.aggregatesTables, reading: r) { Memo(try Self.readAggregates(r)) }.value
         }
     }
 
     /// What ``aggregates()`` reads.
     private static let aggregatesTables = [Tables.children, Tables.aggregates]
-
-    /// The totals after writes of the keys `written` (children, totals): those of the children
-    /// written, or whose totals were, are read again (or dropped, or added). Nil when that is more
-    /// work than reading them all.
-    private static func updatedAggregates(_ kept: [RecordID: Aggregate], _ written: [[[UInt8]]],
-                                          _ r: any KeyValueReader) throws -> [RecordID: Aggregate]? {
-        guard !written[0].contains(where: { $0.count != 16 }),  // a damaged key: let the full read report it
-              let dirty = distinctSorted(written[0] + written[1].filter { $0.count == 16 }, atMost: 32) else { return nil }
-        var result = kept
-        for key in dirty {
-            let id = Keys.id(in: key, at: 0)
-            guard try r.get(Tables.children, key) != nil else {
-                result[id] = nil
-                continue
-            }
-            result[id] = try r.get(Tables.aggregates, key).map(Aggregate.decode) ?? Aggregate()
-        }
-        return result
-    }
 
     static func readAggregates(_ r: any KeyValueReader) throws -> [RecordID: Aggregate] {
         var keys: [[UInt8]] = []

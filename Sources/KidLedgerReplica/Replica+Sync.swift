@@ -35,25 +35,11 @@ extension Replica {
     }
 
     static func versionVector(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
-        try queries.value(.versionVector, tables: vectorTables, reading: r, { Memo(try readVersionVector(r)) },
-                   update: { kept, written in try updatedVersionVector(kept.value, written[0], r).map(Memo.init) }).value
+        try queries.value(.versionVector, tables: vectorTables, reading: r) { Memo(try readVersionVector(r)) }.value
     }
 
     /// What ``versionVector(_:)`` reads.
     private static let vectorTables = [Tables.vector]
-
-    /// The vector after writes of the keys `written`: their entries read again. Nil when that is
-    /// more work than reading them all.
-    private static func updatedVersionVector(_ kept: VersionVector, _ written: [[UInt8]],
-                                             _ r: any KeyValueReader) throws -> VersionVector? {
-        guard written.count <= 64 else { return nil }
-        var vector = kept
-        for key in written {
-            guard let origin = Bytes.u64(key) else { continue }  // not an entry the full read keeps
-            vector[ReplicaID(origin)] = Bytes.u64(try r.get(Tables.vector, key))
-        }
-        return vector
-    }
 
     static func readVersionVector(_ r: any KeyValueReader) throws -> VersionVector {
         var vector: VersionVector = [:]

@@ -1,7 +1,7 @@
 import KidLedgerDomain
 
 /// One replica of a household ledger: the merge rules and queries of the product, written once
-/// against a ``KeyValueStore`` (LMDB in the product, ``MemoryStore`` in fast simulations).
+/// against a ``KeyValueStore`` (LMDB in the product, the simulator's `MemoryStore` in fast simulations).
 ///
 /// Every mutation (its records, its change-log entry, which doubles as the pending-sync entry,
 /// and the local sequence number) is one write transaction. Time and randomness are injected.

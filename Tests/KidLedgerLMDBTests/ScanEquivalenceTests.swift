@@ -1,3 +1,4 @@
+import KidLedgerSimulation
 import Testing
 import KidLedgerDomain
 import KidLedgerLMDB

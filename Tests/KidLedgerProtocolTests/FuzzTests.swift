@@ -1,3 +1,4 @@
+import KidLedgerSimulation
 import KidLedgerDomain
 import KidLedgerReplica
 import Testing

@@ -1,4 +1,5 @@
 @testable import KidLedgerReplica
+import KidLedgerSimulation
 import KidLedgerDomain
 import Testing
 

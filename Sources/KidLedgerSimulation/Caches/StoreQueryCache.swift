@@ -2,7 +2,7 @@ import KidLedgerReplica
 
 /// A ``QueryCache`` for a replica on a ``MemoryStore``: keeps each query's last answer with the
 /// stamps of the tables it read (``MemoryStore/stamp(of:)``), and answers again while they are
-/// unchanged, or updates the answer from the keys written since (``MemoryStore/written(_:since:)``).
+/// unchanged.
 /// Writes land in place, so this holds inside a write transaction too. Every replica of a
 /// simulation asks its household, children, totals and vector over and over; most of the time
 /// nothing they read was written in between. It changes only the cost.
@@ -21,8 +21,8 @@ public final class StoreQueryCache: QueryCache {
     /// A cache of queries of `store`.
     public init(_ store: MemoryStore) { self.store = store }
 
-    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader, _ compute: () throws -> T,
-                                    update: (_ kept: T, _ written: [[[UInt8]]]) throws -> T?) rethrows -> T {
+    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
+                                    _ compute: () throws -> T) rethrows -> T {
         let slot = query.rawValue
         if let known = kept[slot], let value = known.value as? T, known.stamps.count == tables.count {
             var same = true
@@ -31,24 +31,8 @@ public final class StoreQueryCache: QueryCache {
                 break
             }
             if same { return value }
-            // A failing update (a damaged store) leaves the answer, or the error, to `compute`.
-            if let written = writtenKeys(tables, since: known.stamps), let updated = try? update(value, written) {
-                return remember(slot, tables, updated)
-            }
         }
-        let value = try compute()
-        for t in tables { store.startJournal(t) }
-        return remember(slot, tables, value)
-    }
-
-    /// The keys written to each of `tables` since `stamps`, or nil when a journal does not reach back.
-    private func writtenKeys(_ tables: [Table], since stamps: [UInt64]) -> [[[UInt8]]]? {
-        var written: [[[UInt8]]] = []
-        for (table, stamp) in zip(tables, stamps) {
-            guard let keys = store.written(table, since: stamp) else { return nil }
-            written.append(keys)
-        }
-        return written
+        return remember(slot, tables, try compute())
     }
 
     private func remember<T: AnyObject>(_ slot: Int, _ tables: [Table], _ value: T) -> T {

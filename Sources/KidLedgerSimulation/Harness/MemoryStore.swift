@@ -1,3 +1,5 @@
+import KidLedgerReplica
+
 /// An in-memory ``KeyValueStore`` with the same ordering and transaction semantics as LMDB,
 /// used by the simulator for speed. A write transaction writes in place and keeps an undo log,
 /// so a throwing body leaves nothing behind. Single-threaded: the simulator has no threads.
@@ -10,52 +12,12 @@ public final class MemoryStore: KeyValueStore {
         /// The store's stamp of the last put or delete (undone ones included), 0 before any: see
         /// ``MemoryStore/writeCount(_:)``.
         @exclusivity(unchecked) var writes: UInt64 = 0
-        /// Once a query cache that can update its answers reads the table (``journalFrom`` non-nil): the key
-        /// of every write (undone ones included) stamped after `journalFrom`, in stamp order.
-        @exclusivity(unchecked) var journal: [Written] = []
-        @exclusivity(unchecked) var journalFrom: UInt64?
-        /// The journal's length at most: when full it starts again (an answer older than its
-        /// start is recomputed).
-        static let journalMax = 256
 
         func copy() -> SortedTable {
             let t = SortedTable()
             t.entries = entries
             t.writes = writes
-            t.journal = journal
-            t.journalFrom = journalFrom
             return t
-        }
-
-        /// Stamps a write of `key`, journaling it when the table keeps a journal.
-        @inline(__always)
-        func noteWrite(_ key: [UInt8], stamp: UInt64) {
-            writes = stamp
-            guard journalFrom != nil else { return }
-            if journal.count >= Self.journalMax {
-                journal.removeAll(keepingCapacity: true)
-                journalFrom = stamp &- 1
-            }
-            journal.append(Written(stamp: stamp, key: key))
-        }
-
-        /// One journal entry (a struct rather than a tuple, like ``Undo``).
-        struct Written {
-            let stamp: UInt64
-            let key: [UInt8]
-        }
-
-        /// Starts the journal (from the current stamp) unless it runs already.
-        func startJournal() {
-            if journalFrom == nil { journalFrom = writes }
-        }
-
-        /// The keys written after stamp `since`, or nil when the journal does not reach back there.
-        func written(since: UInt64) -> [[UInt8]]? {
-            guard let from = journalFrom, from <= since else { return nil }
-            var i = journal.count
-            while i > 0 && journal[i - 1].stamp > since { i -= 1 }
-            return journal[i...].map(\.key)
         }
 
         /// Index of the first key >= `key`.
@@ -253,21 +215,6 @@ public final class MemoryStore: KeyValueStore {
         (writing?.snapshot ?? committed)[table]?.writes ?? 0
     }
 
-    /// Starts journaling the keys written to `table` (unless it journals already; nothing while
-    /// it does not exist): see ``written(_:since:)``.
-    public func startJournal(_ table: Table) {
-        (writing?.snapshot ?? committed)[table]?.startJournal()
-    }
-
-    /// The keys written to `table` (repeats possible) since its stamp was `since`, or nil when
-    /// its journal does not reach back there. A table that does not exist has had no writes
-    /// since stamp 0 (it never existed then either) and unknown ones since any other (a table
-    /// that an undone transaction created is gone with its writes).
-    public func written(_ table: Table, since: UInt64) -> [[UInt8]]? {
-        guard let t = (writing?.snapshot ?? committed)[table] else { return since == 0 ? [] : nil }
-        return t.written(since: since)
-    }
-
     /// Whether `other` holds exactly the same committed entries as this store in each of `tables`
     /// (a table never written counts as empty). Cheap for a ``clone()``: the copies share storage.
     public func hasSameEntries(as other: MemoryStore, in tables: [Table]) -> Bool {
@@ -318,7 +265,7 @@ public final class MemoryStore: KeyValueStore {
             return result
         } catch {
             for entry in txn.undo.reversed() {
-                entry.table.noteWrite(entry.key, stamp: nextStamp())
+                entry.table.writes = nextStamp()
                 entry.table.reset(entry.key, to: entry.old)
             }
             throw error
@@ -351,13 +298,6 @@ public final class MemoryStore: KeyValueStore {
         }
     }
 
-    /// The state a table had when a ``LazyCopy`` was taken: what its contents alone don't say.
-    struct TableState {
-        let writes: UInt64
-        let journal: [SortedTable.Written]
-        let journalFrom: UInt64?
-    }
-
     /// A copy of the store's committed state as it was when ``lazyCopy()`` took it, built only by
     /// ``materialize()``: until then it keeps the store and the undo entries of the writes the
     /// store commits since. For copies seldom used (the simulator's stale copies of a replica's
@@ -370,15 +310,15 @@ public final class MemoryStore: KeyValueStore {
         /// Keeps the store's table objects alive: the log's undo entries don't retain them.
         let store: MemoryStore
         let log: WriteLog
-        /// The first `tables.count` tables of the store are those that existed then (a
-        /// committed snapshot only ever appends tables).
-        let tables: [TableState]
+        /// The write stamps of the tables that existed then: the first `writes.count` tables of
+        /// the store (a committed snapshot only ever appends tables).
+        let writes: [UInt64]
         let stamp: UInt64
 
-        init(store: MemoryStore, log: WriteLog, tables: [TableState], stamp: UInt64) {
+        init(store: MemoryStore, log: WriteLog, writes: [UInt64], stamp: UInt64) {
             self.store = store
             self.log = log
-            self.tables = tables
+            self.writes = writes
             self.stamp = stamp
         }
 
@@ -389,12 +329,10 @@ public final class MemoryStore: KeyValueStore {
             let live = store.committed
             var snapshot = Snapshot()
             var index: [ObjectIdentifier: Int] = [:]
-            for (i, state) in tables.enumerated() {
+            for (i, writes) in writes.enumerated() {
                 let t = SortedTable()
                 t.entries = live.sorted[i].entries
-                t.writes = state.writes
-                t.journal = state.journal
-                t.journalFrom = state.journalFrom
+                t.writes = writes
                 snapshot.append(live.tables[i], t)
                 index[ObjectIdentifier(live.sorted[i])] = i
             }
@@ -422,8 +360,7 @@ public final class MemoryStore: KeyValueStore {
         let log = WriteLog()
         writeLog?.next = log
         writeLog = log
-        let tables = committed.sorted.map { TableState(writes: $0.writes, journal: $0.journal, journalFrom: $0.journalFrom) }
-        return LazyCopy(store: self, log: log, tables: tables, stamp: stamp)
+        return LazyCopy(store: self, log: log, writes: committed.sorted.map(\.writes), stamp: stamp)
     }
 
     /// (table, key, previous value) of a write, to undo on a throw. A struct, not a tuple: an
@@ -508,7 +445,7 @@ public final class MemoryStore: KeyValueStore {
 
         func put(_ t: Table, _ key: [UInt8], _ value: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            table.noteWrite(key, stamp: store.nextStamp())
+            table.writes = store.nextStamp()
             let head = Entry.head(key)
             let (i, found) = table.find(key, head: head)
             if found {
@@ -522,7 +459,7 @@ public final class MemoryStore: KeyValueStore {
 
         func delete(_ t: Table, _ key: [UInt8]) throws {
             let table = table(t, forWriting: true)!
-            table.noteWrite(key, stamp: store.nextStamp())
+            table.writes = store.nextStamp()
             let (i, found) = table.find(key)
             if found {
                 undo.append(Undo(table, key, table.entries[i].value))
