@@ -64,9 +64,6 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
     /// The ``MapFaultGuard`` slot of the map.
     private var guardSlot: Int?
 
-    /// What this object knows of the commits to its environment (``writeStamps(_:)``).
-    private let commits = Mutex(CommitLog())
-
     /// How often one `read` or `write` may start over after the map was resized or grown.
     private static let maxAttempts = 64
 
@@ -229,14 +226,10 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
                 if retry { try growMap(); continue }
                 throw LMDBError.mapFull
             }
-            let (id, written, wroteOther) = (txn.id, txn.written, txn.wroteOther)
             let committed = txn.commit()  // Frees the transaction even when it fails.
             gate.unlock()
             if committed == MDB_MAP_FULL && retry { try growMap(); continue }
             try check(committed)
-            if let id, written != 0 || wroteOther {
-                commits.withLock { $0.committed(id, written: written, other: wroteOther) }
-            }
             return result
         }
     }
@@ -248,26 +241,6 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         try check(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn))
         guard let txn else { throw .badTxn }
         return LMDBTransaction(txn, dbis: dbis, maxKeySize: maxKeySize, map: mapRange)
-    }
-
-    // MARK: Write stamps
-
-    /// Stamps that change whenever a transaction that may have written one of `tables` has been
-    /// committed: the same stamps at two calls mean no commit wrote those tables in between, so
-    /// what was read from them then still holds. Counted per table for the commits made through
-    /// this object; a commit made otherwise (another process, or another object in this process
-    /// before it opened) changes every table's stamps. The stamps describe the snapshot of a read
-    /// transaction of this call: a value read afterwards matches them when no write can commit
-    /// in between (one thread writing through this object and no other process, as in the
-    /// simulator). Stamps of different objects are unrelated.
-    public func writeStamps(_ tables: [Table]) throws -> [UInt64] {
-        try read { reader in
-            let snapshot = (reader as! LMDBTransaction).id
-            return commits.withLock { log in
-                log.observe(snapshot)
-                return [log.epoch] + tables.map { table in dbis[table].map { log.writes[$0, default: 0] } ?? 0 }
-            }
-        }
     }
 
     // MARK: Map size
@@ -396,40 +369,5 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         mdb_env_close(env)
         self.env = nil
         OpenDirectories.release(identity)
-    }
-}
-
-/// What an ``LMDBEnvironment`` knows of the commits to its environment: which tables the commits
-/// made through it wrote, and whether there may have been others (``LMDBEnvironment/writeStamps(_:)``).
-/// Any doubt raises `epoch`, which changes every stamp: the log errs only towards "changed".
-struct CommitLog {
-    /// The id of the last commit known to be the environment's latest (nil: none yet).
-    private(set) var last: Int?
-    /// Raised whenever a commit this object did not count may have happened.
-    private(set) var epoch: UInt64 = 0
-    /// Per database handle: how many commits through this object wrote it.
-    private(set) var writes: [MDB_dbi: UInt64] = [:]
-
-    /// A write transaction with id `id` that changed the handles in `written` (one bit per handle
-    /// below 64; `other` for the rest) has been committed through this object. LMDB numbers the
-    /// committed transactions that change something 1, 2, 3, …: an id that does not follow the
-    /// last one means someone else committed in between.
-    mutating func committed(_ id: Int, written: UInt64, other: Bool) {
-        if last != id - 1 || other { epoch += 1 }
-        last = id
-        var bits = written
-        while bits != 0 {
-            let dbi = MDB_dbi(bits.trailingZeroBitCount)
-            writes[dbi, default: 0] += 1
-            bits &= bits - 1
-        }
-    }
-
-    /// A read transaction sees `snapshot` (the id of the last commit in it): anything but the
-    /// last commit counted means a commit not counted (or one not counted yet).
-    mutating func observe(_ snapshot: Int?) {
-        guard snapshot != last else { return }
-        epoch += 1
-        last = snapshot
     }
 }

@@ -48,10 +48,6 @@ final class LMDBTransaction: KeyValueWriter {
     /// transaction's dirty pages); a kept cursor still holds it. LMDB moves a transaction's open
     /// cursors along when other writes split or merge pages, so it stays valid.
     @exclusivity(unchecked) private var putCursors: [OpaquePointer?]
-    /// The database handles this transaction changed (a put or delete succeeded), one bit per
-    /// handle below 64; `wroteOther` for the others (``LMDBEnvironment/writeStamps(_:)``).
-    @exclusivity(unchecked) private(set) var written: UInt64 = 0
-    @exclusivity(unchecked) private(set) var wroteOther = false
 
     init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
         self.map = map
@@ -86,10 +82,6 @@ final class LMDBTransaction: KeyValueWriter {
         return mdb_txn_commit(txn)
     }
 
-    /// LMDB's id of the transaction: for a read, the last transaction committed in its snapshot;
-    /// for a write, one more (the id it gets when it commits a change). Nil once it has ended.
-    var id: Int? { txn.map { Int(mdb_txn_id($0)) } }
-
     /// Closes the put cursors (before the transaction ends: LMDB frees a write transaction's
     /// cursors with it, a read-only one's only when closed).
     private func closeCursors() {
@@ -97,11 +89,6 @@ final class LMDBTransaction: KeyValueWriter {
             if let cursor = putCursors[i] { mdb_cursor_close(cursor) }
             putCursors[i] = nil
         }
-    }
-
-    /// Notes that `dbi` was changed.
-    private func wrote(_ dbi: MDB_dbi) {
-        if dbi < 64 { written |= 1 << UInt64(dbi) } else { wroteOther = true }
     }
 
     // MARK: Plumbing
@@ -351,12 +338,10 @@ final class LMDBTransaction: KeyValueWriter {
             // writer, but costs nothing to handle): a plain put, and read the last key again.
             rc = withValue(key) { k in withValue(value) { v in mdb_cursor_put(cursor, &k, &v, 0) } }
             try call(rc)
-            wrote(dbi)
             remember(try lastKey(txn, dbi), of: dbi)
             return
         }
         try call(rc)
-        wrote(dbi)
         remember(append ? key : last, of: dbi)
     }
 
@@ -394,7 +379,6 @@ final class LMDBTransaction: KeyValueWriter {
         let rc = withValue(key) { k in mdb_del(txn, dbi, &k, nil) }
         if rc == MDB_NOTFOUND { return }
         try call(rc)
-        wrote(dbi)
     }
 }
 

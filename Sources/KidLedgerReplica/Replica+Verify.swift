@@ -17,29 +17,6 @@ public struct VerifyReport: Equatable, Sendable {
     public var isIntact: Bool { problems.isEmpty }
 }
 
-/// What ``Replica/verify(keepingRecords:)`` decoded on its way, each record with the bytes it was
-/// decoded from, in key order: a caller about to decode the same tables of the same (unchanged)
-/// store takes these instead of decoding them again. Decoding is a function of the bytes alone.
-public struct VerifiedRecords: Sendable {
-    /// The change log's entries (`Tables.changes`), each with its change; nil where it did not
-    /// decode or was not decoded (a damaged key).
-    public var changes: [(bytes: [UInt8], change: Change?)] = []
-    /// The transactions table's records, each decoded (nil where it did not decode).
-    public var transactions: [(bytes: [UInt8], transaction: LedgerTransaction?)] = []
-
-    /// What ``Replica/allTransactions()`` returns, read then: every transaction record decoded, in
-    /// key order; nil when one did not decode (it throws then).
-    public var allTransactions: [LedgerTransaction]? {
-        var all: [LedgerTransaction] = []
-        all.reserveCapacity(transactions.count)
-        for entry in transactions {
-            guard let t = entry.transaction else { return nil }
-            all.append(t)
-        }
-        return all
-    }
-}
-
 extension Replica {
     /// Everything ``verify()`` reads: these tables, and of `meta` only the stored digest
     /// (`VerifyTests` checks it). Its report is a function of them alone.
@@ -56,14 +33,7 @@ extension Replica {
     /// change log is contiguous per origin and agrees with the version vector, and every change
     /// in the log is reflected in the merged state. Reads only.
     public func verify() throws -> VerifyReport {
-        try verify(keepingRecords: false).report
-    }
-
-    /// ``verify()``, also returning, when `keepingRecords`, the change log entries and transaction
-    /// records it decoded (``VerifiedRecords``; nil otherwise).
-    public func verify(keepingRecords: Bool) throws -> (report: VerifyReport, records: VerifiedRecords?) {
         try store.read { r in
-            var records: VerifiedRecords? = keepingRecords ? VerifiedRecords() : nil
             var report = VerifyReport()
             func problem(_ text: String) { if report.problems.count < 100 { report.problems.append(text) } }
             var digest = Digest256.zero
@@ -95,9 +65,7 @@ extension Replica {
             var placed = 0, deferred = 0
             try r.scan(Tables.transactions) { key, value in
                 report.transactions += 1
-                let decoded = try? RecordCodec.decodeTransaction(value)
-                records?.transactions.append((value, decoded))
-                guard let t = decoded, Keys.id(t.id) == key else {
+                guard let t = try? RecordCodec.decodeTransaction(value), Keys.id(t.id) == key else {
                     problem("transaction record is damaged")
                     return true
                 }
@@ -137,15 +105,14 @@ extension Replica {
 
             // Not `&report`: `problem` writes to `report` too, and an inout access for the whole call
             // would overlap with it (a fatal exclusivity violation as soon as a problem is found).
-            let changes = try verifyChangeLog(r, records: &records, problem: problem)
+            let changes = try verifyChangeLog(r, problem: problem)
             report.changes = changes
-            return (report, records)
+            return report
         }
     }
 
     /// Checks the change log, the hash chains and the version vector; returns the changes counted.
-    private func verifyChangeLog(_ r: any KeyValueReader, records: inout VerifiedRecords?,
-                                 problem: (String) -> Void) throws -> Int {
+    private func verifyChangeLog(_ r: any KeyValueReader, problem: (String) -> Void) throws -> Int {
         var lastByOrigin: [ReplicaID: UInt64] = [:]
         var changes = 0
         // The link being hashed: the previous link, then the version of every change at one
@@ -166,7 +133,6 @@ extension Replica {
         try r.scan(Tables.changes) { key, value in
             changes += 1
             let decoded = key.count == 24 ? try? RecordCodec.decodeChange(value) : nil
-            records?.changes.append((value, decoded))
             guard let change = decoded, Keys.change(change.origin, change.sequence, version: Keys.version(value)) == key else {
                 problem("change log entry is damaged")
                 return true

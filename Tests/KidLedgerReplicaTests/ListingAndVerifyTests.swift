@@ -117,28 +117,6 @@ struct ListingAndVerifyTests {
         #expect(recording.metaKeys == [Array("digest".utf8)])
     }
 
-    @Test("verify(keepingRecords:) reports as verify() and keeps the log and transactions as decoding them gives")
-    func verifyKeepingRecords() throws {
-        let r = try busyReplica()
-        let (report, records) = try r.verify(keepingRecords: true)
-        #expect(report == (try r.verify()))
-        #expect(try r.verify(keepingRecords: false).records == nil)
-        let kept = try #require(records)
-        let log = try r.encodedChanges(notCoveredBy: [:])
-        #expect(kept.changes.map(\.bytes) == log.map(\.bytes))
-        #expect(kept.changes.allSatisfy { $0.change != nil })
-        #expect(kept.changes.compactMap(\.change) == (try r.changes(notCoveredBy: [:])))
-        #expect(kept.allTransactions == (try r.allTransactions()))
-        // A record that does not decode is kept as such, and the transactions are not all there.
-        let damaged = (r.store as! MemoryStore).clone()
-        try damaged.write { w in try w.put(Tables.transactions, Keys.id(RecordID(high: 1, low: 2)), [0xFF]) }
-        let other = try Replica(store: damaged, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 1))
-        let broken = try #require(try other.verify(keepingRecords: true).records)
-        #expect(broken.transactions.contains { $0.transaction == nil })
-        #expect(broken.allTransactions == nil)
-        #expect(throws: (any Error).self) { try other.allTransactions() }
-    }
-
     @Test("verifiesAlike: equal in what verify reads, whatever else differs")
     func verifiesAlike() throws {
         let r = try busyReplica()

@@ -83,10 +83,7 @@ struct ChangeLogs {
     /// The changes of ``union``.
     private(set) var held = ChangeIndex()
 
-    /// `decoded`: change log entries already decoded (``VerifiedRecords/changes``, of the first
-    /// replica), taken for the entry at the same place in the first log when it has the same bytes
-    /// (a change is a function of its bytes) instead of decoding it again.
-    init(_ replicas: [Replica], decoded: [(bytes: [UInt8], change: Change?)] = []) throws {
+    init(_ replicas: [Replica]) throws {
         for replica in replicas {
             let log = try replica.encodedChanges(notCoveredBy: [:])
             if let known = distinct.firstIndex(where: { $0.log == log }) {
@@ -96,10 +93,7 @@ struct ChangeLogs {
             which.append(distinct.count)
             distinct.append((log, ChangeIndex(log)))
             if distinct.count == 1 {
-                first = try log.indices.map { i in
-                    if i < decoded.count, let change = decoded[i].change, decoded[i].bytes == log[i].bytes { return change }
-                    return try Self.decode(log[i])
-                }
+                first = try log.map(Self.decode)
                 union = first
                 held = distinct[0].set
             } else {

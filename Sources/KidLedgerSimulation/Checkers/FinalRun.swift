@@ -11,9 +11,8 @@ final class FinalRun {
     let replicas: [Replica]
     /// Each replica's digest.
     let digests: [Digest256]
-    /// The first replica's `verify` report, with what it decoded (the change log entries and
-    /// transactions that ``logs`` and ``transactions(of:)`` take instead of decoding them again).
-    let first: (report: VerifyReport, records: VerifiedRecords?)
+    /// The first replica's `verify` report.
+    let first: VerifyReport
     /// Every replica's whole change log.
     let logs: ChangeLogs
     let household: RecordID
@@ -46,8 +45,8 @@ final class FinalRun {
         self.log = log
         self.restartFromFiles = restartFromFiles
         digests = try replicas.map { try $0.digest() }
-        first = try Self.verify(replicas[0], keepingRecords: true, known: &verified)
-        logs = try ChangeLogs(replicas, decoded: first.records?.changes ?? [])
+        first = try Self.verify(replicas[0], known: &verified)
+        logs = try ChangeLogs(replicas)
     }
 
     /// The first replica's members (`members()`).
@@ -63,21 +62,20 @@ final class FinalRun {
     /// (``Replica/verifiesAlike(_:_:)``). An LMDB replica is compared by reading its tables
     /// through LMDB, so the first of each content is verified and the others are still read whole.
     func verifyOnce(_ replica: Replica) throws -> VerifyReport {
-        try Self.verify(replica, keepingRecords: false, known: &verified).report
+        try Self.verify(replica, known: &verified)
     }
 
     /// The `verify` report of the replica at `index`.
     func report(of index: Int) throws -> VerifyReport {
-        index == 0 ? first.report : try verifyOnce(replicas[index])
+        index == 0 ? first : try verifyOnce(replicas[index])
     }
 
-    private static func verify(_ replica: Replica, keepingRecords: Bool,
-                               known: inout [(content: MemoryStore, report: VerifyReport)])
-        throws -> (report: VerifyReport, records: VerifiedRecords?) {
-        for entry in known where try Replica.verifiesAlike(entry.content, replica.store) { return (entry.report, nil) }
-        let (report, records) = try replica.verify(keepingRecords: keepingRecords)
+    private static func verify(_ replica: Replica, known: inout [(content: MemoryStore, report: VerifyReport)])
+        throws -> VerifyReport {
+        for entry in known where try Replica.verifiesAlike(entry.content, replica.store) { return entry.report }
+        let report = try replica.verify()
         known.append((try Replica.verifiedContent(of: replica.store), report))  // a copy: the store may change later
-        return (report, records)
+        return report
     }
 
     /// The transactions of the replica at `index`, read once per distinct content of the
@@ -87,8 +85,7 @@ final class FinalRun {
         let replica = replicas[index]
         let content = held.count
         let answer = try held.answer(replica) {
-            let all = try (index == 0 ? first.records?.allTransactions : nil) ?? replica.allTransactions()
-            return HeldTransactions(all, content: content)
+            HeldTransactions(try replica.allTransactions(), content: content)
         }
         heldByReplica[index] = answer
         return answer

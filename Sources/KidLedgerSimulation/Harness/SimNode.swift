@@ -105,33 +105,11 @@ final class SimNode {
     /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
     /// order; nil past its end), as much of it as a drawn user operation uses, and how many it
     /// lists: read through `childWithoutTotals(at:)` (a ``MemoryStore`` keeps those rows until the
-    /// children or registers table is written).
+    /// children or registers table is written; LMDB reads them every time).
     func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
         guard let replica else { return (nil, 0) }
-        if let lmdb = replica.store as? LMDBEnvironment {
-            let rows = try pickableChildren(replica, lmdb)
-            return (rows.indices.contains(index) ? rows[index] : nil, rows.count)
-        }
         let (row, count) = try replica.childWithoutTotals(at: index)
         return (row.map { PickableChild(id: $0.id, isArchived: $0.isArchived) }, count)
-    }
-
-    /// What ``pickableChild(at:)`` picks from on an LMDB replica, with what it was read from: the
-    /// environment and its children and registers tables' write stamps.
-    private var pickableCache: (store: LMDBEnvironment, stamps: [UInt64], rows: [PickableChild])?
-    /// The tables ``Replica/childrenWithoutTotals()`` reads.
-    private static let childTables = [Tables.children, Tables.registers]
-
-    /// Every child a drawn operation may pick on an LMDB replica, read again only when a commit
-    /// wrote the children or registers table since the last read (``LMDBEnvironment/writeStamps(_:)``:
-    /// nothing else writes the environment while the simulator, one thread, reads it). The
-    /// replica's own operations still read the child list through LMDB every time.
-    private func pickableChildren(_ replica: Replica, _ lmdb: LMDBEnvironment) throws -> [PickableChild] {
-        let stamps = try lmdb.writeStamps(Self.childTables)
-        if let cache = pickableCache, cache.store === lmdb, cache.stamps == stamps { return cache.rows }
-        let rows = try replica.childrenWithoutTotals().map { PickableChild(id: $0.id, isArchived: $0.isArchived) }
-        pickableCache = (lmdb, stamps, rows)
-        return rows
     }
 
     /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the
