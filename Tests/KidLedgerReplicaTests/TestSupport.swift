@@ -1,12 +1,17 @@
 @testable import KidLedgerReplica
 import KidLedgerSimulation
 import KidLedgerDomain
+import Synchronization
 import Testing
 
-/// A wall clock the test moves by hand.
-final class TestClock: WallClock, @unchecked Sendable {
-    var millis: Int64
-    init(_ millis: Int64) { self.millis = millis }
+/// A wall clock the test moves by hand (an atomic reading, so it is Sendable as `WallClock` asks).
+final class TestClock: WallClock, Sendable {
+    private let reading: Atomic<Int64>
+    init(_ millis: Int64) { reading = Atomic(millis) }
+    var millis: Int64 {
+        get { reading.load(ordering: .relaxed) }
+        set { reading.store(newValue, ordering: .relaxed) }
+    }
     func nowMillis() -> Int64 { millis }
 }
 

@@ -7,6 +7,7 @@ import FoundationXML
 #endif
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerSimulation
 
@@ -107,8 +108,9 @@ struct DiagramTests {
     @Test("a passing scenario's diagram has its lanes, partitions and crashes, and no failure")
     func passingScenario() throws {
         let path = "\(ScenarioTests.directory)/06-crash-mid-sync.scenario"
-        let svgPath = "/tmp/kidledger-diagram-test-\(getpid()).svg"
-        defer { unlink(svgPath) }
+        let dir = KidLedgerTestSupport.TemporaryDirectory(prefix: "kidledger-diagram-test")
+        defer { dir.remove() }
+        let svgPath = dir.sub("diagram.svg")
         let (code, output) = ScenarioTests.run(["run", path, "--svg", svgPath])
         #expect(code == 0, "\(output)")
         let svg = try #require(SimulatorCLI.readFile(svgPath))

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import KidLedgerDomain
 import KidLedgerSimulation
+import KidLedgerTestSupport
 import Testing
 
 /// Hand-written scenarios (Simulations/*.scenario) run through `kidledger-sim run`.
@@ -32,8 +33,9 @@ struct ScenarioTests {
         return (code, lines)
     }
 
-    static func write(_ text: String, name: String) -> String {
-        let path = "/tmp/kidledger-scenario-test-\(getpid())-\(name).scenario"
+    /// Writes `text` to `name`.scenario in `dir`; returns the path.
+    static func write(_ text: String, name: String, in dir: KidLedgerTestSupport.TemporaryDirectory) -> String {
+        let path = dir.sub("\(name).scenario")
         let f = fopen(path, "wb")!
         let bytes = Array(text.utf8)
         _ = fwrite(bytes, 1, bytes.count, f)
@@ -64,6 +66,8 @@ struct ScenarioTests {
 
     @Test("a wrong expectation fails with exit 1, names the line and prints a reproduction")
     func wrongExpectationFails() {
+        let dir = KidLedgerTestSupport.TemporaryDirectory(prefix: "kidledger-scenario-test")
+        defer { dir.remove() }
         let path = Self.write("""
             replicas 2
             at 0   r0 add-child Ava
@@ -71,8 +75,7 @@ struct ScenarioTests {
             at 20  r0 give Ava 2.00
             expect converged
             expect balance Ava 99.00
-            """, name: "wrong")
-        defer { unlink(path) }
+            """, name: "wrong", in: dir)
         let (code, output) = Self.run(["run", path, "--seed", "5"])
         #expect(code == 1)
         #expect(output.contains("ok   line 5: expect converged"), "\(output)")
@@ -118,8 +121,9 @@ struct ScenarioTests {
 
     @Test("the command line reports a syntax error as FILE:LINE with exit 65")
     func syntaxErrorExit() {
-        let path = Self.write("replicas 2\nat 0 r0 add-child Ava\nexpect nonsense\n", name: "syntax")
-        defer { unlink(path) }
+        let dir = KidLedgerTestSupport.TemporaryDirectory(prefix: "kidledger-scenario-test")
+        defer { dir.remove() }
+        let path = Self.write("replicas 2\nat 0 r0 add-child Ava\nexpect nonsense\n", name: "syntax", in: dir)
         let (code, output) = Self.run(["run", path])
         #expect(code == 65)
         #expect(output.first?.hasPrefix("\(path):3: unknown expectation") == true, "\(output)")

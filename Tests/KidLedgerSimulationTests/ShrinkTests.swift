@@ -3,20 +3,20 @@ import Glibc
 #endif
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerSimulation
 
 /// `kidledger-sim shrink`, the scenario format it writes, and the planted bug that makes a run fail.
 @Suite("Shrinking")
 struct ShrinkTests {
-    static func temporary(_ name: String) -> String { "/tmp/kidledger-shrink-test-\(getpid())-\(name)" }
-
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
     @Test("a failing seed shrinks to a smaller scenario that still fails the same way when run")
     func shrinkPlantedBug() throws {
-        let out = Self.temporary("seed7.scenario"), svg = Self.temporary("seed7.svg")
-        defer { unlink(out); unlink(svg) }
+        let dir = KidLedgerTestSupport.TemporaryDirectory(prefix: "kidledger-shrink-test")
+        defer { dir.remove() }
+        let out = dir.sub("seed7.scenario"), svg = dir.sub("seed7.svg")
         let (code, output) = ScenarioTests.run(["shrink", "--seed", "7", "--plant-bug", "cross-replica-undo", "--out", out, "--svg", svg])
         #expect(code == 0, "\(output)")
         // The seed's own event list, as the command reports it.
@@ -41,8 +41,9 @@ struct ShrinkTests {
 
     @Test("a passing seed: said so, exit 0, nothing written")
     func passingSeedWritesNothing() {
-        let out = Self.temporary("seed2.scenario")
-        defer { unlink(out) }
+        let dir = KidLedgerTestSupport.TemporaryDirectory(prefix: "kidledger-shrink-test")
+        defer { dir.remove() }
+        let out = dir.sub("seed2.scenario")
         let (code, output) = ScenarioTests.run(["shrink", "--seed", "2", "--out", out])
         #expect(code == 0)
         #expect(output.last == "seed 2 passes every check: nothing to shrink (no file written)", "\(output)")
