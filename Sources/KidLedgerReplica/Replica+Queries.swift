@@ -211,16 +211,6 @@ extension Replica {
         }
     }
 
-    /// The child at `position` of what ``childrenWithoutTotals()`` lists (nil past its end) and
-    /// how many it lists, without building the list.
-    public func childWithoutTotals(at position: Int) throws -> (child: ChildSummary?, count: Int) {
-        try store.read { r in
-            let stored = try Self.childRowsAndKeys(r, queryCache)
-            let order = stored.order
-            return (order.indices.contains(position) ? stored.rows[order[position]] : nil, order.count)
-        }
-    }
-
     /// Walks the stored totals of the children whose keys are `keys` (ascending) in one pass over
     /// the totals table, calling `body` with the index in `keys` and the raw totals of each child
     /// that has an entry.

@@ -91,12 +91,6 @@ struct ShortBytes {
         append(8) { $0.storeBytes(of: value.bigEndian, toByteOffset: $1, as: UInt64.self) }
     }
 
-    /// Appends a fixed-width big-endian unsigned 32-bit integer.
-    @inline(__always)
-    mutating func write(bigEndian value: UInt32) {
-        append(4) { $0.storeBytes(of: value.bigEndian, toByteOffset: $1, as: UInt32.self) }
-    }
-
     /// Appends a signed integer as ``ByteWriter/write(orderedSigned:)`` does: big-endian with the
     /// sign bit flipped.
     @inline(__always)

@@ -104,12 +104,13 @@ final class SimNode {
 
     /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
     /// order; nil past its end), as much of it as a drawn user operation uses, and how many it
-    /// lists: read through `childWithoutTotals(at:)` (a ``MemoryStore`` keeps those rows until the
-    /// children or registers table is written; LMDB reads them every time).
+    /// lists: read through `childrenWithoutTotals()` (a ``MemoryStore`` keeps that list until the
+    /// children or registers table is written; LMDB reads it every time).
     func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
         guard let replica else { return (nil, 0) }
-        let (row, count) = try replica.childWithoutTotals(at: index)
-        return (row.map { PickableChild(id: $0.id, isArchived: $0.isArchived) }, count)
+        let list = try replica.childrenWithoutTotals()
+        let row = list.indices.contains(index) ? list[index] : nil
+        return (row.map { PickableChild(id: $0.id, isArchived: $0.isArchived) }, list.count)
     }
 
     /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the
