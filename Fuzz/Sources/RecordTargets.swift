@@ -73,7 +73,8 @@ private func decodeAndEncode(_ kind: RecordKind, _ bytes: [UInt8]) -> (encoded: 
 
 /// The household every sample uses.
 let sampleHousehold = Household(id: RecordID(high: 0x1111_2222_3333_4444, low: 0x8555_6666_7777_8888), createdAtMillis: 1_795_000_000_000,
-                                owner: Array(repeating: 0x0C, count: 32), salt: Array(repeating: 0x5A, count: 16))
+                                owner: Array(repeating: 0x0C, count: 32), salt: Array(repeating: 0x5A, count: 16),
+                                name: "Sample", signature: Array(repeating: 0x5E, count: 64))
 
 /// Real changes: a replica creates a household and children, gives, takes, renames, gives to all,
 /// undoes and archives; plus a change holding one of each membership operation.

@@ -59,7 +59,9 @@ enum DataCommands {
         }
         ctx.emit(.object([("ok", .bool(report.isIntact)), ("problems", .array(report.problems.map(JSON.string))),
                           ("transactions", .int(report.transactions)), ("children", .int(report.children)),
-                          ("changes", .int(report.changes)), ("digest", .string(report.digest.description))]))
+                          ("changes", .int(report.changes)), ("forged", .int(report.forged)),
+                          ("forgedHouseholds", .int(report.forgedHouseholds)), ("digest", .string(report.digest.description))]))
+        if let forged = Render.forged(report.forged, households: report.forgedHouseholds) { ctx.say(forged) }
         if report.isIntact {
             ctx.say("ok: \(Render.plural(report.transactions, "transaction")), \(Render.plural(report.children, "child", "children")), \(Render.plural(report.changes, "change")); digest \(report.digest)")
         } else {

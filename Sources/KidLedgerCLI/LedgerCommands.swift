@@ -20,7 +20,7 @@ enum LedgerCommands {
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
         ctx.configure(replica, identity: me)
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
-                                            salt: Sodium.randomBytes(16))
+                                            salt: Sodium.randomBytes(16), sign: me.sign)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
         ctx.say("Created household \"\(h.name)\" in \(ctx.home).")

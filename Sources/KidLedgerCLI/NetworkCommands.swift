@@ -168,6 +168,8 @@ enum NetworkCommands {
             try? FileSystem.removeTree(staging)
             if !homeExisted { rmdir(ctx.home) }
         }
+        // Only the invited household, owned by the key the code names, can become this home's.
+        try replica.pinHousehold(code.household, owner: code.owner)
         var last: SyncDriver.Result?
         for address in code.addresses {
             try replica.device.addPeer(address)

@@ -74,6 +74,7 @@ struct StatusReport {
     var counts: ReplicaCounts
     var digest: Digest256
     var children: [ChildSummary]
+    var membership: MembershipCounts
     var attention: String?
 
     init(replica: Replica) throws {
@@ -82,6 +83,7 @@ struct StatusReport {
         counts = try replica.counts()
         digest = try replica.digest()
         children = try replica.children(includeArchived: true)
+        membership = try replica.membershipCounts()
         let mine = vector
         let lacking = peers.map { Self.lacks($0.receipt, mine) }
         pending = lacking.max() ?? vector.values.reduce(0) { $0 + Int($1) }
@@ -159,6 +161,7 @@ struct StatusReport {
         }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
+        if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
         for p in peers { lines.append("peer " + line(p)) }
         if let agreement = agreement() { lines.append(agreement) }
         lines.append("digest \(digest)")
@@ -168,6 +171,7 @@ struct StatusReport {
     func jsonDocument() -> JSON {
         .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
                  ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
-                 ("conflicts", .int(counts.conflicts)), ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
+                 ("conflicts", .int(counts.conflicts)), ("forged", .int(membership.forged)),
+                 ("forgedHouseholds", .int(membership.forgedHouseholds)), ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
     }
 }

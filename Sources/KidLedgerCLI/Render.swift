@@ -9,6 +9,12 @@ enum Render {
         "\(n) \(n == 1 ? one : (many ?? one + "s"))"
     }
 
+    /// "3 forged records refused (1 household record)", or nil when there are none.
+    static func forged(_ count: Int, households: Int) -> String? {
+        guard count > 0 else { return nil }
+        return "\(plural(count, "forged record")) refused, never applied" + (households > 0 ? " (\(plural(households, "household record")))" : "")
+    }
+
     static func shortID(_ id: RecordID) -> String { String(id.hex.prefix(8)) }
 
     static func household(_ h: HouseholdSummary) -> JSON {

@@ -84,6 +84,30 @@ public enum Membership {
         RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("household:".utf8) + owner + salt)
     }
 
+    /// What a household genesis's signature covers: everything in the record but the signature.
+    public static func genesisMessage(_ h: Household) -> [UInt8] {
+        var w = ByteWriter(capacity: 128 + h.name.utf8.count)
+        w.write(raw: Array("kidledger genesis v1".utf8))
+        w.write(id: h.id)
+        w.write(blob: h.owner)
+        w.write(blob: h.salt)
+        w.write(string: h.name)
+        w.write(zigzag: h.createdAtMillis)
+        return w.bytes
+    }
+
+    /// Why `h` is not a genuine genesis, or nil: an owned one must have an id derived from its
+    /// owner key and salt and carry the owner's signature; one without an owner carries neither
+    /// salt nor signature (whether a replica accepts it is its pin's business).
+    public static func genesisProblem(_ h: Household, verifier: any SignatureVerifier) -> String? {
+        guard h.isWellFormed else { return "household id not derived from its owner" }
+        if h.owner.isEmpty { return nil }
+        guard verifier.isValid(signature: h.signature, message: genesisMessage(h), key: h.owner) else {
+            return "household genesis not signed by its owner"
+        }
+        return nil
+    }
+
     /// What a grant's signature covers.
     public static func grantMessage(household: RecordID, _ g: MemberGrant) -> [UInt8] {
         var w = ByteWriter(capacity: 96)

@@ -324,11 +324,13 @@ public enum Validation {
 extension RecordCodec {
     /// The canonical stored bytes of a household creation record.
     public static func encodeRecord(_ h: Household) -> [UInt8] {
-        var w = ByteWriter(capacity: 72)
+        var w = ByteWriter(capacity: 144 + h.name.utf8.count)
         w.write(id: h.id)
         w.write(zigzag: h.createdAtMillis)
         w.write(blob: h.owner)
         w.write(blob: h.salt)
+        w.write(string: h.name)
+        w.write(blob: h.signature)
         return w.bytes
     }
 
@@ -337,8 +339,11 @@ extension RecordCodec {
         let created = try r.readZigzag("createdAt")
         let owner = try r.readBlob(maxCount: Membership.keyBytes, "owner")
         let salt = try r.readBlob(maxCount: 32, "salt")
+        let name = try r.readString(maxBytes: Limits.nameBytesMax, "household name")
+        let signature = try r.readBlob(maxCount: Membership.signatureBytes, "genesis signature")
         guard owner.isEmpty || owner.count == Membership.keyBytes else { throw .invalid("owner key length") }
-        return Household(id: id, createdAtMillis: created, owner: owner, salt: salt)
+        guard signature.isEmpty || signature.count == Membership.signatureBytes else { throw .invalid("genesis signature length") }
+        return Household(id: id, createdAtMillis: created, owner: owner, salt: salt, name: name, signature: signature)
     }
 
     /// The canonical stored bytes of a child creation record.

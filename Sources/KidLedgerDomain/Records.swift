@@ -11,7 +11,8 @@ public enum Limits {
     public static let operationsPerChangeMax = 10_000
 }
 
-/// The household: created once by its owner; only its name (a register) changes later.
+/// The household's genesis: created once by its owner, who signs it; only its name (a register)
+/// changes later.
 public struct Household: Hashable, Sendable {
     /// Stable id; for an owned household, ``Membership/householdID(owner:salt:)``.
     public var id: RecordID
@@ -21,18 +22,28 @@ public struct Household: Hashable, Sendable {
     public var owner: [UInt8]
     /// Random bytes that make the id unique per household of one owner.
     public var salt: [UInt8]
+    /// The name at creation (the household's name register holds the current one).
+    public var name: String
+    /// The owner's signature over ``Membership/genesisMessage(_:)`` (empty without an owner).
+    public var signature: [UInt8]
 
     /// Creates a household record.
-    public init(id: RecordID, createdAtMillis: Int64, owner: [UInt8] = [], salt: [UInt8] = []) {
+    public init(id: RecordID, createdAtMillis: Int64, owner: [UInt8] = [], salt: [UInt8] = [], name: String = "",
+                signature: [UInt8] = []) {
         self.id = id
         self.createdAtMillis = createdAtMillis
         self.owner = owner
         self.salt = salt
+        self.name = name
+        self.signature = signature
     }
 
-    /// Whether the record is self-consistent: no owner, or an id derived from owner and salt.
+    /// Whether the record is self-consistent: no owner (and no salt or signature), or an id
+    /// derived from owner and salt. A well-formed owned record still needs its signature checked
+    /// (``Membership/genesisProblem(_:verifier:)``).
     public var isWellFormed: Bool {
-        owner.isEmpty ? salt.isEmpty : (owner.count == Membership.keyBytes && id == Membership.householdID(owner: owner, salt: salt))
+        owner.isEmpty ? salt.isEmpty && signature.isEmpty
+                      : (owner.count == Membership.keyBytes && id == Membership.householdID(owner: owner, salt: salt))
     }
 }
 

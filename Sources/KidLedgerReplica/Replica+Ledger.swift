@@ -23,19 +23,30 @@ public struct UndoResult: Equatable, Sendable {
 }
 
 extension Replica {
-    /// Creates the household this replica holds.
+    /// Creates the household this replica holds, and pins this replica to it.
     ///
-    /// - Throws: ``LedgerError/householdExists(name:)``, ``LedgerError/badName(_:)``.
-    /// With `owner` (an account key) and `salt`, the household has membership: its id is derived
-    /// from them, and only the owner can grant and revoke.
+    /// - Throws: ``LedgerError/householdExists(name:)``, ``LedgerError/badName(_:)``,
+    ///   ``LedgerError/invalid(_:)`` for an owner without `sign` or a replica pinned to another household.
+    /// With `owner` (an account key), `salt` and `sign` (the owner's Ed25519 signature of a
+    /// message), the household has membership: its id is derived from owner and salt, its genesis
+    /// is signed by the owner (``Membership/genesisMessage(_:)``), and only the owner can grant
+    /// and revoke.
     @discardableResult
-    public func createHousehold(name: String, owner: [UInt8] = [], salt: [UInt8] = []) throws -> HouseholdSummary {
+    public func createHousehold(name: String, owner: [UInt8] = [], salt: [UInt8] = [],
+                                sign: (([UInt8]) -> [UInt8])? = nil) throws -> HouseholdSummary {
         let name = try Self.validName(name, what: "household name")
+        if !owner.isEmpty && sign == nil { throw LedgerError.invalid("an owned household needs its owner's signature") }
         let id = owner.isEmpty ? newID() : Membership.householdID(owner: owner, salt: salt)
         try commitLocal { w, hlc in
             if let existing = try Self.household(w, queryCache) { throw LedgerError.householdExists(name: existing.name) }
-            return ([.createHousehold(Household(id: id, createdAtMillis: hlc.millis, owner: owner, salt: salt)),
-                     .setField(entity: id, field: .householdName, value: .text(name))], ())
+            if let pin = try Self.pinnedHousehold(w), pin.id != id || pin.owner != owner {
+                throw LedgerError.invalid("this replica belongs to household \(pin.id)")
+            }
+            var genesis = Household(id: id, createdAtMillis: hlc.millis, owner: owner, salt: salt, name: name)
+            if let sign { genesis.signature = sign(Membership.genesisMessage(genesis)) }
+            // Applying it pins the replica; a genesis that would be forged is not committed.
+            if let problem = Membership.genesisProblem(genesis, verifier: verifier) { throw LedgerError.invalid(problem) }
+            return ([.createHousehold(genesis), .setField(entity: id, field: .householdName, value: .text(name))], ())
         }
         return HouseholdSummary(id: id, name: name, createdAtMillis: try household()?.createdAtMillis ?? 0)
     }

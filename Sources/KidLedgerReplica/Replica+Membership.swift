@@ -84,7 +84,7 @@ extension Replica {
             }
             switch op {
             case .createHousehold(let h):
-                guard h.isWellFormed else { try forged("household id not derived from its owner"); continue }
+                if let problem = try genesisProblem(h, in: context) { try forged(problem); continue }
                 try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), prepared: nil, in: context, digest: &digest)
                 // Owner-signed operations that came first: the rebuild applies them in order.
                 if try releasePendingClaims(in: context, digest: &digest) { newRevocation = true }
@@ -118,6 +118,21 @@ extension Replica {
             }
         }
         return newRevocation
+    }
+
+    /// Why this replica does not apply the genesis `h`, or nil (then it is pinned, if it was not).
+    /// Only the genesis of the pinned household, with the pinned owner and that owner's signature,
+    /// is applied; a replica without a pin takes the first genuine genesis it applies (`init` and
+    /// `join` pin before any other record can arrive). Every other household record is forged.
+    static func genesisProblem(_ h: Household, in context: ApplyContext) throws -> String? {
+        if let problem = Membership.genesisProblem(h, verifier: context.verifier) { return problem }
+        guard let pin = try pinnedHousehold(context.store) else {
+            try pin(h.id, owner: h.owner, in: context.store)
+            return nil
+        }
+        if pin.id != h.id { return ForgedReason.otherGenesis }
+        if pin.owner != h.owner { return "household genesis without the pinned owner" }
+        return nil
     }
 
     /// Records a verified claim. One member per origin: the smaller key wins everywhere (a fork
@@ -266,8 +281,47 @@ extension Replica {
         }
     }
 
-    /// How many signed records failed verification, and how many changes the revocation rule rejected.
-    public func membershipCounts() throws -> (forged: Int, rejected: Int) {
-        try store.read { r in (try r.count(Tables.forged), try r.count(Tables.rejected)) }
+    /// How many signed records failed verification (of them, how many are household records:
+    /// forged or other households' geneses), and how many changes the revocation rule rejected.
+    public func membershipCounts() throws -> MembershipCounts {
+        try store.read { r in
+            MembershipCounts(forged: try r.count(Tables.forged), forgedHouseholds: try Self.forgedHouseholds(r),
+                             rejected: try r.count(Tables.rejected))
+        }
     }
+
+    /// How many entries of the forged table are household records.
+    static func forgedHouseholds(_ r: any KeyValueReader) throws -> Int {
+        var count = 0
+        try r.scan(Tables.forged) { _, reason in
+            if reason.starts(with: ForgedReason.householdPrefix) { count += 1 }
+            return true
+        }
+        return count
+    }
+}
+
+/// What ``Replica/membershipCounts()`` counts.
+public struct MembershipCounts: Equatable, Sendable {
+    /// Records that failed verification (forged table entries).
+    public var forged: Int
+    /// Of them, household records (a forged genesis or another household's).
+    public var forgedHouseholds: Int
+    /// Changes the revocation rule rejected.
+    public var rejected: Int
+
+    /// Creates counts.
+    public init(forged: Int, forgedHouseholds: Int, rejected: Int) {
+        self.forged = forged
+        self.forgedHouseholds = forgedHouseholds
+        self.rejected = rejected
+    }
+}
+
+/// Reasons stored in the forged table. Every reason given for a household record starts with
+/// "household ", which is how they are counted apart.
+enum ForgedReason {
+    static let householdPrefix = Array("household ".utf8)
+    /// A genuine genesis, but of a household other than the pinned one.
+    static let otherGenesis = "household genesis of another household"
 }

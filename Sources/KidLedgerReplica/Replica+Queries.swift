@@ -55,19 +55,42 @@ extension Replica {
     private static let householdTables = [Tables.households, Tables.registers]
 
     static func readHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary? {
-        // A replica holds one household; should two ever meet in one store, every replica shows
-        // the one with the smallest id, so equal digests always mean equal views.
-        var first: ([UInt8], [UInt8])?
-        try r.scan(Tables.households) { key, value in
-            first = (key, value)
-            return false
-        }
-        guard let (idBytes, raw) = first, idBytes.count == 16 else { return nil }
-        let id = Keys.id(in: idBytes, at: 0)
+        // Only the pinned household's genesis is ever applied (any other is forged), so the
+        // households table holds at most its record.
+        guard let pin = try pinnedHousehold(r), let raw = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
         let h: Household
         do { h = try RecordCodec.decodeHousehold(raw) } catch { throw LedgerError.corrupted("household record") }
-        let name = try register(id, .householdName, r).flatMap { if case .text(let s) = $0 { s } else { nil } } ?? ""
-        return HouseholdSummary(id: id, name: name, createdAtMillis: h.createdAtMillis)
+        let name = try register(pin.id, .householdName, r).flatMap { if case .text(let s) = $0 { s } else { nil } } ?? h.name
+        return HouseholdSummary(id: pin.id, name: name, createdAtMillis: h.createdAtMillis)
+    }
+
+    /// The household this replica belongs to (see `Keys.household`), or nil before it knows one.
+    /// Its pin never changes once set, and is set in the transaction that stores the first
+    /// household record or before it, so ``household(_:)`` may keep its answer on the households
+    /// and registers tables alone.
+    static func pinnedHousehold(_ r: any KeyValueReader) throws -> (id: RecordID, owner: [UInt8])? {
+        guard let raw = try r.get(Tables.meta, Keys.household) else { return nil }
+        guard raw.count == 16 || raw.count == 16 + Membership.keyBytes else { throw LedgerError.corrupted("household pin") }
+        return (Keys.id(in: raw, at: 0), Array(raw.dropFirst(16)))
+    }
+
+    /// Pins the household this replica belongs to (`join` does, before its first sync, from the
+    /// invitation): from then on only the genesis of `id`, owned by `owner` (empty: a household
+    /// without membership) and signed by it, is applied; every other household record is forged.
+    ///
+    /// - Throws: ``LedgerError/invalid(_:)`` when the replica already belongs to another household.
+    public func pinHousehold(_ id: RecordID, owner: [UInt8]) throws {
+        try store.write { w in try Self.pin(id, owner: owner, in: w) }
+    }
+
+    static func pin(_ id: RecordID, owner: [UInt8], in w: any KeyValueWriter) throws {
+        if let pin = try pinnedHousehold(w) {
+            guard pin.id == id && pin.owner == owner else {
+                throw LedgerError.invalid("this replica belongs to household \(pin.id), not \(id)")
+            }
+            return
+        }
+        try w.put(Tables.meta, Keys.household, Keys.id(id) + owner)
     }
 
     static func requireHousehold(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary {

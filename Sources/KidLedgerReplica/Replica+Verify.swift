@@ -12,6 +12,10 @@ public struct VerifyReport: Equatable, Sendable {
     public var changes = 0
     /// The digest recomputed from the records.
     public var digest = Digest256.zero
+    /// Records counted as forged (refused, never applied).
+    public var forged = 0
+    /// Of them, household records (a forged genesis, or another household's).
+    public var forgedHouseholds = 0
 
     /// Whether nothing is wrong.
     public var isIntact: Bool { problems.isEmpty }
@@ -23,7 +27,7 @@ extension Replica {
     public static let verifiedTables: [Table] = [
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
         Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.changes,
-        Tables.chains, Tables.rejected, Tables.vector,
+        Tables.chains, Tables.rejected, Tables.forged, Tables.vector,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
     public static let verifiedMetaKey = Keys.digest
@@ -38,6 +42,9 @@ extension Replica {
             func problem(_ text: String) { if report.problems.count < 100 { report.problems.append(text) } }
             var digest = Digest256.zero
 
+            if try r.count(Tables.households) > 1 { problem("the households table holds more than one household") }
+            report.forged = try r.count(Tables.forged)
+            report.forgedHouseholds = try Self.forgedHouseholds(r)
             try r.scan(Tables.households) { key, value in
                 if let h = try? RecordCodec.decodeHousehold(value), Keys.id(h.id) == key {
                     digest.insert(DigestRecord.household(h))
@@ -154,7 +161,7 @@ extension Replica {
             key.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[16...])) }  // the version
             let rejected = try r.get(Tables.rejected, key) != nil
             for op in change.operations where !rejected || op.isMembership {
-                try checkReflected(op, change: change, r, problem: problem)
+                try checkReflected(op, change: change, logKey: key, r, problem: problem)
             }
             return true
         }
@@ -173,10 +180,16 @@ extension Replica {
         return changes
     }
 
-    private func checkReflected(_ op: Operation, change: Change, _ r: any KeyValueReader, problem: (String) -> Void) throws {
+    private func checkReflected(_ op: Operation, change: Change, logKey: [UInt8], _ r: any KeyValueReader,
+                                problem: (String) -> Void) throws {
         switch op {
-        case .createHousehold(let h) where h.isWellFormed:
-            if try r.get(Tables.households, Keys.id(h.id)) == nil { problem("household \(h.id) of change \(change.origin)/\(change.sequence) is missing") }
+        case .createHousehold(let h):
+            // Applied, or counted as forged (another household's, or not the owner's).
+            if try r.get(Tables.households, Keys.id(h.id)) == nil {
+                var counted = false
+                try r.scan(Tables.forged, prefix: logKey) { _, _ in counted = true; return false }
+                if !counted { problem("household \(h.id) of change \(change.origin)/\(change.sequence) is missing") }
+            }
         case .createChild(let c):
             if try r.get(Tables.children, Keys.id(c.id)) == nil { problem("child \(c.id) of change \(change.origin)/\(change.sequence) is missing") }
         case .setField(let entity, let field, let value, _):
@@ -187,7 +200,7 @@ extension Replica {
             }
             let written = StoredRegister(stamp: Stamp(hlc: change.hlc, origin: change.origin), value: value)
             if written.wins(over: stored) { problem("register \(field) of \(entity) holds a value older than change \(change.origin)/\(change.sequence)") }
-        case .grant, .revoke, .claim, .createHousehold:
+        case .grant, .revoke, .claim:
             break  // checked through the digest (invalid ones are in the forged table)
         case .addTransaction(let t):
             guard let raw = try r.get(Tables.transactions, Keys.id(t.id)) else {

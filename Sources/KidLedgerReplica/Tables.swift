@@ -238,6 +238,10 @@ enum Keys {
     static let replica: [UInt8] = Array("replica".utf8)
     static let hlc: [UInt8] = Array("hlc".utf8)
     static let digest: [UInt8] = Array("digest".utf8)
+    /// The household this replica belongs to: its id (16), then its owner key (32, absent for a
+    /// household without membership). Set once, at `init`, at `join` or at the first genuine
+    /// genesis applied; only that household's genesis is ever applied.
+    static let household: [UInt8] = Array("household".utf8)
 }
 
 /// Fixed-width integer helpers for values.

@@ -101,7 +101,7 @@ import Testing
         let before = try b.digest()
         let responder = SyncSession(role: .responder, replica: b, household: h)
         _ = responder.start()
-        _ = responder.receive(Message.hello(protocolVersionMin: 1, protocolVersionMax: 1, replica: a.replicaID, household: h).frame())
+        _ = responder.receive(Message.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax, replica: a.replicaID, household: h).frame())
         _ = responder.receive(Message.vector(VectorSummary(vector: try a.versionVector(), chains: try a.chains(at: try a.versionVector()))).frame())
         var frame = Message.changes(try a.changes(notCoveredBy: try b.versionVector()), isLast: true).frame()
         frame.append(0)  // trailing byte inside the frame...

@@ -13,7 +13,7 @@ struct RegisterHistoryOrderTests {
     let ava = RecordID(high: 0xAA, low: 1)
 
     func genesis() -> [Change] {
-        [h.change(owner, 1, millis: 1, [.createHousehold(Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt)),
+        [h.change(owner, 1, millis: 1, [h.genesis(),
                                         h.claim(owner, key: h.ownerKey),
                                         .createChild(ChildRecord(id: ava, createdAtMillis: 1))]),
          h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),

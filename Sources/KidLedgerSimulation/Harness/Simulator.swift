@@ -180,7 +180,7 @@ public final class Simulator {
         let owner = nodes[0]
         let founder = owner.replica!
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
-                                                salt: drawBytes(16)).id
+                                                salt: drawBytes(16), sign: owner.member.sign).id
         let grants = nodes.dropFirst().map { node in
             Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
                                         atMillis: time.millis + owner.skew))

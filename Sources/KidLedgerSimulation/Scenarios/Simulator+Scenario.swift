@@ -275,7 +275,8 @@ extension Simulator {
         let stranger = try Replica(store: MemoryStore(), clock: SkewedClock(time: time, skew: 0),
                                    random: SplitMix64(seed: parameters.seed &+ 0xF0_0000 &+ UInt64(state.strangers)),
                                    verifier: verifier)
-        let other = try stranger.createHousehold(name: "Another household", owner: owner.publicKey.bytes, salt: drawBytes(16))
+        let other = try stranger.createHousehold(name: "Another household", owner: owner.publicKey.bytes, salt: drawBytes(16),
+                                                sign: owner.sign)
         try stranger.addChild(name: "Stranger")
         let before = try target.digest()
         let ends = Self.pump(SyncSession(role: .initiator, replica: stranger, household: other.id),
