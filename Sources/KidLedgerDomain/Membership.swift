@@ -84,16 +84,12 @@ public enum Membership {
         RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("household:".utf8) + owner + salt)
     }
 
-    /// What a household genesis's signature covers: everything in the record but the signature.
+    /// What a household genesis's signature covers: the record's canonical bytes with an empty
+    /// signature (id, createdAt, owner, salt, name), after a domain separator.
     public static func genesisMessage(_ h: Household) -> [UInt8] {
-        var w = ByteWriter(capacity: 128 + h.name.utf8.count)
-        w.write(raw: Array("kidledger genesis v1".utf8))
-        w.write(id: h.id)
-        w.write(blob: h.owner)
-        w.write(blob: h.salt)
-        w.write(string: h.name)
-        w.write(zigzag: h.createdAtMillis)
-        return w.bytes
+        var unsigned = h
+        unsigned.signature = []
+        return Array("kidledger genesis v1".utf8) + RecordCodec.encodeRecord(unsigned)
     }
 
     /// Why `h` is not a genuine genesis, or nil: an owned one must have an id derived from its
