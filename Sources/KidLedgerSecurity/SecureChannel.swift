@@ -23,7 +23,8 @@ public enum ChannelAction: Equatable, Sendable {
 /// `reply` (responder: ephemeral key, nonce, identity key, signature over the transcript),
 /// `confirm` (initiator: signature over the transcript, its secretstream header), `accept`
 /// (responder: its secretstream header and an encrypted empty message proving it holds the keys).
-/// Both sides run the authorisation hook right after verifying the peer's signature and before any
+/// Either side refuses a peer that presents its own identity key (a reflected connection or a
+/// replayed handshake) before anything else. Both sides run the authorisation hook right after verifying the peer's signature and before any
 /// application data flows. Then every frame is a `crypto_secretstream_xchacha20poly1305` message,
 /// so tampering, truncating, reordering or replaying any frame fails the channel.
 ///
@@ -93,6 +94,9 @@ public final class SecureChannel {
     enum FrameType: UInt8 {
         case hello = 0xF0, reply = 0xF1, confirm = 0xF2, accept = 0xF3, data = 0xF4, revoked = 0xFD, refused = 0xFE
     }
+
+    /// Why a peer presenting this side's own identity key is refused (issue 20, point 9).
+    static let reflected = "the other side presents this device's own key: a connection reflected back to this device or a replayed handshake"
 
     static let helloBytes = 1 + 32 + 32 + 32 + 16
     static let replyBytes = 32 + 32 + 32 + 64
@@ -286,6 +290,7 @@ public final class SecureChannel {
         }
         peerKey = nil
         claimedPeer = claimed
+        guard claimed.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
         guard deriveSessionKeys() else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
         let signature = identity.sign(transcript(signer: .responder))
         var w = ByteWriter(capacity: Self.replyBytes)
@@ -304,6 +309,7 @@ public final class SecureChannel {
         let responder = PublicKey(bytes: payload[64..<96])!
         let signature = Array(payload[96..<160])
         claimedPeer = responder
+        guard responder.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
         guard deriveSessionKeys() else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
         guard Identity.verify(signature: signature, message: transcript(signer: .responder), key: responder) else {
             return fail(.badSignature, refuse: true)

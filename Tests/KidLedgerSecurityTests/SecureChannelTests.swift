@@ -114,6 +114,30 @@ struct SecureChannelTests {
         #expect(!p.establishedA && !p.establishedB)
     }
 
+    /// Issue 20, point 9: a connection reflected back to this device (its own hello replayed to its
+    /// own responder, or its own reply to its own initiator) is refused before anything else, on
+    /// both roles, even though its key is a member's. (On main it was established.)
+    @Test func aReflectedHandshakeIsRefusedOnBothRoles() {
+        let me = Seeds.identity(1)
+        let initiator = try! SecureChannel(role: .initiator, identity: me, household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 100), authorize: { _, _, _ in nil })
+        let responder = try! SecureChannel(role: .responder, identity: me, household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 200), authorize: { _, _, _ in nil })
+        let p = ChannelPair(a: initiator, b: responder)
+        p.start()
+        #expect(p.failureB == .handshakeFailed(SecureChannel.reflected))
+        #expect(!p.establishedA && !p.establishedB)
+        // The initiator side: a reply presenting this device's own key (its own responder's
+        // reply reflected back) is refused before its signature or key exchange is even looked at.
+        let a = try! SecureChannel(role: .initiator, identity: me, household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 101), authorize: { _, _, _ in nil })
+        _ = a.start()
+        let payload = [UInt8](repeating: 9, count: 64) + me.publicKey.bytes + [UInt8](repeating: 0, count: 64)
+        let reply = [0, 0, 0, UInt8(payload.count + 1), 0xF1] + payload
+        #expect(ChannelPair.failure(a.receive(reply)) == .handshakeFailed(SecureChannel.reflected))
+        #expect(!a.isEstablished)
+    }
+
     /// Issue 20, point 6: a refusal of a revoked member carries the revocation (both roles); the
     /// channel only transports it (the refused side verifies it: `Replica.learnRevocation`).
     @Test func aRefusalOfARevokedMemberCarriesTheRevocationOnBothRoles() {
