@@ -145,17 +145,23 @@ struct SecurityProcessTests {
 
     // MARK: 2. Revoked member
 
+    /// `member` joins the owner's home `owner` (whose daemon runs), gives Ava $1.00 and syncs; then
+    /// the owner revokes it. Returns the member's key hex.
+    static func joinGiveAndRevoke(_ member: TestLedger, by owner: TestLedger) throws -> String {
+        try ok(member, "join", try inviteCode(owner))
+        try ok(member, "give", "Ava", "1.00", "--note", "before revocation")
+        try ok(member, "sync")
+        #expect(try ava(owner) == 600)
+        let key = try #require(try memberKeys(owner).first)
+        try ok(owner, "revoke", String(key.prefix(8)))
+        return key
+    }
+
     @Test func revokedMemberIsRefusedAndItsLaterChangesNeverReachTheOwner() throws {
         let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
         let daemon = try #require(try DaemonProcess.start(a, in: group))
-        try ok(b, "join", try inviteCode(a))
-        try ok(b, "give", "Ava", "1.00", "--note", "before revocation")
-        try ok(b, "sync")
-        #expect(try Self.ava(a) == 600)
-
-        let key = try #require(try Self.memberKeys(a).first)
-        try ok(a, "revoke", String(key.prefix(8)))
+        let key = try Self.joinGiveAndRevoke(b, by: a)
         let members = try json(a, "members")["members"] as? [[String: Any]] ?? []
         #expect(members.contains { $0["key"] as? String == key && $0["revoked"] as? Bool == true }, "\(members)")
         let beforeA = try digest(a)
@@ -186,11 +192,7 @@ struct SecurityProcessTests {
         let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
         let daemon = try #require(try DaemonProcess.start(a, in: group))
-        try ok(b, "join", try inviteCode(a))
-        try ok(b, "give", "Ava", "1.00", "--note", "before revocation")
-        try ok(b, "sync")
-        let key = try #require(try Self.memberKeys(a).first)
-        try ok(a, "revoke", String(key.prefix(8)))
+        let key = try Self.joinGiveAndRevoke(b, by: a)
         let history = try runKidledger(b, ["history", "Ava"]).stdout
 
         let sync = try runKidledger(b, ["sync", "--json"])
