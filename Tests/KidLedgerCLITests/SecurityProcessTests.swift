@@ -214,6 +214,25 @@ struct SecurityProcessTests {
         _ = daemon
     }
 
+    /// The other role: the owner's `sync` to the revoked laptop's daemon refuses it there, and the
+    /// revoked laptop's daemon learns the revocation from that refusal and logs it.
+    @Test func revokedLaptopsDaemonLearnsItsRevocationFromTheOwnersRefusal() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemonA = try #require(try DaemonProcess.start(a, in: group))
+        _ = try Self.joinGiveAndRevoke(b, by: a)
+        // A's daemon goes, so B's daemon cannot learn it from its own gossip to A (the first role).
+        _ = daemonA.stop()
+        let daemonB = try #require(try DaemonProcess.start(b, in: group))
+        let sync = try runKidledger(a, ["sync", daemonB.address])
+        #expect(sync.code == 69, "\(sync)")
+        #expect(Self.text(sync).contains("revoked"), "\(sync)")
+        #expect(eventually(timeout: 10) { daemonB.log.contains("now recorded here") }, "B's log: \(daemonB.log)")
+        #expect(eventually(timeout: 10) { (try? json(b, "status"))?["state"] as? String == "attentionRequired" })
+        #expect(try runKidledger(b, ["give", "Ava", "2.00"]).code == 77)
+        #expect(try Self.ava(b) == 600)
+    }
+
     /// The revoked member's later change, carried by another member that had not yet heard of the
     /// revocation, is rejected by the owner.
     @Test func revokedMembersLaterChangeIsRejectedWhenRelayedByAnotherMember() throws {
