@@ -165,11 +165,13 @@ final class Daemon: Sendable {
             // the session admits only with a valid invitation.
             let channel = try SecureChannel(role: .responder, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount),
-                                            authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil })
+                                            authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil },
+                                            evidence: SyncDriver.revocationEvidence(replica, revoked: revoked))
             let stream: SecureStream
             do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: monotonicMillis) } catch {
                 connection.close()
-                log("session from \(remote) refused in the handshake: \(error)")
+                let learned = SyncDriver.learn(from: error, in: replica, identity: identity)
+                log("session from \(remote) refused in the handshake: \(error)" + (learned.map { "; " + SyncDriver.describe($0) } ?? ""))
                 return
             }
             let peerKey = stream.peerKey

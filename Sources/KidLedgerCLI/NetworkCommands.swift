@@ -85,8 +85,13 @@ enum NetworkCommands {
                      ("wireBytesSent", .int(r.wireBytesSent)), ("wireBytesReceived", .int(r.wireBytesReceived)),
                      ("micros", .int(Int((r.seconds * 1_000_000).rounded()))),
                      ("upToDate", .bool(r.outcome?.summary?.bothUpToDate ?? false)),
-                     ("error", r.failure.map(JSON.string) ?? .null)])
+                     ("error", r.failure.map(JSON.string) ?? .null),
+                     ("revocation", r.learned.map { JSON.string(SyncDriver.name(of: $0)) } ?? .null)])
         })), ("digest", .string(try replica.digest().description))]))
+        if results.contains(where: { $0.learned == .recorded || $0.learned == .alreadyKnown }),
+           let reason = try ctx.attentionReason(replica) {
+            throw CLIError("attention required: \(reason)", code: .notPermitted)
+        }
         if results.allSatisfy({ !$0.succeeded }) {
             throw CLIError("no peer could be reached", code: .unavailable)
         }

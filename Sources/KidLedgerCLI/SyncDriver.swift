@@ -30,15 +30,19 @@ enum SyncDriver {
         /// Bytes that crossed the wire each way (TCP payload: handshake, encryption and framing included).
         var wireBytesSent = 0
         var wireBytesReceived = 0
+        /// The peer refused this device's revoked member and sent the revocation: what came of it.
+        var learned: LearnedRevocation?
 
         var succeeded: Bool { outcome?.summary != nil }
         /// Whether the other device refused this one (in the handshake or at admission).
         var wasRefused: Bool {
             if case .refusedByPeer? = connectError { return true }
+            if case .revokedByPeer? = connectError { return true }
             if case .refused? = outcome { return true }
             return false
         }
         var failure: String? {
+            if let learned, let connectError { return connectError.description + "; " + SyncDriver.describe(learned) }
             if let connectError { return connectError.description }
             return outcome?.errorDescription
         }
@@ -48,6 +52,42 @@ enum SyncDriver {
     static func admissibleKeys(_ replica: Replica) -> (members: Set<[UInt8]>, revoked: Set<[UInt8]>) {
         let members = (try? replica.members()) ?? []
         return (Set(members.filter { !$0.isRevoked }.map(\.key)), Set(members.filter(\.isRevoked).map(\.key)))
+    }
+
+    /// The owner-signed revocation of each revoked member, encoded, for the channel to send with
+    /// its refusal of that member (so the refused device learns it: docs/SECURITY.md).
+    static func revocationEvidence(_ replica: Replica, revoked: Set<[UInt8]>) -> SecureChannel.Evidence {
+        var evidence: [[UInt8]: [UInt8]] = [:]
+        for key in revoked { evidence[key] = try? replica.revocation(of: key) }
+        let known = evidence
+        return { key in known[key.bytes] }
+    }
+
+    /// When `error` is a refusal of this device's revoked member carrying the revocation, checks it
+    /// and records it if it verifies (``Replica/learnRevocation(_:of:)``); nil otherwise.
+    static func learn(from error: TransportError?, in replica: Replica, identity: Identity) -> LearnedRevocation? {
+        guard case .revokedByPeer(_, let revocation)? = error else { return nil }
+        do { return try replica.learnRevocation(revocation, of: identity.publicKey.bytes) } catch {
+            return .forged("could not record it: \(error)")
+        }
+    }
+
+    /// The `--json` name of a learned revocation's outcome.
+    static func name(of learned: LearnedRevocation) -> String {
+        switch learned {
+        case .recorded: "recorded"
+        case .alreadyKnown: "alreadyKnown"
+        case .forged: "forged"
+        }
+    }
+
+    /// What a learned revocation means, as a sentence for the user and the log.
+    static func describe(_ learned: LearnedRevocation) -> String {
+        switch learned {
+        case .recorded, .alreadyKnown:
+            "it sent the owner's signed revocation of this device's membership, now recorded here: changes and sync are stopped; the data here is kept"
+        case .forged(let why): "it sent a revocation that does not verify (ignored, nothing changed): \(why)"
+        }
     }
 
     /// Syncs `replica` with the peer at `address` (one session inside the authenticated, encrypted
@@ -61,7 +101,8 @@ enum SyncDriver {
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
             let result = Result(address: address, outcome: outcome, connectError: error,
                                 seconds: Double(monotonicMicros() - started) / 1_000_000,
-                                wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0)
+                                wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0,
+                                learned: learn(from: error, in: replica, identity: identity))
             record(result, in: replica)
             return result
         }
@@ -79,7 +120,8 @@ enum SyncDriver {
         let stream: SecureStream
         do {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
-                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize)
+                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize,
+                                            evidence: revocationEvidence(replica, revoked: revoked))
             stream = try SecureStream.establish(channel, over: connected, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
         } catch let error as TransportError {
             connected.close()

@@ -15,7 +15,8 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     case versionMismatch(peerMin: UInt16, peerMax: UInt16)
     /// The peer belongs to a different household.
     case otherHousehold
-    /// The peer announced this replica's own id (a copied store, not a restored one).
+    /// The peer announced this replica's own id (a reflected connection, a replayed hello, or a
+    /// copied store): refused on both roles before any change is applied.
     case sameReplica
     /// One change is too large to fit in a frame.
     case changeTooLarge(bytes: Int)
@@ -58,7 +59,7 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
                 + (lo > protocolVersionMax ? "upgrade kidledger" : "upgrade kidledger on the other device")
         case .otherHousehold: "device of another household"
         case .refused(let why): "refused: \(why)"
-        case .sameReplica: "the other device uses this device's replica id (a copied ledger store); refusing to sync"
+        case .sameReplica: "the other side presents this device's own replica id (a connection reflected back to this device, a replayed hello, or a copied ledger store); refusing to sync"
         case .changeTooLarge(let n): "a change of \(n) bytes does not fit in one frame"
         case .peer(_, let message): "peer reported: \(message)"
         case .storage(let why): "ledger store error: \(why)"

@@ -337,25 +337,22 @@ public final class SyncSession {
 
     /// Compares the peer's vector with this replica's: origins whose hash chains differ at the
     /// peer's sequence have forked histories (some replica was restored from stale files and
-    /// reused sequences). When the peer holds more of this replica's own history than it does,
-    /// or its own history forked, this replica continues under a fresh id (Riak's KV679).
-    /// Also returns this replica's vector for the caller to reuse, unless it rotated its id
-    /// (then nil: the caller reads the vector again).
+    /// reused sequences); both sides then send every version of them. Also returns this
+    /// replica's vector for the caller to reuse.
+    ///
+    /// What a peer says of this replica's own origin here (a higher vector entry, another chain,
+    /// a `forked` list naming it) never makes it rotate its id: any member can say anything
+    /// (issue 20, point 9). Only changes of its own origin that it does not hold, received and
+    /// logged, do (``Replica/applyRemote(_:received:)``, docs/SYNC.md); a fork found here makes
+    /// both sides send every version of the origin, so they arrive.
     private func examine(_ peer: VectorSummary) throws(ProtocolError) -> (forks: Set<ReplicaID>, mine: VersionVector?) {
-        let me = replica.replicaID
         var forks = Set<ReplicaID>()
         let mine = try storage { try replica.versionVector() }
         for (origin, theirs) in peer.vector where theirs > 0 && theirs <= (mine[origin] ?? 0) {
             let local = try storage { try replica.chain(origin, at: theirs) }
             if local != peer.chains[origin] { forks.insert(origin) }
         }
-        let rotated = try storage { try replica.rotateIfPeerHoldsMoreOfOwnHistory(peer.vector) }
         summary.forkedOrigins += forks.count
-        if rotated || forks.contains(me) || peer.forked.contains(me) {
-            if !rotated { _ = try storage { try replica.rotateReplicaID() } }
-            summary.recoveredFromStaleCopy = true
-            return (forks, nil)
-        }
         return (forks, mine)
     }
 

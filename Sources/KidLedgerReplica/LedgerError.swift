@@ -33,6 +33,9 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case corrupted(String)
     /// The store was written by an incompatible schema version.
     case schemaMismatch(found: UInt64, expected: UInt64)
+    /// Changes of this replica's own origin that it does not hold arrived once more after it had
+    /// already taken ``Replica/rotationsMax`` fresh ids for them: refused (a member may be forging them).
+    case tooManyRotations
 
     /// A readable sentence.
     public var description: String {
@@ -52,6 +55,8 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .nothingToUndo: "nothing to undo: every transaction is already undone or is itself an undo"
         case .invalid(let what): "invalid transaction: \(what)"
         case .corrupted(let what): "the ledger store is damaged: \(what); run `kidledger verify`"
+        case .tooManyRotations:
+            "changes of this device's own origin that it never made arrived again after it took \(Replica.rotationsMax) fresh replica ids for them; refusing them (a member may be forging them: see docs/SECURITY.md)"
         case .schemaMismatch(let found, let expected):
             "the store has schema version \(found), this kidledger reads version \(expected)"
         }

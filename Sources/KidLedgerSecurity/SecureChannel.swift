@@ -23,7 +23,8 @@ public enum ChannelAction: Equatable, Sendable {
 /// `reply` (responder: ephemeral key, nonce, identity key, signature over the transcript),
 /// `confirm` (initiator: signature over the transcript, its secretstream header), `accept`
 /// (responder: its secretstream header and an encrypted empty message proving it holds the keys).
-/// Both sides run the authorisation hook right after verifying the peer's signature and before any
+/// Either side refuses a peer that presents its own identity key (a reflected connection or a
+/// replayed handshake) before anything else. Both sides run the authorisation hook right after verifying the peer's signature and before any
 /// application data flows. Then every frame is a `crypto_secretstream_xchacha20poly1305` message,
 /// so tampering, truncating, reordering or replaying any frame fails the channel.
 ///
@@ -41,6 +42,9 @@ public enum ChannelAction: Equatable, Sendable {
 ///                      (empty plaintext, TAG_MESSAGE, associated data = [0xF3])
 /// 0xF4 data   17+n B   secretstream message (n ≤ 4 MiB plaintext, TAG_MESSAGE or, empty, TAG_FINAL;
 ///                      associated data = [0xF4])
+/// 0xFD revoked  ≤16 KiB reason length u8 (≤200) | UTF-8 reason | the owner-signed revocation of
+///                      the refused peer's member (an encoded operation), plaintext, only before
+///                      establishment; sent instead of `refused` when the refusing side holds it
 /// 0xFE refused ≤200 B  UTF-8 reason, plaintext, only before establishment
 ///
 /// transcript(label) = "kidledger channel v1 " + label | 0x00 | version u8 | household 16
@@ -51,7 +55,9 @@ public enum ChannelAction: Equatable, Sendable {
 /// (responder) over the ephemeral keys. Each side's secretstream header is
 /// `BLAKE2b-192(key: own nonce, "kidledger stream header " + own role)`, so no system randomness is
 /// drawn (see `SecretStream`). Handshake frames over 512 bytes are rejected from their length prefix;
-/// after establishment the limit is ``frameBytesMax``.
+/// after establishment the limit is ``frameBytesMax``. A `revoked` frame may hold up to
+/// ``revokedFrameBytesMax`` bytes: the revocation it carries proves itself (the refused side checks
+/// the owner's signature; see docs/SECURITY.md), so the frame needs no channel authentication.
 public final class SecureChannel {
     /// Which end of the connection this is.
     public enum Role: Equatable, Sendable {
@@ -64,6 +70,9 @@ public final class SecureChannel {
     /// The authorisation hook: given the peer's verified identity key, the household and the
     /// peer's role, returns nil to accept or a short reason (sent to the peer) to refuse.
     public typealias Authorize = @Sendable (PublicKey, RecordID, Role) -> String?
+    /// The evidence hook: given a peer key the authorisation hook refused, the encoded owner-signed
+    /// revocation of that member to send with the refusal (nil: a plain refusal).
+    public typealias Evidence = @Sendable (PublicKey) -> [UInt8]?
 
     /// The secure channel version this code speaks.
     public static let version: UInt8 = 1
@@ -77,11 +86,17 @@ public final class SecureChannel {
     public static let handshakeFrameBytesMax = 512
     /// The longest refusal reason in bytes (longer ones are cut at a character boundary).
     public static let refusalBytesMax = 200
+    /// The largest `revoked` frame (type byte plus payload); a revocation that does not fit is
+    /// not sent (the refusal is a plain one then).
+    public static let revokedFrameBytesMax = 16 << 10
 
     /// Channel frame types.
     enum FrameType: UInt8 {
-        case hello = 0xF0, reply = 0xF1, confirm = 0xF2, accept = 0xF3, data = 0xF4, refused = 0xFE
+        case hello = 0xF0, reply = 0xF1, confirm = 0xF2, accept = 0xF3, data = 0xF4, revoked = 0xFD, refused = 0xFE
     }
+
+    /// Why a peer presenting this side's own identity key is refused (issue 20, point 9).
+    static let reflected = "the other side presents this device's own key: a connection reflected back to this device or a replayed handshake"
 
     static let helloBytes = 1 + 32 + 32 + 32 + 16
     static let replyBytes = 32 + 32 + 32 + 64
@@ -101,6 +116,7 @@ public final class SecureChannel {
 
     private let identity: Identity
     private let authorize: Authorize
+    private let evidence: Evidence
     private var phase: Phase
     private var decoder = ChannelFrameDecoder()
     private var ephemeralPublic = [UInt8](repeating: 0, count: 32)
@@ -117,9 +133,10 @@ public final class SecureChannel {
 
     /// A channel for `role` as `identity` in `household`, with 64 bytes of injected randomness
     /// (`seed`: the first 32 seed the ephemeral X25519 key, the last 32 are the handshake nonce).
-    /// Throws ``SecurityError/badKey(_:)`` if `seed` is not 64 bytes.
+    /// Throws ``SecurityError/badKey(_:)`` if `seed` is not 64 bytes. `evidence` gives the
+    /// revocation to send when `authorize` refuses a revoked member (none by default).
     public init(role: Role, identity: Identity, household: RecordID, seed: [UInt8],
-                authorize: @escaping Authorize) throws(SecurityError) {
+                authorize: @escaping Authorize, evidence: @escaping Evidence = { _ in nil }) throws(SecurityError) {
         _ = Sodium.ready
         guard seed.count == Self.seedByteCount else {
             throw .badKey("a secure channel needs \(Self.seedByteCount) bytes of randomness, got \(seed.count)")
@@ -128,6 +145,7 @@ public final class SecureChannel {
         self.identity = identity
         self.household = household
         self.authorize = authorize
+        self.evidence = evidence
         self.nonce = Array(seed[32..<64])
         self.phase = .idle
         let rc = crypto_kx_seed_keypair(&ephemeralPublic, &ephemeralSecret, Array(seed[0..<32]))
@@ -171,10 +189,17 @@ public final class SecureChannel {
         guard phase != .failed else { return [] }
         decoder.push(bytes)
         while phase != .failed {
-            let limit = phase == .established ? Self.frameBytesMax : Self.handshakeFrameBytesMax
+            let established = phase == .established
+            // A `revoked` frame answers this side's signed message (confirm, or reply): only then
+            // may a handshake-phase frame be larger than ``handshakeFrameBytesMax``.
+            let mayBeRevoked = phase == .awaitingAccept || phase == .awaitingConfirm
             let frame: (type: UInt8, payload: [UInt8])?
             do {
-                frame = try decoder.next(limit: limit)
+                frame = try decoder.next { type in
+                    if established { return Self.frameBytesMax }
+                    return mayBeRevoked && (type == nil || type == FrameType.revoked.rawValue)
+                        ? Self.revokedFrameBytesMax : Self.handshakeFrameBytesMax
+                }
             } catch {
                 actions += fail(error, refuse: phase != .established)
                 break
@@ -231,6 +256,12 @@ public final class SecureChannel {
             }
             return fail(.refused(reason), refuse: false)
         }
+        if kind == .revoked {
+            guard phase != .established, let (reason, revocation) = Self.decodeRevoked(payload) else {
+                return fail(.badFrame("malformed or unexpected revocation refusal"), refuse: false)
+            }
+            return fail(.revokedByPeer(reason, revocation: revocation), refuse: false)
+        }
         switch (phase, kind) {
         case (.awaitingHello, .hello): return onHello(payload)
         case (.awaitingReply, .reply): return onReply(payload)
@@ -259,6 +290,7 @@ public final class SecureChannel {
         }
         peerKey = nil
         claimedPeer = claimed
+        guard claimed.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
         guard deriveSessionKeys() else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
         let signature = identity.sign(transcript(signer: .responder))
         var w = ByteWriter(capacity: Self.replyBytes)
@@ -277,6 +309,7 @@ public final class SecureChannel {
         let responder = PublicKey(bytes: payload[64..<96])!
         let signature = Array(payload[96..<160])
         claimedPeer = responder
+        guard responder.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
         guard deriveSessionKeys() else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
         guard Identity.verify(signature: signature, message: transcript(signer: .responder), key: responder) else {
             return fail(.badSignature, refuse: true)
@@ -398,7 +431,26 @@ public final class SecureChannel {
         case .unauthorized(let why): why
         default: error.description
         }
+        if case .unauthorized = error, let key = peerKey, let revocation = evidence(key),
+           let frame = Self.revokedFrame(reason, revocation: revocation) {
+            return [.send(frame), .failed(error)]
+        }
         return [.send(Self.frame(.refused, Self.truncated(reason))), .failed(error)]
+    }
+
+    /// A `revoked` frame: `reason` (cut to ``refusalBytesMax``) and the encoded revocation; nil
+    /// when the revocation is empty or the frame would exceed ``revokedFrameBytesMax``.
+    static func revokedFrame(_ reason: String, revocation: [UInt8]) -> [UInt8]? {
+        let text = truncated(reason)
+        guard !revocation.isEmpty, 1 + 1 + text.count + revocation.count <= revokedFrameBytesMax else { return nil }
+        return frame(.revoked, [UInt8(text.count)] + text + revocation)
+    }
+
+    /// The reason and revocation of a `revoked` payload, or nil when it is malformed.
+    static func decodeRevoked(_ payload: [UInt8]) -> (String, [UInt8])? {
+        guard let count = payload.first.map(Int.init), count <= refusalBytesMax, payload.count > 1 + count,
+              let reason = String(validating: payload[1..<(1 + count)], as: UTF8.self) else { return nil }
+        return (reason, Array(payload[(1 + count)...]))
     }
 
     /// A `refused` frame with `reason` (cut to ``refusalBytesMax``), for a server that turns a
@@ -441,12 +493,17 @@ struct ChannelFrameDecoder {
         buffer.append(contentsOf: bytes)
     }
 
-    mutating func next(limit: Int) throws(SecurityError) -> (type: UInt8, payload: [UInt8])? {
+    /// `limit`: the longest frame of a type (nil: of any type), checked from the length prefix and
+    /// again once the type byte is in, before the body.
+    mutating func next(limit: (UInt8?) -> Int) throws(SecurityError) -> (type: UInt8, payload: [UInt8])? {
         guard buffer.count - start >= 4 else { return nil }
         var length = 0
         for i in 0..<4 { length = (length << 8) | Int(buffer[start + i]) }
         if length == 0 { throw .badFrame("length 0") }
-        if length > limit { throw .badFrame("length \(length) exceeds \(limit) bytes") }
+        if length > limit(nil) { throw .badFrame("length \(length) exceeds \(limit(nil)) bytes") }
+        guard buffer.count - start >= 5 else { return nil }
+        let most = limit(buffer[start + 4])
+        if length > most { throw .badFrame("length \(length) exceeds \(most) bytes") }
         guard buffer.count - start >= 4 + length else { return nil }
         let type = buffer[start + 4]
         let payload = Array(buffer[(start + 5)..<(start + 4 + length)])

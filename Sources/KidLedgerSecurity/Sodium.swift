@@ -60,6 +60,9 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
     case unauthorized(String)
     /// The peer refused this side and gave this reason.
     case refused(String)
+    /// The peer refused this side because its member is revoked, and sent the owner-signed
+    /// revocation (an encoded operation, not yet verified: the receiver checks it).
+    case revokedByPeer(String, revocation: [UInt8])
     /// ``SecureChannel/seal(_:)`` or ``SecureChannel/close()`` was called before the channel was established or after it ended.
     case notEstablished
     /// The connection ended before the peer closed the channel cleanly, or a frame arrived after its clean close.
@@ -79,6 +82,7 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badFrame(let why): "malformed channel frame: \(why)"
         case .unauthorized(let why): "peer not authorised: \(why)"
         case .refused(let why): "refused by peer: \(why)"
+        case .revokedByPeer(let why, _): "refused by peer: \(why)"
         case .notEstablished: "secure channel is not established"
         case .closed(let why): "secure channel closed: \(why)"
         case .keyFile(let why): why

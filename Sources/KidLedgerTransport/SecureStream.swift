@@ -70,7 +70,8 @@ public final class SecureStream: ByteStream {
     ///
     /// - Throws: ``TransportError/timeout(_:)`` when the time is up; `.io`/`.closed` when the
     ///   connection fails; `.handshake(reason)` when this side refused or a signature failed;
-    ///   `.refusedByPeer(reason)` when the peer refused.
+    ///   `.refusedByPeer(reason)` when the peer refused; `.revokedByPeer(reason, revocation:)` when
+    ///   it refused this side's revoked member and sent the revocation (for the caller to verify).
     public static func establish(_ channel: SecureChannel, over connection: TCPConnection,
                                  timeoutMillis: Int = 15_000, now: () -> Int64 = Monotonic.millis) throws(TransportError) -> SecureStream {
         let deadline = now() + Int64(max(timeoutMillis, 1))
@@ -85,6 +86,7 @@ public final class SecureStream: ByteStream {
                 case .plaintext(let bytes): early += bytes
                 case .closed: break
                 case .failed(.refused(let why)): throw .refusedByPeer(why)
+                case .failed(.revokedByPeer(let why, let revocation)): throw .revokedByPeer(why, revocation: revocation)
                 case .failed(let error): throw .handshake(error.description)
                 }
             }

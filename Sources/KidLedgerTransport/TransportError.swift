@@ -20,12 +20,15 @@ public enum TransportError: Error, Equatable, Sendable, CustomStringConvertible 
     case handshake(String)
     /// The peer refused this side in the secure channel's handshake (the reason it gave).
     case refusedByPeer(String)
+    /// The peer refused this side because its member is revoked and sent the owner-signed
+    /// revocation (encoded, unverified: see `Replica.learnRevocation(_:of:)`).
+    case revokedByPeer(String, revocation: [UInt8])
 
     /// A readable sentence.
     public var description: String {
         switch self {
         case .handshake(let why): "secure channel failed: \(why)"
-        case .refusedByPeer(let why): "refused by the other device: \(why)"
+        case .refusedByPeer(let why), .revokedByPeer(let why, _): "refused by the other device: \(why)"
         case .badAddress(let why): "bad address: \(why)"
         case .resolve(let why): "could not resolve \(why)"
         case .refused(let address):

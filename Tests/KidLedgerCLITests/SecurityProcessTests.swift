@@ -145,35 +145,92 @@ struct SecurityProcessTests {
 
     // MARK: 2. Revoked member
 
+    /// `member` joins the owner's home `owner` (whose daemon runs), gives Ava $1.00 and syncs; then
+    /// the owner revokes it. Returns the member's key hex.
+    static func joinGiveAndRevoke(_ member: TestLedger, by owner: TestLedger) throws -> String {
+        try ok(member, "join", try inviteCode(owner))
+        try ok(member, "give", "Ava", "1.00", "--note", "before revocation")
+        try ok(member, "sync")
+        #expect(try ava(owner) == 600)
+        let key = try #require(try memberKeys(owner).first)
+        try ok(owner, "revoke", String(key.prefix(8)))
+        return key
+    }
+
     @Test func revokedMemberIsRefusedAndItsLaterChangesNeverReachTheOwner() throws {
         let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
         let daemon = try #require(try DaemonProcess.start(a, in: group))
-        try ok(b, "join", try inviteCode(a))
-        try ok(b, "give", "Ava", "1.00", "--note", "before revocation")
-        try ok(b, "sync")
-        #expect(try Self.ava(a) == 600)
-
-        let key = try #require(try Self.memberKeys(a).first)
-        try ok(a, "revoke", String(key.prefix(8)))
+        let key = try Self.joinGiveAndRevoke(b, by: a)
         let members = try json(a, "members")["members"] as? [[String: Any]] ?? []
         #expect(members.contains { $0["key"] as? String == key && $0["revoked"] as? Bool == true }, "\(members)")
         let beforeA = try digest(a)
 
         try ok(b, "give", "Ava", "2.00", "--note", "after revocation")
         let sync = try runKidledger(b, ["sync"])
-        #expect(sync.code == 69, "\(sync)")
+        // The refusal carried the revocation: B now knows it is revoked (exit 77, not 69).
+        #expect(sync.code == 77, "\(sync)")
         #expect(Self.text(sync).contains("revoked"), "\(sync)")
         #expect(Self.text(sync).contains("refused"), "\(sync)")
         #expect(eventually(timeout: 10) { daemon.log.contains("refused in the handshake") && daemon.log.contains("revoked") },
                 "A's log: \(daemon.log)")
         #expect(try digest(a) == beforeA)
         #expect(try Self.ava(a) == 600, "what B did before stays; what it did after never arrives")
-        #expect(try Self.ava(b) == 800)
-        // A second try changes nothing either.
-        #expect(try runKidledger(b, ["sync"]).code == 69)
+        // B's own change after the revocation is rejected there too once B knows; nothing is deleted.
+        #expect(try Self.ava(b) == 600)
+        // A second try is stopped locally and changes nothing either.
+        #expect(try runKidledger(b, ["sync"]).code == 77)
         #expect(try digest(a) == beforeA)
         try expectVerified(a, "A")
+    }
+
+    /// Issue 20, point 6: in a two-laptop home only the owner's laptop knows the revocation. The
+    /// owner's refusal carries it, so the revoked laptop learns it, enters attentionRequired,
+    /// refuses local changes with exit 77, keeps its data and says so. (On main it never learned:
+    /// `status` said ok and `give` succeeded.)
+    @Test func revokedLaptopLearnsItsRevocationFromTheRefusal() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        let key = try Self.joinGiveAndRevoke(b, by: a)
+        let history = try runKidledger(b, ["history", "Ava"]).stdout
+
+        let sync = try runKidledger(b, ["sync", "--json"])
+        #expect(sync.code == 77, "\(sync)")
+        #expect(Self.text(sync).contains("\"revocation\":\"recorded\""), "\(sync)")
+        #expect(Self.text(sync).contains("data here is kept"), "\(sync)")
+        let status = try json(b, "status")
+        #expect(status["state"] as? String == "attentionRequired", "\(status)")
+        #expect((status["attentionReason"] as? String ?? "").contains("revoked"), "\(status)")
+        let members = try json(b, "members")["members"] as? [[String: Any]] ?? []
+        #expect(members.contains { $0["key"] as? String == key && $0["revoked"] as? Bool == true }, "\(members)")
+        let give = try runKidledger(b, ["give", "Ava", "2.00"])
+        #expect(give.code == 77, "\(give)")
+        #expect(Self.text(give).contains("revoked") && Self.text(give).contains("data is kept"), "\(give)")
+        // Its data is intact: what it had before the revocation, readable.
+        #expect(try Self.ava(b) == 600)
+        #expect(try runKidledger(b, ["history", "Ava"]).stdout == history)
+        try expectVerified(b, "B")
+        _ = daemon
+    }
+
+    /// The other role: the owner's `sync` to the revoked laptop's daemon refuses it there, and the
+    /// revoked laptop's daemon learns the revocation from that refusal and logs it.
+    @Test func revokedLaptopsDaemonLearnsItsRevocationFromTheOwnersRefusal() throws {
+        let a = try Self.ownerHome(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let daemonA = try #require(try DaemonProcess.start(a, in: group))
+        _ = try Self.joinGiveAndRevoke(b, by: a)
+        // A's daemon goes, so B's daemon cannot learn it from its own gossip to A (the first role).
+        _ = daemonA.stop()
+        let daemonB = try #require(try DaemonProcess.start(b, in: group))
+        let sync = try runKidledger(a, ["sync", daemonB.address])
+        #expect(sync.code == 69, "\(sync)")
+        #expect(Self.text(sync).contains("revoked"), "\(sync)")
+        #expect(eventually(timeout: 10) { daemonB.log.contains("now recorded here") }, "B's log: \(daemonB.log)")
+        #expect(eventually(timeout: 10) { (try? json(b, "status"))?["state"] as? String == "attentionRequired" })
+        #expect(try runKidledger(b, ["give", "Ava", "2.00"]).code == 77)
+        #expect(try Self.ava(b) == 600)
     }
 
     /// The revoked member's later change, carried by another member that had not yet heard of the

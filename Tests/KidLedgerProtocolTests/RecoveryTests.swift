@@ -50,15 +50,62 @@ import Testing
         #expect(try b.counts().transactions == 10)
     }
 
-    @Test func rotationIsANoOpWhenThePeerHoldsNoMore() throws {
-        let a = try Fixture.replica(1)
-        _ = try a.createHousehold(name: "Home")
-        let before = (a.replicaID, try a.digest())
-        #expect(try a.rotateIfPeerHoldsMoreOfOwnHistory([a.replicaID: 1]) == false)
-        #expect(a.replicaID == before.0)
-        #expect(try a.digest() == before.1)
-        #expect(try a.rotateIfPeerHoldsMoreOfOwnHistory([a.replicaID: 2]) == true)
-        #expect(a.replicaID != before.0)
+    /// Issue 20, point 9: what a peer says of this replica's own origin in its vector (a higher
+    /// entry, another hash chain, a `forked` list naming it) never makes it take a new replica id,
+    /// on either role. (On main each of these made it rotate, every session.)
+    @Test(arguments: [SyncSession.Role.responder, .initiator])
+    func aPeersVectorCannotMakeThisReplicaRotate(role: SyncSession.Role) throws {
+        let a = try Fixture.replica(1), m = try Fixture.replica(2)
+        let h = try Fixture.household([a, m])
+        try Fixture.give(a, 2)
+        #expect(Fixture.sync(a, m, household: h).bothFinished)
+        let me = a.replicaID
+        let held = try #require(try a.versionVector()[me])
+        let chain = [UInt8](repeating: 0xEE, count: 16)
+        let lies = [VectorSummary(vector: [me: held + 5], chains: [me: chain]),
+                    VectorSummary(vector: [me: held], chains: [me: chain]),
+                    VectorSummary(vector: try m.versionVector(), chains: try m.chains(at: m.versionVector()), forked: [me])]
+        for lie in lies {
+            let session = SyncSession(role: role, replica: a, household: h)
+            _ = session.start()
+            let opening = role == .responder
+                ? Message.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
+                                replica: m.replicaID, household: h).frame()
+                : Message.welcome(protocolVersion: protocolVersionMax, replica: m.replicaID).frame()
+            _ = session.receive(opening + Message.vector(lie).frame())
+            #expect(a.replicaID == me, "\(lie)")
+            #expect(!session.summary.recoveredFromStaleCopy)
+        }
+        #expect(try a.versionVector()[me] == held)
+    }
+
+    /// Changes of this replica's own origin that it never made still move it to a fresh id (that is
+    /// how a restore from a stale copy is found), but a member forging them every session gets at
+    /// most ``Replica/rotationsMax`` fresh ids; after that the batch is refused and nothing is stored.
+    @Test func forgedChangesOfTheOwnOriginRotateAtMostRotationsMaxTimes() throws {
+        let a = try Fixture.replica(1), m = try Fixture.replica(2)
+        let h = try Fixture.household([a, m])
+        #expect(Fixture.sync(a, m, household: h).bothFinished)
+        var ids: Set<ReplicaID> = [a.replicaID]
+        for round in 0...Replica.rotationsMax {
+            let victim = a.replicaID
+            let next = (try a.versionVector()[victim] ?? 0) + 1
+            let forged = Change(origin: victim, sequence: next, hlc: HLC(millis: 5_000 + Int64(round)),
+                                operations: [.addTransaction(LedgerTransaction(
+                                    id: RecordID(high: 0xF0, low: UInt64(round)), childID: RecordID(high: 0xC0, low: 1),
+                                    amountCents: 100, createdAtMillis: 5_000, source: "give"))])
+            let digest = try a.digest(), vector = try a.versionVector()
+            if round < Replica.rotationsMax {
+                let report = try a.applyRemote([forged])
+                #expect(report.rotatedReplicaID)
+                ids.insert(a.replicaID)
+            } else {
+                #expect(throws: LedgerError.tooManyRotations) { try a.applyRemote([forged]) }
+                #expect(a.replicaID == victim)
+                #expect(try a.digest() == digest && a.versionVector() == vector, "a refused batch stores nothing")
+            }
+        }
+        #expect(ids.count == Replica.rotationsMax + 1)
     }
 
     /// The blind spot of comparing sequences alone: the restored replica makes MORE new changes
@@ -115,5 +162,32 @@ import Testing
             #expect(try r.counts().transactions == 6)
             #expect(try r.verify().isIntact)
         }
+    }
+}
+
+/// Issue 20, point 9: a session whose peer presents this replica's own id (a connection reflected
+/// back, or a replayed hello) is refused with a clear reason on both roles before any change is applied.
+@Suite struct ReflectionTests {
+    @Test func aReflectedSessionIsRefusedOnBothRolesBeforeAnyChange() throws {
+        let a = try Fixture.replica(1), b = try Fixture.replica(2)
+        let h = try Fixture.household([a, b])
+        try Fixture.give(b, 3)
+        #expect(Fixture.sync(a, b, household: h).bothFinished)
+        try Fixture.give(a, 1)
+        let digest = try a.digest(), vector = try a.versionVector()
+        // A's own initiator hello, reflected to A's responder, followed by a batch of B's changes.
+        let initiator = SyncSession(role: .initiator, replica: a, household: h)
+        var hello: [UInt8] = []
+        for case .send(let bytes) in initiator.start() { hello += bytes }
+        let responder = SyncSession(role: .responder, replica: a, household: h)
+        _ = responder.start()
+        let batch = Message.changes(try b.changes(notCoveredBy: [:]), isLast: true).frame()
+        let refused = responder.receive(hello + batch)
+        #expect(refused.contains(.failed(.sameReplica)))
+        #expect(ProtocolError.sameReplica.description.contains("reflected"))
+        // A's responder welcome, reflected to A's initiator.
+        let welcome = Message.welcome(protocolVersion: protocolVersionMax, replica: a.replicaID).frame()
+        #expect(initiator.receive(welcome + batch).contains(.failed(.sameReplica)))
+        #expect(try a.digest() == digest && a.versionVector() == vector)
     }
 }

@@ -114,6 +114,69 @@ struct SecureChannelTests {
         #expect(!p.establishedA && !p.establishedB)
     }
 
+    /// Issue 20, point 9: a connection reflected back to this device (its own hello replayed to its
+    /// own responder, or its own reply to its own initiator) is refused before anything else, on
+    /// both roles, even though its key is a member's. (On main it was established.)
+    @Test func aReflectedHandshakeIsRefusedOnBothRoles() {
+        let me = Seeds.identity(1)
+        let initiator = try! SecureChannel(role: .initiator, identity: me, household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 100), authorize: { _, _, _ in nil })
+        let responder = try! SecureChannel(role: .responder, identity: me, household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 200), authorize: { _, _, _ in nil })
+        let p = ChannelPair(a: initiator, b: responder)
+        p.start()
+        #expect(p.failureB == .handshakeFailed(SecureChannel.reflected))
+        #expect(!p.establishedA && !p.establishedB)
+        // The initiator side: a reply presenting this device's own key (its own responder's
+        // reply reflected back) is refused before its signature or key exchange is even looked at.
+        let a = try! SecureChannel(role: .initiator, identity: me, household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 101), authorize: { _, _, _ in nil })
+        _ = a.start()
+        let payload = [UInt8](repeating: 9, count: 64) + me.publicKey.bytes + [UInt8](repeating: 0, count: 64)
+        let reply = [0, 0, 0, UInt8(payload.count + 1), 0xF1] + payload
+        #expect(ChannelPair.failure(a.receive(reply)) == .handshakeFailed(SecureChannel.reflected))
+        #expect(!a.isEstablished)
+    }
+
+    /// Issue 20, point 6: a refusal of a revoked member carries the revocation (both roles); the
+    /// channel only transports it (the refused side verifies it: `Replica.learnRevocation`).
+    @Test func aRefusalOfARevokedMemberCarriesTheRevocationOnBothRoles() {
+        let revocation = [UInt8](repeating: 0x5A, count: 3_000)
+        let b = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 200), authorize: { _, _, _ in "revoked" },
+                                   evidence: { key in key.bytes == Seeds.identity(1).publicKey.bytes ? revocation : nil })
+        let a = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 100), authorize: { _, _, _ in nil })
+        let p = ChannelPair(a: a, b: b)
+        p.start()
+        #expect(p.failureA == .revokedByPeer("revoked", revocation: revocation))
+        #expect(p.failureB == .unauthorized("revoked"))
+        #expect(p.wire.map { $0.bytes[4] } == [0xF0, 0xF1, 0xF2, 0xFD])
+        #expect(!p.establishedA && !p.establishedB)
+
+        let a2 = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                                    seed: Seeds.bytes(64, seed: 101), authorize: { _, _, _ in "revoked" },
+                                    evidence: { _ in revocation })
+        let b2 = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                    seed: Seeds.bytes(64, seed: 201), authorize: { _, _, _ in nil })
+        let q = ChannelPair(a: a2, b: b2)
+        q.start()
+        #expect(q.failureB == .revokedByPeer("revoked", revocation: revocation))
+        #expect(q.wire.map { $0.bytes[4] } == [0xF0, 0xF1, 0xFD])
+    }
+
+    /// A revocation too large for a `revoked` frame is not sent: the refusal is a plain one.
+    @Test func anOversizedRevocationGivesAPlainRefusal() {
+        let b = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 200), authorize: { _, _, _ in "revoked" },
+                                   evidence: { _ in [UInt8](repeating: 1, count: SecureChannel.revokedFrameBytesMax) })
+        let a = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                                   seed: Seeds.bytes(64, seed: 100), authorize: { _, _, _ in nil })
+        let p = ChannelPair(a: a, b: b)
+        p.start()
+        #expect(p.failureA == .refused("revoked"))
+    }
+
     @Test func longRefusalReasonsAreCutTo200BytesAtACharacterBoundary() {
         let reason = String(repeating: "é", count: 150) // 300 bytes
         let p = ChannelPair.make(authorizeB: { _, _, _ in reason })
