@@ -16,7 +16,7 @@ struct RefusalRevocationTests {
     func spouseLaptop() throws -> Replica {
         let r = try h.replica(2)
         try r.applyRemote([
-            h.change(owner, 1, millis: 1, [.createHousehold(Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt)),
+            h.change(owner, 1, millis: 1, [h.genesis(),
                                            h.claim(owner, key: h.ownerKey),
                                            .createChild(ChildRecord(id: ava, createdAtMillis: 1)),
                                            .setField(entity: ava, field: .childName, value: .text("Ava"))]),
