@@ -26,9 +26,10 @@ final class ApplyContext {
         var dirty: Bool
     }
 
-    // Not Sendable (so confined to the thread of its transaction), and no access to these
-    // outlives the call that makes it: the run-time exclusivity checks (several percent of
-    // applying a change) are left out.
+    // Not Sendable, so the compiler confines it to the thread of its transaction (Swift 6
+    // checks that; its store, an LMDB transaction, checks its thread on every call too), and no
+    // access to these outlives the method that makes it: the run-time exclusivity checks
+    // (several percent of applying a change) are left out.
     @exclusivity(unchecked) private var hlc: Held<HLC>?
     @exclusivity(unchecked) private var digest: Held<Digest256>?
     @exclusivity(unchecked) private var vector = FewMap<UInt64, Held<UInt64>>()

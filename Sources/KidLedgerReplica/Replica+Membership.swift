@@ -47,12 +47,11 @@ public struct MemberSummary: Equatable, Sendable {
 
 extension Replica {
     /// The household's owner key, or nil for a household without membership.
+    /// Read from the pin once the household's genesis is here (a genesis is applied only with
+    /// the pinned owner; ``household(_:_:)`` throws when its stored record is damaged).
     static func owner(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> (RecordID, [UInt8])? {
-        guard let h = try household(r, queries) else { return nil }
-        var record: [UInt8]?
-        record = try r.get(Tables.households, Keys.id(h.id))
-        guard let raw = record, let household = try? RecordCodec.decodeHousehold(raw), !household.owner.isEmpty else { return nil }
-        return (h.id, household.owner)
+        guard try household(r, queries) != nil, let pin = try pinnedHousehold(r), !pin.owner.isEmpty else { return nil }
+        return (pin.id, pin.owner)
     }
 
     /// Applies (after checking signatures) the membership operations of a change. Returns whether

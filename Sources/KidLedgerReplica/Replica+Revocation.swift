@@ -35,9 +35,12 @@ extension Replica {
     /// data is lost. Anything else is ignored and counted in ``forgedRefusalsSetting``.
     public func learnRevocation(_ encoded: [UInt8], of member: [UInt8]) throws -> LearnedRevocation {
         var reader = ByteReader(encoded)
-        guard let operation = try? RecordCodec.decodeOperation(&reader), reader.isAtEnd,
-              case .revoke(let revocation) = operation else {
-            return try countForged("the refusal's revocation does not decode")
+        let operation: Operation
+        do { operation = try RecordCodec.decodeOperation(&reader) } catch {
+            return try countForged("the refusal's revocation does not decode: \(error)")
+        }
+        guard reader.isAtEnd, case .revoke(let revocation) = operation else {
+            return try countForged("the refusal's revocation is not one revocation")
         }
         guard revocation.member == member else { return try countForged("the refusal's revocation names another member") }
         let owner = try store.read { r in try Self.owner(r, queryCache) }

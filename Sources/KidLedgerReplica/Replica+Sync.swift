@@ -139,9 +139,9 @@ extension Replica {
             // Such changes prove nothing today (changes are not authenticated to their author:
             // issue 20, point 2), so a member could send them every session: a replica takes
             // at most ``rotationsMax`` fresh ids in its life for them, then refuses the batch.
-            let rotations = Bytes.u64(try w.get(Tables.meta, Self.rotationsKey)) ?? 0
+            let rotations = Bytes.u64(try w.get(Tables.meta, Keys.rotations)) ?? 0
             guard rotations < UInt64(Self.rotationsMax) else { throw LedgerError.tooManyRotations }
-            try w.put(Tables.meta, Self.rotationsKey, Bytes.u64(rotations + 1))
+            try w.put(Tables.meta, Keys.rotations, Bytes.u64(rotations + 1))
             report.rotatedReplicaID = true
             return (report, try Self.rotate(from: me, in: w, generator: &generator))
         }
@@ -153,8 +153,6 @@ extension Replica {
     /// The most fresh replica ids a replica takes because changes of its own origin that it
     /// does not hold arrived (restores from stale copies: rare; see docs/SYNC.md).
     public static let rotationsMax = 8
-    /// Meta key: how many times this replica took a fresh id for that reason.
-    static let rotationsKey: [UInt8] = Array("rotations".utf8)
 
     static func currentReplicaID(_ r: any KeyValueReader) throws -> ReplicaID {
         guard let raw = Bytes.u64(try r.get(Tables.meta, Keys.replica)) else { throw LedgerError.corrupted("replica id missing") }

@@ -242,6 +242,9 @@ enum Keys {
     /// household without membership). Set once, at `init`, at `join` or at the first genuine
     /// genesis applied; only that household's genesis is ever applied.
     static let household: [UInt8] = Array("household".utf8)
+    /// How many times this replica took a fresh id because changes of its own origin that it
+    /// did not hold arrived (``Replica/rotationsMax`` at most).
+    static let rotations: [UInt8] = Array("rotations".utf8)
 }
 
 /// Fixed-width integer helpers for values.
