@@ -70,9 +70,9 @@ extension Context {
         return replica
     }
 
-    /// Installs the signer of origin claims for `identity`.
+    /// Installs `identity` as the replica's signer (of its origin claims).
     func configure(_ replica: Replica, identity me: Identity) {
-        replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
+        replica.signer = me.signer
     }
 }
 

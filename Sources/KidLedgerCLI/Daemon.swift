@@ -65,8 +65,7 @@ final class Daemon: Sendable {
     func makeReplica() throws -> Replica {
         let replica = try Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
         replica.workSplitter = ThreadedWork.forThisMachine()
-        let me = identity
-        replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
+        replica.signer = identity.signer
         return replica
     }
 

@@ -55,20 +55,49 @@ public struct MemberRevocation: Hashable, Sendable {
 }
 
 /// A member's claim that a replica id writes on its behalf: every change of that origin is the
-/// member's. The first change of every origin of an owned household carries one.
+/// member's. The first change (sequence 1) of every origin of an owned household carries one, and
+/// the origin is derived from the member's key (``Membership/origin(household:member:nonce:)``),
+/// so no key can claim an origin derived from another.
 public struct OriginClaim: Hashable, Sendable {
     /// The replica id.
     public var origin: ReplicaID
     /// The member's key.
     public var member: [UInt8]
+    /// What makes this origin one of the member's many: `origin` is derived from the household,
+    /// `member` and this number.
+    public var nonce: UInt64
     /// The member's signature over ``Membership/claimMessage(household:_:)``.
     public var signature: [UInt8]
 
     /// Creates a claim.
-    public init(origin: ReplicaID, member: [UInt8], signature: [UInt8]) {
+    public init(origin: ReplicaID, member: [UInt8], nonce: UInt64, signature: [UInt8]) {
         self.origin = origin
         self.member = member
+        self.nonce = nonce
         self.signature = signature
+    }
+}
+
+/// A member key's signing side, injected into the replica (the CLI's identity, the simulator's
+/// accounts): it signs this device's origin claims. The replica sees no secret key.
+public struct MemberSigner: Sendable {
+    /// The member's public key (32 bytes).
+    public let key: [UInt8]
+    /// Signs a message with the member's secret key (64-byte Ed25519 signature).
+    public let sign: @Sendable ([UInt8]) -> [UInt8]
+
+    /// Creates a signer.
+    public init(key: [UInt8], sign: @escaping @Sendable ([UInt8]) -> [UInt8]) {
+        self.key = key
+        self.sign = sign
+    }
+
+    /// This member's claim of the origin derived from `household`, its key and `nonce`.
+    public func claim(household: RecordID, nonce: UInt64) -> OriginClaim {
+        var c = OriginClaim(origin: Membership.origin(household: household, member: key, nonce: nonce), member: key,
+                            nonce: nonce, signature: [])
+        c.signature = sign(Membership.claimMessage(household: household, c))
+        return c
     }
 }
 
@@ -126,13 +155,45 @@ public enum Membership {
         return w.bytes
     }
 
-    /// What a claim's signature covers.
-    public static func claimMessage(household: RecordID, _ c: OriginClaim) -> [UInt8] {
+    /// The origin (replica id) that `member`'s claim with `nonce` names in `household`: the first
+    /// 8 bytes of SHA-256("kidledger origin v1" ‖ household ‖ member ‖ nonce), odd (so never 0,
+    /// like every replica id this code draws). Finding a nonce for another key's origin takes
+    /// about 2^63 hashes.
+    public static func origin(household: RecordID, member: [UInt8], nonce: UInt64) -> ReplicaID {
         var w = ByteWriter(capacity: 80)
-        w.write(raw: Array("kidledger claim v1".utf8))
+        w.write(raw: Array("kidledger origin v1".utf8))
+        w.write(id: household)
+        w.write(raw: member)
+        w.write(bigEndian: nonce)
+        let raw = SHA256.hash(w.bytes).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return ReplicaID(raw | 1)
+    }
+
+    /// What a claim's signature covers (its nonce included).
+    public static func claimMessage(household: RecordID, _ c: OriginClaim) -> [UInt8] {
+        var w = ByteWriter(capacity: 88)
+        w.write(raw: Array("kidledger claim v2".utf8))
         w.write(id: household)
         w.write(bigEndian: c.origin.rawValue)
         w.write(blob: c.member)
+        w.write(bigEndian: c.nonce)
         return w.bytes
+    }
+
+    /// Why `c`, carried by a change of `origin` at `sequence`, is not a valid claim in
+    /// `household`, or nil. Valid: at the origin's first change, for that origin, the origin
+    /// derived from the member's key and nonce, signed by that key. (Whether the key is a member
+    /// is the revocation rule's business: a grant may come later.)
+    public static func claimProblem(_ c: OriginClaim, origin: ReplicaID, sequence: UInt64, household: RecordID,
+                                    verifier: any SignatureVerifier) -> String? {
+        guard c.origin == origin else { return "claim of another origin" }
+        guard sequence == 1 else { return "claim after its origin's first change" }
+        guard Self.origin(household: household, member: c.member, nonce: c.nonce) == origin else {
+            return "claim of an origin not derived from its key"
+        }
+        guard verifier.isValid(signature: c.signature, message: claimMessage(household: household, c), key: c.member) else {
+            return "claim with a bad signature"
+        }
+        return nil
     }
 }

@@ -154,6 +154,7 @@ public enum RecordCodec {
             w.write(OperationTag.claim.rawValue)
             w.write(bigEndian: c.origin.rawValue)
             w.write(blob: c.member)
+            w.write(bigEndian: c.nonce)
             w.write(blob: c.signature)
         }
     }
@@ -194,7 +195,8 @@ public enum RecordCodec {
         case OperationTag.claim.rawValue:
             let origin = ReplicaID(try r.readBigEndianUInt64("claimed origin"))
             let member = try readKey(&r, "claiming member")
-            return .claim(OriginClaim(origin: origin, member: member, signature: try readSignature(&r)))
+            let nonce = try r.readBigEndianUInt64("claim nonce")
+            return .claim(OriginClaim(origin: origin, member: member, nonce: nonce, signature: try readSignature(&r)))
         default:
             throw .invalid("operation tag")
         }

@@ -2,9 +2,9 @@ import KidLedgerDomain
 import KidLedgerReplica
 
 /// The lowest protocol version this build speaks.
-public let protocolVersionMin: UInt16 = 2
+public let protocolVersionMin: UInt16 = 3
 /// The highest protocol version this build speaks.
-public let protocolVersionMax: UInt16 = 2
+public let protocolVersionMax: UInt16 = 3
 
 /// Most changes in one `changes` message.
 public let changesPerBatchMax = 4096

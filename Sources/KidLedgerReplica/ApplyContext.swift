@@ -37,9 +37,9 @@ final class ApplyContext {
     @exclusivity(unchecked) private var aggregates = FewMap<RecordID, Held<Aggregate>>()
     @exclusivity(unchecked) private var children = FewMap<RecordID, [UInt8]?>()
     @exclusivity(unchecked) private var newestLinks = FewMap<UInt64, (sequence: UInt64, link: [UInt8])>()
-    /// Revocation horizons of the member who claimed each origin; emptied when a claim or a
-    /// revocation is written.
-    @exclusivity(unchecked) private var horizons = FewMap<UInt64, [ReplicaID: UInt64]?>()
+    /// What the membership rule says of each origin's changes (its claimant's standing); emptied
+    /// when a claim, a grant or a revocation is written.
+    @exclusivity(unchecked) private var horizons = FewMap<UInt64, Standing?>()
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
 
@@ -169,12 +169,12 @@ final class ApplyContext {
     /// Stores a verified grant or revocation (`table`) under `key`.
     func putSigned(_ table: Table, _ key: [UInt8], _ encoded: [UInt8]) throws {
         try store.put(table, key, encoded)
-        if table == Tables.revocations { horizons = FewMap() }
+        horizons = FewMap()
     }
 
-    /// The revocation horizon of the member who claimed `origin` (nil: no claim, or not
-    /// revoked), computed by `compute` at most once while no claim or revocation is written.
-    func horizon(ofOrigin origin: ReplicaID, _ compute: () throws -> [ReplicaID: UInt64]?) rethrows -> [ReplicaID: UInt64]? {
+    /// The standing of the member who claimed `origin` (nil: every change of it counts),
+    /// computed by `compute` at most once while no claim, grant or revocation is written.
+    func horizon(ofOrigin origin: ReplicaID, _ compute: () throws -> Standing?) rethrows -> Standing? {
         if let known = horizons[origin.rawValue] { return known }
         let value = try compute()
         horizons[origin.rawValue] = .some(value)

@@ -81,12 +81,12 @@ extension Replica {
         }
     }
 
-    /// Applies the ledger (non-membership) operations of a change, unless the revocation rule
-    /// rejects the change: its author was revoked and the revocation had not seen it. The state
-    /// digest is held by the caller (`digest`).
+    /// Applies the ledger (non-membership) operations of a change, unless the membership rule
+    /// rejects the change (``rejection(of:in:)``); a change of membership operations only has
+    /// nothing to reject. The state digest is held by the caller (`digest`).
     static func applyLedger(of change: Change, _ prepared: PreparedChange, version: [UInt8], in context: ApplyContext,
                             digest: inout Digest256) throws {
-        if let reason = try rejection(of: change, in: context) {
+        if change.operations.contains(where: { !$0.isMembership }), let reason = try rejection(of: change, in: context) {
             try context.store.put(Tables.rejected, Keys.change(change.origin, change.sequence, version: version), Array(reason.utf8))
             return
         }

@@ -7,16 +7,17 @@ extension Tables {
     public static let grants = Table("grants")
     /// Valid revocations: member key (32) + revocation hash (16) → encoded revocation op.
     public static let revocations = Table("revocations")
-    /// Changes the revocation rule rejected: log key → reason. Their operations are not applied.
+    /// Changes the membership rule rejected (a revoked member's past its revocation's cut, an
+    /// origin no valid claim names, or a key that is neither the owner nor granted): log key →
+    /// reason. Their ledger operations are not applied; a later grant reconsiders them (rebuild).
     public static let rejected = Table("rejected")
     /// Signed records whose signature failed: log key + op index (4) → reason. Counted, never applied.
     public static let forged = Table("forged")
     /// Membership operations that arrived before the household they belong to (changes of other
-    /// origins can overtake it: a member's claim, or the owner's grants and revocations from a
-    /// device id the owner took after a restore from a stale copy). Claims: origin (8) → encoded
-    /// claim op, verified (and recorded or counted as forged) when the household arrives. Grants and
-    /// revocations: log key + op index (4) → encoded op; their arrival with the household triggers
-    /// a rebuild, which applies the household first.
+    /// origins can overtake it: a member's claim, or the owner's grants and revocations). Claims:
+    /// origin (8) → encoded claim op; grants and revocations: log key + op index (4) → encoded op.
+    /// The household's arrival, when the log holds other changes, triggers a rebuild, which
+    /// applies the household first and judges them all.
     public static let pendingClaims = Table("pendingClaims")
 }
 
@@ -55,21 +56,23 @@ extension Replica {
     }
 
     /// Applies (after checking signatures) the membership operations of a change. Returns whether
-    /// it recorded a revocation that was not known before.
+    /// the merged state must be recomputed from the log (``rebuild(in:)``): a revocation that was
+    /// not known before, a grant of a key whose claimed origins' changes were judged without it,
+    /// or the household's genesis arriving after other changes.
     static func applyMembership(of change: Change, version: [UInt8], in context: ApplyContext,
                                 digest: inout Digest256) throws -> Bool {
         let w = context.store, verifier = context.verifier, queries = context.queries
-        var newRevocation = false
+        var needsRebuild = false
         for (index, op) in change.operations.enumerated() where op.isMembership {
             func opKey() -> [UInt8] {
                 Keys.change(change.origin, change.sequence, version: version)
                     + [UInt8(index >> 24 & 255), UInt8(index >> 16 & 255), UInt8(index >> 8 & 255), UInt8(index & 255)]
             }
             func forged(_ reason: String) throws { try w.put(Tables.forged, opKey(), Array(reason.utf8)) }
-            /// A grant or revocation whose household has not arrived waits for it (not forged).
-            func parkedBeforeHousehold() throws -> Bool {
+            /// A membership record whose household has not arrived waits for it (not forged).
+            func parkedBeforeHousehold(_ key: [UInt8]) throws -> Bool {
                 guard try household(w, queries) == nil else { return false }
-                try w.put(Tables.pendingClaims, opKey(), RecordCodec.encodeOperation(op))
+                try w.put(Tables.pendingClaims, key, RecordCodec.encodeOperation(op))
                 return true
             }
             /// Stores a verified grant or revocation of `member` once; returns whether it was new.
@@ -85,38 +88,60 @@ extension Replica {
             case .createHousehold(let h):
                 if let problem = try genesisProblem(h, in: context) { try forged(problem); continue }
                 try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), prepared: nil, in: context, digest: &digest)
-                // Owner-signed operations that came first: the rebuild applies them in order.
-                if try releasePendingClaims(in: context, digest: &digest) { newRevocation = true }
+                // Changes that came first were judged without the household (claims and owner-signed
+                // records waited): the rebuild applies it first and judges them again.
+                if try w.count(Tables.changes) > 1 { needsRebuild = true }
             case .claim(let c):
-                guard c.origin == change.origin else { try forged("claim of another origin"); continue }
-                guard let (household, _) = try owner(w, queries) else {
-                    // The household has not arrived yet (changes of other origins can overtake it).
-                    try w.put(Tables.pendingClaims, Keys.origin(c.origin), RecordCodec.encodeOperation(op))
-                    continue
+                guard try !parkedBeforeHousehold(Keys.origin(c.origin)) else { continue }
+                guard let (household, _) = try owner(w, queries) else { try forged("claim in a household without an owner"); continue }
+                if let problem = Membership.claimProblem(c, origin: change.origin, sequence: change.sequence,
+                                                         household: household, verifier: verifier) {
+                    try forged(problem); continue
                 }
-                guard verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
-                    try forged("claim with a bad signature"); continue
-                }
-                try record(c, in: context, digest: &digest)
+                if try record(c, in: context, digest: &digest) { needsRebuild = true }
             case .grant(let g):
-                guard try !parkedBeforeHousehold() else { continue }
+                guard try !parkedBeforeHousehold(opKey()) else { continue }
                 guard let (household, ownerKey) = try owner(w, queries),
                       verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
                     try forged("grant not signed by the owner"); continue
                 }
-                _ = try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G"))
+                if try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G")),
+                   try !isMember(g.member, ownerKey: ownerKey, w, grantsBefore: 1), try claimsAnOrigin(g.member, w) {
+                    needsRebuild = true
+                }
             case .revoke(let rv):
-                guard try !parkedBeforeHousehold() else { continue }
+                guard try !parkedBeforeHousehold(opKey()) else { continue }
                 guard let (household, ownerKey) = try owner(w, queries), rv.member != ownerKey,
                       verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
                     try forged("revocation not signed by the owner"); continue
                 }
-                if try storeSigned(of: rv.member, in: Tables.revocations, tag: UInt8(ascii: "V")) { newRevocation = true }
+                if try storeSigned(of: rv.member, in: Tables.revocations, tag: UInt8(ascii: "V")) { needsRebuild = true }
             default:
                 break
             }
         }
-        return newRevocation
+        return needsRebuild
+    }
+
+    /// Whether `member` is the owner or holds more than `grantsBefore` valid grants (0: any grant).
+    static func isMember(_ member: [UInt8], ownerKey: [UInt8], _ r: any KeyValueReader, grantsBefore: Int = 0) throws -> Bool {
+        if member == ownerKey { return true }
+        var grants = 0
+        try r.scan(Tables.grants, prefix: member) { _, _ in
+            grants += 1
+            return grants <= grantsBefore
+        }
+        return grants > grantsBefore
+    }
+
+    /// Whether a valid claim names `member` (its changes were judged while it was not granted).
+    static func claimsAnOrigin(_ member: [UInt8], _ r: any KeyValueReader) throws -> Bool {
+        var found = false
+        try r.scan(Tables.claims) { _, value in
+            found = value == member
+            return !found
+        }
+        return found
     }
 
     /// Why this replica does not apply the genesis `h`, or nil (then it is pinned, if it was not).
@@ -134,40 +159,21 @@ extension Replica {
         return nil
     }
 
-    /// Records a verified claim. One member per origin: the smaller key wins everywhere (a fork
-    /// could carry two).
-    static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws {
+    /// Records a valid claim. Origins are derived from their member's key, so two valid claims
+    /// name one origin only when two keys' derivations collide (about 2^63 work to find): then
+    /// the smaller key wins everywhere, and the caller rebuilds (returns true) since changes were
+    /// judged under the other.
+    static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws -> Bool {
         let key = Keys.origin(c.origin)
+        var replaced = false
         if let existing = try context.claim(c.origin) {
-            if KeyBytes.compare(c.member, existing) >= 0 { return }
+            if KeyBytes.compare(c.member, existing) >= 0 { return false }
             digest.remove([UInt8(ascii: "L")] + key + existing)
+            replaced = true
         }
         context.setClaim(c.member, of: c.origin)
         digest.insert([UInt8(ascii: "L")] + key + c.member)
-    }
-
-    /// Verifies the claims that waited for the household, now that it is here. Returns whether
-    /// grants or revocations waited too: they are left for the rebuild that the caller then runs.
-    static func releasePendingClaims(in context: ApplyContext, digest: inout Digest256) throws -> Bool {
-        let w = context.store, verifier = context.verifier, queries = context.queries
-        guard let (household, _) = try owner(w, queries) else { return false }
-        var pending: [([UInt8], [UInt8])] = []
-        var ownerSigned = false
-        try w.scan(Tables.pendingClaims) { key, value in
-            if key.count == 8 { pending.append((key, value)) } else { ownerSigned = true }
-            return true
-        }
-        for (key, value) in pending {
-            try w.delete(Tables.pendingClaims, key)
-            var reader = ByteReader(value)
-            guard case .claim(let c)? = try? RecordCodec.decodeOperation(&reader),
-                  verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
-                try w.put(Tables.forged, key + [0xFF, 0xFF, 0xFF, 0xFF], Array("claim with a bad signature".utf8))
-                continue
-            }
-            try record(c, in: context, digest: &digest)
-        }
-        return ownerSigned
+        return replaced
     }
 
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
@@ -199,15 +205,23 @@ extension Replica {
         return seen
     }
 
-    /// Why the revocation rule rejects `change`, or nil.
+    /// Why the membership rule rejects `change`, or nil. In a household with an owner, a change
+    /// counts only when its origin's valid claim names the owner or a granted key, and, when that
+    /// key is revoked, when its revocations' cut covers it. Judged by the claim's key (the author),
+    /// never by who relayed the change; the claim and grants come from the log, so every replica
+    /// holding the same log judges alike (a grant or revocation arriving later rebuilds).
     static func rejection(of change: Change, in context: ApplyContext) throws -> String? {
         // Every change of a batch asks; the context remembers the answer per origin.
-        let found = try context.horizon(ofOrigin: change.origin) {
-            guard let member = try context.claim(change.origin) else { return nil }
-            return try revokedSeen(member, context.store)
+        let standing = try context.horizon(ofOrigin: change.origin) { () throws -> Standing? in
+            guard let (_, ownerKey) = try owner(context.store, context.queries) else { return nil }
+            guard let member = try context.claim(change.origin) else { return Standing(cut: [:], reason: RejectedReason.unclaimed) }
+            guard try isMember(member, ownerKey: ownerKey, context.store) else {
+                return Standing(cut: [:], reason: RejectedReason.notMember)
+            }
+            return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
         }
-        guard let seen = found else { return nil }
-        if change.sequence > (seen[change.origin] ?? 0) { return "made by a revoked member after the revocation" }
+        guard let standing else { return nil }
+        if change.sequence > (standing.cut[change.origin] ?? 0) { return standing.reason }
         return nil
     }
 
@@ -323,4 +337,18 @@ enum ForgedReason {
     static let householdPrefix = Array("household ".utf8)
     /// A genuine genesis, but of a household other than the pinned one.
     static let otherGenesis = "household genesis of another household"
+}
+
+/// Reasons stored in the rejected table.
+enum RejectedReason {
+    static let revoked = "made by a revoked member after the revocation"
+    static let unclaimed = "made under an origin no valid claim names"
+    static let notMember = "made by a key that is neither the owner nor granted"
+}
+
+/// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those
+/// past `cut` at the origin are rejected, for `reason`.
+struct Standing {
+    var cut: [ReplicaID: UInt64]
+    var reason: String
 }

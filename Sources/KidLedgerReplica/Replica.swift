@@ -7,7 +7,7 @@ import KidLedgerDomain
 /// and the local sequence number) is one write transaction. Time and randomness are injected.
 public final class Replica {
     /// The store layout version this code reads and writes.
-    public static let schemaVersion: UInt64 = 2
+    public static let schemaVersion: UInt64 = 3
 
     /// The underlying store.
     public let store: any KeyValueStore
@@ -17,9 +17,10 @@ public final class Replica {
     var random: any RandomNumberGenerator
     /// Checks the signatures of membership records (libsodium in the product).
     public let verifier: any SignatureVerifier
-    /// Signs this device's claim of an origin (its account key); set by the CLI. In a household
-    /// with an owner, the first local change of every origin carries such a claim.
-    public var claimSigner: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?
+    /// This device's member key and its signing side (set by the CLI and the simulator). In a
+    /// household with an owner, a device writes only under an origin derived from this key: its
+    /// first local change there takes a fresh derived replica id and carries the signed claim.
+    public var signer: MemberSigner?
     /// Who computes the pure part of applying a received batch (encodings and hashes, see
     /// `PreparedChange`): the calling thread unless the CLI passes its cores.
     public var workSplitter: any WorkSplitter = SequentialWork()
@@ -90,13 +91,17 @@ public final class Replica {
     @discardableResult
     func commitLocalBatch<T>(_ build: (any KeyValueReader, HLC) throws -> ([[Operation]], T)) throws -> ([Change], T) {
         let now = clock.nowMillis()
+        var generator = random
         let (changes, extra): ([Change], T) = try store.write { w in
-            // Another process (the daemon) may have moved this replica to a new id.
-            let origin = try Self.currentReplicaID(w)
             var hlc = try Self.lastHLC(w).tickLocal(now: now)
             var (batches, extra) = try build(w, hlc)
-            if let first = batches.first, !first.isEmpty {
-                batches[0] = try Self.withClaimIfNeeded(first, origin: origin, signer: claimSigner, in: w, queryCache)
+            // Another process (the daemon) may have moved this replica to a new id.
+            var origin = try Self.currentReplicaID(w)
+            if let first = batches.first, !first.isEmpty,
+               let claim = try Self.claimIfNeeded(first, origin: origin, signer: signer, in: w, queryCache, generator: &generator) {
+                origin = claim.claim.origin
+                try w.put(Tables.meta, Keys.replica, Bytes.u64(origin.rawValue))
+                batches[0].insert(.claim(claim.claim), at: claim.at)
             }
             let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
                 var sequence = try context.heldSequence(origin)
@@ -114,27 +119,34 @@ public final class Replica {
             }
             return (changes, extra)
         }
+        random = generator
         if let first = changes.first { replicaID = first.origin }
         return (changes, extra)
     }
 
-    /// Prepends (after a household creation) this device's claim of `origin` when the household
-    /// has an owner and the origin is not claimed yet.
-    static func withClaimIfNeeded(_ ops: [Operation], origin: ReplicaID, signer: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?,
-                                  in r: any KeyValueReader, _ queries: any QueryCache) throws -> [Operation] {
-        guard let signer, try r.get(Tables.claims, Keys.origin(origin)) == nil else { return ops }
-        var household: RecordID?
-        var insertAt = 0
+    /// This device's claim of a fresh origin derived from its key, and where it goes in `ops`
+    /// (after a household creation), when the household has an owner (or `ops` creates one) and
+    /// `origin` is not already this key's: every origin of an owned household is derived from
+    /// its member's key, so a device takes one before its first change there (at `init`, after
+    /// `join`, and after it left an id behind: a restore from stale files, another account). The
+    /// nonce comes from the injected generator; an id already in the log is never taken.
+    static func claimIfNeeded(_ ops: [Operation], origin: ReplicaID, signer: MemberSigner?, in r: any KeyValueReader,
+                              _ queries: any QueryCache,
+                              generator: inout any RandomNumberGenerator) throws -> (claim: OriginClaim, at: Int)? {
+        guard let signer, try r.get(Tables.claims, Keys.origin(origin)) != signer.key else { return nil }
+        let household: RecordID, at: Int
         if let (id, _) = try owner(r, queries) {
-            household = id
+            (household, at) = (id, 0)
         } else if case .createHousehold(let h)? = ops.first, !h.owner.isEmpty {
-            household = h.id
-            insertAt = 1
+            (household, at) = (h.id, 1)
+        } else {
+            return nil
         }
-        guard let household else { return ops }
-        var result = ops
-        result.insert(.claim(signer(household, origin)), at: insertAt)
-        return result
+        while true {
+            let nonce = generator.next()
+            let fresh = Membership.origin(household: household, member: signer.key, nonce: nonce)
+            if try r.get(Tables.vector, Keys.origin(fresh)) == nil { return (signer.claim(household: household, nonce: nonce), at) }
+        }
     }
 
     static func lastHLC(_ r: any KeyValueReader) throws -> HLC {

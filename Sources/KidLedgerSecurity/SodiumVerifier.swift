@@ -13,11 +13,10 @@ public struct SodiumVerifier: SignatureVerifier {
 }
 
 extension Identity {
-    /// This identity's claim that `origin` writes on its behalf in `household`.
-    public func claim(origin: ReplicaID, household: RecordID) -> OriginClaim {
-        var c = OriginClaim(origin: origin, member: publicKey.bytes, signature: [])
-        c.signature = sign(Membership.claimMessage(household: household, c))
-        return c
+    /// This identity as the replica's signer of its origin claims.
+    public var signer: MemberSigner {
+        let me = self
+        return MemberSigner(key: publicKey.bytes) { me.sign($0) }
     }
 
     /// A grant of membership to `member`, signed by this (owner) identity.

@@ -58,6 +58,26 @@ func fmt(_ x: Double) -> String { String(Int((x * 1e6).rounded())) + "e-6" }
 
 // MARK: append
 
+/// The identity the CLI signs in with for the home that holds `store` (HOME/ledger): the account
+/// named in HOME/account ("default" when absent), from HOME/identities; nil when there is none.
+func homeIdentity(ofStore store: String) -> Identity? {
+    var home = store
+    while home.hasSuffix("/") { home.removeLast() }
+    home = String(home[..<(home.lastIndex(of: "/") ?? home.startIndex)])
+    if home.isEmpty { home = "." }
+    var account = "default"
+    if let file = fopen(home + "/account", "r") {
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        if fgets(&buffer, Int32(buffer.count), file) != nil {
+            let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            let name = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
+            if !name.isEmpty { account = name }
+        }
+    }
+    do { return try KeyStore(directory: home + "/identities").load(account: account) } catch { fail("identity \(account): \(error)") }
+}
+
 /// Notes of a plausible household; most transactions have one.
 let notes = ["chores", "weekly allowance", "", "birthday", "tooth fairy", "ice cream", "saved for a bike", "lost bet", "", "library fine"]
 
@@ -78,6 +98,9 @@ func append(_ args: [String]) {
         replica = try Replica(store: environment, clock: WallClockNow(), random: SplitMix64(seed: seed ^ 0x5eed),
                               verifier: SodiumVerifier())
     } catch { fail("cannot open \(store): \(error)") }
+    // The home's signed-in identity signs, as the CLI's would: in an owned household only the
+    // changes of an origin its member key claims count.
+    replica.signer = homeIdentity(ofStore: store)?.signer
     let children = (try? replica.children()) ?? []
     guard !children.isEmpty else { fail("the home has no active children") }
     var random = SplitMix64(seed: seed)

@@ -103,17 +103,17 @@ import Testing
         let before = try b.digest()
         let responder = SyncSession(role: .responder, replica: b, household: h)
         _ = responder.start()
-        let hello = Message.hello(protocolVersionMin: 3, protocolVersionMax: 4, replica: ReplicaID(77), household: h)
+        let hello = Message.hello(protocolVersionMin: 4, protocolVersionMax: 5, replica: ReplicaID(77), household: h)
         let actions = responder.receive(hello.frame())
-        let text = "peer speaks protocol versions 3...4, this kidledger speaks 2...2; upgrade kidledger"
+        let text = "peer speaks protocol versions 4...5, this kidledger speaks 3...3; upgrade kidledger"
         #expect(actions.count == 2)
         guard case .send(let bytes) = actions.first else { Issue.record("no error frame"); return }
         var dec = FrameDecoder()
         dec.push(bytes)
         let frame = try #require(try dec.next())
         #expect(try Message.decode(type: frame.type, payload: frame.payload) == .error(code: 3, message: text))
-        #expect(actions.last == .failed(.versionMismatch(peerMin: 3, peerMax: 4)))
-        #expect(ProtocolError.versionMismatch(peerMin: 3, peerMax: 4).description == text)
+        #expect(actions.last == .failed(.versionMismatch(peerMin: 4, peerMax: 5)))
+        #expect(ProtocolError.versionMismatch(peerMin: 4, peerMax: 5).description == text)
         #expect(responder.state == .failed)
         #expect(try b.digest() == before)
 

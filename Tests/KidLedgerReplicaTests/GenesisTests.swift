@@ -8,7 +8,8 @@ import Testing
 @Suite("Household genesis")
 struct GenesisTests {
     let h = OwnedHousehold()
-    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20)
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
     let ava = RecordID(high: 0xAA, low: 1)
     let bobKey = [UInt8](repeating: 0xD4, count: 32)
 

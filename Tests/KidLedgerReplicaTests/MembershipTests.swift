@@ -32,10 +32,23 @@ struct OwnedHousehold {
         return .createHousehold(g)
     }
 
+    /// The origin `key`'s claim with `nonce` names.
+    func origin(_ key: [UInt8], nonce: UInt64 = 0) -> ReplicaID {
+        Membership.origin(household: id, member: key, nonce: nonce)
+    }
+
+    /// `key`'s signed claim of `origin`, with the nonce (below 256) that derives it from `key`
+    /// when there is one (else nonce 0: a claim of an origin not derived from its key).
     func claim(_ origin: ReplicaID, key: [UInt8]) -> Operation {
-        var c = OriginClaim(origin: origin, member: key, signature: [])
+        let nonce = (0..<256).first { self.origin(key, nonce: $0) == origin } ?? 0
+        var c = OriginClaim(origin: origin, member: key, nonce: nonce, signature: [])
         c.signature = TestVerifier.sign(Membership.claimMessage(household: id, c), key: key)
         return .claim(c)
+    }
+
+    /// The replica's signer for `key` (its claims signed as ``TestVerifier`` checks).
+    func signer(_ key: [UInt8]) -> MemberSigner {
+        MemberSigner(key: key) { TestVerifier.sign($0, key: key) }
     }
 
     func grant(_ member: [UInt8], name: String, signer: [UInt8]? = nil) -> Operation {
@@ -58,7 +71,8 @@ struct OwnedHousehold {
 @Suite("Membership and revocation")
 struct MembershipTests {
     let h = OwnedHousehold()
-    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20)
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
     let ava = RecordID(high: 0xAA, low: 1)
 
     func give(_ id: UInt64, _ cents: Int64) -> Operation {
@@ -166,7 +180,9 @@ struct MembershipTests {
 @Suite("Membership with a member origin sorting first")
 struct MembershipOriginOrderTests {
     let h = OwnedHousehold()
-    let owner = ReplicaID(0x90), spouse = ReplicaID(0x05)
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    /// The spouse's first derived origin that sorts before the owner's.
+    var spouse: ReplicaID { (0..<256).lazy.map { h.origin(h.spouseKey, nonce: $0) }.first { $0 < owner }! }
     let ava = RecordID(high: 0xAA, low: 1)
 
     func give(_ id: UInt64, _ cents: Int64) -> Operation {

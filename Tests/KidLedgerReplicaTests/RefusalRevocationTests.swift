@@ -8,7 +8,8 @@ import Testing
 @Suite("Revocations that come with a refusal")
 struct RefusalRevocationTests {
     let h = OwnedHousehold()
-    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20)
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
     let ava = RecordID(high: 0xAA, low: 1)
 
     /// The spouse's laptop: the owner's genesis, a grant for the spouse, the spouse's claim and one

@@ -9,7 +9,8 @@ import Testing
 @Suite("Register history: forked writes with one stamp")
 struct RegisterHistoryOrderTests {
     let h = OwnedHousehold()
-    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20)
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
     let ava = RecordID(high: 0xAA, low: 1)
 
     func genesis() -> [Change] {

@@ -40,7 +40,7 @@ struct ReferenceModelTests {
         let member = [UInt8](repeating: 7, count: 32)
         let changes = [
             Change(origin: a, sequence: 1, hlc: HLC(millis: 1), operations: [.createChild(ChildRecord(id: ava, createdAtMillis: 1))]),
-            Change(origin: b, sequence: 1, hlc: HLC(millis: 2), operations: [.claim(OriginClaim(origin: b, member: member, signature: [])), tx(1, 100)]),
+            Change(origin: b, sequence: 1, hlc: HLC(millis: 2), operations: [.claim(OriginClaim(origin: b, member: member, nonce: 0, signature: [])), tx(1, 100)]),
             Change(origin: b, sequence: 2, hlc: HLC(millis: 3), operations: [tx(2, 1_000)]),
             Change(origin: a, sequence: 2, hlc: HLC(millis: 4), operations: [.revoke(MemberRevocation(member: member, revokedAtMillis: 4, seen: [b: 1], signature: []))]),
         ]

@@ -67,9 +67,9 @@ struct RerunTests {
             for seed in seeds {
                 let identity = try Identity(seed: seed)
                 #expect(try share.identity(seed: seed).publicKey == identity.publicKey)
-                for origin in [ReplicaID(1), ReplicaID(2)] {
-                    #expect(share.claim(by: identity, origin: origin, household: household)
-                        == identity.claim(origin: origin, household: household))
+                for nonce in [UInt64(1), 2] {
+                    #expect(share.signer(for: identity).claim(household: household, nonce: nonce)
+                        == identity.signer.claim(household: household, nonce: nonce))
                 }
                 let member = try Identity(seed: seeds[0]).publicKey
                 for (name, at) in [("r1", 5 as Int64), ("r2", 5), ("r1", 6)] {

@@ -18,8 +18,8 @@ public final class SeedShare: @unchecked Sendable {
     let preparations = PreparationCache()
     /// What each function was asked (the signer's seed first) and answered.
     private var identities: [[UInt8]: Identity] = [:]
-    private struct ClaimQuestion: Hashable { let signer: [UInt8], origin: ReplicaID, household: RecordID }
-    private var claims: [ClaimQuestion: OriginClaim] = [:]
+    private struct SignatureQuestion: Hashable { let signer: [UInt8], message: [UInt8] }
+    private var signatures: [SignatureQuestion: [UInt8]] = [:]
     private struct GrantQuestion: Hashable { let signer: [UInt8], member: PublicKey, name: String, household: RecordID, atMillis: Int64 }
     private var grants: [GrantQuestion: MemberGrant] = [:]
     private struct RevocationQuestion: Hashable {
@@ -31,7 +31,7 @@ public final class SeedShare: @unchecked Sendable {
     public init() {}
 
     /// How many answers are kept.
-    var answerCount: Int { identities.count + claims.count + grants.count + revocations.count }
+    var answerCount: Int { identities.count + signatures.count + grants.count + revocations.count }
 
     /// `answers[question]`, or `compute()`, kept there.
     private static func remembered<Q, A>(_ answers: inout [Q: A], _ question: Q, _ compute: () throws -> A) rethrows -> A {
@@ -47,12 +47,15 @@ public final class SeedShare: @unchecked Sendable {
         return try Self.remembered(&identities, seed) { try Identity(seed: seed) }
     }
 
-    /// `identity.claim(origin:household:)`.
-    func claim(by identity: Identity, origin: ReplicaID, household: RecordID) -> OriginClaim {
+    /// `identity.signer`, whose signatures (of origin claims) are remembered here.
+    func signer(for identity: Identity) -> MemberSigner {
+        MemberSigner(key: identity.publicKey.bytes) { [self] message in sign(message, by: identity) }
+    }
+
+    /// `identity.sign(message)`.
+    func sign(_ message: [UInt8], by identity: Identity) -> [UInt8] {
         thread.check()
-        return Self.remembered(&claims, ClaimQuestion(signer: identity.seed, origin: origin, household: household)) {
-            identity.claim(origin: origin, household: household)
-        }
+        return Self.remembered(&signatures, SignatureQuestion(signer: identity.seed, message: message)) { identity.sign(message) }
     }
 
     /// `identity.grant(_:name:household:atMillis:)`.

@@ -15,13 +15,20 @@ enum ReferenceModel {
 
     /// The expected children, by id.
     static func expected(from changes: [Change]) -> [RecordID: ChildState] {
-        // Membership: who wrote each origin, and where each revoked member's changes stop.
+        // Membership: who wrote each origin, who the owner and the granted keys are, and where
+        // each revoked member's changes stop.
         var claims: [ReplicaID: [UInt8]] = [:]
         var cuts: [[UInt8]: [ReplicaID: UInt64]] = [:]
+        var owner: [UInt8]?
+        var granted = Set<[UInt8]>()
         for change in changes {
             for op in change.operations {
                 switch op {
-                case .claim(let c) where c.origin == change.origin:
+                case .createHousehold(let h) where !h.owner.isEmpty:
+                    owner = h.owner
+                case .grant(let g):
+                    granted.insert(g.member)
+                case .claim(let c) where c.origin == change.origin && change.sequence == 1:
                     if let existing = claims[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
                     claims[c.origin] = c.member
                 case .revoke(let r):
@@ -40,11 +47,16 @@ enum ReferenceModel {
             }
         }
         // A change is rejected beyond its origin's cut: the cut of the member claiming the origin
-        // (taken once per origin, not looked up by the member's key for every change).
+        // (taken once per origin, not looked up by the member's key for every change). In an
+        // owned household, every change of an origin no claim names, or whose claim names a key
+        // that is neither the owner nor granted, is rejected too (cut 0).
         var cutAt: [ReplicaID: UInt64] = [:]
-        for (origin, member) in claims { if let cut = cuts[member] { cutAt[origin] = cut[origin] ?? 0 } }
+        for (origin, member) in claims {
+            if let owner, member != owner, !granted.contains(member) { cutAt[origin] = 0; continue }
+            if let cut = cuts[member] { cutAt[origin] = cut[origin] ?? 0 }
+        }
         func rejected(_ change: Change) -> Bool {
-            guard let cut = cutAt[change.origin] else { return false }
+            guard let cut = cutAt[change.origin] else { return owner != nil && claims[change.origin] == nil }
             return change.sequence > cut
         }
 

@@ -1,10 +1,12 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
-/// The revocation rule: a revoked member's changes beyond its revocations' cut (the pointwise
-/// minimum of their `seen` vectors) count nowhere, so a transaction only such changes carried is
-/// absent from every replica; with it, equal membership everywhere, no forged changes, and the
-/// rejected changes every replica counts.
+/// The membership rule, judged by author: a revoked member's changes beyond its revocations' cut
+/// (the pointwise minimum of their `seen` vectors) count nowhere, nor, in an owned household, do
+/// the changes of an origin no claim names or whose claim names a key that is neither the owner
+/// nor granted; so a transaction only such changes carried is absent from every replica. With
+/// it, equal membership everywhere, no forged changes, and the rejected changes every replica
+/// counts (those with ledger operations: a change of membership operations only rejects nothing).
 final class RevocationChecker: Checker {
     /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
     /// is derived from its original, so two replicas can both carry one), and the transactions in
@@ -56,17 +58,42 @@ final class RevocationChecker: Checker {
         let changeLog = run.logs.first
         let seen = Self.revokedSeen(in: changeLog)
         let members = try run.members()
+        // Who wrote each origin (its claim at sequence 1), and who may write: read from the log,
+        // not from what the replicas list.
         var claimant: [ReplicaID: [UInt8]] = [:]
-        for m in members { for origin in m.devices { claimant[origin] = m.key } }
-        // The revoked claimant's cut at each origin it claims; none for an origin whose claimant
-        // is not revoked. Computed once per origin, not per change asked about.
+        var owner: [UInt8]?
+        var granted = Set<[UInt8]>()
+        for change in changeLog {
+            for op in change.operations {
+                switch op {
+                case .createHousehold(let h) where !h.owner.isEmpty: owner = h.owner
+                case .grant(let g): granted.insert(g.member)
+                case .claim(let c) where c.origin == change.origin && change.sequence == 1:
+                    if let existing = claimant[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
+                    claimant[c.origin] = c.member
+                default: break
+                }
+            }
+        }
+        // The cut at each origin: the revoked claimant's, 0 for an origin of an owned household
+        // that no claim names or whose claimant is neither the owner nor granted, none for the
+        // others. Computed once per origin, not per change asked about.
         cuts = [:]
-        for (origin, key) in claimant { if let cut = seen[key] { cuts[origin] = cut[origin] ?? 0 } }
+        for change in changeLog where change.sequence == 1 {
+            guard let key = claimant[change.origin] else {
+                if owner != nil { cuts[change.origin] = 0 }
+                continue
+            }
+            if let owner, key != owner, !granted.contains(key) { cuts[change.origin] = 0; continue }
+            if let cut = seen[key] { cuts[change.origin] = cut[change.origin] ?? 0 }
+        }
         // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).
         func canonical(_ ms: [MemberSummary]) -> [MemberSummary] {
             ms.sorted { $0.key.lexicographicallyPrecedes($1.key) }
         }
-        let expectedRejected = changeLog.filter { change in cuts[change.origin].map { change.sequence > $0 } ?? false }.count
+        let expectedRejected = changeLog.filter { change in
+            change.operations.contains { !$0.isMembership } && (cuts[change.origin].map { change.sequence > $0 } ?? false)
+        }.count
         rejectedChanges = expectedRejected
         for (node, replica) in zip(run.nodes, run.replicas) {
             if canonical(try replica.members()) != canonical(members) { failures.append("\(node.name) lists other members than r0") }

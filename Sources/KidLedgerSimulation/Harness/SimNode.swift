@@ -96,10 +96,7 @@ final class SimNode {
 
     /// Claims of new origins are signed by the account the device is switched to.
     func updateClaimSigner() {
-        let identity = identity, share = share
-        replica?.claimSigner = { household, origin in
-            share?.claim(by: identity, origin: origin, household: household) ?? identity.claim(origin: origin, household: household)
-        }
+        replica?.signer = share?.signer(for: identity) ?? identity.signer
     }
 
     /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
