@@ -26,7 +26,8 @@ extension Replica {
     /// Creates the household this replica holds, and pins this replica to it.
     ///
     /// - Throws: ``LedgerError/householdExists(name:)``, ``LedgerError/badName(_:)``,
-    ///   ``LedgerError/invalid(_:)`` for an owner without `sign` or a replica pinned to another household.
+    ///   ``LedgerError/invalid(_:)`` for an owner without `sign` or ``signer``, or a replica pinned to
+    ///   another household.
     /// With `owner` (an account key), `salt` and `sign` (the owner's Ed25519 signature of a
     /// message), the household has membership: its id is derived from owner and salt, its genesis
     /// is signed by the owner (``Membership/genesisMessage(_:)``), and only the owner can grant
@@ -36,6 +37,8 @@ extension Replica {
                                 sign: (([UInt8]) -> [UInt8])? = nil) throws -> HouseholdSummary {
         let name = try Self.validName(name, what: "household name")
         if !owner.isEmpty && sign == nil { throw LedgerError.invalid("an owned household needs its owner's signature") }
+        // Its genesis change carries the owner's claim of the origin it is written under.
+        if !owner.isEmpty && signer?.key != owner { throw LedgerError.invalid("an owned household is created with its owner as the signer") }
         let id = owner.isEmpty ? newID() : Membership.householdID(owner: owner, salt: salt)
         try commitLocal { w, hlc in
             if let existing = try Self.household(w, queryCache) { throw LedgerError.householdExists(name: existing.name) }

@@ -106,7 +106,7 @@ extension Replica {
                     try forged("grant not signed by the owner"); continue
                 }
                 if try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G")),
-                   try !isMember(g.member, ownerKey: ownerKey, w, grantsBefore: 1), try claimsAnOrigin(g.member, w) {
+                   try !isMember(g.member, ownerKey: ownerKey, w, grantsBefore: 1), try claimsAnOrigin(g.member, in: context) {
                     needsRebuild = true
                 }
             case .revoke(let rv):
@@ -135,9 +135,11 @@ extension Replica {
     }
 
     /// Whether a valid claim names `member` (its changes were judged while it was not granted).
-    static func claimsAnOrigin(_ member: [UInt8], _ r: any KeyValueReader) throws -> Bool {
+    /// Asked only of a member's first grant: it writes the context's claims out, then scans them.
+    static func claimsAnOrigin(_ member: [UInt8], in context: ApplyContext) throws -> Bool {
+        try context.flush()
         var found = false
-        try r.scan(Tables.claims) { _, value in
+        try context.store.scan(Tables.claims) { _, value in
             found = value == member
             return !found
         }

@@ -129,6 +129,10 @@ struct GenesisTests {
     @Test("an owned household is created signed, and pins its replica")
     func createHouseholdSignsAndPins() throws {
         let r = try h.replica(5)
+        #expect(throws: LedgerError.self) {
+            try r.createHousehold(name: "Home", owner: h.ownerKey, salt: h.salt) { TestVerifier.sign($0, key: h.ownerKey) }
+        }
+        r.signer = h.signer(h.ownerKey)
         #expect(throws: LedgerError.self) { try r.createHousehold(name: "Home", owner: h.ownerKey, salt: h.salt) }
         #expect(throws: LedgerError.self) {
             try r.createHousehold(name: "Home", owner: h.ownerKey, salt: h.salt) { TestVerifier.sign($0, key: h.spouseKey) }

@@ -70,6 +70,9 @@ struct SimulatorQueryTests {
         }
         _ = try a.replica!.addChild(name: "Ava")
         try sync(a, b)
+        // b's first change takes its origin (derived from its key); the copy has it.
+        _ = try b.replica!.addChild(name: "Dan")
+        try sync(b, a)
         let copy = (b.store as! MemoryStore).clone()
         _ = try b.replica!.addChild(name: "Ben")
         try sync(b, a)

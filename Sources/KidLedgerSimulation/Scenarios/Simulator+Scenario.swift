@@ -275,6 +275,7 @@ extension Simulator {
         let stranger = try Replica(store: MemoryStore(), clock: SkewedClock(time: time, skew: 0),
                                    random: SplitMix64(seed: parameters.seed &+ 0xF0_0000 &+ UInt64(state.strangers)),
                                    verifier: verifier)
+        stranger.signer = owner.signer
         let other = try stranger.createHousehold(name: "Another household", owner: owner.publicKey.bytes, salt: drawBytes(16),
                                                 sign: owner.sign)
         try stranger.addChild(name: "Stranger")
