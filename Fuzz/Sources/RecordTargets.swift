@@ -94,7 +94,7 @@ func sampleChanges() -> [Change] {
             .grant(MemberGrant(member: key, name: "work laptop", grantedAtMillis: 1_795_000_000_002, signature: signature)),
             .revoke(MemberRevocation(member: key, revokedAtMillis: 1_795_000_000_003, seen: [ReplicaID(0xFEED): 1, ReplicaID(3): 9],
                                      signature: signature)),
-            .claim(OriginClaim(origin: ReplicaID(0xFEED), member: key, signature: signature)),
+            .claim(OriginClaim(origin: ReplicaID(0xFEED), member: key, nonce: 0x5EED, signature: signature)),
             .setField(entity: sampleHousehold.id, field: .householdName, value: .text("Smiths"),
                       base: Stamp(hlc: HLC(millis: 5, counter: 1), origin: ReplicaID(3))),
         ]))
