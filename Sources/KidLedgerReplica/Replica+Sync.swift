@@ -114,11 +114,13 @@ extension Replica {
     public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil) throws -> ApplyReport {
         precondition(received == nil || received!.count == changes.count, "one received encoding per change")
         let now = clock.nowMillis()
-        let me = replicaID
         var generator = random
         let verifier = self.verifier
         let splitter = workSplitter
-        let (report, fresh): (ApplyReport, ReplicaID?) = try store.write { w in
+        let (report, current): (ApplyReport, ReplicaID) = try store.write { w in
+            // Read here, not from `replicaID`: another process (the CLI, when this is the daemon)
+            // may have taken a derived id for its first change in the household, or rotated.
+            let me = try Self.currentReplicaID(w)
             var report = ApplyReport()
             var ownHistoryForked = false
             try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
@@ -135,7 +137,7 @@ extension Replica {
                     if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
                 }
             }
-            guard ownHistoryForked else { return (report, nil) }
+            guard ownHistoryForked else { return (report, me) }
             // Such changes prove nothing today (changes are not authenticated to their author:
             // issue 20, point 2), so a member could send them every session: a replica takes
             // at most ``rotationsMax`` fresh ids in its life for them, then refuses the batch.
@@ -146,7 +148,7 @@ extension Replica {
             return (report, try Self.rotate(from: me, in: w, generator: &generator))
         }
         random = generator
-        if let fresh { replicaID = fresh }
+        replicaID = current
         return report
     }
 
