@@ -26,7 +26,7 @@ extension Replica {
     /// (`VerifyTests` checks it). Its report is a function of them alone.
     public static let verifiedTables: [Table] = [
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
-        Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.changes,
+        Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.changes,
         Tables.chains, Tables.rejected, Tables.forged, Tables.vector,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
@@ -100,9 +100,10 @@ extension Replica {
                 digest.insert([UInt8(ascii: "L")] + key + value)
                 return true
             }
-            for table in [Tables.grants, Tables.revocations] {
+            for (table, tag) in [(Tables.grants, UInt8(ascii: "G")), (Tables.revocations, UInt8(ascii: "V")),
+                                 (Tables.transfers, Self.transferDigestTag)] {
                 try r.scan(table) { _, value in
-                    digest.insert([UInt8(ascii: table == Tables.grants ? "G" : "V")] + value)
+                    digest.insert([tag] + value)
                     return true
                 }
             }
@@ -200,7 +201,7 @@ extension Replica {
             }
             let written = StoredRegister(stamp: Stamp(hlc: change.hlc, origin: change.origin), value: value)
             if written.wins(over: stored) { problem("register \(field) of \(entity) holds a value older than change \(change.origin)/\(change.sequence)") }
-        case .grant, .revoke, .claim:
+        case .grant, .revoke, .claim, .transferOwner:
             break  // checked through the digest (invalid ones are in the forged table)
         case .addTransaction(let t):
             guard let raw = try r.get(Tables.transactions, Keys.id(t.id)) else {
