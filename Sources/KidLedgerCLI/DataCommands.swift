@@ -61,8 +61,12 @@ enum DataCommands {
                           ("transactions", .int(report.transactions)), ("children", .int(report.children)),
                           ("changes", .int(report.changes)), ("forged", .int(report.forged)),
                           ("forgedHouseholds", .int(report.forgedHouseholds)), ("rejected", .int(report.rejected)),
+                          ("recomputed", .bool(report.recomputationSkipped == nil)),
                           ("digest", .string(report.digest.description))]))
         if let forged = Render.forged(report.forged, households: report.forgedHouseholds) { ctx.say(forged) }
+        if let skipped = report.recomputationSkipped {
+            ctx.say("note: the state was not recomputed from the change log (the store has no room for the scratch transaction: \(skipped)); free space and run verify again")
+        }
         if report.isIntact {
             ctx.say("ok: \(Render.plural(report.transactions, "transaction")), \(Render.plural(report.children, "child", "children")), \(Render.plural(report.changes, "change")); digest \(report.digest)")
         } else {

@@ -18,6 +18,10 @@ public struct VerifyReport: Equatable, Sendable {
     public var forgedHouseholds = 0
     /// Changes the revocation rule rejected.
     public var rejected = 0
+    /// Why the state could not be recomputed from the change log (the store could not start the
+    /// transaction it rolls back: a full map or disk), or nil when it was. Not a problem of the
+    /// replica's: the other checks ran.
+    public var recomputationSkipped: String?
 
     /// Whether nothing is wrong.
     public var isIntact: Bool { problems.isEmpty }
@@ -43,7 +47,14 @@ extension Replica {
     /// Changes nothing.
     public func verify() throws -> VerifyReport {
         var report = try readVerify()
-        for problem in try recomputationProblems() where report.problems.count < 100 { report.problems.append(problem) }
+        do {
+            for problem in try recomputationProblems() where report.problems.count < 100 { report.problems.append(problem) }
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            // The store's own failure to write (the scratch transaction needs free pages).
+            report.recomputationSkipped = "\(error)"
+        }
         return report
     }
 
