@@ -217,6 +217,19 @@ struct OwnershipTests {
             #expect(try r.membershipCounts().rejected == 5)  // every change of the thief's after the revocation
             #expect(try r.verify().isIntact)
         }
+        // The stolen laptop is refused by the spouse's, and the refusal carries the revocation with
+        // the transfer that makes its signer the owner: the stolen laptop learns it is revoked.
+        let refused = try h.replica(8)
+        try refused.applyRemote(start())
+        let evidence = try #require(try spouseLaptop.revocation(of: h.ownerKey))
+        var forgedEvidence = evidence
+        forgedEvidence[10] ^= 1  // inside the transfer: its recovery signature no longer verifies
+        #expect(try refused.learnRevocation(forgedEvidence, of: h.ownerKey) != .recorded)
+        #expect(try refused.learnRevocation(evidence, of: h.ownerKey) == .recorded)
+        #expect(try refused.ownership()?.owner == h.spouseKey)
+        #expect(try refused.members().first { $0.key == h.ownerKey }?.isRevoked == true)
+        #expect(try refused.verify().isIntact)
+
         // The thief's own laptop, once it syncs, agrees too (and its later changes stay refused).
         let thief = try h.replica(9)
         try thief.applyRemote(start() + thiefLater)
