@@ -50,7 +50,7 @@ enum DataCommands {
 
     static let verify = CLI.Command(spec: CommandSpec(
         name: "verify", synopsis: "", summary: "check the replica's integrity",
-        details: "Decodes every record, recomputes every index, per-child total and the digest, and checks the\nchange log against the version vector; reads every page of the store. Exits 65 when it finds a problem,\n70 when the store is too damaged to read.")) { ctx, _ in
+        details: "Decodes every record, recomputes every index, per-child total and the digest, and checks the\nchange log against the version vector; recomputes the membership, the rejected and forged sets and the\ndigest from the change log alone and compares them with the stored state (in a transaction it rolls back);\nreads every page of the store. Exits 65 when it finds a problem,\n70 when the store is too damaged to read.")) { ctx, _ in
         let replica = try ctx.openReplica()
         var report = try replica.verify()
         // Below the records: every page of the LMDB file that LMDB can reach.
@@ -60,8 +60,13 @@ enum DataCommands {
         ctx.emit(.object([("ok", .bool(report.isIntact)), ("problems", .array(report.problems.map(JSON.string))),
                           ("transactions", .int(report.transactions)), ("children", .int(report.children)),
                           ("changes", .int(report.changes)), ("forged", .int(report.forged)),
-                          ("forgedHouseholds", .int(report.forgedHouseholds)), ("digest", .string(report.digest.description))]))
+                          ("forgedHouseholds", .int(report.forgedHouseholds)), ("rejected", .int(report.rejected)),
+                          ("recomputed", .bool(report.recomputationSkipped == nil)),
+                          ("digest", .string(report.digest.description))]))
         if let forged = Render.forged(report.forged, households: report.forgedHouseholds) { ctx.say(forged) }
+        if let skipped = report.recomputationSkipped {
+            ctx.say("note: the state was not recomputed from the change log (the store has no room for the scratch transaction: \(skipped)); free space and run verify again")
+        }
         if report.isIntact {
             ctx.say("ok: \(Render.plural(report.transactions, "transaction")), \(Render.plural(report.children, "child", "children")), \(Render.plural(report.changes, "change")); digest \(report.digest)")
         } else {

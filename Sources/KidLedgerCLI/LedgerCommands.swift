@@ -9,7 +9,7 @@ enum LedgerCommands {
 
     static let initCommand = CLI.Command(spec: CommandSpec(
         name: "init", synopsis: "NAME [--account NAME]", summary: "create a household that this device owns",
-        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")",
+        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nIt prints the household's recovery secret once (`recoverySecret` in --json): write it on paper; with it\n`kidledger recover` makes another laptop the owner if this one is lost or stolen. It is not stored.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")",
         valueOptions: ["account"], arguments: 1...1)) { ctx, args in
         if let account = args.values["account"] {
             do { try KeyStore.validate(account: account) } catch { throw CLIError.usage("\(error)") }
@@ -19,12 +19,16 @@ enum LedgerCommands {
         if let existing = try replica.household() { throw LedgerError.householdExists(name: existing.name) }
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
         ctx.configure(replica, identity: me)
+        let recovery = RecoveryCommands.newRecoveryKey()
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
-                                            salt: Sodium.randomBytes(16), sign: me.sign)
+                                            salt: Sodium.randomBytes(16), recovery: recovery.publicKey, sign: me.sign)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
         ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
-        ctx.emit(Render.household(h))
+        ctx.say(RecoveryCommands.paperNotice(recovery.text))
+        guard case .object(var fields) = Render.household(h) else { preconditionFailure("a household renders as an object") }
+        fields.append(("recoverySecret", .string(recovery.text)))
+        ctx.emit(.object(fields))
     }
 
     static let childAdd = CLI.Command(spec: CommandSpec(

@@ -173,8 +173,10 @@ enum NetworkCommands {
             try? FileSystem.removeTree(staging)
             if !homeExisted { rmdir(ctx.home) }
         }
-        // Only the invited household, owned by the key the code names, can become this home's.
-        try replica.pinHousehold(code.household, owner: code.owner)
+        // Only the invited household can become this home's: its genuine genesis names its owner
+        // (the inviting device is its current owner, not always the genesis owner after a
+        // `recover`).
+        try replica.pinOwnedHousehold(code.household)
         var last: SyncDriver.Result?
         for address in code.addresses {
             try replica.device.addPeer(address)

@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerSecurity
 import KidLedgerProtocol
 
 /// Known peers and the sync status.
@@ -75,6 +76,7 @@ struct StatusReport {
     var digest: Digest256
     var children: [ChildSummary]
     var membership: MembershipCounts
+    var ownership: OwnershipSummary?
     var attention: String?
 
     init(replica: Replica) throws {
@@ -84,6 +86,7 @@ struct StatusReport {
         digest = try replica.digest()
         children = try replica.children(includeArchived: true)
         membership = try replica.membershipCounts()
+        ownership = try replica.ownership()
         let mine = vector
         let lacking = peers.map { Self.lacks($0.receipt, mine) }
         pending = lacking.max() ?? vector.values.reduce(0) { $0 + Int($1) }
@@ -162,6 +165,12 @@ struct StatusReport {
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
         if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
+        if let o = ownership, o.epoch > 0 {
+            lines.append("owner: key \(PublicKey(bytes: o.owner)?.fingerprint ?? "?") since owner transfer \(o.epoch) (recovered with the recovery secret)")
+        }
+        if let o = ownership, !o.conflictedEpochs.isEmpty {
+            lines.append("two owner transfers competed at \(o.conflictedEpochs.map(String.init).joined(separator: ", ")) (two recoveries at once): every laptop picked the same owner; check `kidledger members` and recover again if it is the wrong one")
+        }
         for p in peers { lines.append("peer " + line(p)) }
         if let agreement = agreement() { lines.append(agreement) }
         lines.append("digest \(digest)")
@@ -172,6 +181,9 @@ struct StatusReport {
         .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
                  ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
                  ("conflicts", .int(counts.conflicts)), ("forged", .int(membership.forged)),
-                 ("forgedHouseholds", .int(membership.forgedHouseholds)), ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
+                 ("forgedHouseholds", .int(membership.forgedHouseholds)),
+                 ("ownerEpoch", .int(ownership?.epoch ?? 0)),
+                 ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
+                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
     }
 }

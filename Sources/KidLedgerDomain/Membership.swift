@@ -101,6 +101,35 @@ public struct MemberSigner: Sendable {
     }
 }
 
+/// The household's recovery key makes `newOwner` the owner. Only the recovery key (named by the
+/// genesis) signs one, so the set of valid transfers does not depend on which transfers a replica
+/// holds, and a stolen owner key can never sign one. The owner is the new owner of the valid
+/// transfer with the highest epoch (same epoch: the smaller hash of its encoded operation wins,
+/// and `status` shows the conflict). A grant or revocation signed by a former owner counts only
+/// if the transfer that ended that owner's term has seen it (`seen`); later ones are forged.
+public struct OwnerTransfer: Hashable, Sendable {
+    /// The new owner's Ed25519 public key (32 bytes).
+    public var newOwner: [UInt8]
+    /// 1 for the first transfer, then one more than the highest the signer knew of.
+    public var epoch: UInt64
+    /// When.
+    public var transferredAtMillis: Int64
+    /// The version vector of the replica that made it: what the previous owner signed that it
+    /// covers stays valid.
+    public var seen: [ReplicaID: UInt64]
+    /// The recovery key's signature over ``Membership/transferMessage(household:_:)``.
+    public var signature: [UInt8]
+
+    /// Creates a transfer.
+    public init(newOwner: [UInt8], epoch: UInt64, transferredAtMillis: Int64, seen: [ReplicaID: UInt64], signature: [UInt8]) {
+        self.newOwner = newOwner
+        self.epoch = epoch
+        self.transferredAtMillis = transferredAtMillis
+        self.seen = seen
+        self.signature = signature
+    }
+}
+
 /// The exact bytes each membership record's signature covers, and the household-id rule.
 public enum Membership {
     /// Key length.
@@ -155,6 +184,18 @@ public enum Membership {
         return w.bytes
     }
 
+    /// What an owner transfer's signature covers.
+    public static func transferMessage(household: RecordID, _ t: OwnerTransfer) -> [UInt8] {
+        var w = ByteWriter(capacity: 112)
+        w.write(raw: Array("kidledger owner transfer v1".utf8))
+        w.write(id: household)
+        w.write(blob: t.newOwner)
+        w.write(varint: t.epoch)
+        w.write(zigzag: t.transferredAtMillis)
+        RecordCodec.encode(seen: t.seen, into: &w)
+        return w.bytes
+    }
+
     /// The origin (replica id) that `member`'s claim with `nonce` names in `household`: the first
     /// 8 bytes of SHA-256("kidledger origin v1" ‖ household ‖ member ‖ nonce), odd (so never 0,
     /// like every replica id this code draws). Finding a nonce for another key's origin takes
@@ -195,5 +236,72 @@ public enum Membership {
             return "claim with a bad signature"
         }
         return nil
+    }
+}
+
+/// The household's recovery secret as people write it on paper: the 32-byte seed of the recovery
+/// key and a 3-byte checksum (the first bytes of a SHA-256 of the seed), 280 bits in 56
+/// characters of Crockford's base32 (digits and capitals without I, L, O, U) in 14 groups of 4:
+/// `K7QM-2D9X-…`. Reading is forgiving: case, spaces and dashes do not matter, and I and L read
+/// as 1, O as 0. A mistyped character fails the checksum (it is never taken for another secret,
+/// but for one chance in 16.7 million).
+public enum RecoverySecret {
+    /// Bytes of the seed.
+    public static let seedBytes = 32
+    static let checksumBytes = 3
+    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
+
+    static func checksum(_ seed: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(Array("kidledger recovery secret v1".utf8) + seed).prefix(checksumBytes))
+    }
+
+    /// The paper form of `seed` (32 bytes).
+    public static func text(seed: [UInt8]) -> String {
+        precondition(seed.count == seedBytes, "a recovery seed is 32 bytes")
+        var symbols: [UInt8] = []
+        var buffer: UInt32 = 0, bits = 0
+        for byte in seed + checksum(seed) {
+            buffer = (buffer << 8 | UInt32(byte)) & 0xFFFF
+            bits += 8
+            while bits >= 5 {
+                bits -= 5
+                symbols.append(alphabet[Int(buffer >> UInt32(bits) & 31)])
+            }
+        }
+        var text = ""
+        for (i, symbol) in symbols.enumerated() {
+            if i > 0 && i % 4 == 0 { text += "-" }
+            text.unicodeScalars.append(Unicode.Scalar(symbol))
+        }
+        return text
+    }
+
+    /// The seed written as `text`, or nil when it is not one (wrong length, a character outside
+    /// the alphabet, or a checksum that does not match).
+    public static func seed(text: String) -> [UInt8]? {
+        var values: [UInt8] = []
+        for scalar in text.uppercased().unicodeScalars {
+            guard scalar.isASCII else { return nil }
+            var c = UInt8(scalar.value)
+            if c == UInt8(ascii: "-") || c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") || c == UInt8(ascii: "\n") { continue }
+            if c == UInt8(ascii: "I") || c == UInt8(ascii: "L") { c = UInt8(ascii: "1") }
+            if c == UInt8(ascii: "O") { c = UInt8(ascii: "0") }
+            guard let v = alphabet.firstIndex(of: c) else { return nil }
+            values.append(UInt8(v))
+        }
+        guard values.count * 5 == (seedBytes + checksumBytes) * 8 else { return nil }
+        var bytes: [UInt8] = []
+        var buffer: UInt32 = 0, bits = 0
+        for v in values {
+            buffer = (buffer << 5 | UInt32(v)) & 0xFFFF
+            bits += 5
+            if bits >= 8 {
+                bits -= 8
+                bytes.append(UInt8(buffer >> UInt32(bits) & 255))
+            }
+        }
+        let seed = Array(bytes.prefix(seedBytes))
+        guard Array(bytes.suffix(checksumBytes)) == checksum(seed) else { return nil }
+        return seed
     }
 }

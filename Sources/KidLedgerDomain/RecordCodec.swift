@@ -5,7 +5,7 @@
 /// field (a hostile peer's bytes go through the same checks as user input).
 public enum RecordCodec {
     enum OperationTag: UInt8 {
-        case createHousehold = 1, createChild = 2, setField = 3, addTransaction = 4, grant = 5, revoke = 6, claim = 7
+        case createHousehold = 1, createChild = 2, setField = 3, addTransaction = 4, grant = 5, revoke = 6, claim = 7, transferOwner = 8
     }
 
     enum ValueTag: UInt8 {
@@ -156,6 +156,13 @@ public enum RecordCodec {
             w.write(blob: c.member)
             w.write(bigEndian: c.nonce)
             w.write(blob: c.signature)
+        case .transferOwner(let t):
+            w.write(OperationTag.transferOwner.rawValue)
+            w.write(blob: t.newOwner)
+            w.write(varint: t.epoch)
+            w.write(zigzag: t.transferredAtMillis)
+            encode(seen: t.seen, into: &w)
+            w.write(blob: t.signature)
         }
     }
 
@@ -197,6 +204,14 @@ public enum RecordCodec {
             let member = try readKey(&r, "claiming member")
             let nonce = try r.readBigEndianUInt64("claim nonce")
             return .claim(OriginClaim(origin: origin, member: member, nonce: nonce, signature: try readSignature(&r)))
+        case OperationTag.transferOwner.rawValue:
+            let newOwner = try readKey(&r, "new owner")
+            let epoch = try r.readVarint("transfer epoch")
+            guard epoch >= 1 else { throw .invalid("transfer epoch 0") }
+            let at = try r.readZigzag("transfer time")
+            let seen = try decodeSeen(&r)
+            return .transferOwner(OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: at, seen: seen,
+                                                signature: try readSignature(&r)))
         default:
             throw .invalid("operation tag")
         }
@@ -332,6 +347,7 @@ extension RecordCodec {
         w.write(blob: h.owner)
         w.write(blob: h.salt)
         w.write(string: h.name)
+        w.write(blob: h.recovery)
         w.write(blob: h.signature)
         return w.bytes
     }
@@ -342,10 +358,13 @@ extension RecordCodec {
         let owner = try r.readBlob(maxCount: Membership.keyBytes, "owner")
         let salt = try r.readBlob(maxCount: 32, "salt")
         let name = try r.readString(maxBytes: Limits.nameBytesMax, "household name")
+        let recovery = try r.readBlob(maxCount: Membership.keyBytes, "recovery key")
         let signature = try r.readBlob(maxCount: Membership.signatureBytes, "genesis signature")
         guard owner.isEmpty || owner.count == Membership.keyBytes else { throw .invalid("owner key length") }
         guard signature.isEmpty || signature.count == Membership.signatureBytes else { throw .invalid("genesis signature length") }
-        return Household(id: id, createdAtMillis: created, owner: owner, salt: salt, name: name, signature: signature)
+        guard recovery.isEmpty || recovery.count == Membership.keyBytes else { throw .invalid("recovery key length") }
+        return Household(id: id, createdAtMillis: created, owner: owner, salt: salt, name: name, recovery: recovery,
+                         signature: signature)
     }
 
     /// The canonical stored bytes of a child creation record.

@@ -24,26 +24,31 @@ public struct Household: Hashable, Sendable {
     public var salt: [UInt8]
     /// The name at creation (the household's name register holds the current one).
     public var name: String
+    /// The household's recovery public key (Ed25519, 32 bytes), or empty: the key of the
+    /// recovery secret `init` prints for paper. Only it signs an ``OwnerTransfer``.
+    public var recovery: [UInt8]
     /// The owner's signature over ``Membership/genesisMessage(_:)`` (empty without an owner).
     public var signature: [UInt8]
 
     /// Creates a household record.
     public init(id: RecordID, createdAtMillis: Int64, owner: [UInt8] = [], salt: [UInt8] = [], name: String = "",
-                signature: [UInt8] = []) {
+                recovery: [UInt8] = [], signature: [UInt8] = []) {
         self.id = id
         self.createdAtMillis = createdAtMillis
         self.owner = owner
         self.salt = salt
         self.name = name
+        self.recovery = recovery
         self.signature = signature
     }
 
-    /// Whether the record is self-consistent: no owner (and no salt or signature), or an id
-    /// derived from owner and salt. A well-formed owned record still needs its signature checked
+    /// Whether the record is self-consistent: no owner (and no salt, recovery key or signature),
+    /// or an id derived from owner and salt and a recovery key that is none or 32 bytes. A well-formed owned record still needs its signature checked
     /// (``Membership/genesisProblem(_:verifier:)``).
     public var isWellFormed: Bool {
-        owner.isEmpty ? salt.isEmpty && signature.isEmpty
-                      : (owner.count == Membership.keyBytes && id == Membership.householdID(owner: owner, salt: salt))
+        owner.isEmpty ? salt.isEmpty && signature.isEmpty && recovery.isEmpty
+                      : (owner.count == Membership.keyBytes && id == Membership.householdID(owner: owner, salt: salt)
+                         && (recovery.isEmpty || recovery.count == Membership.keyBytes))
     }
 }
 
@@ -177,6 +182,8 @@ public enum Operation: Hashable, Sendable {
     case revoke(MemberRevocation)
     /// A member claims the change's origin replica.
     case claim(OriginClaim)
+    /// The household's recovery key makes a new key the owner.
+    case transferOwner(OwnerTransfer)
 }
 
 /// A unit of replication: the operations of one local action, stamped with the replica that made

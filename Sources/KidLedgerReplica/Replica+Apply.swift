@@ -62,7 +62,8 @@ extension Replica {
         var digest = try context.stateDigest()
         if try applyMembership(of: change, version: prepared.version, in: context, digest: &digest) {
             context.setStateDigest(digest)
-            // A revocation changes which past changes count: recompute the merged state.
+            // A revocation or an owner transfer changes which past changes and owner-signed
+            // records count: recompute the merged state.
             try rebuild(in: context)
         } else {
             try applyLedger(of: change, prepared, version: prepared.version, in: context, digest: &digest)
@@ -146,7 +147,7 @@ extension Replica {
             try mergeTransaction(t, transaction, in: context, digest: &digest)
         case (.setField, _), (.addTransaction, _):
             preconditionFailure("a register write or transaction applied unprepared")
-        case (.grant, _), (.revoke, _), (.claim, _):
+        case (.grant, _), (.revoke, _), (.claim, _), (.transferOwner, _):
             break  // applied by applyMembership
         }
     }

@@ -31,9 +31,10 @@ extension Replica {
     /// With `owner` (an account key), `salt` and `sign` (the owner's Ed25519 signature of a
     /// message), the household has membership: its id is derived from owner and salt, its genesis
     /// is signed by the owner (``Membership/genesisMessage(_:)``), and only the owner can grant
-    /// and revoke.
+    /// and revoke. `recovery` (with an owner) is the public key of the recovery secret: the one
+    /// key that can sign an owner transfer (``transferOwnership(to:recoveryKey:atMillis:sign:)``).
     @discardableResult
-    public func createHousehold(name: String, owner: [UInt8] = [], salt: [UInt8] = [],
+    public func createHousehold(name: String, owner: [UInt8] = [], salt: [UInt8] = [], recovery: [UInt8] = [],
                                 sign: (([UInt8]) -> [UInt8])? = nil) throws -> HouseholdSummary {
         let name = try Self.validName(name, what: "household name")
         if !owner.isEmpty && sign == nil { throw LedgerError.invalid("an owned household needs its owner's signature") }
@@ -42,10 +43,10 @@ extension Replica {
         let id = owner.isEmpty ? newID() : Membership.householdID(owner: owner, salt: salt)
         try commitLocal { w, hlc in
             if let existing = try Self.household(w, queryCache) { throw LedgerError.householdExists(name: existing.name) }
-            if let pin = try Self.pinnedHousehold(w), pin.id != id || pin.owner != owner {
+            if let pin = try Self.pinnedHousehold(w), pin.id != id || pin.owner != owner || pin.ownerPending {
                 throw LedgerError.invalid("this replica belongs to household \(pin.id)")
             }
-            var genesis = Household(id: id, createdAtMillis: hlc.millis, owner: owner, salt: salt, name: name)
+            var genesis = Household(id: id, createdAtMillis: hlc.millis, owner: owner, salt: salt, name: name, recovery: recovery)
             if let sign { genesis.signature = sign(Membership.genesisMessage(genesis)) }
             // Applying it pins the replica; a genesis that would be forged is not committed.
             if let problem = Membership.genesisProblem(genesis, verifier: verifier) { throw LedgerError.invalid(problem) }

@@ -22,11 +22,12 @@ extension Tables {
 }
 
 extension Operation {
-    /// Whether this is a membership operation (household creation, grant, revocation, claim),
+    /// Whether this is a membership operation (household creation, grant, revocation, claim,
+    /// owner transfer),
     /// applied whatever the revocation rule says of its change.
     public var isMembership: Bool {
         switch self {
-        case .createHousehold, .grant, .revoke, .claim: true
+        case .createHousehold, .grant, .revoke, .claim, .transferOwner: true
         default: false
         }
     }
@@ -47,23 +48,25 @@ public struct MemberSummary: Equatable, Sendable {
 }
 
 extension Replica {
-    /// The household's owner key, or nil for a household without membership.
-    /// Read from the pin once the household's genesis is here (a genesis is applied only with
-    /// the pinned owner; ``household(_:_:)`` throws when its stored record is damaged).
+    /// The household's id and current owner key, or nil for a household without membership.
+    /// The genesis owner comes from the pin once the genesis is here (a genesis is applied only
+    /// with the pinned owner); the current owner is the genesis owner unless a valid transfer
+    /// names another (``ownership(_:_:)``).
     static func owner(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> (RecordID, [UInt8])? {
-        guard try household(r, queries) != nil, let pin = try pinnedHousehold(r), !pin.owner.isEmpty else { return nil }
-        return (pin.id, pin.owner)
+        guard let ownership = try ownership(r, queries) else { return nil }
+        return (ownership.household, ownership.current)
     }
 
-    /// Applies (after checking signatures) the membership operations of a change. Returns whether
-    /// the merged state must be recomputed from the log (``rebuild(in:)``): a revocation that was
-    /// not known before, a grant of a key whose claimed origins' changes were judged without it,
-    /// or the household's genesis arriving after other changes.
-    static func applyMembership(of change: Change, version: [UInt8], in context: ApplyContext,
-                                digest: inout Digest256) throws -> Bool {
+    /// Applies (after checking signatures) the membership operations of a change that `include`
+    /// selects (all of them outside a rebuild). Returns whether the merged state must be
+    /// recomputed from the log (``rebuild(in:)``): a revocation or an owner transfer that was not
+    /// known before, a grant of a key whose claimed origins' changes were judged without it, or
+    /// the household's genesis arriving after other changes.
+    static func applyMembership(of change: Change, version: [UInt8], in context: ApplyContext, digest: inout Digest256,
+                                including include: (Operation) -> Bool = \.isMembership) throws -> Bool {
         let w = context.store, verifier = context.verifier, queries = context.queries
         var needsRebuild = false
-        for (index, op) in change.operations.enumerated() where op.isMembership {
+        for (index, op) in change.operations.enumerated() where op.isMembership && include(op) {
             func opKey() -> [UInt8] {
                 Keys.change(change.origin, change.sequence, version: version)
                     + [UInt8(index >> 24 & 255), UInt8(index >> 16 & 255), UInt8(index >> 8 & 255), UInt8(index & 255)]
@@ -101,21 +104,30 @@ extension Replica {
                 if try record(c, in: context, digest: &digest) { needsRebuild = true }
             case .grant(let g):
                 guard try !parkedBeforeHousehold(opKey()) else { continue }
-                guard let (household, ownerKey) = try owner(w, queries),
-                      verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: household, g), key: ownerKey) else {
+                // Signed by the owner whose term covers the change: a former owner's key signs
+                // nothing after the transfer that ended its term.
+                guard let ownership = try ownership(w, queries), ownership.signedByOwner(of: change, {
+                    verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: ownership.household, g), key: $0)
+                }) else {
                     try forged("grant not signed by the owner"); continue
                 }
                 if try storeSigned(of: g.member, in: Tables.grants, tag: UInt8(ascii: "G")),
-                   try !isMember(g.member, ownerKey: ownerKey, w, grantsBefore: 1), try claimsAnOrigin(g.member, in: context) {
+                   try !isMember(g.member, ownerKey: ownership.current, w, grantsBefore: 1), try claimsAnOrigin(g.member, in: context) {
                     needsRebuild = true
                 }
             case .revoke(let rv):
                 guard try !parkedBeforeHousehold(opKey()) else { continue }
-                guard let (household, ownerKey) = try owner(w, queries), rv.member != ownerKey,
-                      verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: household, rv), key: ownerKey) else {
+                guard let ownership = try ownership(w, queries), rv.member != ownership.current, ownership.signedByOwner(of: change, {
+                    verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: ownership.household, rv), key: $0)
+                }) else {
                     try forged("revocation not signed by the owner"); continue
                 }
                 if try storeSigned(of: rv.member, in: Tables.revocations, tag: UInt8(ascii: "V")) { needsRebuild = true }
+            case .transferOwner(let t):
+                guard try !parkedBeforeHousehold(opKey()) else { continue }
+                let (problem, isNew) = try recordTransfer(t, encoded: RecordCodec.encodeOperation(op), in: context, digest: &digest)
+                if let problem { try forged(problem); continue }
+                if isNew { needsRebuild = true }
             default:
                 break
             }
@@ -157,6 +169,12 @@ extension Replica {
             return nil
         }
         if pin.id != h.id { return ForgedReason.otherGenesis }
+        if pin.ownerPending {
+            // `join`'s pin: the genuine owned genesis of the id names its owner.
+            if h.owner.isEmpty { return "household genesis without the pinned owner" }
+            try Self.pin(h.id, owner: h.owner, in: context.store)
+            return nil
+        }
         if pin.owner != h.owner { return "household genesis without the pinned owner" }
         return nil
     }
@@ -215,9 +233,11 @@ extension Replica {
     static func rejection(of change: Change, in context: ApplyContext) throws -> String? {
         // Every change of a batch asks; the context remembers the answer per origin.
         let standing = try context.horizon(ofOrigin: change.origin) { () throws -> Standing? in
-            guard let (_, ownerKey) = try owner(context.store, context.queries) else { return nil }
+            guard let ownership = try ownership(context.store, context.queries) else { return nil }
             guard let member = try context.claim(change.origin) else { return Standing(cut: [:], reason: RejectedReason.unclaimed) }
-            guard try isMember(member, ownerKey: ownerKey, context.store) else {
+            guard try isMember(member, ownerKey: ownership.current, context.store) else {
+                // A former owner (no grant): what the transfer that ended its term has seen.
+                if let cut = ownership.formerOwnerCut(member) { return Standing(cut: cut, reason: RejectedReason.formerOwner) }
                 return Standing(cut: [:], reason: RejectedReason.notMember)
             }
             return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
@@ -227,14 +247,16 @@ extension Replica {
         return nil
     }
 
-    /// Recomputes the merged state from the change log: membership first (so every revocation is
-    /// known), then every change's ledger operations under the revocation rule. Used when a new
-    /// revocation arrives; order-independent like everything else.
+    /// Recomputes the merged state from the change log: membership first (the genesis, then the
+    /// owner transfers, then the rest, so every revocation is known), then every change's ledger
+    /// operations under the revocation rule. Used when a new revocation or owner transfer
+    /// arrives; order-independent like everything else.
     static func rebuild(in context: ApplyContext) throws {
         let w = context.store
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
-                       Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
+                       Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.rejected, Tables.forged,
+                       Tables.pendingClaims]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
         for table in derived {
@@ -250,12 +272,14 @@ extension Replica {
             log.append((try decodeLogEntry(value), Array(key.suffix(8)), value))
             return true
         }
-        func createsHousehold(_ change: Change) -> Bool {
-            change.operations.contains { if case .createHousehold = $0 { true } else { false } }
-        }
-        // The household's creation first, so every claim can be checked against it.
-        for entry in log.filter({ createsHousehold($0.change) }) + log.filter({ !createsHousehold($0.change) }) {
-            _ = try applyMembership(of: entry.change, version: entry.version, in: context, digest: &digest)
+        func isGenesis(_ op: Operation) -> Bool { if case .createHousehold = op { true } else { false } }
+        func isTransfer(_ op: Operation) -> Bool { if case .transferOwner = op { true } else { false } }
+        // The household's creation first, so every claim can be checked against it; then the
+        // owner transfers, so every grant and revocation is judged against the whole ownership.
+        for pass in [isGenesis, isTransfer, { $0.isMembership && !isGenesis($0) && !isTransfer($0) }] {
+            for entry in log where entry.change.operations.contains(where: pass) {
+                _ = try applyMembership(of: entry.change, version: entry.version, in: context, digest: &digest, including: pass)
+            }
         }
         for entry in log {
             // A log entry is its change's canonical encoding.
@@ -274,8 +298,13 @@ extension Replica {
     /// The household's members: the owner and every granted key, with revocation and devices.
     public func members() throws -> [MemberSummary] {
         try store.read { r in
-            guard let (_, ownerKey) = try Self.owner(r, queryCache) else { return [] }
+            guard let ownership = try Self.ownership(r, queryCache) else { return [] }
+            let ownerKey = ownership.current
             var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", isOwner: true, isRevoked: false, devices: [])]
+            // A former owner stays a member (its laptop may turn up again) until it is revoked.
+            for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
+                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", isOwner: false, isRevoked: false, devices: [])
+            }
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)
                 if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[g.member] == nil {
@@ -346,6 +375,7 @@ enum RejectedReason {
     static let revoked = "made by a revoked member after the revocation"
     static let unclaimed = "made under an origin no valid claim names"
     static let notMember = "made by a key that is neither the owner nor granted"
+    static let formerOwner = "made by a former owner after the transfer that ended its term"
 }
 
 /// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those

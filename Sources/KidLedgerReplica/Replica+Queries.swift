@@ -65,30 +65,53 @@ extension Replica {
     }
 
     /// The household this replica belongs to (see `Keys.household`), or nil before it knows one.
-    /// Its pin never changes once set, and is set in the transaction that stores the first
+    /// Its pin never changes once set (but for `join`'s, which learns its owner from the genesis
+    /// in the transaction that stores it), and is set in the transaction that stores the first
     /// household record or before it, so ``household(_:)`` may keep its answer on the households
-    /// and registers tables alone.
-    static func pinnedHousehold(_ r: any KeyValueReader) throws -> (id: RecordID, owner: [UInt8])? {
+    /// and registers tables alone. `ownerPending`: the owner is not known yet (then `owner` is empty),
+    /// only that the household has one.
+    static func pinnedHousehold(_ r: any KeyValueReader) throws -> (id: RecordID, owner: [UInt8], ownerPending: Bool)? {
         guard let raw = try r.get(Tables.meta, Keys.household) else { return nil }
+        if raw.count == 17 && raw[16] == ownerPendingMark { return (Keys.id(in: raw, at: 0), [], true) }
         guard raw.count == 16 || raw.count == 16 + Membership.keyBytes else { throw LedgerError.corrupted("household pin") }
-        return (Keys.id(in: raw, at: 0), Array(raw.dropFirst(16)))
+        return (Keys.id(in: raw, at: 0), Array(raw.dropFirst(16)), false)
     }
 
-    /// Pins the household this replica belongs to (`join` does, before its first sync, from the
-    /// invitation): from then on only the genesis of `id`, owned by `owner` (empty: a household
-    /// without membership) and signed by it, is applied; every other household record is forged.
+    /// The pin's last byte when its owner is learned from the genesis.
+    static let ownerPendingMark: UInt8 = 1
+
+    /// Pins the household this replica belongs to: from then on only the genesis of `id`, owned by
+    /// `owner` (empty: a household without membership) and signed by it, is applied; every other
+    /// household record is forged.
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` when the replica already belongs to another household.
     public func pinHousehold(_ id: RecordID, owner: [UInt8]) throws {
         try store.write { w in try Self.pin(id, owner: owner, in: w) }
     }
 
+    /// Pins an owned household whose owner this replica learns from its genesis (`join` does,
+    /// before its first sync, from the invitation: the inviting device is the current owner,
+    /// which an owner transfer may have made another key than the genesis owner). Only a genuine
+    /// owned genesis of `id` is then applied: its id is derived from its owner key and salt and it
+    /// is signed by that owner, so no other key can produce one; it completes the pin.
+    public func pinOwnedHousehold(_ id: RecordID) throws {
+        try store.write { w in
+            if let pin = try Self.pinnedHousehold(w) {
+                guard pin.id == id, pin.ownerPending || !pin.owner.isEmpty else {
+                    throw LedgerError.invalid("this replica belongs to household \(pin.id), not \(id)")
+                }
+                return
+            }
+            try w.put(Tables.meta, Keys.household, Keys.id(id) + [Self.ownerPendingMark])
+        }
+    }
+
     static func pin(_ id: RecordID, owner: [UInt8], in w: any KeyValueWriter) throws {
         if let pin = try pinnedHousehold(w) {
-            guard pin.id == id && pin.owner == owner else {
+            guard pin.id == id && (pin.owner == owner || (pin.ownerPending && !owner.isEmpty)) else {
                 throw LedgerError.invalid("this replica belongs to household \(pin.id), not \(id)")
             }
-            return
+            if !pin.ownerPending { return }
         }
         try w.put(Tables.meta, Keys.household, Keys.id(id) + owner)
     }

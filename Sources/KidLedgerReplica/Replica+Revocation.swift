@@ -15,7 +15,9 @@ extension Replica {
     public static let forgedRefusalsSetting = "forgedRefusals"
 
     /// The owner-signed revocation of `member` this replica holds, as an encoded operation (what a
-    /// refusal of that member carries), or nil when the member is not revoked here.
+    /// refusal of that member carries), or nil when the member is not revoked here. After an owner
+    /// recovery it is preceded by the winning owner transfers (the newest ``evidenceTransfersMax``),
+    /// so a refused laptop that has not seen them can still check who signed the revocation.
     public func revocation(of member: [UInt8]) throws -> [UInt8]? {
         try store.read { r in
             var found: [UInt8]?
@@ -23,35 +25,64 @@ extension Replica {
                 found = value
                 return false
             }
-            return found
+            guard let revocation = found else { return nil }
+            let transfers = try Self.ownership(r, queryCache)?.terms.compactMap(\.endedBy) ?? []
+            return transfers.suffix(Self.evidenceTransfersMax).flatMap { RecordCodec.encodeOperation(.transferOwner($0)) } + revocation
         }
     }
 
+    /// The most owner transfers a refusal's evidence carries (each about 150 bytes; the frame
+    /// holds 16 KiB).
+    static let evidenceTransfersMax = 32
+
     /// A peer refused this device's member `member` and sent `encoded` as the owner's revocation of
-    /// it. When it is a revocation of `member` whose signature verifies under this replica's
-    /// household owner key (through the injected ``SignatureVerifier``), it is recorded as a
-    /// membership change of this replica (``commitMembership(_:)``: the one apply path, so
-    /// `members()` lists the member revoked and a rebuild keeps it); nothing else changes and no
-    /// data is lost. Anything else is ignored and counted in ``forgedRefusalsSetting``.
+    /// it, possibly preceded by owner transfers. When it is a revocation of `member` whose
+    /// signature verifies under this replica's household owner key, or under the new owner of one
+    /// of those transfers that the household's recovery key signed (through the injected
+    /// ``SignatureVerifier``), it is recorded, with the transfers this replica lacks, as a
+    /// membership change of this replica (``commitMembership(_:)``: the one apply path judges
+    /// them again, so `members()` lists the member revoked only if the revocation holds there and a
+    /// rebuild keeps it); nothing else changes and no data is lost. Anything else is ignored and
+    /// counted in ``forgedRefusalsSetting``.
     public func learnRevocation(_ encoded: [UInt8], of member: [UInt8]) throws -> LearnedRevocation {
         var reader = ByteReader(encoded)
-        let operation: Operation
-        do { operation = try RecordCodec.decodeOperation(&reader) } catch {
-            return try countForged("the refusal's revocation does not decode: \(error)")
+        var operations: [Operation] = []
+        while !reader.isAtEnd && operations.count <= Self.evidenceTransfersMax {
+            do { operations.append(try RecordCodec.decodeOperation(&reader)) } catch {
+                return try countForged("the refusal's revocation does not decode: \(error)")
+            }
         }
-        guard reader.isAtEnd, case .revoke(let revocation) = operation else {
+        guard reader.isAtEnd, case .revoke(let revocation)? = operations.last else {
             return try countForged("the refusal's revocation is not one revocation")
         }
+        var transfers: [OwnerTransfer] = []
+        for op in operations.dropLast() {
+            guard case .transferOwner(let t) = op else { return try countForged("the refusal's revocation is not one revocation") }
+            transfers.append(t)
+        }
         guard revocation.member == member else { return try countForged("the refusal's revocation names another member") }
-        let owner = try store.read { r in try Self.owner(r, queryCache) }
-        guard let (household, ownerKey) = owner, revocation.member != ownerKey,
-              verifier.isValid(signature: revocation.signature,
-                               message: Membership.revocationMessage(household: household, revocation), key: ownerKey) else {
+        let ownership = try store.read { r in try Self.ownership(r, queryCache) }
+        guard let ownership else { return try countForged("the refusal's revocation is not signed by this household's owner") }
+        // Transfers the recovery key signed name the candidates besides the owner known here.
+        let recovered = transfers.filter {
+            !ownership.recovery.isEmpty && verifier.isValid(signature: $0.signature,
+                message: Membership.transferMessage(household: ownership.household, $0), key: ownership.recovery)
+        }
+        let signers = [ownership.current] + recovered.map(\.newOwner)
+        guard let signer = signers.first(where: {
+            verifier.isValid(signature: revocation.signature, message: Membership.revocationMessage(household: ownership.household, revocation), key: $0)
+        }), revocation.member != signer else {
             return try countForged("the refusal's revocation is not signed by this household's owner")
         }
         if try self.revocation(of: member) != nil { return .alreadyKnown }
-        try commitMembership([.revoke(revocation)])
-        return .recorded
+        let known = try store.read { r in
+            var keys = Set<[UInt8]>()
+            try r.scan(Tables.transfers) { _, value in keys.insert(value); return true }
+            return keys
+        }
+        let missing = recovered.map { Operation.transferOwner($0) }.filter { !known.contains(RecordCodec.encodeOperation($0)) }
+        try commitMembership(missing + [.revoke(revocation)])
+        return try self.revocation(of: member) != nil ? .recorded : .forged("the refusal's revocation does not hold here")
     }
 
     private func countForged(_ reason: String) throws -> LearnedRevocation {

@@ -16,6 +16,12 @@ public struct VerifyReport: Equatable, Sendable {
     public var forged = 0
     /// Of them, household records (a forged genesis, or another household's).
     public var forgedHouseholds = 0
+    /// Changes the revocation rule rejected.
+    public var rejected = 0
+    /// Why the state could not be recomputed from the change log (the store could not start the
+    /// transaction it rolls back: a full map or disk), or nil when it was. Not a problem of the
+    /// replica's: the other checks ran.
+    public var recomputationSkipped: String?
 
     /// Whether nothing is wrong.
     public var isIntact: Bool { problems.isEmpty }
@@ -26,7 +32,7 @@ extension Replica {
     /// (`VerifyTests` checks it). Its report is a function of them alone.
     public static let verifiedTables: [Table] = [
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
-        Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.changes,
+        Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.changes,
         Tables.chains, Tables.rejected, Tables.forged, Tables.vector,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
@@ -35,8 +41,25 @@ extension Replica {
     /// A full integrity check: every record decodes and validates, every index and per-child total
     /// matches the transactions, the stored digest matches one recomputed from the records, the
     /// change log is contiguous per origin and agrees with the version vector, and every change
-    /// in the log is reflected in the merged state. Reads only.
+    /// in the log is reflected in the merged state. Then it recomputes the membership, the
+    /// rejection set and the digest from the change log alone, in a write transaction that it
+    /// rolls back (``recomputationProblems(_:)``), and reports where the stored state differs.
+    /// Changes nothing.
     public func verify() throws -> VerifyReport {
+        var report = try readVerify()
+        do {
+            for problem in try recomputationProblems() where report.problems.count < 100 { report.problems.append(problem) }
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            // The store's own failure to write (the scratch transaction needs free pages).
+            report.recomputationSkipped = "\(error)"
+        }
+        return report
+    }
+
+    /// The checks of ``verify()`` that read the store in one read transaction.
+    private func readVerify() throws -> VerifyReport {
         try store.read { r in
             var report = VerifyReport()
             func problem(_ text: String) { if report.problems.count < 100 { report.problems.append(text) } }
@@ -45,6 +68,7 @@ extension Replica {
             if try r.count(Tables.households) > 1 { problem("the households table holds more than one household") }
             report.forged = try r.count(Tables.forged)
             report.forgedHouseholds = try Self.forgedHouseholds(r)
+            report.rejected = try r.count(Tables.rejected)
             try r.scan(Tables.households) { key, value in
                 if let h = try? RecordCodec.decodeHousehold(value), Keys.id(h.id) == key {
                     digest.insert(DigestRecord.household(h))
@@ -100,9 +124,10 @@ extension Replica {
                 digest.insert([UInt8(ascii: "L")] + key + value)
                 return true
             }
-            for table in [Tables.grants, Tables.revocations] {
+            for (table, tag) in [(Tables.grants, UInt8(ascii: "G")), (Tables.revocations, UInt8(ascii: "V")),
+                                 (Tables.transfers, Self.transferDigestTag)] {
                 try r.scan(table) { _, value in
-                    digest.insert([UInt8(ascii: table == Tables.grants ? "G" : "V")] + value)
+                    digest.insert([tag] + value)
                     return true
                 }
             }
@@ -115,6 +140,68 @@ extension Replica {
             let changes = try verifyChangeLog(r, problem: problem)
             report.changes = changes
             return report
+        }
+    }
+
+    /// The thrown error that rolls back ``recomputationProblems()``'s transaction.
+    private struct Rollback: Error {
+        var problems: [String]
+    }
+
+    /// Recomputes the derived state from the change log (``rebuild(in:)``, the path a new
+    /// revocation or owner transfer takes) in a write transaction that is then rolled back, and
+    /// compares it with the stored state: the digest (records, claims, grants, revocations, owner
+    /// transfers), the forged table and the rejected table, entry by entry. Identical logs must
+    /// give identical state whatever the arrival order, so any difference is a problem: a bug in
+    /// an incremental path, or a store edited behind the replica's back.
+    ///
+    /// The result depends only on what ``verifiedTables`` names: the log, and the stored household
+    /// record for the pin (this replica's pin is the household it holds, or, with none, one that no
+    /// genesis matches, since a replica without a household has forged every genesis in its log).
+    func recomputationProblems() throws -> [String] {
+        let verifier = self.verifier, preparer = self.preparer, now = clock.nowMillis()
+        do {
+            return try store.write { w -> [String] in
+                func entries(_ table: Table) throws -> [[UInt8]: [UInt8]] {
+                    var all: [[UInt8]: [UInt8]] = [:]
+                    try w.scan(table) { key, value in all[key] = value; return true }
+                    return all
+                }
+                let storedDigest = try w.get(Tables.meta, Keys.digest)
+                let storedForged = try entries(Tables.forged), storedRejected = try entries(Tables.rejected)
+                var pin = Keys.id(RecordID(high: .max, low: .max))
+                var damaged = false
+                try w.scan(Tables.households) { _, value in
+                    if let h = try? RecordCodec.decodeHousehold(value) { pin = Keys.id(h.id) + h.owner } else { damaged = true }
+                    return false
+                }
+                if damaged { throw Rollback(problems: []) }  // reported by the read checks
+                try w.put(Tables.meta, Keys.household, pin)
+                do {
+                    try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: NoQueryCache()) {
+                        try Self.rebuild(in: $0)
+                    }
+                } catch let error as LedgerError {
+                    throw Rollback(problems: ["the state could not be recomputed from the change log: \(error)"])
+                }
+                var problems: [String] = []
+                let digest = try w.get(Tables.meta, Keys.digest)
+                if digest != storedDigest {
+                    problems.append("the state recomputed from the change log has digest \(Digest256(bytes: digest)?.description ?? "none"), the stored state \(Digest256(bytes: storedDigest)?.description ?? "none")")
+                }
+                for (table, what) in [(Tables.forged, "forged"), (Tables.rejected, "rejected")] {
+                    let recomputed = try entries(table)
+                    let stored = table == Tables.forged ? storedForged : storedRejected
+                    guard recomputed != stored else { continue }
+                    let extra = stored.keys.filter { recomputed[$0] == nil }.count
+                    let missing = recomputed.keys.filter { stored[$0] == nil }.count
+                    let changed = stored.keys.filter { recomputed[$0] != nil && recomputed[$0] != stored[$0] }.count
+                    problems.append("the \(what) table holds \(stored.count) entries, the change log gives \(recomputed.count) (\(extra) not in it, \(missing) missing, \(changed) with another reason)")
+                }
+                throw Rollback(problems: problems)
+            }
+        } catch let rollback as Rollback {
+            return rollback.problems
         }
     }
 
@@ -200,7 +287,7 @@ extension Replica {
             }
             let written = StoredRegister(stamp: Stamp(hlc: change.hlc, origin: change.origin), value: value)
             if written.wins(over: stored) { problem("register \(field) of \(entity) holds a value older than change \(change.origin)/\(change.sequence)") }
-        case .grant, .revoke, .claim:
+        case .grant, .revoke, .claim, .transferOwner:
             break  // checked through the digest (invalid ones are in the forged table)
         case .addTransaction(let t):
             guard let raw = try r.get(Tables.transactions, Keys.id(t.id)) else {

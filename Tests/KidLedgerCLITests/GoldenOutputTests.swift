@@ -8,7 +8,7 @@ import Testing
 struct GoldenOutputTests {
     @Test func initAndChildAdd() {
         withLedger { l in
-            #expect(l.masked(l.ok("init", "The Smiths")) == "Created household \"The Smiths\" in $HOME.\n")
+            #expect(maskRecoverySecret(l.masked(l.ok("init", "The Smiths"))) == "Created household \"The Smiths\" in $HOME.\n" + initRecoveryNotice)
             #expect(l.masked(l.ok("child", "add", "Ava")) == "Added Ava (id ########).\n")
             #expect(l.masked(l.ok("child", "add", "  Maximilian ")) == "Added Maximilian (id ########).\n")
             #expect(l.ok("child", "rename", "maximilian", "Max") == "Renamed Maximilian to Max.\n")
@@ -175,6 +175,7 @@ struct GoldenOutputTests {
           account switch NAME                         sign this device in as another account
           members                                     list the household's members, their devices and revocations
           revoke MEMBER                               revoke a member (owner only; permanent)
+          recover SECRET                              take over as the household's owner with its recovery secret
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.
@@ -198,7 +199,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 30)
+            #expect(CLI.commands.count == 31)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

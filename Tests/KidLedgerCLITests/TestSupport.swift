@@ -91,6 +91,21 @@ final class TestLedger {
     }
 }
 
+/// `text` with every recovery secret (14 dash-separated groups of 4, as `init` prints it) replaced
+/// by `<recovery secret>`: it is random.
+func maskRecoverySecret(_ text: String) -> String {
+    text.replacingOccurrences(of: "[0-9A-Z]{4}(-[0-9A-Z]{4}){13}", with: "<recovery secret>", options: .regularExpression)
+}
+
+/// What `init` prints after its first line, with the secret masked.
+let initRecoveryNotice = """
+    Recovery secret (shown only now; write it on paper and keep it away from this laptop):
+      <recovery secret>
+    If this laptop is lost or stolen, `kidledger recover SECRET` on another member's laptop makes that
+    laptop the owner, so it can revoke this one (docs/SECURITY.md, "A stolen laptop").
+
+    """
+
 /// Runs `body` with a fresh ledger and removes its directory afterwards.
 func withLedger<T>(_ body: (TestLedger) throws -> T) rethrows -> T {
     let ledger = TestLedger()

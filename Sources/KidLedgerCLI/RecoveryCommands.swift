@@ -1,0 +1,62 @@
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerSecurity
+
+/// Ownership recovery: the recovery secret `init` prints, and `recover`.
+enum RecoveryCommands {
+    static let all: [CLI.Command] = [recover]
+
+    /// A fresh recovery key for `init`: its seed as the paper text, and its public key for the
+    /// genesis. The seed is never stored.
+    static func newRecoveryKey() -> (text: String, publicKey: [UInt8]) {
+        let seed = Sodium.randomBytes(RecoverySecret.seedBytes)
+        // A 32-byte seed is always a valid Ed25519 seed.
+        let identity = try! Identity(seed: seed)
+        return (RecoverySecret.text(seed: seed), identity.publicKey.bytes)
+    }
+
+    /// What `init` says about the recovery secret.
+    static func paperNotice(_ text: String) -> String {
+        """
+        Recovery secret (shown only now; write it on paper and keep it away from this laptop):
+          \(text)
+        If this laptop is lost or stolen, `kidledger recover SECRET` on another member's laptop makes that
+        laptop the owner, so it can revoke this one (docs/SECURITY.md, "A stolen laptop").
+        """
+    }
+
+    static let recover = CLI.Command(spec: CommandSpec(
+        name: "recover", synopsis: "SECRET", summary: "take over as the household's owner with its recovery secret",
+        details: """
+        SECRET is the recovery secret `kidledger init` printed (14 groups of 4 characters; case, spaces and
+        dashes do not matter). Run it on a laptop that holds the household (another member's, or a new one
+        joined with an invite): this laptop's member key becomes the owner on every laptop once they sync,
+        and the former owner's key can no longer invite, revoke or transfer. What the former owner signed
+        that this laptop holds stays valid. Then revoke the lost laptop (`kidledger revoke MEMBER`; it is
+        listed as "former owner" in `kidledger members`) and run `kidledger sync`.
+        Type the secret at a prompt-free shell (or clear the shell history afterwards).
+        """, arguments: 1...1)) { ctx, args in
+        guard let seed = RecoverySecret.seed(text: args.positionals[0]) else {
+            throw CLIError("that is not a recovery secret: it has 14 groups of 4 characters and a checksum; check each character", code: .dataError)
+        }
+        let replica = try ctx.openReplicaForChanges()
+        let household = try LedgerCommands.requireHousehold(replica)
+        guard let me = try ctx.identity(creating: false) else {
+            throw CLIError("this laptop has no member key; join the household first (`kidledger join CODE`)", code: .notPermitted)
+        }
+        guard let before = try replica.ownership() else {
+            throw CLIError("this household was created without membership; it has no owner to recover", code: .dataError)
+        }
+        let recovery = try Identity(seed: seed)
+        let transfer = try replica.transferOwnership(to: me.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
+                                                     atMillis: SystemClock().nowMillis(), sign: recovery.sign)
+        let previous = PublicKey(bytes: before.owner)?.fingerprint ?? hexString(before.owner)
+        ctx.say("""
+            This laptop (key \(me.publicKey.fingerprint)) now owns "\(household.name)" (owner transfer \(transfer.epoch)).
+            The previous owner key \(previous) can no longer invite, revoke or transfer.
+            If its laptop was lost or stolen, revoke it now: `kidledger revoke \(String(hexString(before.owner).prefix(16)))`, then `kidledger sync`.
+            """)
+        ctx.emit(.object([("owner", .string(me.publicKey.hex)), ("previousOwner", .string(hexString(before.owner))),
+                          ("epoch", .int(Int64(transfer.epoch)))]))
+    }
+}

@@ -1,0 +1,172 @@
+import KidLedgerDomain
+
+extension Tables {
+    /// Valid owner transfers: epoch (8, big-endian) + hash of the encoded operation (16) → encoded
+    /// operation. Key order is the ownership rule's order: by epoch, then the smaller hash first.
+    public static let transfers = Table("transfers")
+}
+
+/// Who owns the household: a function of its genesis and the set of valid transfers in the log
+/// alone, so every replica holding the same log agrees (docs/SECURITY.md, "A stolen laptop").
+struct Ownership {
+    /// One owner's term: the owner, and the transfer that ended it (nil for the current owner).
+    struct Term {
+        var owner: [UInt8]
+        var endedBy: OwnerTransfer?
+    }
+
+    var household: RecordID
+    /// The owner the genesis names (and the pin holds).
+    var genesisOwner: [UInt8]
+    /// The recovery key the genesis names, or empty.
+    var recovery: [UInt8]
+    /// Every term, oldest first: the genesis owner's, then one per epoch's winning transfer.
+    var terms: [Term]
+    /// The epoch of the current owner's transfer (0: the genesis owner).
+    var epoch: UInt64
+    /// How many valid transfers there are.
+    var transfers: Int
+    /// Epochs with more than one valid transfer (the smaller hash won).
+    var conflictedEpochs: [UInt64]
+
+    var current: [UInt8] { terms[terms.count - 1].owner }
+
+    /// Whether an owner whose term covers `change` made `isSignedBy`'s signature: the current
+    /// owner, or a former owner whose term's ending transfer has seen the change.
+    func signedByOwner(of change: Change, _ isSignedBy: ([UInt8]) -> Bool) -> Bool {
+        for term in terms {
+            if let end = term.endedBy, change.sequence > (end.seen[change.origin] ?? 0) { continue }
+            if isSignedBy(term.owner) { return true }
+        }
+        return false
+    }
+
+    /// What the transfer that ended `key`'s last term as owner has seen, or nil when `key` is the
+    /// current owner or never owned. A former owner's changes past it are rejected (unless a
+    /// grant makes it a member again).
+    func formerOwnerCut(_ key: [UInt8]) -> [ReplicaID: UInt64]? {
+        guard key != current, let term = terms.last(where: { $0.owner == key }) else { return nil }
+        return term.endedBy?.seen
+    }
+}
+
+/// The household's ownership as `status` and `recover` show it.
+public struct OwnershipSummary: Equatable, Sendable {
+    /// The current owner's key.
+    public var owner: [UInt8]
+    /// The owner the genesis names.
+    public var genesisOwner: [UInt8]
+    /// The owners before the current one, oldest first (the genesis owner first).
+    public var formerOwners: [[UInt8]]
+    /// The current owner's transfer epoch (0: nothing was transferred).
+    public var epoch: UInt64
+    /// Valid transfers in the log.
+    public var transfers: Int
+    /// Epochs where two valid transfers competed (both signed with the recovery secret: two
+    /// recoveries at once). The smaller hash won everywhere; people should check who owns.
+    public var conflictedEpochs: [UInt64]
+    /// Whether the genesis names a recovery key (households created before it existed have none).
+    public var hasRecoveryKey: Bool
+}
+
+extension Replica {
+    /// The household's ownership, or nil for a household without membership or before its
+    /// genesis is here. A stored genesis or transfer that does not decode throws (a damaged store).
+    static func ownership(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> Ownership? {
+        guard try household(r, queries) != nil, let pin = try pinnedHousehold(r), !pin.owner.isEmpty else { return nil }
+        guard let raw = try r.get(Tables.households, Keys.id(pin.id)),
+              let genesis = try? RecordCodec.decodeHousehold(raw) else {
+            throw LedgerError.corrupted("household record")
+        }
+        var ownership = Ownership(household: pin.id, genesisOwner: pin.owner, recovery: genesis.recovery,
+                                  terms: [Ownership.Term(owner: pin.owner, endedBy: nil)], epoch: 0, transfers: 0,
+                                  conflictedEpochs: [])
+        try r.scan(Tables.transfers) { key, value in
+            var reader = ByteReader(value)
+            guard key.count == 24, case .transferOwner(let t)? = try? RecordCodec.decodeOperation(&reader) else {
+                throw LedgerError.corrupted("a stored owner transfer does not decode")
+            }
+            ownership.transfers += 1
+            if t.epoch == ownership.epoch && ownership.terms.count > 1 {
+                // Key order puts the smaller hash first: it won this epoch.
+                if ownership.conflictedEpochs.last != t.epoch { ownership.conflictedEpochs.append(t.epoch) }
+                return true
+            }
+            ownership.terms[ownership.terms.count - 1].endedBy = t
+            ownership.terms.append(Ownership.Term(owner: t.newOwner, endedBy: nil))
+            ownership.epoch = t.epoch
+            return true
+        }
+        return ownership
+    }
+
+    /// The household's ownership, or nil for a household without membership (or none yet).
+    public func ownership() throws -> OwnershipSummary? {
+        try store.read { r in
+            guard let o = try Self.ownership(r, queryCache) else { return nil }
+            return OwnershipSummary(owner: o.current, genesisOwner: o.genesisOwner, formerOwners: o.terms.dropLast().map(\.owner),
+                                    epoch: o.epoch, transfers: o.transfers, conflictedEpochs: o.conflictedEpochs,
+                                    hasRecoveryKey: !o.recovery.isEmpty)
+        }
+    }
+
+    /// Makes `newOwner` the household's owner with its recovery key: `recoveryKey` is the public
+    /// key of the recovery secret and `sign` signs with it. The transfer's epoch is one more than
+    /// the highest this replica knows, and it covers this replica's version vector: what a former
+    /// owner signed that this replica holds stays valid, anything else a former owner key signs
+    /// is forged from now on. Applied through the one apply path (every replica then agrees).
+    ///
+    /// - Throws: ``LedgerError/invalid(_:)`` when the household has no membership or no recovery
+    ///   key, when `recoveryKey` is not the household's, or when `newOwner` already owns it.
+    @discardableResult
+    public func transferOwnership(to newOwner: [UInt8], recoveryKey: [UInt8], atMillis: Int64,
+                                  sign: ([UInt8]) -> [UInt8]) throws -> OwnerTransfer {
+        guard newOwner.count == Membership.keyBytes else { throw LedgerError.invalid("an owner key is 32 bytes") }
+        let (_, transfer) = try commitLocal { w, _ in
+            guard let ownership = try Self.ownership(w, queryCache) else {
+                throw LedgerError.invalid("this household has no owner to replace (it was created without membership)")
+            }
+            guard !ownership.recovery.isEmpty else {
+                throw LedgerError.invalid("this household was created without a recovery secret")
+            }
+            guard recoveryKey == ownership.recovery else { throw LedgerError.invalid("that recovery secret is not this household's") }
+            guard newOwner != ownership.current else { throw LedgerError.unchanged("that key already owns the household") }
+            var highest: UInt64 = 0
+            try w.scan(Tables.transfers, prefix: [], from: nil, reverse: true) { key, _ in
+                highest = Bytes.u64(Array(key.prefix(8))) ?? 0
+                return false
+            }
+            let seen = try Self.versionVector(w, queryCache)
+            var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen, signature: [])
+            t.signature = sign(Membership.transferMessage(household: ownership.household, t))
+            return ([.transferOwner(t)], t)
+        }
+        return transfer
+    }
+
+    /// Verifies and stores an owner transfer of a change (the caller has checked that the
+    /// household is here). Returns why it is forged, or whether it is new: then the caller
+    /// rebuilds, since it changes which owner-signed records count.
+    static func recordTransfer(_ t: OwnerTransfer, encoded: [UInt8], in context: ApplyContext,
+                               digest: inout Digest256) throws -> (forged: String?, isNew: Bool) {
+        guard let ownership = try ownership(context.store, context.queries) else {
+            return ("owner transfer in a household without an owner", false)
+        }
+        guard !ownership.recovery.isEmpty,
+              context.verifier.isValid(signature: t.signature, message: Membership.transferMessage(household: ownership.household, t),
+                                       key: ownership.recovery) else {
+            return ("owner transfer not signed by the recovery key", false)
+        }
+        var key = [UInt8]()
+        key.reserveCapacity(24)
+        for shift in stride(from: 56, through: 0, by: -8) { key.append(UInt8(t.epoch >> UInt64(shift) & 255)) }
+        key += SHA256.hash(encoded).prefix(16)
+        guard try context.store.get(Tables.transfers, key) == nil else { return (nil, false) }
+        try context.putSigned(Tables.transfers, key, encoded)
+        digest.insert([transferDigestTag] + encoded)
+        return (nil, true)
+    }
+
+    /// The first byte of a transfer's digest record.
+    static let transferDigestTag = UInt8(ascii: "O")
+}

@@ -1,0 +1,95 @@
+import Foundation
+import KidLedgerTestSupport
+import Testing
+@testable import KidLedgerCLI
+import KidLedgerDomain
+
+/// Issue 20, point 7: ownership survives a lost laptop. The recovery secret `init` prints, and the
+/// stolen-laptop story of docs/SECURITY.md with real `kidledger` processes on 127.0.0.1.
+@Suite("Ownership recovery between real processes")
+struct RecoveryCLITests {
+    static func text(_ o: ProcessOutcome) -> String { o.stdout + o.stderr }
+
+    static func members(_ ledger: TestLedger) throws -> [[String: Any]] {
+        try json(ledger, "members")["members"] as? [[String: Any]] ?? []
+    }
+
+    static func ownerKey(_ ledger: TestLedger) throws -> String? {
+        try members(ledger).first { $0["owner"] as? Bool == true }?["key"] as? String
+    }
+
+    @Test func initPrintsARecoverySecretThatRecoverChecks() throws {
+        let a = TestLedger()
+        defer { a.remove() }
+        let created = try json(a, "init", "Smiths", "--account", "mom")
+        let secret = try #require(created["recoverySecret"] as? String, "\(created)")
+        #expect(RecoverySecret.seed(text: secret) != nil)
+        // Not stored anywhere in the home.
+        let files = FileManager.default.enumerator(atPath: a.home)?.allObjects as? [String] ?? []
+        for file in files {
+            let data = FileManager.default.contents(atPath: a.home + "/" + file) ?? Data()
+            #expect(data.range(of: Data(secret.utf8)) == nil, "\(file) holds the secret")
+        }
+        // A typo, another household's secret, and the owner recovering to itself are refused.
+        var typo = Array(secret)
+        typo[0] = typo[0] == "A" ? "B" : "A"
+        let mistyped = try runKidledger(a, ["recover", String(typo)])
+        #expect(mistyped.code == 65 && Self.text(mistyped).contains("not a recovery secret"), "\(mistyped)")
+        let other = RecoverySecret.text(seed: Array(repeating: 7, count: 32))
+        let foreign = try runKidledger(a, ["recover", other])
+        #expect(foreign.code == 65 && Self.text(foreign).contains("not this household's"), "\(foreign)")
+        let same = try runKidledger(a, ["recover", secret])
+        #expect(same.code == 65 && Self.text(same).contains("already owns"), "\(same)")
+        try expectVerified(a, "A")
+    }
+
+    /// Mom's laptop (the owner) is stolen. Dad recovers with the paper secret, revokes the stolen
+    /// laptop, invites Mom's new laptop, which recovers ownership in turn; the thief's changes
+    /// never count, and the stolen laptop learns its revocation when it tries to sync.
+    @Test func stolenLaptopStory() throws {
+        let mom = TestLedger(), dad = TestLedger(), newLaptop = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove(); newLaptop.remove() }
+        let secret = try #require(try json(mom, "init", "Smiths", "--account", "mom")["recoverySecret"] as? String)
+        try ok(mom, "child", "add", "Ava")
+        try ok(mom, "give", "Ava", "5.00")
+        let momKey = try #require(try Self.ownerKey(mom))
+        let momDaemon = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(dad, "join", try inviteCode(mom))
+        try ok(dad, "give", "Ava", "1.00")
+        try ok(dad, "sync")
+        _ = momDaemon.stop()
+
+        // The thief uses Mom's laptop offline.
+        try ok(mom, "give", "Ava", "50.00", "--note", "thief")
+
+        // Dad recovers and revokes the stolen laptop.
+        let recovered = try json(dad, "recover", secret)
+        #expect(recovered["previousOwner"] as? String == momKey, "\(recovered)")
+        #expect(recovered["epoch"] as? Int == 1)
+        let dadKey = try #require(recovered["owner"] as? String)
+        #expect(try Self.ownerKey(dad) == dadKey)
+        #expect(try Self.members(dad).contains { $0["key"] as? String == momKey && $0["name"] as? String == "former owner" })
+        try ok(dad, "revoke", String(momKey.prefix(12)))
+        #expect(try json(dad, "status")["ownerEpoch"] as? Int == 1)
+
+        // Mom's new laptop joins through Dad's invite, then takes ownership back.
+        let dadDaemon = try #require(try DaemonProcess.start(dad, in: group))
+        try ok(newLaptop, "join", try inviteCode(dad))
+        #expect(try Self.ownerKey(newLaptop) == dadKey)
+        let again = try json(newLaptop, "recover", secret)
+        #expect(again["epoch"] as? Int == 2, "\(again)")
+        try ok(newLaptop, "sync")
+        #expect(eventually(timeout: 10) { (try? Self.ownerKey(dad)) == again["owner"] as? String })
+
+        // The stolen laptop tries to sync: refused, and it learns the revocation.
+        let sync = try runKidledger(mom, ["sync", dadDaemon.address])
+        #expect(sync.code == 77 || sync.code == 69, "\(sync)")
+        #expect(Self.text(sync).contains("revoked"), "\(sync)")
+        for ledger in [dad, newLaptop] {
+            #expect(try childTable(ledger)["Ava"]?[0] == 600, "the thief's $50 never counts")
+        }
+        #expect(try digest(dad) == digest(newLaptop))
+        try expectVerified(dad, "Dad")
+        try expectVerified(newLaptop, "new laptop")
+    }
+}

@@ -1,0 +1,241 @@
+import KidLedgerDomain
+import KidLedgerSimulation
+import Testing
+@testable import KidLedgerReplica
+
+/// An owned household whose genesis names a recovery key, and owner transfers signed by it.
+struct RecoverableHousehold {
+    var h = OwnedHousehold()
+    let recoveryKey = [UInt8](repeating: 0xE5, count: 32)
+    let newKey = [UInt8](repeating: 0xD4, count: 32)
+    let malloryKey = [UInt8](repeating: 0xCC, count: 32)
+
+    func genesis() -> Operation {
+        var g = Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt, name: "Home", recovery: recoveryKey)
+        g.signature = TestVerifier.sign(Membership.genesisMessage(g), key: h.ownerKey)
+        return .createHousehold(g)
+    }
+
+    func transfer(to newOwner: [UInt8], epoch: UInt64, seen: [ReplicaID: UInt64], signer: [UInt8]? = nil,
+                  millis: Int64 = 20) -> Operation {
+        var t = OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: millis, seen: seen, signature: [])
+        t.signature = TestVerifier.sign(Membership.transferMessage(household: h.id, t), key: signer ?? recoveryKey)
+        return .transferOwner(t)
+    }
+}
+
+@Suite("Owner transfer and recovery")
+struct OwnershipTests {
+    let rh = RecoverableHousehold()
+    var h: OwnedHousehold { rh.h }
+    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20), newLaptop = ReplicaID(0x40)
+    let ava = RecordID(high: 0xAA, low: 1)
+
+    func give(_ id: UInt64, _ cents: Int64) -> Operation {
+        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
+                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
+    }
+
+    /// The owner's genesis with a recovery key, Ava, the spouse's grant and the spouse's first change.
+    func start() -> [Change] {
+        [h.change(owner, 1, millis: 1, [rh.genesis(), h.claim(owner, key: h.ownerKey),
+                                        .createChild(ChildRecord(id: ava, createdAtMillis: 1)),
+                                        .setField(entity: ava, field: .childName, value: .text("Ava"))]),
+         h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),
+         h.change(spouse, 1, millis: 3, [h.claim(spouse, key: h.spouseKey), give(1, 100)])]
+    }
+
+    /// Applies `changes` to a fresh replica in a shuffled order (gaps retried).
+    func shuffled(_ changes: [Change], seed: UInt64) throws -> Replica {
+        var rng = SplitMix64(seed: seed)
+        let r = try h.replica(seed)
+        _ = try r.receiveShuffledWithRetry(changes, using: &rng)
+        return r
+    }
+
+    @Test func recoverySecretRoundTripsAndRejectsTypos() throws {
+        var rng = SplitMix64(seed: 7)
+        for _ in 0..<50 {
+            let seed = (0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let text = RecoverySecret.text(seed: seed)
+            #expect(text.count == 14 * 4 + 13)
+            #expect(RecoverySecret.seed(text: text) == seed)
+            // Lower case, spaces instead of dashes, O for 0 and l for 1 read the same.
+            let sloppy = text.lowercased().replacingOccurrences(of: "-", with: " ")
+                .replacingOccurrences(of: "0", with: "o").replacingOccurrences(of: "1", with: "l")
+            #expect(RecoverySecret.seed(text: sloppy) == seed)
+            // One wrong character fails the checksum; a missing group is not a secret.
+            var chars = Array(text)
+            chars[5] = chars[5] == "A" ? "B" : "A"
+            #expect(RecoverySecret.seed(text: String(chars)) == nil)
+            #expect(RecoverySecret.seed(text: String(text.dropLast(5))) == nil)
+        }
+        #expect(RecoverySecret.seed(text: "") == nil)
+        #expect(RecoverySecret.seed(text: String(repeating: "U", count: 56)) == nil)
+    }
+
+    @Test(arguments: UInt64(0)..<12)
+    func transferWithTheRecoveryKeyIsAcceptedInEveryOrder(seed: UInt64) throws {
+        let all = start() + [
+            h.change(spouse, 2, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 2, spouse: 1])]),
+            // The new owner grants; the old owner key's later grant is forged.
+            h.change(spouse, 3, millis: 11, [h.grant(rh.newKey, name: "new laptop", signer: h.spouseKey)]),
+            h.change(owner, 3, millis: 12, [h.grant(rh.malloryKey, name: "Mallory")]),
+        ]
+        let reference = try h.replica(100)
+        try reference.applyRemote(all)
+        #expect(try reference.ownership()?.owner == h.spouseKey)
+        #expect(try reference.ownership()?.epoch == 1)
+        #expect(try reference.members().first(where: \.isOwner)?.key == h.spouseKey)
+        #expect(try Set(reference.members().map(\.name)) == ["owner", "former owner", "new laptop"])
+        #expect(try reference.membershipCounts().forged == 1)
+        #expect(try reference.verify().isIntact)
+
+        let r = try shuffled(all, seed: seed)
+        #expect(try r.digest() == reference.digest())
+        #expect(try r.ownership() == reference.ownership())
+        #expect(try r.members() == reference.members())
+        #expect(try r.membershipCounts() == reference.membershipCounts())
+        #expect(try r.verify().isIntact)
+    }
+
+    @Test func transferNotSignedByTheRecoveryKeyIsForged() throws {
+        let r = try h.replica(1)
+        try r.applyRemote(start() + [
+            h.change(owner, 3, millis: 10, [rh.transfer(to: rh.malloryKey, epoch: 1, seen: [:], signer: h.ownerKey)]),   // the owner's key
+            h.change(spouse, 2, millis: 11, [rh.transfer(to: h.spouseKey, epoch: 5, seen: [:], signer: h.spouseKey)]),   // a member's
+            h.change(ReplicaID(0x50), 1, millis: 12, [rh.transfer(to: rh.malloryKey, epoch: 9, seen: [:], signer: rh.malloryKey)]),
+        ])
+        #expect(try r.ownership()?.owner == h.ownerKey)
+        #expect(try r.ownership()?.transfers == 0)
+        #expect(try r.membershipCounts().forged == 3)
+        #expect(try r.verify().isIntact)
+    }
+
+    @Test func aHouseholdWithoutARecoveryKeyRefusesEveryTransfer() throws {
+        let r = try h.replica(1)
+        try r.applyRemote([h.change(owner, 1, millis: 1, [h.genesis(), h.claim(owner, key: h.ownerKey)]),
+                           h.change(spouse, 1, millis: 2, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [:])])])
+        #expect(try r.ownership()?.owner == h.ownerKey)
+        #expect(try r.membershipCounts().forged == 1)
+        #expect(throws: LedgerError.self) {
+            try r.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 5) { TestVerifier.sign($0, key: rh.recoveryKey) }
+        }
+    }
+
+    /// After the transfer the old owner key grants, revokes and transfers nothing, in every order;
+    /// what it signed before the transfer saw it stays.
+    @Test(arguments: UInt64(0)..<12)
+    func theOldOwnerKeyIsPowerlessAfterTheTransfer(seed: UInt64) throws {
+        let all = start() + [
+            h.change(owner, 3, millis: 4, [h.grant(rh.newKey, name: "Grandma")]),                   // seen by the transfer: stays
+            h.change(spouse, 2, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 3, spouse: 1])]),
+            h.change(owner, 4, millis: 12, [h.grant(rh.malloryKey, name: "Mallory")]),
+            h.change(owner, 5, millis: 13, [h.revoke(h.spouseKey, seen: [owner: 5, spouse: 1])]),
+            h.change(owner, 6, millis: 14, [rh.transfer(to: h.ownerKey, epoch: 2, seen: [:], signer: h.ownerKey)]),
+        ]
+        let r = try shuffled(all, seed: seed)
+        #expect(try r.ownership()?.owner == h.spouseKey)
+        let members = try r.members()
+        #expect(Set(members.map(\.name)) == ["owner", "former owner", "Grandma"])
+        #expect(members.allSatisfy { !$0.isRevoked })
+        #expect(try r.membershipCounts().forged == 3)
+        #expect(try r.verify().isIntact)
+        // The rebuild from the log agrees with the incremental state.
+        let reference = try h.replica(100)
+        try reference.applyRemote(all)
+        #expect(try r.digest() == reference.digest())
+    }
+
+    @Test(arguments: UInt64(0)..<12)
+    func twoTransfersAtOneEpochResolveIdenticallyAndAreFlagged(seed: UInt64) throws {
+        let spouseTransfer = rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 2, spouse: 1])
+        let newTransfer = rh.transfer(to: rh.newKey, epoch: 1, seen: [owner: 2, spouse: 1], millis: 21)
+        let all = start() + [h.change(spouse, 2, millis: 10, [spouseTransfer]),
+                             h.change(newLaptop, 1, millis: 11, [newTransfer])]
+        // The smaller hash of the encoded operation wins.
+        let hash = { (op: Operation) in SHA256.hash(RecordCodec.encodeOperation(op)) }
+        let winner = KeyBytes.compare(hash(spouseTransfer), hash(newTransfer)) < 0 ? h.spouseKey : rh.newKey
+        let reference = try h.replica(100)
+        try reference.applyRemote(all)
+        let r = try shuffled(all, seed: seed)
+        #expect(try r.ownership()?.owner == winner)
+        #expect(try r.ownership()?.conflictedEpochs == [1])
+        #expect(try r.ownership()?.transfers == 2)
+        #expect(try r.digest() == reference.digest())
+        #expect(try r.verify().isIntact)
+        // A later recovery at a higher epoch settles it.
+        try r.applyRemote([h.change(spouse, 3, millis: 30, [rh.transfer(to: h.spouseKey, epoch: 2, seen: [owner: 2, spouse: 2, newLaptop: 1])])])
+        #expect(try r.ownership()?.owner == h.spouseKey)
+        #expect(try r.ownership()?.epoch == 2)
+    }
+
+    /// The owner's laptop is stolen: the thief keeps using the owner's key and origin with a
+    /// modified client. The spouse recovers with the paper secret (through the product API),
+    /// revokes the stolen laptop's key, and every replica, whatever it received first, rejects
+    /// the thief's later changes, grants, revocations and transfers.
+    @Test func stolenLaptopStory() throws {
+        let thiefLater = [
+            h.change(owner, 3, millis: 40, [give(30, 3_000)]),
+            h.change(owner, 4, millis: 41, [h.grant(rh.malloryKey, name: "Mallory")]),
+            h.change(owner, 5, millis: 42, [h.revoke(h.spouseKey, seen: [owner: 5, spouse: 9])]),
+            h.change(owner, 6, millis: 43, [rh.transfer(to: h.ownerKey, epoch: 99, seen: [:], signer: h.ownerKey)]),
+            h.change(owner, 7, millis: 44, [give(31, 5_000)]),
+        ]
+        // The spouse's laptop, through the product API.
+        let spouseLaptop = try h.replica(2)
+        try spouseLaptop.applyRemote(start())
+        #expect(throws: LedgerError.self) {  // a wrong secret is refused before anything is written
+            try spouseLaptop.transferOwnership(to: h.spouseKey, recoveryKey: rh.malloryKey, atMillis: 20) { TestVerifier.sign($0, key: rh.malloryKey) }
+        }
+        let transfer = try spouseLaptop.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 20) {
+            TestVerifier.sign($0, key: rh.recoveryKey)
+        }
+        #expect(transfer.epoch == 1)
+        #expect(try spouseLaptop.ownership()?.owner == h.spouseKey)
+        let seen = try spouseLaptop.versionVector()
+        try spouseLaptop.commitMembership([h.revoke(h.ownerKey, seen: seen, signer: h.spouseKey)])
+        #expect(try spouseLaptop.members().first { $0.key == h.ownerKey }?.isRevoked == true)
+        let spouseChanges = try spouseLaptop.changes(notCoveredBy: [:])
+
+        // The thief's changes arrive at the spouse's laptop after the recovery.
+        try spouseLaptop.applyRemote(thiefLater)
+        #expect(try spouseLaptop.balance(of: ava) == 100)
+        #expect(try spouseLaptop.ownership()?.owner == h.spouseKey)
+
+        // Every other replica, in any order, ends identical.
+        let everything = start() + spouseChanges.filter { $0.origin != owner && $0.origin != spouse } + thiefLater
+        for seed in UInt64(0)..<8 {
+            let r = try shuffled(everything, seed: seed)
+            #expect(try r.digest() == spouseLaptop.digest(), "seed \(seed)")
+            #expect(try r.balance(of: ava) == 100)
+            #expect(try r.ownership()?.owner == h.spouseKey)
+            let members = try r.members()
+            #expect(members.first { $0.key == h.ownerKey }?.isRevoked == true)
+            #expect(members.first { $0.key == h.spouseKey }?.isRevoked == false)
+            #expect(!members.contains { $0.key == rh.malloryKey })
+            #expect(try r.membershipCounts().rejected == 5)  // every change of the thief's after the revocation
+            #expect(try r.verify().isIntact)
+        }
+        // The stolen laptop is refused by the spouse's, and the refusal carries the revocation with
+        // the transfer that makes its signer the owner: the stolen laptop learns it is revoked.
+        let refused = try h.replica(8)
+        try refused.applyRemote(start())
+        let evidence = try #require(try spouseLaptop.revocation(of: h.ownerKey))
+        var forgedEvidence = evidence
+        forgedEvidence[10] ^= 1  // inside the transfer: its recovery signature no longer verifies
+        #expect(try refused.learnRevocation(forgedEvidence, of: h.ownerKey) != .recorded)
+        #expect(try refused.learnRevocation(evidence, of: h.ownerKey) == .recorded)
+        #expect(try refused.ownership()?.owner == h.spouseKey)
+        #expect(try refused.members().first { $0.key == h.ownerKey }?.isRevoked == true)
+        #expect(try refused.verify().isIntact)
+
+        // The thief's own laptop, once it syncs, agrees too (and its later changes stay refused).
+        let thief = try h.replica(9)
+        try thief.applyRemote(start() + thiefLater)
+        #expect(try thief.balance(of: ava) == 8_100)
+        try thief.applyRemote(spouseChanges.filter { $0.origin != owner && $0.origin != spouse })
+        #expect(try thief.digest() == spouseLaptop.digest())
+        #expect(try thief.balance(of: ava) == 100)
+    }
+}
