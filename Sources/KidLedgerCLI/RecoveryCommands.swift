@@ -32,18 +32,27 @@ enum RecoveryCommands {
         dashes do not matter). Run it on a laptop that holds the household (another member's, or a new one
         joined with an invite): this laptop's member key becomes the owner on every laptop once they sync,
         and the former owner's key can no longer invite, revoke or transfer. What the former owner signed
-        that this laptop holds stays valid. Then revoke the lost laptop (`kidledger revoke MEMBER`; it is
+        that this laptop holds stays valid. It works on a laptop whose membership the lost owner key revoked
+        (the new owner can't be revoked). Then revoke the lost laptop (`kidledger revoke MEMBER`; it is
         listed as "former owner" in `kidledger members`) and run `kidledger sync`.
         Type the secret at a prompt-free shell (or clear the shell history afterwards).
         """, arguments: 1...1)) { ctx, args in
         guard let seed = RecoverySecret.seed(text: args.positionals[0]) else {
             throw CLIError("that is not a recovery secret: it has 14 groups of 4 characters and a checksum; check each character", code: .dataError)
         }
-        let replica = try ctx.openReplicaForChanges()
+        let replica = try ctx.openReplica()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let me = try ctx.identity(creating: false) else {
             throw CLIError("this laptop has no member key; join the household first (`kidledger join CODE`)", code: .notPermitted)
         }
+        // A revoked laptop may recover: a thief with the owner key may have revoked every other
+        // member first. Becoming the owner voids the revocation of its key (the owner can't be
+        // revoked); the recovery key, not membership, is what permits it.
+        let revoked = try replica.members().first { $0.key == me.publicKey.bytes }?.isRevoked ?? false
+        if !revoked, let reason = try ctx.attentionReason(replica, identity: me) {
+            throw CLIError("attention required: \(reason)", code: .notPermitted)
+        }
+        ctx.configure(replica, identity: me)
         guard let before = try replica.ownership() else {
             throw CLIError("this household was created without membership; it has no owner to recover", code: .dataError)
         }

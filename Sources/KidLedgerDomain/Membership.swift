@@ -162,38 +162,42 @@ public enum Membership {
         return nil
     }
 
+    /// The bytes a membership record's signature covers: `domain` (which kind of record, and
+    /// its version), the household id, then the record's fields.
+    static func message(_ domain: String, household: RecordID, _ fields: (inout ByteWriter) -> Void) -> [UInt8] {
+        var w = ByteWriter(capacity: 112)
+        w.write(raw: Array(domain.utf8))
+        w.write(id: household)
+        fields(&w)
+        return w.bytes
+    }
+
     /// What a grant's signature covers.
     public static func grantMessage(household: RecordID, _ g: MemberGrant) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
-        w.write(raw: Array("kidledger grant v1".utf8))
-        w.write(id: household)
-        w.write(blob: g.member)
-        w.write(string: g.name)
-        w.write(zigzag: g.grantedAtMillis)
-        return w.bytes
+        message("kidledger grant v1", household: household) { w in
+            w.write(blob: g.member)
+            w.write(string: g.name)
+            w.write(zigzag: g.grantedAtMillis)
+        }
     }
 
     /// What a revocation's signature covers.
     public static func revocationMessage(household: RecordID, _ r: MemberRevocation) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
-        w.write(raw: Array("kidledger revoke v1".utf8))
-        w.write(id: household)
-        w.write(blob: r.member)
-        w.write(zigzag: r.revokedAtMillis)
-        RecordCodec.encode(seen: r.seen, into: &w)
-        return w.bytes
+        message("kidledger revoke v1", household: household) { w in
+            w.write(blob: r.member)
+            w.write(zigzag: r.revokedAtMillis)
+            RecordCodec.encode(seen: r.seen, into: &w)
+        }
     }
 
     /// What an owner transfer's signature covers.
     public static func transferMessage(household: RecordID, _ t: OwnerTransfer) -> [UInt8] {
-        var w = ByteWriter(capacity: 112)
-        w.write(raw: Array("kidledger owner transfer v1".utf8))
-        w.write(id: household)
-        w.write(blob: t.newOwner)
-        w.write(varint: t.epoch)
-        w.write(zigzag: t.transferredAtMillis)
-        RecordCodec.encode(seen: t.seen, into: &w)
-        return w.bytes
+        message("kidledger owner transfer v1", household: household) { w in
+            w.write(blob: t.newOwner)
+            w.write(varint: t.epoch)
+            w.write(zigzag: t.transferredAtMillis)
+            RecordCodec.encode(seen: t.seen, into: &w)
+        }
     }
 
     /// The origin (replica id) that `member`'s claim with `nonce` names in `household`: the first

@@ -29,7 +29,9 @@ public struct VerifyReport: Equatable, Sendable {
 
 extension Replica {
     /// Everything ``verify()`` reads: these tables, and of `meta` only the stored digest
-    /// (`VerifyTests` checks it). Its report is a function of them alone.
+    /// (`VerifyTests` checks it). Its report is a function of them alone: its recomputation
+    /// from the log also writes and reads the derived tables and `meta`, in a transaction it rolls
+    /// back, but only after clearing them (the pin it writes there comes from `households`).
     public static let verifiedTables: [Table] = [
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
         Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.changes,

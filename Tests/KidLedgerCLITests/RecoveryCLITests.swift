@@ -92,4 +92,29 @@ struct RecoveryCLITests {
         try expectVerified(dad, "Dad")
         try expectVerified(newLaptop, "new laptop")
     }
+
+    /// The thief's first move with the owner key: revoke the other parent. Its laptop learns the
+    /// revocation (attentionRequired), and recovers anyway; the revocation of the new owner is void.
+    @Test func aRevokedParentCanStillRecover() throws {
+        let mom = TestLedger(), dad = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove() }
+        let secret = try #require(try json(mom, "init", "Smiths", "--account", "mom")["recoverySecret"] as? String)
+        try ok(mom, "child", "add", "Ava")
+        _ = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(dad, "join", try inviteCode(mom))
+        let dadKey = try #require(try Self.members(mom).first { $0["owner"] as? Bool == false }?["key"] as? String)
+        try ok(mom, "revoke", String(dadKey.prefix(12)))
+        #expect(try runKidledger(dad, ["sync"]).code == 77)
+        #expect(try runKidledger(dad, ["give", "Ava", "1.00"]).code == 77)
+
+        let recovered = try json(dad, "recover", secret)
+        #expect(recovered["owner"] as? String == dadKey, "\(recovered)")
+        #expect(try json(dad, "status")["state"] as? String != "attentionRequired")
+        #expect(try Self.members(dad).first { $0["key"] as? String == dadKey }?["revoked"] as? Bool == false)
+        try ok(dad, "give", "Ava", "1.00")
+        #expect(try childTable(dad)["Ava"]?[0] == 100)
+        // The void revocation is counted as forged; the store verifies.
+        let verify = try json(dad, "verify")
+        #expect(verify["ok"] as? Bool == true && verify["forged"] as? Int == 1 && verify["recomputed"] as? Bool == true, "\(verify)")
+    }
 }

@@ -147,6 +147,27 @@ struct OwnershipTests {
         #expect(try r.digest() == reference.digest())
     }
 
+    /// The thief revokes the spouse first; the spouse recovers anyway: the owner can't be
+    /// revoked, so the thief's revocation is void and the spouse's later changes count again.
+    @Test(arguments: UInt64(0)..<12)
+    func aRecoveryVoidsTheThiefsRevocationOfTheNewOwner(seed: UInt64) throws {
+        let all = start() + [
+            h.change(owner, 3, millis: 5, [h.revoke(h.spouseKey, seen: [owner: 2, spouse: 1])]),
+            h.change(spouse, 2, millis: 6, [give(2, 200)]),
+            h.change(spouse, 3, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 3, spouse: 2])]),
+        ]
+        let before = try h.replica(100)
+        try before.applyRemote(Array(all.dropLast()))
+        #expect(try before.balance(of: ava) == 100)
+        #expect(try before.members().first { $0.key == h.spouseKey }?.isRevoked == true)
+        let r = try shuffled(all, seed: seed)
+        #expect(try r.ownership()?.owner == h.spouseKey)
+        #expect(try r.members().first { $0.key == h.spouseKey }?.isRevoked == false)
+        #expect(try r.balance(of: ava) == 300)
+        #expect(try r.membershipCounts() == MembershipCounts(forged: 1, forgedHouseholds: 0, rejected: 0))
+        #expect(try r.verify().isIntact)
+    }
+
     @Test(arguments: UInt64(0)..<12)
     func twoTransfersAtOneEpochResolveIdenticallyAndAreFlagged(seed: UInt64) throws {
         let spouseTransfer = rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 2, spouse: 1])
