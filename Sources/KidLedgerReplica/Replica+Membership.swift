@@ -235,9 +235,9 @@ extension Replica {
         let standing = try context.horizon(ofOrigin: change.origin) { () throws -> Standing? in
             guard let ownership = try ownership(context.store, context.queries) else { return nil }
             guard let member = try context.claim(change.origin) else { return Standing(cut: [:], reason: RejectedReason.unclaimed) }
-            guard try isMember(member, ownerKey: ownership.current, context.store) else {
-                // A former owner (no grant): what the transfer that ended its term has seen.
-                if let cut = ownership.formerOwnerCut(member) { return Standing(cut: cut, reason: RejectedReason.formerOwner) }
+            // Former owners stay members until revoked (their term's end only takes their
+            // owner's powers: ``Ownership/signedByOwner(of:_:)``).
+            guard try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, context.store) else {
                 return Standing(cut: [:], reason: RejectedReason.notMember)
             }
             return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
@@ -375,7 +375,6 @@ enum RejectedReason {
     static let revoked = "made by a revoked member after the revocation"
     static let unclaimed = "made under an origin no valid claim names"
     static let notMember = "made by a key that is neither the owner nor granted"
-    static let formerOwner = "made by a former owner after the transfer that ended its term"
 }
 
 /// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those

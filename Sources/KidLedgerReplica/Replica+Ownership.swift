@@ -41,13 +41,8 @@ struct Ownership {
         return false
     }
 
-    /// What the transfer that ended `key`'s last term as owner has seen, or nil when `key` is the
-    /// current owner or never owned. A former owner's changes past it are rejected (unless a
-    /// grant makes it a member again).
-    func formerOwnerCut(_ key: [UInt8]) -> [ReplicaID: UInt64]? {
-        guard key != current, let term = terms.last(where: { $0.owner == key }) else { return nil }
-        return term.endedBy?.seen
-    }
+    /// Whether `key` is or was the owner (a member until revoked, granted or not).
+    func hasOwned(_ key: [UInt8]) -> Bool { terms.contains { $0.owner == key } }
 }
 
 /// The household's ownership as `status` and `recover` show it.
