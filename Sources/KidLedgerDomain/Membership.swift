@@ -79,6 +79,25 @@ public enum Membership {
     /// Signature length.
     public static let signatureBytes = 64
 
+    /// The entity whose registers describe the member with account key `key` (its display name,
+    /// ``Field/memberName``): a version-5 id of "member:" and the key.
+    public static func memberEntity(_ key: [UInt8]) -> RecordID {
+        RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("member:".utf8) + key)
+    }
+
+    /// What is wrong with `name` as a member's display name (stored as given: already trimmed),
+    /// or nil: empty, longer than ``Limits/memberNameBytesMax`` bytes, white space at either end,
+    /// or a control character.
+    public static func memberNameProblem(_ name: String) -> String? {
+        guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return "a member's name must not be empty" }
+        if name.utf8.count > Limits.memberNameBytesMax { return "a member's name is longer than \(Limits.memberNameBytesMax) bytes" }
+        if first.properties.isWhitespace || last.properties.isWhitespace { return "a member's name must not start or end with white space" }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "a member's name must not contain control characters"
+        }
+        return nil
+    }
+
     /// The id of a household owned by `owner`, derived so that no other key can claim it.
     public static func householdID(owner: [UInt8], salt: [UInt8]) -> RecordID {
         RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("household:".utf8) + owner + salt)

@@ -35,8 +35,11 @@ extension Operation {
 public struct MemberSummary: Equatable, Sendable {
     /// The account key.
     public var key: [UInt8]
-    /// The name given at the grant ("owner" for the owner).
+    /// The name shown: the one the member chose (``chosenName``), else the one its grant gave
+    /// ("owner" for the owner).
     public var name: String
+    /// The display name the member chose itself (`Replica+Names`), or nil.
+    public var chosenName: String?
     /// Whether this is the household's owner.
     public var isOwner: Bool
     /// Whether revoked.
@@ -97,7 +100,7 @@ extension Replica {
                 guard verifier.isValid(signature: c.signature, message: Membership.claimMessage(household: household, c), key: c.member) else {
                     try forged("claim with a bad signature"); continue
                 }
-                try record(c, in: context, digest: &digest)
+                if try record(c, in: context, digest: &digest) { newRevocation = true }
             case .grant(let g):
                 guard try !parkedBeforeHousehold() else { continue }
                 guard let (household, ownerKey) = try owner(w, queries),
@@ -135,15 +138,18 @@ extension Replica {
     }
 
     /// Records a verified claim. One member per origin: the smaller key wins everywhere (a fork
-    /// could carry two).
-    static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws {
+    /// could carry two). Returns whether the state must be rebuilt: the claim changes the author
+    /// of a version already merged in a same-id conflict (``claimTouchesConflicts(_:in:)``).
+    @discardableResult
+    static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws -> Bool {
         let key = Keys.origin(c.origin)
         if let existing = try context.claim(c.origin) {
-            if KeyBytes.compare(c.member, existing) >= 0 { return }
+            if KeyBytes.compare(c.member, existing) >= 0 { return false }
             digest.remove([UInt8(ascii: "L")] + key + existing)
         }
         context.setClaim(c.member, of: c.origin)
         digest.insert([UInt8(ascii: "L")] + key + c.member)
+        return try claimTouchesConflicts(c.origin, in: context)
     }
 
     /// Verifies the claims that waited for the household, now that it is here. Returns whether
@@ -165,7 +171,7 @@ extension Replica {
                 try w.put(Tables.forged, key + [0xFF, 0xFF, 0xFF, 0xFF], Array("claim with a bad signature".utf8))
                 continue
             }
-            try record(c, in: context, digest: &digest)
+            if try record(c, in: context, digest: &digest) { ownerSigned = true }
         }
         return ownerSigned
     }
@@ -218,7 +224,7 @@ extension Replica {
         let w = context.store
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
-                       Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
+                       Tables.creators, Tables.claims, Tables.grants, Tables.revocations, Tables.rejected, Tables.forged, Tables.pendingClaims]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
         for table in derived {
@@ -259,15 +265,20 @@ extension Replica {
     public func members() throws -> [MemberSummary] {
         try store.read { r in
             guard let (_, ownerKey) = try Self.owner(r, queryCache) else { return [] }
-            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", isOwner: true, isRevoked: false, devices: [])]
+            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)
                 if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[g.member] == nil {
-                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, isOwner: false, isRevoked: false, devices: [])
+                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
                 }
                 return true
             }
             for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
+            for key in byKey.keys {
+                guard let chosen = try Self.chosenName(of: key, r) else { continue }
+                byKey[key]?.name = chosen
+                byKey[key]?.chosenName = chosen
+            }
             try r.scan(Tables.claims) { key, value in
                 if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
                 return true

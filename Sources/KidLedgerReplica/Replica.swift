@@ -7,7 +7,7 @@ import KidLedgerDomain
 /// and the local sequence number) is one write transaction. Time and randomness are injected.
 public final class Replica {
     /// The store layout version this code reads and writes.
-    public static let schemaVersion: UInt64 = 2
+    public static let schemaVersion: UInt64 = 3
 
     /// The underlying store.
     public let store: any KeyValueStore
