@@ -8,22 +8,24 @@ enum LedgerCommands {
                                      give, take, giveAll, takeAll, balance, history, undo]
 
     static let initCommand = CLI.Command(spec: CommandSpec(
-        name: "init", synopsis: "NAME [--account NAME]", summary: "create a household that this device owns",
-        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")",
-        valueOptions: ["account"], arguments: 1...1)) { ctx, args in
+        name: "init", synopsis: "NAME [--account NAME] [--name DISPLAY]", summary: "create a household that this device owns",
+        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")\n  --name DISPLAY   the name the household knows you by (default: the account's name, or the login\n                   name for the \"default\" account; change it with `kidledger account rename`)",
+        valueOptions: ["account", "name"], arguments: 1...1)) { ctx, args in
         if let account = args.values["account"] {
             do { try KeyStore.validate(account: account) } catch { throw CLIError.usage("\(error)") }
             try ctx.setAccount(account)
         }
+        let displayName = try ctx.displayName(args)
         let replica = try ctx.openReplica(creating: true)
         if let existing = try replica.household() { throw LedgerError.householdExists(name: existing.name) }
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
         ctx.configure(replica, identity: me)
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
                                             salt: Sodium.randomBytes(16), sign: me.sign)
+        try replica.setMemberName(displayName, of: me.publicKey.bytes)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
-        ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
+        ctx.say("Created household \"\(h.name)\" in \(ctx.home); you are its owner, \(Names.label(displayName, key: me.publicKey.bytes)).")
         ctx.emit(Render.household(h))
     }
 
@@ -134,12 +136,15 @@ enum LedgerCommands {
         let entries = try replica.history(child: child?.id, limit: limit)
         ctx.emit(.object([("transactions", .array(entries.map(Render.entry)))]))
         if entries.isEmpty { ctx.say("No transactions yet."); return }
-        ctx.say(Render.table(header: ["WHEN (UTC)", "CHILD", "AMOUNT", "SOURCE", "NOTE"], rightAligned: [2], rows: entries.map { e in
+        ctx.say(Render.table(header: ["WHEN (UTC)", "CHILD", "AMOUNT", "SOURCE", "BY", "NOTE"], rightAligned: [2], rows: entries.map { e in
             let t = e.transaction
-            let amount = (t.amountCents > 0 ? "+" : "") + Money.format(cents: t.amountCents)
-            return [Timestamp.short(millis: t.createdAtMillis), e.childName, amount, t.source,
+            return [Timestamp.short(millis: t.createdAtMillis), e.childName, Render.signedAmount(t.amountCents), t.source,
+                    e.author.key == nil ? "" : Names.label(e.author),
                     e.isReversed ? (t.note.isEmpty ? "(undone)" : t.note + " (undone)") : t.note]
         }))
+        for e in entries {
+            for lost in e.conflicting { ctx.say(Render.sameIDLine(kept: e.transaction, by: e.author, lost: lost)) }
+        }
     }
 
     static let undo = CLI.Command(spec: CommandSpec(

@@ -75,6 +75,7 @@ struct StatusReport {
     var digest: Digest256
     var children: [ChildSummary]
     var membership: MembershipCounts
+    var sameID: [SameIDConflict]
     var attention: String?
 
     init(replica: Replica) throws {
@@ -84,6 +85,7 @@ struct StatusReport {
         digest = try replica.digest()
         children = try replica.children(includeArchived: true)
         membership = try replica.membershipCounts()
+        sameID = try replica.sameIDConflicts()
         let mine = vector
         let lacking = peers.map { Self.lacks($0.receipt, mine) }
         pending = lacking.max() ?? vector.values.reduce(0) { $0 + Int($1) }
@@ -161,6 +163,9 @@ struct StatusReport {
         }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
+        for c in sameID {
+            lines.append(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser))
+        }
         if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
         for p in peers { lines.append("peer " + line(p)) }
         if let agreement = agreement() { lines.append(agreement) }
@@ -171,7 +176,8 @@ struct StatusReport {
     func jsonDocument() -> JSON {
         .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
                  ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
-                 ("conflicts", .int(counts.conflicts)), ("forged", .int(membership.forged)),
+                 ("conflicts", .int(counts.conflicts)), ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
+                 ("forged", .int(membership.forged)),
                  ("forgedHouseholds", .int(membership.forgedHouseholds)), ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
     }
 }

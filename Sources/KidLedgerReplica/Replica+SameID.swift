@@ -44,6 +44,13 @@ public struct ConflictVersion: Equatable, Sendable {
     public var child: ChildRecord?
     /// Who wrote it.
     public var author: Author
+
+    /// Creates a version.
+    public init(transaction: LedgerTransaction? = nil, child: ChildRecord? = nil, author: Author) {
+        self.transaction = transaction
+        self.child = child
+        self.author = author
+    }
 }
 
 /// Two records with one id and different payloads: the version every replica keeps and one that
