@@ -25,7 +25,7 @@ enum LedgerCommands {
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
-        ctx.say("Created household \"\(h.name)\" in \(ctx.home); you are its owner, \(Names.label(displayName, key: me.publicKey.bytes)).")
+        ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
         ctx.emit(Render.household(h))
     }
 

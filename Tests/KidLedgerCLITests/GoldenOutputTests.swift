@@ -145,41 +145,41 @@ struct GoldenOutputTests {
         A local-first family allowance ledger.
 
         Commands:
-          init NAME [--account NAME]                  create a household that this device owns
-          child add NAME                              add a child
-          child rename CHILD NAME                     rename a child
-          child archive CHILD                         archive a child (history is kept)
-          child restore CHILD                         restore an archived child
-          children [--all]                            list children with balances
-          give CHILD AMOUNT [--note T]                give money to a child
-          take CHILD AMOUNT [--note T]                take money from a child
-          give-all AMOUNT [--note T]                  give every active child the same amount
-          take-all AMOUNT [--note T]                  take the same amount from every active child
-          balance [CHILD]                             show balances
-          history [CHILD] [--limit N]                 list transactions, newest first
-          undo                                        reverse the newest transaction not yet undone
-          conflicts [CHILD]                           show what concurrent edits lost, and same-id conflicts
-          digest                                      print the replica's state digest
-          verify                                      check the replica's integrity
-          export --csv FILE                           write every transaction to a CSV file
-          import --csv FILE                           add transactions from a CSV file (idempotent)
-          peer add HOST:PORT                          remember a peer to sync with
-          peer remove HOST:PORT                       forget a peer
-          peers                                       list known peers and their last sync
-          status                                      sync state, pending changes, peers, digest
-          serve --listen HOST:PORT                    run the peer daemon
-          sync [HOST:PORT]                            sync now with one or all known peers
-          invite [--address HOST:PORT] [--minutes N]  print a one-time code another device joins with
-          join CODE [--replace]                       join a household with a code from `kidledger invite`
-          account show                                show this device's signed-in identity
-          account switch NAME                         sign this device in as another account
-          members                                     list the household's members, their devices and revocations
-          revoke MEMBER                               revoke a member (owner only; permanent)
+          init NAME [--account NAME] [--name DISPLAY]  create a household that this device owns
+          child add NAME                               add a child
+          child rename CHILD NAME                      rename a child
+          child archive CHILD                          archive a child (history is kept)
+          child restore CHILD                          restore an archived child
+          children [--all]                             list children with balances
+          give CHILD AMOUNT [--note T]                 give money to a child
+          take CHILD AMOUNT [--note T]                 take money from a child
+          give-all AMOUNT [--note T]                   give every active child the same amount
+          take-all AMOUNT [--note T]                   take the same amount from every active child
+          balance [CHILD]                              show balances
+          history [CHILD] [--limit N]                  list transactions, newest first
+          undo                                         reverse the newest transaction not yet undone
+          conflicts [CHILD]                            show what concurrent edits lost, and same-id conflicts
+          digest                                       print the replica's state digest
+          verify                                       check the replica's integrity
+          export --csv FILE                            write every transaction to a CSV file
+          import --csv FILE                            add transactions from a CSV file (idempotent)
+          peer add HOST:PORT                           remember a peer to sync with
+          peer remove HOST:PORT                        forget a peer
+          peers                                        list known peers and their last sync
+          status                                       sync state, pending changes, peers, digest
+          serve --listen HOST:PORT                     run the peer daemon
+          sync [HOST:PORT]                             sync now with one or all known peers
+          invite [--address HOST:PORT] [--minutes N]   print a one-time code another device joins with
+          join CODE [--replace] [--name DISPLAY]       join a household with a code from `kidledger invite`
+          account show                                 show this device's signed-in identity
+          account switch NAME                          sign this device in as another account
+          account rename NAME                          change the display name the household knows this member by
+          members                                      list the household's members: names, key fingerprints, devices, revocations
+          revoke MEMBER [--yes]                        revoke a member (owner only; permanent)
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.
         Run `kidledger COMMAND --help` for details. Exit codes: docs/ERRORS.md.
-
         """
 
     @Test func topLevelHelpAndVersion() {
