@@ -73,6 +73,7 @@ extension Context {
     /// Installs the signer of origin claims for `identity`.
     func configure(_ replica: Replica, identity me: Identity) {
         replica.claimSigner = { household, origin in me.claim(origin: origin, household: household) }
+        replica.memberKey = me.publicKey.bytes
     }
 }
 

@@ -71,11 +71,12 @@ extension Replica {
     /// stored) and keeps the loser, with its author, in the conflicts table (under
     /// `kind(loser payload)`).
     ///
-    /// The order, the same on every replica whatever the arrival order: first the author's rank
-    /// (the household's owner; then members by key, smaller first; then origins nobody claimed,
-    /// all equal), then the smaller canonical payload. So a member who reuses another member's id
-    /// with another payload wins only with a better rank, never silently: both versions and both
-    /// authors are shown. Versions of one author (a fork after a restore), and records of a
+    /// The order, the same on every replica whatever the arrival order: first whether the author
+    /// made the id (the ids a member's client creates carry its mark,
+    /// ``Membership/entryID(_:madeBy:)``, so a member who reuses another's id always loses to the
+    /// maker), then the author's rank (the household's owner; then members by key, smaller first;
+    /// then origins nobody claimed, all equal), then the smaller canonical payload. A version
+    /// never wins silently: both versions and both authors are shown. Versions of one author (a fork after a restore), and records of a
     /// household without membership, fall back to the payload rule. Of several origins that wrote
     /// one payload, the best-ranked (then the smaller origin) is its author.
     ///
@@ -84,9 +85,9 @@ extension Replica {
     static func settleSameID(kind: ([UInt8]) throws -> UInt8, id: RecordID, incoming: AuthoredVersion, existing: AuthoredVersion,
                              in context: ApplyContext) throws -> SameIDOutcome {
         if KeyBytes.equal(incoming.payload, existing.payload) {
-            return try precedes(incoming.origin, existing.origin, in: context) ? .author(incoming.origin) : .unchanged
+            return try precedes(incoming.origin, existing.origin, id: id, in: context) ? .author(incoming.origin) : .unchanged
         }
-        let byAuthor = try compareRanks(incoming.origin, existing.origin, in: context)
+        let byAuthor = try compareRanks(incoming.origin, existing.origin, id: id, in: context)
         let incomingWins = byAuthor != 0 ? byAuthor < 0 : KeyBytes.compare(incoming.payload, existing.payload) < 0
         let (winner, loser) = incomingWins ? (incoming, existing) : (existing, incoming)
         try keepLoser(loser, kind: try kind(loser.payload), id: id, in: context)
@@ -96,7 +97,7 @@ extension Replica {
         var author = winner.origin
         if let raw = try context.store.get(Tables.conflicts, winnerKey) {
             let earlier = try decodeConflictValue(raw).origin
-            if try precedes(earlier, author, in: context) { author = earlier }
+            if try precedes(earlier, author, id: id, in: context) { author = earlier }
             try context.store.delete(Tables.conflicts, winnerKey)
         }
         return .replaced(author)
@@ -107,7 +108,7 @@ extension Replica {
     private static func keepLoser(_ loser: AuthoredVersion, kind: UInt8, id: RecordID, in context: ApplyContext) throws {
         let key = Keys.conflict(kind: kind, id: id, payload: loser.payload)
         if let raw = try context.store.get(Tables.conflicts, key),
-           try !precedes(loser.origin, decodeConflictValue(raw).origin, in: context) { return }
+           try !precedes(loser.origin, decodeConflictValue(raw).origin, id: id, in: context) { return }
         try context.store.put(Tables.conflicts, key, Bytes.u64(loser.origin.rawValue) + loser.payload)
     }
 
@@ -119,26 +120,30 @@ extension Replica {
         return (ReplicaID(origin), Array(raw.dropFirst(8)))
     }
 
-    /// The rank of the author of a version written under `origin`: 0 for the household's owner,
-    /// 1 for another member (with its key), 2 for an origin nobody claimed (all equal).
-    private static func rank(_ origin: ReplicaID, in context: ApplyContext) throws -> (tier: Int, key: [UInt8]) {
-        guard let member = try context.claim(origin) else { return (2, []) }
-        if let (_, ownerKey) = try owner(context.store, context.queries), ownerKey == member { return (0, member) }
-        return (1, member)
+    /// The rank of the author of a version of record `id` written under `origin`, best first:
+    /// whether the id carries its member's mark (``Membership/isEntryID(_:madeBy:)``: 0, the
+    /// member made the id; 1, not), then 0 for the household's owner, 1 for another member (with
+    /// its key), 2 for an origin nobody claimed (all equal).
+    private static func rank(_ origin: ReplicaID, id: RecordID, in context: ApplyContext) throws -> (maker: Int, tier: Int, key: [UInt8]) {
+        guard let member = try context.claim(origin) else { return (1, 2, []) }
+        let maker = Membership.isEntryID(id, madeBy: member) ? 0 : 1
+        if let (_, ownerKey) = try owner(context.store, context.queries), ownerKey == member { return (maker, 0, member) }
+        return (maker, 1, member)
     }
 
-    /// Negative when `a`'s author ranks before `b`'s, zero when they rank equal (one member, or
-    /// both unclaimed), positive after.
-    private static func compareRanks(_ a: ReplicaID, _ b: ReplicaID, in context: ApplyContext) throws -> Int {
-        let ra = try rank(a, in: context), rb = try rank(b, in: context)
+    /// Negative when `a`'s author ranks before `b`'s for record `id`, zero when they rank equal
+    /// (one member, or both unclaimed), positive after.
+    private static func compareRanks(_ a: ReplicaID, _ b: ReplicaID, id: RecordID, in context: ApplyContext) throws -> Int {
+        let ra = try rank(a, id: id, in: context), rb = try rank(b, id: id, in: context)
+        if ra.maker != rb.maker { return ra.maker < rb.maker ? -1 : 1 }
         if ra.tier != rb.tier { return ra.tier < rb.tier ? -1 : 1 }
         return KeyBytes.compare(ra.key, rb.key)
     }
 
-    /// Whether origin `a` is the better author of one payload than `b`: a better rank, then the
-    /// smaller origin.
-    private static func precedes(_ a: ReplicaID, _ b: ReplicaID, in context: ApplyContext) throws -> Bool {
-        let order = try compareRanks(a, b, in: context)
+    /// Whether origin `a` is the better author of one payload of `id` than `b`: a better rank,
+    /// then the smaller origin.
+    private static func precedes(_ a: ReplicaID, _ b: ReplicaID, id: RecordID, in context: ApplyContext) throws -> Bool {
+        let order = try compareRanks(a, b, id: id, in: context)
         return order != 0 ? order < 0 : a.rawValue < b.rawValue
     }
 

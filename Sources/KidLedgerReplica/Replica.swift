@@ -20,6 +20,10 @@ public final class Replica {
     /// Signs this device's claim of an origin (its account key); set by the CLI. In a household
     /// with an owner, the first local change of every origin carries such a claim.
     public var claimSigner: (@Sendable (RecordID, ReplicaID) -> OriginClaim)?
+    /// The member key this device writes as; set by the CLI. The ids of the children and
+    /// transactions it creates then carry the member's mark (``Membership/entryID(_:madeBy:)``),
+    /// which decides a same-id conflict for their maker (`Replica+SameID`).
+    public var memberKey: [UInt8]?
     /// Who computes the pure part of applying a received batch (encodings and hashes, see
     /// `PreparedChange`): the calling thread unless the CLI passes its cores.
     public var workSplitter: any WorkSplitter = SequentialWork()
@@ -65,9 +69,15 @@ public final class Replica {
         }
     }
 
-    /// Draws a random record id from the injected generator.
+    /// Draws a random record id from the injected generator (marked as this member's, see
+    /// ``entryID(_:)``).
     func newID() -> RecordID {
-        RecordID.random(using: &random)
+        entryID(RecordID.random(using: &random))
+    }
+
+    /// `id`, a fresh id of a record this device creates, marked as made by ``memberKey`` (when set).
+    func entryID(_ id: RecordID) -> RecordID {
+        memberKey.map { Membership.entryID(id, madeBy: $0) } ?? id
     }
 
     // MARK: Local changes

@@ -117,6 +117,8 @@ struct NamesProcessTests {
         let me = try #require(try ctx.identity(creating: false))
         ctx.configure(replica, identity: me)
         let original = try #require(try replica.history().first?.transaction)
+        let ownerKey = try #require(try replica.members().first(where: \.isOwner)?.key)
+        #expect(Membership.isEntryID(original.id, madeBy: ownerKey), "the CLI marks the ids it makes")
         let forged = [Int64(1), 99_999_900].map { cents in
             var t = original
             t.amountCents = cents

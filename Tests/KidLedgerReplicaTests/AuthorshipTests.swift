@@ -96,6 +96,28 @@ struct AuthorshipTests {
         #expect(try all[0].digest() == all[1].digest())
     }
 
+    @Test("attack: an id that carries its maker's mark stays the maker's, even against a smaller key or the owner")
+    func markedIDStaysItsMakers() throws {
+        let marked = Membership.entryID(RecordID(high: 0x0190_0000_0000_7000, low: 0x8123_4567_89AB_CDEF), madeBy: h.spouseKey)
+        #expect(Membership.isEntryID(marked, madeBy: h.spouseKey))
+        #expect(!Membership.isEntryID(marked, madeBy: lowKey))
+        func give(_ cents: Int64) -> LedgerTransaction {
+            LedgerTransaction(id: marked, childID: ava, amountCents: cents, createdAtMillis: 5_000, source: "give")
+        }
+        let honest = give(400)
+        for (rival, origin, sequence) in [(lowKey, low, UInt64(2)), (h.ownerKey, owner, UInt64(3))] {
+            let forged = smallerPayload(give(40_000), give(3))
+            let byDad = h.change(spouse, 2, millis: 5_000, [.addTransaction(honest)])
+            let byRival = h.change(origin, sequence, millis: 5_001, [.addTransaction(forged)])
+            let all = try replicas([founding() + [byDad, byRival], founding() + [byRival, byDad]])
+            for r in all {
+                #expect(try r.allTransactions() == [honest], "against \(rival[0])")
+                #expect(try r.sameIDConflicts().map(\.loser.author.key) == [rival])
+            }
+            #expect(try all[0].digest() == all[1].digest())
+        }
+    }
+
     @Test("one author's two versions (a fork after a restore) still resolve by payload, in either order")
     func sameAuthorFallsBackToPayload() throws {
         let a = give(300), b = give(900)
