@@ -207,6 +207,9 @@ enum NetworkCommands {
         }
         ctx.configure(replica, identity: me)
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
+        // The inviting device learns the name at once (now as a member's sync); if that fails,
+        // it learns it at the next sync.
+        _ = SyncDriver.sync(replica, household: code.household, with: result.address, identity: me)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
         let counts = try replica.counts()
