@@ -67,6 +67,8 @@ enum PeerCommands {
 
 /// Everything `status` and `peers` show, computed once.
 struct StatusReport {
+    /// The most same-id conflicts `status` prints a line for.
+    static let sameIDLinesMax = 5
     var state: String
     var pending: Int
     var peers: [PeerRecord]
@@ -163,9 +165,11 @@ struct StatusReport {
         }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
-        for c in sameID {
+        // A few lines here (a hostile member can make many); `kidledger conflicts` lists them all.
+        for c in sameID.prefix(Self.sameIDLinesMax) {
             lines.append(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser))
         }
+        if sameID.count > Self.sameIDLinesMax { lines.append("and \(sameID.count - Self.sameIDLinesMax) more (see `kidledger conflicts`)") }
         if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
         for p in peers { lines.append("peer " + line(p)) }
         if let agreement = agreement() { lines.append(agreement) }

@@ -147,6 +147,8 @@ struct NamesProcessTests {
             let lostInHistory = (entry?["conflicts"] as? [[String: Any]])?.first
             #expect((lostInHistory?["author"] as? [String: Any])?["name"] as? String == "Dad", "\(history)")
             #expect(try ok(home, "history").contains("lost +$"))
+            let listed = try json(home, "conflicts")["sameIdConflicts"] as? [[String: Any]] ?? []
+            #expect(listed.count == 1, "\(listed)")
         }
         #expect(try digest(a) == digest(b))
     }
