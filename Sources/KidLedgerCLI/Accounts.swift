@@ -76,9 +76,9 @@ extension Context {
     }
 }
 
-/// `account show`, `account switch`, `members`, `revoke`.
+/// `account show`, `account switch`, `account rename`, `members`, `revoke`.
 enum AccountCommands {
-    static let all: [CLI.Command] = [accountShow, accountSwitch, members, revoke]
+    static let all: [CLI.Command] = [accountShow, accountSwitch, Names.accountRename, members, revoke]
 
     static let accountShow = CLI.Command(spec: CommandSpec(
         name: "account show", synopsis: "", summary: "show this device's signed-in identity", details: "")) { ctx, _ in
@@ -120,41 +120,54 @@ enum AccountCommands {
     }
 
     static let members = CLI.Command(spec: CommandSpec(
-        name: "members", synopsis: "", summary: "list the household's members, their devices and revocations", details: "")) { ctx, _ in
+        name: "members", synopsis: "", summary: "list the household's members: names, key fingerprints, devices, revocations",
+        details: "NAME is the display name the member chose (`init`/`join` --name, `account rename`), else the one its\ninvitation gave it. KEY is the start of its key's fingerprint; `revoke` takes either.")) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         let list = try replica.members()
         ctx.emit(.object([("members", .array(list.map { m in
-            .object([("name", .string(m.name)), ("key", .string(hexString(m.key))), ("owner", .bool(m.isOwner)),
+            .object([("name", .string(m.name)), ("chosenName", m.chosenName.map(JSON.string) ?? .null),
+                     ("fingerprint", .string(Names.fingerprint(m.key))), ("key", .string(hexString(m.key))), ("owner", .bool(m.isOwner)),
                      ("revoked", .bool(m.isRevoked)), ("devices", .array(m.devices.map { .string($0.description) }))])
         }))]))
         if list.isEmpty { ctx.say("This household has no membership (it was created without an owner)."); return }
         ctx.say(Render.table(header: ["NAME", "KEY", "DEVICES", ""], rightAligned: [], rows: list.map { m in
-            [m.name, PublicKey(bytes: m.key)?.fingerprint ?? "?", "\(m.devices.count)",
+            [m.name, Names.fingerprint(m.key), "\(m.devices.count)",
              m.isOwner ? "owner" : (m.isRevoked ? "revoked" : "")]
         }))
     }
 
     static let revoke = CLI.Command(spec: CommandSpec(
-        name: "revoke", synopsis: "MEMBER", summary: "revoke a member (owner only; permanent)",
-        details: "MEMBER is a member's name or the start of its key. What the revoked member did that this laptop has\nseen stays; anything it does later is rejected on every device. Its own laptop keeps its data and shows\nthe ledger as stale.",
-        arguments: 1...1)) { ctx, args in
+        name: "revoke", synopsis: "MEMBER [--yes]", summary: "revoke a member (owner only; permanent)",
+        details: """
+        MEMBER is a member's full name as `members` shows it (ignoring case) or at least 4 hex digits of the
+        start of its key fingerprint (dashes optional); it must name exactly one member. On a terminal it asks
+        for confirmation; --yes skips the question (scripts must pass it: without a terminal and without --yes
+        it refuses, exit 64). What the revoked member did that this laptop has seen stays; anything it does
+        later is rejected on every device. Its own laptop keeps its data and shows the ledger as stale.
+        """, flagOptions: ["yes"], arguments: 1...1)) { ctx, args in
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let me = try ctx.identity(creating: false), let owner = try replica.members().first(where: \.isOwner),
               owner.key == me.publicKey.bytes else {
             throw CLIError("only the household's owner can revoke members", code: .notPermitted)
         }
-        let query = Text.trimmed(args.positionals[0]).lowercased()
-        let matches = try replica.members().filter { !$0.isOwner && ($0.name.lowercased() == query || hexString($0.key).hasPrefix(query.filter { $0 != "-" })) }
-        guard matches.count == 1, let member = matches.first else {
-            throw CLIError(matches.isEmpty ? "no member \"\(args.positionals[0])\" (see `kidledger members`)" : "\"\(args.positionals[0])\" matches more than one member; use a longer key prefix", code: .dataError)
+        let member = try Names.resolveMember(args.positionals[0], in: try replica.members())
+        let label = Names.label(member.name, key: member.key)
+        if member.isOwner { throw CLIError("\(label) is the household's owner, who cannot be revoked", code: .dataError) }
+        if member.isRevoked { throw CLIError("\(label) is already revoked", code: .dataError) }
+        if !args.has("yes") {
+            guard try Names.confirm("Revoke \(label)? This is permanent.", ctx: ctx) else {
+                ctx.say("Nothing revoked.")
+                ctx.emit(.object([("revoked", .null), ("key", .string(hexString(member.key)))]))
+                return
+            }
         }
-        if member.isRevoked { throw CLIError("\(member.name) is already revoked", code: .dataError) }
         let revocation = me.revocation(of: member.key, seen: try replica.versionVector(), household: household.id, atMillis: SystemClock().nowMillis())
         try replica.commitMembership([.revoke(revocation)])
-        ctx.say("Revoked \(member.name). What it did that this laptop has seen stays; its later changes are rejected everywhere.")
-        ctx.emit(.object([("revoked", .string(member.name)), ("key", .string(hexString(member.key)))]))
+        ctx.say("Revoked \(label). What it did that this laptop has seen stays; its later changes are rejected everywhere.")
+        ctx.emit(.object([("revoked", .string(member.name)), ("fingerprint", .string(Names.fingerprint(member.key))),
+                          ("key", .string(hexString(member.key)))]))
     }
 }
 

@@ -8,7 +8,7 @@ enum DataCommands {
 
     static let conflicts = CLI.Command(spec: CommandSpec(
         name: "conflicts", synopsis: "[CHILD]", summary: "show what concurrent edits lost, and same-id conflicts",
-        details: "When two devices change the same field while apart (say, both rename Ben), one value wins on every\ndevice; this lists the values that lost, who wrote them and when. It also counts transactions that\narrived with one id and different contents (a bug or a hostile device); the smaller copy is kept.",
+        details: "When two devices change the same field while apart (say, both rename Ben), one value wins on every\ndevice; this lists the values that lost, who wrote them and when. It also lists transactions and children that\narrived with one id and different contents (a bug, a restore, or a member reusing another's id): the\nsame copy is kept on every device (the id's maker's, then the owner's, then by key, then the smaller),\nand both copies are shown with their authors.",
         arguments: 0...1)) { ctx, args in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
@@ -19,6 +19,9 @@ enum DataCommands {
         names[household.id] = household.name
         let journal = try replica.fieldConflicts(entity: child?.id)
         let counts = try replica.counts()
+        let sameID = try replica.sameIDConflicts().filter { c in
+            child.map { wanted in c.id == wanted.id || c.winner.transaction?.childID == wanted.id } ?? true
+        }
         ctx.emit(.object([
             ("fieldConflicts", .array(journal.map { c in
                 .object([("entityId", .string(c.entity.description)), ("name", .string(names[c.entity] ?? "")),
@@ -29,6 +32,7 @@ enum DataCommands {
                          ("winnerAtMillis", .int(c.winnerStamp.hlc.millis))])
             })),
             ("transactionConflicts", .int(counts.conflicts)),
+            ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
         ]))
         if journal.isEmpty { ctx.say("No concurrent edits lost.") }
         for c in journal {
@@ -37,6 +41,7 @@ enum DataCommands {
         if counts.conflicts > 0 {
             ctx.say("\(Render.plural(counts.conflicts, "transaction copy", "transaction copies")) with a reused id and different contents lost; the same copy was kept on every device.")
         }
+        for c in sameID { ctx.say(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser)) }
     }
 
     static let digest = CLI.Command(spec: CommandSpec(

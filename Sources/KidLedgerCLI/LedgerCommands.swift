@@ -8,13 +8,14 @@ enum LedgerCommands {
                                      give, take, giveAll, takeAll, balance, history, undo]
 
     static let initCommand = CLI.Command(spec: CommandSpec(
-        name: "init", synopsis: "NAME [--account NAME]", summary: "create a household that this device owns",
-        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nIt prints the household's recovery secret once (`recoverySecret` in --json): write it on paper; with it\n`kidledger recover` makes another laptop the owner if this one is lost or stolen. It is not stored.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")",
-        valueOptions: ["account"], arguments: 1...1)) { ctx, args in
+        name: "init", synopsis: "NAME [--account NAME] [--name DISPLAY]", summary: "create a household that this device owns",
+        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nIt prints the household's recovery secret once (`recoverySecret` in --json): write it on paper; with it\n`kidledger recover` makes another laptop the owner if this one is lost or stolen. It is not stored.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")\n  --name DISPLAY   the name the household knows you by (default: the account's name, or the login\n                   name for the \"default\" account; change it with `kidledger account rename`)",
+        valueOptions: ["account", "name"], arguments: 1...1)) { ctx, args in
         if let account = args.values["account"] {
             do { try KeyStore.validate(account: account) } catch { throw CLIError.usage("\(error)") }
             try ctx.setAccount(account)
         }
+        let displayName = try ctx.displayName(args)
         let replica = try ctx.openReplica(creating: true)
         if let existing = try replica.household() { throw LedgerError.householdExists(name: existing.name) }
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
@@ -22,6 +23,7 @@ enum LedgerCommands {
         let recovery = RecoveryCommands.newRecoveryKey()
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
                                             salt: Sodium.randomBytes(16), recovery: recovery.publicKey, sign: me.sign)
+        try replica.setMemberName(displayName, of: me.publicKey.bytes)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
         ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
@@ -138,12 +140,15 @@ enum LedgerCommands {
         let entries = try replica.history(child: child?.id, limit: limit)
         ctx.emit(.object([("transactions", .array(entries.map(Render.entry)))]))
         if entries.isEmpty { ctx.say("No transactions yet."); return }
-        ctx.say(Render.table(header: ["WHEN (UTC)", "CHILD", "AMOUNT", "SOURCE", "NOTE"], rightAligned: [2], rows: entries.map { e in
+        ctx.say(Render.table(header: ["WHEN (UTC)", "CHILD", "AMOUNT", "SOURCE", "BY", "NOTE"], rightAligned: [2], rows: entries.map { e in
             let t = e.transaction
-            let amount = (t.amountCents > 0 ? "+" : "") + Money.format(cents: t.amountCents)
-            return [Timestamp.short(millis: t.createdAtMillis), e.childName, amount, t.source,
+            return [Timestamp.short(millis: t.createdAtMillis), e.childName, Render.signedAmount(t.amountCents), t.source,
+                    e.author.key == nil ? "" : Names.label(e.author),
                     e.isReversed ? (t.note.isEmpty ? "(undone)" : t.note + " (undone)") : t.note]
         }))
+        for e in entries {
+            for lost in e.conflicting { ctx.say(Render.sameIDLine(kept: e.transaction, by: e.author, lost: lost)) }
+        }
     }
 
     static let undo = CLI.Command(spec: CommandSpec(

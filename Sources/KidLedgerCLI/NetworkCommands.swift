@@ -135,12 +135,16 @@ enum NetworkCommands {
     }
 
     static let join = CLI.Command(spec: CommandSpec(
-        name: "join", synopsis: "CODE [--replace]", summary: "join a household with a code from `kidledger invite`",
+        name: "join", synopsis: "CODE [--replace] [--name DISPLAY]", summary: "join a household with a code from `kidledger invite`",
         details: """
         Connects to the inviting device, receives the whole ledger and remembers that device as a peer.
         A home that already holds a different ledger with children or transactions is not merged into it:
         join refuses, unless --replace, which first writes a backup CSV of the old ledger and says where.
-        """, flagOptions: ["replace"], arguments: 1...1)) { ctx, args in
+          --name DISPLAY   the name the household knows you by (default: the account's name, or the login
+                           name for the "default" account; change it with `kidledger account rename`).
+                           The other laptops learn it at the next sync.
+        """, valueOptions: ["name"], flagOptions: ["replace"], arguments: 1...1)) { ctx, args in
+        let displayName = try ctx.displayName(args)
         guard let code = InviteCode(text: args.positionals[0]) else {
             throw CLIError("that is not a kidledger invitation code (it starts with KL1-)", code: .dataError)
         }
@@ -203,6 +207,11 @@ enum NetworkCommands {
             (old.store as? LMDBEnvironment)?.close()
             try removeStore(ctx)
         }
+        ctx.configure(replica, identity: me)
+        try replica.setMemberName(displayName, of: me.publicKey.bytes)
+        // The inviting device learns the name at once (now as a member's sync); if that fails,
+        // it learns it at the next sync.
+        _ = SyncDriver.sync(replica, household: code.household, with: result.address, identity: me)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
         let counts = try replica.counts()

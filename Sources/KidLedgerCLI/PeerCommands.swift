@@ -68,6 +68,8 @@ enum PeerCommands {
 
 /// Everything `status` and `peers` show, computed once.
 struct StatusReport {
+    /// The most same-id conflicts `status` prints a line for.
+    static let sameIDLinesMax = 5
     var state: String
     var pending: Int
     var peers: [PeerRecord]
@@ -77,6 +79,7 @@ struct StatusReport {
     var children: [ChildSummary]
     var membership: MembershipCounts
     var ownership: OwnershipSummary?
+    var sameID: [SameIDConflict]
     var attention: String?
 
     init(replica: Replica) throws {
@@ -87,6 +90,7 @@ struct StatusReport {
         children = try replica.children(includeArchived: true)
         membership = try replica.membershipCounts()
         ownership = try replica.ownership()
+        sameID = try replica.sameIDConflicts()
         let mine = vector
         let lacking = peers.map { Self.lacks($0.receipt, mine) }
         pending = lacking.max() ?? vector.values.reduce(0) { $0 + Int($1) }
@@ -164,6 +168,11 @@ struct StatusReport {
         }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
+        // A few lines here (a hostile member can make many); `kidledger conflicts` lists them all.
+        for c in sameID.prefix(Self.sameIDLinesMax) {
+            lines.append(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser))
+        }
+        if sameID.count > Self.sameIDLinesMax { lines.append("and \(sameID.count - Self.sameIDLinesMax) more (see `kidledger conflicts`)") }
         if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
         if let o = ownership, o.epoch > 0 {
             lines.append("owner: key \(PublicKey(bytes: o.owner)?.fingerprint ?? "?") since owner transfer \(o.epoch) (recovered with the recovery secret)")
@@ -180,8 +189,8 @@ struct StatusReport {
     func jsonDocument() -> JSON {
         .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
                  ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
-                 ("conflicts", .int(counts.conflicts)), ("forged", .int(membership.forged)),
-                 ("forgedHouseholds", .int(membership.forgedHouseholds)),
+                 ("conflicts", .int(counts.conflicts)), ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
+                 ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
                  ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])

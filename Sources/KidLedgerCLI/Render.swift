@@ -41,7 +41,42 @@ enum Render {
 
     static func entry(_ e: HistoryEntry) -> JSON {
         .object([("transaction", transaction(e.transaction)), ("childName", .string(e.childName)),
-                 ("reversed", .bool(e.isReversed))])
+                 ("reversed", .bool(e.isReversed)), ("author", Names.json(e.author)),
+                 ("conflicts", .array(e.conflicting.map(version)))])
+    }
+
+    /// One version of a same-id conflict: the transaction or child record, and its author.
+    static func version(_ v: ConflictVersion) -> JSON {
+        var fields: [(String, JSON)] = []
+        if let t = v.transaction { fields.append(("transaction", transaction(t))) }
+        if let c = v.child { fields.append(("child", .object([("id", .string(c.id.description)), ("createdAtMillis", .int(c.createdAtMillis))]))) }
+        fields.append(("author", Names.json(v.author)))
+        return .object(fields)
+    }
+
+    static func sameIDConflict(_ c: SameIDConflict) -> JSON {
+        .object([("kind", .string(c.kind)), ("id", .string(c.id.description)), ("kept", version(c.winner)), ("lost", version(c.loser))])
+    }
+
+    /// "+$1.25", "-$0.25".
+    static func signedAmount(_ cents: Int64) -> String {
+        (cents > 0 ? "+" : "") + Money.format(cents: cents)
+    }
+
+    /// What a version shows in a conflict line: an amount and note, or a creation time.
+    static func summary(_ v: ConflictVersion) -> String {
+        if let t = v.transaction { return signedAmount(t.amountCents) + (t.note.isEmpty ? "" : " \"\(t.note)\"") }
+        if let c = v.child { return "created \(Timestamp.short(millis: c.createdAtMillis)) UTC" }
+        return "?"
+    }
+
+    /// "conflict on entry 1a2b3c4d: kept +$5.00 by Mom (…), lost +$50.00 by Dad (…)".
+    static func sameIDLine(kind: String = "entry", id: RecordID, kept: ConflictVersion, lost: ConflictVersion) -> String {
+        "conflict on \(kind) \(shortID(id)): kept \(summary(kept)) by \(Names.label(kept.author)); lost \(summary(lost)) by \(Names.label(lost.author)) (same id, other contents)"
+    }
+
+    static func sameIDLine(kept: LedgerTransaction, by author: Author, lost: ConflictVersion) -> String {
+        sameIDLine(id: kept.id, kept: ConflictVersion(transaction: kept, author: author), lost: lost)
     }
 
     /// Columns padded to their widest cell; `rightAligned` columns are padded on the left.

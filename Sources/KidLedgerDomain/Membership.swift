@@ -137,6 +137,53 @@ public enum Membership {
     /// Signature length.
     public static let signatureBytes = 64
 
+    /// The entity whose registers describe the member with account key `key` (its display name,
+    /// ``Field/memberName``): a version-5 id of "member:" and the key.
+    public static func memberEntity(_ key: [UInt8]) -> RecordID {
+        RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("member:".utf8) + key)
+    }
+
+    /// `id` (a fresh random or time-ordered id) marked as made by the member with key `maker`: its
+    /// high word and the 30 random bits at the top of its low word (below the variant) stay, and the
+    /// low 32 bits become a hash of the key, the high word and those bits
+    /// (``isEntryID(_:madeBy:)`` checks it). Two members' clients that reuse one id can then be
+    /// told apart: only the maker's version carries its mark.
+    public static func entryID(_ id: RecordID, madeBy maker: [UInt8]) -> RecordID {
+        let kept = id.low & 0xFFFF_FFFF_0000_0000
+        return RecordID(high: id.high, low: kept | UInt64(entryMark(high: id.high, kept: kept, maker: maker)))
+    }
+
+    /// Whether `id` carries the mark of `maker` (``entryID(_:madeBy:)``). An id made otherwise
+    /// (an undo entry's, an import's, a period payment's, an older client's) carries nobody's,
+    /// but for one key in 2^32.
+    public static func isEntryID(_ id: RecordID, madeBy maker: [UInt8]) -> Bool {
+        let kept = id.low & 0xFFFF_FFFF_0000_0000
+        return UInt32(truncatingIfNeeded: id.low) == entryMark(high: id.high, kept: kept, maker: maker)
+    }
+
+    private static func entryMark(high: UInt64, kept: UInt64, maker: [UInt8]) -> UInt32 {
+        var hasher = SHA256Hasher()
+        hasher.update(Array("kidledger entry v1".utf8))
+        hasher.update(maker)
+        var words = (high.bigEndian, kept.bigEndian)
+        withUnsafeBytes(of: &words) { hasher.update(Array($0)) }
+        let digest = hasher.finalize()
+        return UInt32(digest[0]) << 24 | UInt32(digest[1]) << 16 | UInt32(digest[2]) << 8 | UInt32(digest[3])
+    }
+
+    /// What is wrong with `name` as a member's display name (stored as given: already trimmed),
+    /// or nil: empty, longer than ``Limits/memberNameBytesMax`` bytes, white space at either end,
+    /// or a control character.
+    public static func memberNameProblem(_ name: String) -> String? {
+        guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return "a member's name must not be empty" }
+        if name.utf8.count > Limits.memberNameBytesMax { return "a member's name is longer than \(Limits.memberNameBytesMax) bytes" }
+        if first.properties.isWhitespace || last.properties.isWhitespace { return "a member's name must not start or end with white space" }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "a member's name must not contain control characters"
+        }
+        return nil
+    }
+
     /// The id of a household owned by `owner`, derived so that no other key can claim it.
     public static func householdID(owner: [UInt8], salt: [UInt8]) -> RecordID {
         RecordID.v5(namespace: .namespaceKidLedger, name: [UInt8]("household:".utf8) + owner + salt)

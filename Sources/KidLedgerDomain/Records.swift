@@ -3,6 +3,8 @@
 public enum Limits {
     /// Longest household or child name, in UTF-8 bytes.
     public static let nameBytesMax = 200
+    /// Longest member display name, in UTF-8 bytes.
+    public static let memberNameBytesMax = 64
     /// Longest transaction note, in UTF-8 bytes.
     public static let noteBytesMax = 1_000
     /// Longest transaction source tag, in UTF-8 bytes.
@@ -76,6 +78,9 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
     case childArchived = 3
     /// A child's position in lists (integer).
     case childSortOrder = 4
+    /// A member's display name (text), on the member's entity (``Membership/memberEntity(_:)``).
+    /// Only writes under origins that member claimed count (see `Replica+Names`).
+    case memberName = 5
 
     /// The field's name in messages and JSON.
     public var description: String {
@@ -84,6 +89,7 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
         case .childName: "name"
         case .childArchived: "archived"
         case .childSortOrder: "sortOrder"
+        case .memberName: "memberName"
         }
     }
 }
@@ -111,6 +117,8 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
         switch (field, self) {
         case (.householdName, .text(let s)), (.childName, .text(let s)):
             return !s.isEmpty && s.utf8.count <= Limits.nameBytesMax
+        case (.memberName, .text(let s)):
+            return Membership.memberNameProblem(s) == nil
         case (.childArchived, .flag): return true
         case (.childSortOrder, .integer): return true
         default: return false

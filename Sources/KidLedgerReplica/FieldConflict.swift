@@ -78,7 +78,9 @@ extension Replica {
                 return true
             }
             var result: [FieldConflict] = []
-            for (register, (e, f, writes)) in histories {
+            // A member's name has one writer (`Replica+Names`): writes under others' origins are
+            // not concurrent edits, and never shown.
+            for (register, (e, f, writes)) in histories where f != .memberName {
                 guard let raw = try r.get(Tables.registers, register) else { continue }
                 let winner = try StoredRegister.decode(raw)
                 var ancestry = Set<Stamp>()

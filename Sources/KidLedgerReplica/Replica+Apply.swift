@@ -131,20 +131,20 @@ extension Replica {
         switch (op, prepared) {
         case (.createHousehold(let h), _):
             let key = Keys.id(h.id)
-            _ = try mergeImmutable(id: h.id, payload: RecordCodec.encodeRecord(h), existing: try context.store.get(Tables.households, key),
-                                   kind: Conflict.household, in: context,
+            _ = try mergeImmutable(id: h.id, payload: RecordCodec.encodeRecord(h), origin: stamp.origin,
+                                   existing: try context.store.get(Tables.households, key), kind: Conflict.household, in: context,
                                    digestRecord: { DigestRecord.household(try RecordCodec.decodeHousehold($0)) },
                                    digest: &digest, write: { try context.store.put(Tables.households, key, $0) })
         case (.createChild(let c), _):
             let existing = try context.child(c.id)
-            _ = try mergeImmutable(id: c.id, payload: RecordCodec.encodeRecord(c), existing: existing, kind: Conflict.child,
-                                   in: context, digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
+            _ = try mergeImmutable(id: c.id, payload: RecordCodec.encodeRecord(c), origin: stamp.origin, existing: existing,
+                                   kind: Conflict.child, in: context, digestRecord: { DigestRecord.child(try RecordCodec.decodeChild($0)) },
                                    digest: &digest, write: { try context.setChild(c.id, $0) })
             if existing == nil { try releaseDeferred(child: c.id, in: context) }
         case (.setField(_, _, let value, let base), .register(let register)?):
             try mergeRegister(register, value: RegisterWrite(stamp: stamp, base: base, value: value), in: context, digest: &digest)
         case (.addTransaction(let t), .transaction(let transaction)?):
-            try mergeTransaction(t, transaction, in: context, digest: &digest)
+            try mergeTransaction(t, transaction, origin: stamp.origin, in: context, digest: &digest)
         case (.setField, _), (.addTransaction, _):
             preconditionFailure("a register write or transaction applied unprepared")
         case (.grant, _), (.revoke, _), (.claim, _), (.transferOwner, _):
@@ -152,24 +152,35 @@ extension Replica {
         }
     }
 
-    /// Merges an immutable creation record (`existing`: the one stored, if any; `write` stores
-    /// the winner). Same id, different payload: the smaller canonical payload wins everywhere and
-    /// the loser is kept in the conflicts table. Returns whether the record is new.
-    static func mergeImmutable(id: RecordID, payload: [UInt8], existing: [UInt8]?, kind: UInt8, in context: ApplyContext,
-                               digestRecord: ([UInt8]) throws -> [UInt8], digest: inout Digest256,
+    /// Merges an immutable creation record written under `origin` (`existing`: the one stored,
+    /// if any; `write` stores the winner; `Tables.creators` holds the winner's origin). Same id,
+    /// different payload: ``settleSameID(kind:id:incoming:existing:in:)`` decides, by author
+    /// first, and keeps the loser with its author in the conflicts table. Returns whether the
+    /// record is new.
+    static func mergeImmutable(id: RecordID, payload: [UInt8], origin: ReplicaID, existing: [UInt8]?, kind: UInt8,
+                               in context: ApplyContext, digestRecord: ([UInt8]) throws -> [UInt8], digest: inout Digest256,
                                write: ([UInt8]) throws -> Void) throws -> Bool {
+        let creator = Keys.id(id)
         guard let existing else {
             try write(payload)
+            try context.store.put(Tables.creators, creator, Bytes.u64(origin.rawValue))
             digest.insert(try digestRecord(payload))
             return true
         }
-        if existing == payload { return false }
-        let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
-        try context.store.put(Tables.conflicts, Keys.conflict(kind: kind, id: id, payload: loser), loser)
-        if winner != existing {
+        guard let held = Bytes.u64(try context.store.get(Tables.creators, creator)) else {
+            throw LedgerError.corrupted("record \(id) without its author")
+        }
+        switch try settleSameID(kind: { _ in kind }, id: id, incoming: AuthoredVersion(payload: payload, origin: origin),
+                                existing: AuthoredVersion(payload: existing, origin: ReplicaID(held)), in: context) {
+        case .unchanged:
+            break
+        case .author(let author):
+            try context.store.put(Tables.creators, creator, Bytes.u64(author.rawValue))
+        case .replaced(let author):
             digest.remove(try digestRecord(existing))
-            digest.insert(try digestRecord(winner))
-            try write(winner)
+            digest.insert(try digestRecord(payload))
+            try write(payload)
+            try context.store.put(Tables.creators, creator, Bytes.u64(author.rawValue))
         }
         return false
     }

@@ -138,7 +138,7 @@ extension Replica {
             let child = try Self.resolveChild(query, w, queryCache)
             if child.isArchived { throw LedgerError.archived(child.name) }
             let balance = try Self.checkedBalance(child, adding: signedCents)
-            let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
+            let t = LedgerTransaction(id: entryID(RecordID.timeOrdered(millis: hlc.millis, using: &generator)), childID: child.id,
                                       amountCents: signedCents, createdAtMillis: hlc.millis, note: note, source: source)
             if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
             return ([.addTransaction(t)], Posting(transaction: t, childName: child.name, balanceCents: balance))
@@ -188,7 +188,7 @@ extension Replica {
                 if child.isArchived { throw LedgerError.archived(child.name) }
                 child.balanceCents = try Self.checkedBalance(child, adding: draft.signedCents)
                 children[draft.childID] = child
-                let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: draft.childID,
+                let t = LedgerTransaction(id: entryID(RecordID.timeOrdered(millis: hlc.millis, using: &generator)), childID: draft.childID,
                                           amountCents: draft.signedCents, createdAtMillis: hlc.millis,
                                           note: draft.note, source: source)
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }
@@ -220,7 +220,7 @@ extension Replica {
             var postings: [Posting] = []
             for child in active {
                 let balance = try Self.checkedBalance(child, adding: signedCents)
-                let t = LedgerTransaction(id: RecordID.timeOrdered(millis: hlc.millis, using: &generator), childID: child.id,
+                let t = LedgerTransaction(id: entryID(RecordID.timeOrdered(millis: hlc.millis, using: &generator)), childID: child.id,
                                           amountCents: signedCents, createdAtMillis: hlc.millis,
                                           note: note, source: source)
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }

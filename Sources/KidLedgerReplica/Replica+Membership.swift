@@ -37,8 +37,11 @@ extension Operation {
 public struct MemberSummary: Equatable, Sendable {
     /// The account key.
     public var key: [UInt8]
-    /// The name given at the grant ("owner" for the owner).
+    /// The name shown: the one the member chose (``chosenName``), else the one its grant gave
+    /// ("owner" for the owner).
     public var name: String
+    /// The display name the member chose itself (`Replica+Names`), or nil.
+    public var chosenName: String?
     /// Whether this is the household's owner.
     public var isOwner: Bool
     /// Whether revoked.
@@ -182,7 +185,9 @@ extension Replica {
     /// Records a valid claim. Origins are derived from their member's key, so two valid claims
     /// name one origin only when two keys' derivations collide (about 2^63 work to find): then
     /// the smaller key wins everywhere, and the caller rebuilds (returns true) since changes were
-    /// judged under the other.
+    /// judged under the other. It also
+    /// rebuilds when the claim changes the author of a version already merged in a same-id
+    /// conflict (``claimTouchesConflicts(_:in:)``).
     static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws -> Bool {
         let key = Keys.origin(c.origin)
         var replaced = false
@@ -193,7 +198,7 @@ extension Replica {
         }
         context.setClaim(c.member, of: c.origin)
         digest.insert([UInt8(ascii: "L")] + key + c.member)
-        return replaced
+        return try replaced || claimTouchesConflicts(c.origin, in: context)
     }
 
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
@@ -255,7 +260,7 @@ extension Replica {
         let w = context.store
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
-                       Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.rejected, Tables.forged,
+                       Tables.creators, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.rejected, Tables.forged,
                        Tables.pendingClaims]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
@@ -300,19 +305,24 @@ extension Replica {
         try store.read { r in
             guard let ownership = try Self.ownership(r, queryCache) else { return [] }
             let ownerKey = ownership.current
-            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", isOwner: true, isRevoked: false, devices: [])]
+            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
             // A former owner stays a member (its laptop may turn up again) until it is revoked.
             for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
-                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", isOwner: false, isRevoked: false, devices: [])
+                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false, devices: [])
             }
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)
                 if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[g.member] == nil {
-                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, isOwner: false, isRevoked: false, devices: [])
+                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
                 }
                 return true
             }
             for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
+            for key in byKey.keys {
+                guard let chosen = try Self.chosenName(of: key, r) else { continue }
+                byKey[key]?.name = chosen
+                byKey[key]?.chosenName = chosen
+            }
             try r.scan(Tables.claims) { key, value in
                 if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
                 return true

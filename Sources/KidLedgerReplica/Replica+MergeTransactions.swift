@@ -1,43 +1,61 @@
 import KidLedgerDomain
 
 extension Replica {
-    /// Merges a transaction into the grow-only set.
-    static func mergeTransaction(_ t: LedgerTransaction, _ prepared: PreparedTransaction, in context: ApplyContext,
-                                 digest: inout Digest256) throws {
+    /// Merges a transaction written under `origin` into the grow-only set. Same id, different
+    /// payload: ``settleSameID(kind:id:incoming:existing:in:)`` decides, by author first.
+    static func mergeTransaction(_ t: LedgerTransaction, _ prepared: PreparedTransaction, origin: ReplicaID,
+                                 in context: ApplyContext, digest: inout Digest256) throws {
         let w = context.store
         let key = prepared.keys.key, payload = prepared.payload
         guard let existing = try w.get(Tables.transactions, key) else {
             try w.put(Tables.transactions, key, payload)
             digest.insert(hashed: prepared.recordHash)
-            try place(t, prepared.keys, in: context)
+            try place(t, prepared.keys, origin: origin, in: context)
             return
         }
-        if existing == payload { return }
         let old = try decodeStoredTransaction(existing)
-        let (winner, loser) = KeyBytes.compare(payload, existing) < 0 ? (payload, existing) : (existing, payload)
+        let held = AuthoredVersion(payload: existing, origin: try transactionOrigin(old, context.store))
         // Two devices undoing the same original write the same id with different notes or times:
         // that is the designed merge, not a conflict worth alarming anyone about. The kind
         // depends only on the losing payload, so every replica counts the same conflicts.
-        let losing = try decodeStoredTransaction(loser)
-        try w.put(Tables.conflicts, Keys.conflict(kind: losing.isUndo ? Conflict.undoMerge : Conflict.transaction,
-                                                 id: t.id, payload: loser), loser)
-        guard winner != existing else { return }
-        try unplace(old, in: context)
-        digest.remove(tag: DigestRecord.transactionTag, existing)
-        digest.insert(hashed: prepared.recordHash)
-        try w.put(Tables.transactions, key, winner)
-        try place(t, prepared.keys, in: context)
+        let settled = try settleSameID(kind: { try decodeStoredTransaction($0).isUndo ? Conflict.undoMerge : Conflict.transaction },
+                                       id: t.id, incoming: AuthoredVersion(payload: payload, origin: origin), existing: held,
+                                       in: context)
+        switch settled {
+        case .unchanged:
+            return
+        case .author(let author):
+            try place(old, TransactionKeys(old), origin: author, in: context, reindexOnly: true)
+        case .replaced(let author):
+            try unplace(old, in: context)
+            digest.remove(tag: DigestRecord.transactionTag, existing)
+            digest.insert(hashed: prepared.recordHash)
+            try w.put(Tables.transactions, key, payload)
+            try place(t, prepared.keys, origin: author, in: context)
+        }
     }
 
-    /// Indexes a winning transaction (stored under `keys`) and adds it to its child's aggregate,
-    /// or defers it when the child has not arrived yet.
-    static func place(_ t: LedgerTransaction, _ keys: TransactionKeys, in context: ApplyContext) throws {
+    /// The origin that wrote the stored version of `t`: the value of its index entry (the time
+    /// index once placed, the deferred table before its child arrived).
+    static func transactionOrigin(_ t: LedgerTransaction, _ r: any KeyValueReader) throws -> ReplicaID {
+        let raw = try r.get(Tables.byTime, Keys.byTime(t)) ?? r.get(Tables.deferred, Keys.deferred(t))
+        guard let origin = Bytes.u64(raw) else { throw LedgerError.corrupted("transaction \(t.id) without its author") }
+        return ReplicaID(origin)
+    }
+
+    /// Indexes a winning transaction (stored under `keys`, written under `origin`, which the
+    /// index entries hold) and adds it to its child's aggregate, or defers it when the child has
+    /// not arrived yet. `reindexOnly`: it is placed already; only its author changes.
+    static func place(_ t: LedgerTransaction, _ keys: TransactionKeys, origin: ReplicaID, in context: ApplyContext,
+                      reindexOnly: Bool = false) throws {
+        let author = Bytes.u64(origin.rawValue)
         guard try context.child(t.childID) != nil else {
-            try context.store.put(Tables.deferred, Keys.deferred(t), [])
+            try context.store.put(Tables.deferred, Keys.deferred(t), author)
             return
         }
-        try context.store.put(Tables.byTime, keys.byTime, [])
-        try context.store.put(Tables.byChild, keys.byChild, [])
+        try context.store.put(Tables.byTime, keys.byTime, author)
+        try context.store.put(Tables.byChild, keys.byChild, author)
+        if reindexOnly { return }
         let mix = context.preparer.idMix(t.id)
         try context.updateAggregate(of: t.childID) { $0.add(t, idMix: mix) }
     }
@@ -57,18 +75,19 @@ extension Replica {
     /// Applies every deferred transaction of a child that has just arrived.
     static func releaseDeferred(child: RecordID, in context: ApplyContext) throws {
         let w = context.store
-        var ids: [RecordID] = []
-        try w.scan(Tables.deferred, prefix: Keys.id(child)) { key, _ in
-            ids.append(try Keys.trailingID(key))
+        var ids: [(RecordID, ReplicaID)] = []
+        try w.scan(Tables.deferred, prefix: Keys.id(child)) { key, value in
+            guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("a deferred transaction without its author") }
+            ids.append((try Keys.trailingID(key), ReplicaID(origin)))
             return true
         }
-        for id in ids {
+        for (id, origin) in ids {
             guard let raw = try w.get(Tables.transactions, Keys.id(id)) else {
                 throw LedgerError.corrupted("deferred transaction \(id) missing")
             }
             let t = try decodeStoredTransaction(raw)
             try w.delete(Tables.deferred, Keys.deferred(t))
-            try place(t, TransactionKeys(t), in: context)
+            try place(t, TransactionKeys(t), origin: origin, in: context)
         }
     }
 

@@ -36,6 +36,11 @@ public struct HistoryEntry: Equatable, Sendable {
     public var childName: String
     /// Whether an undo entry for it exists.
     public var isReversed: Bool
+    /// Who wrote the version kept (the origin of its change, that origin's member and name).
+    public var author: Author
+    /// The versions with the same id that lost to it (same-id conflicts; not the designed
+    /// merge of two undo entries), each with its author.
+    public var conflicting: [ConflictVersion] = []
 }
 
 extension Replica {
@@ -385,23 +390,34 @@ extension Replica {
         try store.read { r in try Aggregate.load(child, r).sumCents }
     }
 
-    /// Newest-first history of one child or of all, at most `limit` entries.
+    /// Newest-first history of one child or of all, at most `limit` entries, each with its
+    /// author and the same-id versions that lost to it.
     public func history(child: RecordID? = nil, limit: Int = .max) throws -> [HistoryEntry] {
         try store.read { r in
             var names: [RecordID: String] = [:]
+            var authors = AuthorNames(r)
             var entries: [HistoryEntry] = []
             let table = child == nil ? Tables.byTime : Tables.byChild
             let prefix = child.map(Keys.id) ?? []
-            try r.scan(table, prefix: prefix, from: nil, reverse: true) { key, _ in
+            try r.scan(table, prefix: prefix, from: nil, reverse: true) { key, value in
                 guard entries.count < limit else { return false }
                 let id = try Keys.trailingID(key)
                 guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
                     throw LedgerError.corrupted("indexed transaction \(id) missing")
                 }
+                guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("transaction \(id) without its author") }
                 let t = try Self.decodeStoredTransaction(raw)
                 if names[t.childID] == nil { names[t.childID] = try Self.child(t.childID, r)?.name ?? "?" }
                 let reversed = try r.get(Tables.transactions, Keys.id(LedgerTransaction.undoID(for: t.id))) != nil
-                entries.append(HistoryEntry(transaction: t, childName: names[t.childID]!, isReversed: reversed))
+                var conflicting: [ConflictVersion] = []
+                try r.scan(Tables.conflicts, prefix: [Conflict.transaction] + Keys.id(id)) { _, value in
+                    let (loserOrigin, payload) = try Self.decodeConflictValue(value)
+                    conflicting.append(ConflictVersion(transaction: try Self.decodeStoredTransaction(payload),
+                                                       author: try authors.author(loserOrigin)))
+                    return true
+                }
+                entries.append(HistoryEntry(transaction: t, childName: names[t.childID]!, isReversed: reversed,
+                                            author: try authors.author(ReplicaID(origin)), conflicting: conflicting))
                 return true
             }
             return entries

@@ -297,7 +297,11 @@ extension Replica {
                 return
             }
             let payload = RecordCodec.encode(t)
-            if raw != payload && KeyBytes.compare(raw, payload) > 0 { problem("transaction \(t.id) does not hold the winning payload") }
+            // Another payload won (by author, then payload): this one is kept as its loser.
+            if raw != payload,
+               try r.get(Tables.conflicts, Keys.conflict(kind: t.isUndo ? Conflict.undoMerge : Conflict.transaction, id: t.id, payload: payload)) == nil {
+                problem("transaction \(t.id) of change \(change.origin)/\(change.sequence) neither won nor is kept as a conflict")
+            }
         }
     }
 }

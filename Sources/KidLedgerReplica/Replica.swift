@@ -66,9 +66,15 @@ public final class Replica {
         }
     }
 
-    /// Draws a random record id from the injected generator.
+    /// Draws a random record id from the injected generator (marked as this member's, see
+    /// ``entryID(_:)``).
     func newID() -> RecordID {
-        RecordID.random(using: &random)
+        entryID(RecordID.random(using: &random))
+    }
+
+    /// `id`, a fresh id of a record this device creates, marked as made by ``signer``'s key (when set).
+    func entryID(_ id: RecordID) -> RecordID {
+        signer.map { Membership.entryID(id, madeBy: $0.key) } ?? id
     }
 
     // MARK: Local changes

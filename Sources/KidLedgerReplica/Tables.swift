@@ -23,15 +23,18 @@ public enum Tables {
     public static let registers = Table("registers")
     /// The grow-only transaction set (winning payload per id): id (16) → encoded transaction.
     public static let transactions = Table("transactions")
-    /// Applied transactions by time: createdAt (8, ordered) + id (16) → empty.
+    /// Applied transactions by time: createdAt (8, ordered) + id (16) → the origin (8) that wrote
+    /// the stored version (its author).
     public static let byTime = Table("byTime")
-    /// Applied transactions by child and time: child (16) + createdAt (8) + id (16) → empty.
+    /// Applied transactions by child and time: child (16) + createdAt (8) + id (16) → origin (8),
+    /// as in `byTime`.
     public static let byChild = Table("byChild")
     /// Per-child aggregate: child (16) → count, sum (Int128), id hash.
     public static let aggregates = Table("aggregates")
-    /// Transactions whose child has not arrived: child (16) + id (16) → empty.
+    /// Transactions whose child has not arrived: child (16) + id (16) → origin (8), as in `byTime`.
     public static let deferred = Table("deferred")
-    /// Losing payloads of same-id conflicts: kind (1) + id (16) + payload hash (16) → payload.
+    /// Losing payloads of same-id conflicts: kind (1) + id (16) + payload hash (16) → the
+    /// loser's origin (8), then its payload.
     public static let conflicts = Table("conflicts")
 
     /// Every register write ever seen: entity (16) + field (1) + stamp → base stamp + value. The
@@ -42,7 +45,7 @@ public enum Tables {
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
                                       registerHistory, peers, invites, settings, claims, grants, revocations,
-                                      rejected, forged, pendingClaims, transfers]
+                                      rejected, forged, pendingClaims, transfers, creators]
 }
 
 /// A short byte string (at most ``capacity`` bytes: a key or a fixed-width value) built in a

@@ -77,23 +77,23 @@ struct GoldenOutputTests {
             l.ok("take", "Ava", "dime")                               // 11:09
             l.ok("give", "Ava", "0.75")                               // 11:10
             #expect(l.ok("undo") == "Undid +$0.75 for Ava (2026-11-18 11:10). Balance: $1.90\n") // 11:11
-            #expect(l.ok("history") == """
-                WHEN (UTC)        CHILD  AMOUNT  SOURCE  NOTE
-                2026-11-18 11:11  Ava    -$0.75  undo    undo $0.75
-                2026-11-18 11:10  Ava    +$0.75  give    (undone)
-                2026-11-18 11:09  Ava    -$0.10  take
-                2026-11-18 11:08  Ava    +$2.00  give    birthday
+            #expect(maskFingerprints(l.ok("history")) == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
+                2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
+                2026-11-18 11:10  Ava    +$0.75  give    member (xxxx-xxxx-xxxx-xxxx)  (undone)
+                2026-11-18 11:09  Ava    -$0.10  take    member (xxxx-xxxx-xxxx-xxxx)
+                2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  birthday
 
                 """)                                                  // 11:12
             #expect(l.ok("undo") == "Undid -$0.10 for Ava (2026-11-18 11:09). Balance: $2.00\n") // 11:13
-            #expect(l.ok("history", "Ava", "--limit", "2") == """
-                WHEN (UTC)        CHILD  AMOUNT  SOURCE  NOTE
-                2026-11-18 11:13  Ava    +$0.10  undo    undo -$0.10
-                2026-11-18 11:11  Ava    -$0.75  undo    undo $0.75
+            #expect(maskFingerprints(l.ok("history", "Ava", "--limit", "2")) == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
+                2026-11-18 11:13  Ava    +$0.10  undo    member (xxxx-xxxx-xxxx-xxxx)  undo -$0.10
+                2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
 
                 """)                                                  // 11:14
             #expect(l.ok("undo") == "Undid +$2.00 for Ava (2026-11-18 11:08). Balance: $0.00\n") // 11:15
-            #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 child, 8 changes; digest <digest>\n")
+            #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 child, 9 changes; digest <digest>\n")
             #expect(l.masked(l.ok("digest")) == "<digest>\n")
             let digest = l.ok("digest")
             #expect(l.ok("verify").hasSuffix("digest " + digest))
@@ -126,14 +126,14 @@ struct GoldenOutputTests {
                 #expect(b.ok("import", "--csv", csv) == "Imported 3 transactions from \(csv); added Ava, Ben.\n")
                 #expect(b.ok("import", "--csv", csv) == "Imported 0 transactions from \(csv) (3 already present).\n")
                 #expect(b.ok("balance") == "Ava  $1.25\nBen  $0.00\n")
-                #expect(b.ok("history") == """
-                    WHEN (UTC)        CHILD  AMOUNT  SOURCE  NOTE
-                    2026-11-18 11:11  Ben    -$3.00  undo    undo $3.00
-                    2026-11-18 11:10  Ben    +$3.00  give    (undone)
-                    2026-11-18 11:09  Ava    +$1.25  give    chores, "big" ones
+                #expect(maskFingerprints(b.ok("history")) == """
+                    WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
+                    2026-11-18 11:11  Ben    -$3.00  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $3.00
+                    2026-11-18 11:10  Ben    +$3.00  give    member (xxxx-xxxx-xxxx-xxxx)  (undone)
+                    2026-11-18 11:09  Ava    +$1.25  give    member (xxxx-xxxx-xxxx-xxxx)  chores, "big" ones
 
                     """)
-                #expect(b.masked(b.ok("verify")) == "ok: 3 transactions, 2 children, 2 changes; digest <digest>\n")
+                #expect(b.masked(b.ok("verify")) == "ok: 3 transactions, 2 children, 3 changes; digest <digest>\n")
                 #expect(a.ok("balance") == b.ok("balance"))
             }
         }
@@ -145,37 +145,38 @@ struct GoldenOutputTests {
         A local-first family allowance ledger.
 
         Commands:
-          init NAME [--account NAME]                  create a household that this device owns
-          child add NAME                              add a child
-          child rename CHILD NAME                     rename a child
-          child archive CHILD                         archive a child (history is kept)
-          child restore CHILD                         restore an archived child
-          children [--all]                            list children with balances
-          give CHILD AMOUNT [--note T]                give money to a child
-          take CHILD AMOUNT [--note T]                take money from a child
-          give-all AMOUNT [--note T]                  give every active child the same amount
-          take-all AMOUNT [--note T]                  take the same amount from every active child
-          balance [CHILD]                             show balances
-          history [CHILD] [--limit N]                 list transactions, newest first
-          undo                                        reverse the newest transaction not yet undone
-          conflicts [CHILD]                           show what concurrent edits lost, and same-id conflicts
-          digest                                      print the replica's state digest
-          verify                                      check the replica's integrity
-          export --csv FILE                           write every transaction to a CSV file
-          import --csv FILE                           add transactions from a CSV file (idempotent)
-          peer add HOST:PORT                          remember a peer to sync with
-          peer remove HOST:PORT                       forget a peer
-          peers                                       list known peers and their last sync
-          status                                      sync state, pending changes, peers, digest
-          serve --listen HOST:PORT                    run the peer daemon
-          sync [HOST:PORT]                            sync now with one or all known peers
-          invite [--address HOST:PORT] [--minutes N]  print a one-time code another device joins with
-          join CODE [--replace]                       join a household with a code from `kidledger invite`
-          account show                                show this device's signed-in identity
-          account switch NAME                         sign this device in as another account
-          members                                     list the household's members, their devices and revocations
-          revoke MEMBER                               revoke a member (owner only; permanent)
-          recover SECRET                              take over as the household's owner with its recovery secret
+          init NAME [--account NAME] [--name DISPLAY]  create a household that this device owns
+          child add NAME                               add a child
+          child rename CHILD NAME                      rename a child
+          child archive CHILD                          archive a child (history is kept)
+          child restore CHILD                          restore an archived child
+          children [--all]                             list children with balances
+          give CHILD AMOUNT [--note T]                 give money to a child
+          take CHILD AMOUNT [--note T]                 take money from a child
+          give-all AMOUNT [--note T]                   give every active child the same amount
+          take-all AMOUNT [--note T]                   take the same amount from every active child
+          balance [CHILD]                              show balances
+          history [CHILD] [--limit N]                  list transactions, newest first
+          undo                                         reverse the newest transaction not yet undone
+          conflicts [CHILD]                            show what concurrent edits lost, and same-id conflicts
+          digest                                       print the replica's state digest
+          verify                                       check the replica's integrity
+          export --csv FILE                            write every transaction to a CSV file
+          import --csv FILE                            add transactions from a CSV file (idempotent)
+          peer add HOST:PORT                           remember a peer to sync with
+          peer remove HOST:PORT                        forget a peer
+          peers                                        list known peers and their last sync
+          status                                       sync state, pending changes, peers, digest
+          serve --listen HOST:PORT                     run the peer daemon
+          sync [HOST:PORT]                             sync now with one or all known peers
+          invite [--address HOST:PORT] [--minutes N]   print a one-time code another device joins with
+          join CODE [--replace] [--name DISPLAY]       join a household with a code from `kidledger invite`
+          account show                                 show this device's signed-in identity
+          account switch NAME                          sign this device in as another account
+          account rename NAME                          change the display name the household knows this member by
+          members                                      list the household's members: names, key fingerprints, devices, revocations
+          revoke MEMBER [--yes]                        revoke a member (owner only; permanent)
+          recover SECRET                               take over as the household's owner with its recovery secret
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.

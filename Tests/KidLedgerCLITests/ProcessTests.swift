@@ -117,7 +117,7 @@ struct ProcessTests {
             let balance = try kidledger(l, "balance", "Ava")
             #expect(balance.code == 0 && balance.stdout == "Ava: $3.25\n" && balance.stderr == "", "\(balance)")
             let verify = try kidledger(l, "verify")
-            #expect(verify.code == 0 && verify.stdout.hasPrefix("ok: 2 transactions, 1 child, 4 changes; digest "), "\(verify)")
+            #expect(verify.code == 0 && verify.stdout.hasPrefix("ok: 2 transactions, 1 child, 5 changes; digest "), "\(verify)")
             // The in-process CLI reads what the processes wrote.
             #expect(l.ok("balance") == "Ava  $3.25\n")
         }
@@ -175,7 +175,7 @@ struct ProcessTests {
             #expect(failures.withLock { $0 } == [])
 
             let verify = try kidledger(l, "verify")
-            #expect(verify.code == 0 && verify.stdout.hasPrefix("ok: 40 transactions, 1 child, 42 changes; "), "\(verify)")
+            #expect(verify.code == 0 && verify.stdout.hasPrefix("ok: 40 transactions, 1 child, 43 changes; "), "\(verify)")
             let balance = try kidledger(l, "--json", "balance", "Ava")
             let child = parseJSON(balance.stdout) as? [String: Any]
             #expect((child?["transactionCount"] as? NSNumber)?.int64Value == 40, "\(balance)")

@@ -153,7 +153,7 @@ struct SecurityProcessTests {
         try ok(member, "sync")
         #expect(try ava(owner) == 600)
         let key = try #require(try memberKeys(owner).first)
-        try ok(owner, "revoke", String(key.prefix(8)))
+        try ok(owner, "revoke", String(key.prefix(8)), "--yes")
         return key
     }
 
@@ -262,7 +262,7 @@ struct SecurityProcessTests {
         #expect(daemonC.stop() == 0)
         daemonC = try #require(try DaemonProcess.start(c, in: group, port: daemonC.port))
 
-        try ok(a, "revoke", String(keyB.prefix(8)))
+        try ok(a, "revoke", String(keyB.prefix(8)), "--yes")
         try ok(b, "give", "Ava", "2.00", "--note", "after revocation")
         try ok(b, "sync")
         #expect(try Self.ava(c) == 800, "C had not heard of the revocation yet")
@@ -299,7 +299,7 @@ struct SecurityProcessTests {
         // A revocation (of another member) rebuilds A's merged state from the log.
         try ok(c, "join", try inviteCode(a))
         let keyC = try #require(try json(c, "account", "show")["key"] as? String)
-        try ok(a, "revoke", String(keyC.prefix(8)))
+        try ok(a, "revoke", String(keyC.prefix(8)), "--yes")
         #expect(try devices(a) == [idB], "A after the rebuild that a revocation triggers")
         let verify = try runKidledger(a, ["--json", "verify"])
         #expect(verify.code == 0, "\(verify)")

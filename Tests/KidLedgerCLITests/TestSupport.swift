@@ -106,6 +106,12 @@ let initRecoveryNotice = """
 
     """
 
+/// `text` with every key fingerprint ("3fa2-91c0-7d44-e1b8") written as "xxxx-xxxx-xxxx-xxxx" (the
+/// same width, so tables keep their alignment).
+func maskFingerprints(_ text: String) -> String {
+    text.replacingOccurrences(of: "[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}", with: "xxxx-xxxx-xxxx-xxxx", options: .regularExpression)
+}
+
 /// Runs `body` with a fresh ledger and removes its directory afterwards.
 func withLedger<T>(_ body: (TestLedger) throws -> T) rethrows -> T {
     let ledger = TestLedger()
