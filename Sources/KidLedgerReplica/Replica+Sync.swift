@@ -69,6 +69,9 @@ extension Replica {
     /// Changes this replica holds that `vector` does not cover, origin by origin in sequence
     /// order (every version of a forked sequence, never split), about `limit` of them. Costs one
     /// cursor range per origin: proportional to what is missing, not to the size of the ledger.
+    /// The owner's origins come first (then the others, each group in ascending order), so a
+    /// joining replica receives the genesis, grants and revocations before the members' changes
+    /// they judge, and need not recompute its state when the genesis arrives.
     public func changes(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [Change] {
         try encodedChanges(notCoveredBy: vector, limit: limit).map { entry in
             do { return try RecordCodec.decodeChange(entry.bytes) } catch {
@@ -83,7 +86,15 @@ extension Replica {
         try store.read { r in
             var result: [EncodedChange] = []
             let mine = try Self.versionVector(r, queryCache)
-            for (origin, held) in mine.sorted(by: { $0.key < $1.key }) where (vector[origin] ?? 0) < held {
+            var missing = mine.filter { (vector[$0.key] ?? 0) < $0.value }.keys.sorted()
+            if let (_, ownerKey) = try Self.owner(r, queryCache) {
+                var owners: [ReplicaID] = [], others: [ReplicaID] = []
+                for origin in missing {
+                    if try r.get(Tables.claims, Keys.origin(origin)) == ownerKey { owners.append(origin) } else { others.append(origin) }
+                }
+                missing = owners + others
+            }
+            for origin in missing {
                 guard result.count < limit else { break }
                 let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
                 var lastSequence: UInt64 = 0

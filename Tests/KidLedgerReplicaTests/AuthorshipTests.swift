@@ -163,4 +163,20 @@ struct AuthorshipTests {
         #expect(try r.balance(of: ava) == 300)
         #expect(try r.membershipCounts().rejected == 0)
     }
+
+    /// A replica that joins receives the genesis, grants and revocations before the members'
+    /// changes they judge, whatever the origins' order: the owner's origins are sent first.
+    @Test("a sync sends the owner's origins first")
+    func ownerOriginsFirst() throws {
+        let early = (0..<256).lazy.map { h.origin(h.spouseKey, nonce: $0) }.first { $0 < owner }!
+        let r = try h.replica(1)
+        try r.applyRemote(household() + [h.change(early, 1, millis: 6, [h.claim(early, key: h.spouseKey), give(7, 5)])])
+        let sent = try r.encodedChanges(notCoveredBy: [:], limit: 2)
+        #expect(sent.map(\.origin) == [owner, owner])
+        let all = try r.encodedChanges(notCoveredBy: [:]).map(\.origin)
+        #expect(Array(all.prefix(3)) == [owner, owner, owner] && Set(all.dropFirst(3)) == [early, spouse, mallory])
+        let joined = try h.replica(2)
+        try joined.applyRemote(try r.changes(notCoveredBy: [:]))
+        #expect(try joined.digest() == r.digest() && joined.balance(of: ava) == 155)
+    }
 }

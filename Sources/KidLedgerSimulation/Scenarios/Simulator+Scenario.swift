@@ -72,7 +72,8 @@ extension Simulator {
         var outcomes: [ScenarioResult.Outcome] = []
         let result = simulator.run(afterSetUp: { sim in
             let origins = sim.nodes.map { "\($0.name)=\(Self.hex16($0.replica?.replicaID.rawValue ?? 0).prefix(6))" }
-            sim.note("replica origins (changes are sent in this order of origin): " + origins.joined(separator: " "))
+            sim.note("replica origins at set-up (changes are sent in order of origin; a member takes an id derived from its key at its first change): "
+                     + origins.joined(separator: " "))
             for (i, step) in scenario.steps.enumerated() { sim.queue.schedule(at: sim.startMillis + step.at, .scripted(i)) }
         }, beforeClose: { sim in
             outcomes = scenario.expectations.map { sim.evaluate($0, state) }
