@@ -128,12 +128,12 @@ enum AccountCommands {
         ctx.emit(.object([("members", .array(list.map { m in
             .object([("name", .string(m.name)), ("chosenName", m.chosenName.map(JSON.string) ?? .null),
                      ("fingerprint", .string(Names.fingerprint(m.key))), ("key", .string(hexString(m.key))), ("owner", .bool(m.isOwner)),
-                     ("revoked", .bool(m.isRevoked)), ("devices", .array(m.devices.map { .string($0.description) }))])
+                     ("formerOwner", .bool(m.isFormerOwner)), ("revoked", .bool(m.isRevoked)), ("devices", .array(m.devices.map { .string($0.description) }))])
         }))]))
         if list.isEmpty { ctx.say("This household has no membership (it was created without an owner)."); return }
         ctx.say(Render.table(header: ["NAME", "KEY", "DEVICES", ""], rightAligned: [], rows: list.map { m in
             [m.name, Names.fingerprint(m.key), "\(m.devices.count)",
-             m.isOwner ? "owner" : (m.isRevoked ? "revoked" : "")]
+             m.isOwner ? "owner" : [m.isFormerOwner ? "former owner" : "", m.isRevoked ? "revoked" : ""].filter { !$0.isEmpty }.joined(separator: ", ")]
         }))
     }
 

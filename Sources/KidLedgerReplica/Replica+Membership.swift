@@ -46,6 +46,8 @@ public struct MemberSummary: Equatable, Sendable {
     public var isOwner: Bool
     /// Whether revoked.
     public var isRevoked: Bool
+    /// Whether this key owned the household before an owner transfer (a member until revoked).
+    public var isFormerOwner = false
     /// The replica ids (devices) that write as this member.
     public var devices: [ReplicaID]
 }
@@ -308,7 +310,8 @@ extension Replica {
             var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
             // A former owner stays a member (its laptop may turn up again) until it is revoked.
             for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
-                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false, devices: [])
+                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
+                                                  isFormerOwner: true, devices: [])
             }
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)

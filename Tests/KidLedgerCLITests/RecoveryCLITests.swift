@@ -68,8 +68,8 @@ struct RecoveryCLITests {
         #expect(recovered["epoch"] as? Int == 1)
         let dadKey = try #require(recovered["owner"] as? String)
         #expect(try Self.ownerKey(dad) == dadKey)
-        #expect(try Self.members(dad).contains { $0["key"] as? String == momKey && $0["name"] as? String == "former owner" })
-        try ok(dad, "revoke", String(momKey.prefix(12)))
+        #expect(try Self.members(dad).contains { $0["key"] as? String == momKey && $0["formerOwner"] as? Bool == true })
+        try ok(dad, "revoke", String(momKey.prefix(12)), "--yes")
         #expect(try json(dad, "status")["ownerEpoch"] as? Int == 1)
 
         // Mom's new laptop joins through Dad's invite, then takes ownership back.
@@ -103,7 +103,7 @@ struct RecoveryCLITests {
         _ = try #require(try DaemonProcess.start(mom, in: group))
         try ok(dad, "join", try inviteCode(mom))
         let dadKey = try #require(try Self.members(mom).first { $0["owner"] as? Bool == false }?["key"] as? String)
-        try ok(mom, "revoke", String(dadKey.prefix(12)))
+        try ok(mom, "revoke", String(dadKey.prefix(12)), "--yes")
         #expect(try runKidledger(dad, ["sync"]).code == 77)
         #expect(try runKidledger(dad, ["give", "Ava", "1.00"]).code == 77)
 

@@ -28,7 +28,10 @@ struct RecoverableHousehold {
 struct OwnershipTests {
     let rh = RecoverableHousehold()
     var h: OwnedHousehold { rh.h }
-    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20), newLaptop = ReplicaID(0x40)
+    // Each member's origin is derived from its key (issue 20, point 2).
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
+    var newLaptop: ReplicaID { h.origin(rh.newKey) }
     let ava = RecordID(high: 0xAA, low: 1)
 
     func give(_ id: UInt64, _ cents: Int64) -> Operation {
@@ -235,7 +238,9 @@ struct OwnershipTests {
             #expect(members.first { $0.key == h.ownerKey }?.isRevoked == true)
             #expect(members.first { $0.key == h.spouseKey }?.isRevoked == false)
             #expect(!members.contains { $0.key == rh.malloryKey })
-            #expect(try r.membershipCounts().rejected == 5)  // every change of the thief's after the revocation
+            // Every ledger change of the thief's after the revocation (its membership-only changes are
+            // forged records, not rejected changes).
+            #expect(try r.membershipCounts().rejected == 2)
             #expect(try r.verify().isIntact)
         }
         // The stolen laptop is refused by the spouse's, and the refusal carries the revocation with

@@ -12,7 +12,11 @@ struct SameIDAuthorshipTests {
     let hostileKey = [UInt8](repeating: 0xC3, count: 32)
     /// A granted member whose key sorts before the owner's (0xA1).
     let lowKey = [UInt8](repeating: 0x05, count: 32)
-    let owner = ReplicaID(0x10), spouse = ReplicaID(0x20), hostile = ReplicaID(0x30), low = ReplicaID(0x40)
+    // Each member's origin is derived from its key (issue 20, point 2).
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
+    var hostile: ReplicaID { h.origin(hostileKey) }
+    var low: ReplicaID { h.origin(lowKey) }
     let ava = RecordID(high: 0xAA, low: 1)
     let reused = RecordID(high: 0x1234, low: 0x8000_0000_0000_0001)
 
@@ -123,7 +127,7 @@ struct SameIDAuthorshipTests {
         let a = give(300), b = give(900)
         let first = h.change(spouse, 2, millis: 5_000, [.addTransaction(a)])
         // The spouse's second device (another origin claimed by the same key).
-        let second = ReplicaID(0x21)
+        let second = h.origin(h.spouseKey, nonce: 1)
         let other = [h.change(second, 1, millis: 5_001, [h.claim(second, key: h.spouseKey), .addTransaction(b)])]
         let all = try replicas([founding() + [first] + other, founding() + other + [first]])
         let winner = smallerPayload(a, b)
