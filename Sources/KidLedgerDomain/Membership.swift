@@ -101,6 +101,39 @@ public struct MemberSigner: Sendable {
     }
 }
 
+/// A member's signature over its origin's history up to one change: a signed chain head
+/// (issue 20, point 2; docs/SECURITY.md, "Signed chain heads"). The author signs one at the last
+/// change of each local commit and at every sequence that is a multiple of
+/// ``Membership/headInterval``, and stores it beside its log.
+public struct SignedHead: Hashable, Sendable {
+    /// The origin whose history it covers.
+    public var origin: ReplicaID
+    /// The sequence of the change it signs.
+    public var sequence: UInt64
+    /// ``Membership/changeHash(_:)`` of that change's canonical encoding (32 bytes).
+    public var changeHash: [UInt8]
+    /// The origin's member's signature over ``Membership/headMessage(household:_:)`` (64 bytes).
+    public var signature: [UInt8]
+
+    /// Creates a signed head.
+    public init(origin: ReplicaID, sequence: UInt64, changeHash: [UInt8], signature: [UInt8]) {
+        self.origin = origin
+        self.sequence = sequence
+        self.changeHash = changeHash
+        self.signature = signature
+    }
+}
+
+extension MemberSigner {
+    /// This member's signed head of `origin` at the change of `sequence` whose canonical
+    /// encoding is `encoded`.
+    public func head(household: RecordID, origin: ReplicaID, sequence: UInt64, encoded: [UInt8]) -> SignedHead {
+        var head = SignedHead(origin: origin, sequence: sequence, changeHash: Membership.changeHash(encoded), signature: [])
+        head.signature = sign(Membership.headMessage(household: household, head))
+        return head
+    }
+}
+
 /// The household's recovery key makes `newOwner` the owner. Only the recovery key (named by the
 /// genesis) signs one, so the set of valid transfers does not depend on which transfers a replica
 /// holds, and a stolen owner key can never sign one. The owner is the new owner of the valid
@@ -245,6 +278,31 @@ public enum Membership {
             w.write(zigzag: t.transferredAtMillis)
             RecordCodec.encode(seen: t.seen, into: &w)
         }
+    }
+
+    /// The author signs a head at every sequence that is a multiple of this (and at the last
+    /// change of each commit), so every prefix of its history ending there has one.
+    public static let headInterval: UInt64 = 256
+
+    /// A change's hash as a signed head names it: SHA-256 of its canonical encoding (32 bytes).
+    public static func changeHash(_ encoded: [UInt8]) -> [UInt8] { SHA256.hash(encoded) }
+
+    /// What a signed head's signature covers: "kidledger head v1" ‖ household ‖ origin u64 ‖
+    /// sequence u64 ‖ the 32-byte change hash.
+    public static func headMessage(household: RecordID, _ head: SignedHead) -> [UInt8] {
+        message("kidledger head v1", household: household) { w in
+            w.write(bigEndian: head.origin.rawValue)
+            w.write(bigEndian: head.sequence)
+            w.write(raw: head.changeHash)
+        }
+    }
+
+    /// Whether `head` is `key`'s signature over the change whose canonical encoding is
+    /// `encoded`, in `household`.
+    public static func isValid(_ head: SignedHead, of encoded: [UInt8], household: RecordID, key: [UInt8],
+                               verifier: any SignatureVerifier) -> Bool {
+        head.changeHash.count == 32 && head.changeHash == changeHash(encoded)
+            && verifier.isValid(signature: head.signature, message: headMessage(household: household, head), key: key)
     }
 
     /// The origin (replica id) that `member`'s claim with `nonce` names in `household`: the first

@@ -109,6 +109,7 @@ public final class Replica {
                 try w.put(Tables.meta, Keys.replica, Bytes.u64(origin.rawValue))
                 batches[0].insert(.claim(claim.claim), at: claim.at)
             }
+            var encoded: [[UInt8]] = [], versions: [[UInt8]] = []
             let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
                 var sequence = try context.heldSequence(origin)
                 var changes: [Change] = []
@@ -116,13 +117,18 @@ public final class Replica {
                     precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
                     sequence += 1
                     let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-                    let outcome = try Self.apply(change, context.preparer.prepare(change, received: nil), in: context)
+                    let prepared = context.preparer.prepare(change, received: nil)
+                    let outcome = try Self.apply(change, prepared, in: context)
                     precondition(outcome == .applied, "a fresh local change must apply")
                     changes.append(change)
+                    encoded.append(prepared.encoded)
+                    versions.append(prepared.version)
                     hlc = hlc.tickLocal(now: now)
                 }
                 return changes
             }
+            // After the context's flush: the claim this commit may carry is in the claims table.
+            try Self.signHeads(of: changes, encoded: encoded, versions: versions, signer: signer, in: w)
             return (changes, extra)
         }
         random = generator
