@@ -42,4 +42,35 @@ extension Replica {
             return heads
         }
     }
+
+    /// ``verify()``'s check of the signed heads: each names a change the log holds and is the
+    /// signature, over that change, of the key its origin's claim names.
+    func verifyHeads(_ r: any KeyValueReader, problem: (String) -> Void) throws {
+        var household: RecordID?
+        try r.scan(Tables.households) { key, _ in
+            if key.count == 16 { household = Keys.id(in: key, at: 0) }
+            return false
+        }
+        try r.scan(Tables.heads) { key, signature in
+            guard key.count == 24 else {
+                problem("a signed head's key is damaged")
+                return true
+            }
+            let (origin, sequence) = key.withUnsafeBytes {
+                (ReplicaID(UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self))),
+                 UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            }
+            guard let change = try r.get(Tables.changes, key) else {
+                problem("signed head of \(origin) at \(sequence) names no change of the log")
+                return true
+            }
+            let head = SignedHead(origin: origin, sequence: sequence, changeHash: Membership.changeHash(change), signature: signature)
+            guard let household, let member = try r.get(Tables.claims, Keys.origin(origin)),
+                  Membership.isValid(head, of: change, household: household, key: member, verifier: verifier) else {
+                problem("signed head of \(origin) at \(sequence) is not its member's signature over that change")
+                return true
+            }
+            return true
+        }
+    }
 }

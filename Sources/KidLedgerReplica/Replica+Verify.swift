@@ -35,7 +35,7 @@ extension Replica {
     public static let verifiedTables: [Table] = [
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
         Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.changes,
-        Tables.chains, Tables.rejected, Tables.forged, Tables.vector,
+        Tables.chains, Tables.rejected, Tables.forged, Tables.vector, Tables.heads,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
     public static let verifiedMetaKey = Keys.digest
@@ -43,7 +43,8 @@ extension Replica {
     /// A full integrity check: every record decodes and validates, every index and per-child total
     /// matches the transactions, the stored digest matches one recomputed from the records, the
     /// change log is contiguous per origin and agrees with the version vector, and every change
-    /// in the log is reflected in the merged state. Then it recomputes the membership, the
+    /// in the log is reflected in the merged state, and every signed head is its origin's member's
+    /// signature over a change of the log. Then it recomputes the membership, the
     /// rejection set and the digest from the change log alone, in a write transaction that it
     /// rolls back (``recomputationProblems(_:)``), and reports where the stored state differs.
     /// Changes nothing.
@@ -141,6 +142,7 @@ extension Replica {
             // would overlap with it (a fatal exclusivity violation as soon as a problem is found).
             let changes = try verifyChangeLog(r, problem: problem)
             report.changes = changes
+            try verifyHeads(r, problem: problem)
             return report
         }
     }

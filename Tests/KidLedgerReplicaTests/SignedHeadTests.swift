@@ -49,6 +49,21 @@ struct SignedHeadTests {
         #expect(try r.verify().isIntact)
     }
 
+    @Test("verify reports a stored head that is not its member's signature over its change")
+    func verifyChecksHeads() throws {
+        let r = try ownerReplica()
+        try r.addChild(name: "Ava")
+        let origin = r.replicaID
+        let key = try #require(try r.store.read { r in
+            var first: [UInt8]?
+            try r.scan(Tables.heads) { key, _ in first = key; return false }
+            return first
+        })
+        try r.store.write { try $0.put(Tables.heads, key, TestVerifier.sign([1, 2, 3], key: h.ownerKey)) }
+        let report = try r.verify()
+        #expect(report.problems == ["signed head of \(origin) at 1 is not its member's signature over that change"])
+    }
+
     @Test("a household without an owner signs no heads, and a receiver stores none it did not verify")
     func noHeadsWithoutOwnerOrForOthers() throws {
         let plain = try h.replica(2)
