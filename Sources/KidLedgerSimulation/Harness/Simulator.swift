@@ -57,6 +57,16 @@ public final class Simulator {
     /// ``log(_:)``'s line bytes (kept to reuse its storage).
     @exclusivity(unchecked) var logBytes: [UInt8] = []
     @exclusivity(unchecked) var faults: [String: Int] = [:]
+    /// The nodes whose member account the run revoked: once refused they are stopped (in
+    /// attentionRequired, no sync), so they are left out of convergence with the others
+    /// (``honestNodes``) and checked apart (``stoppedChecks(_:)``).
+    @exclusivity(unchecked) var revokedNodes = Set<Int>()
+    /// The node the simulator last made the owner: 0, or the last to recover ownership.
+    @exclusivity(unchecked) var currentOwner = 0
+    /// The household's recovery secret (the genesis names its public key).
+    @exclusivity(unchecked) var recovery: Identity!
+    /// The nodes the run did not revoke, in order: they must converge.
+    var honestNodes: [SimNode] { revokedNodes.isEmpty ? nodes : nodes.filter { !revokedNodes.contains($0.index) } }
     @exclusivity(unchecked) var failures: [String] = []
     /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
     let checkers = RunCheckers()
@@ -179,8 +189,9 @@ public final class Simulator {
         // others start as joined members holding the genesis (creation, claim, grants).
         let owner = nodes[0]
         let founder = owner.replica!
+        recovery = try Self.recoveryIdentity(seed: parameters.seed, share: share)
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
-                                                salt: drawBytes(16), sign: owner.member.sign).id
+                                                salt: drawBytes(16), recovery: recovery.publicKey.bytes, sign: owner.member.sign).id
         let grants = nodes.dropFirst().map { node in
             Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
                                         atMillis: time.millis + owner.skew))
@@ -283,9 +294,11 @@ public final class Simulator {
         // Sessions between replicas that hold the same changes move nothing, so open connections
         // don't matter once every version vector is equal.
         guard nodes.allSatisfy(\.isUp) else { return false }
+        // A revoked replica is quiet once it knows it is revoked (it then neither syncs nor serves).
+        for i in revokedNodes where !((try? nodes[i].listsItselfRevoked()) ?? false) { return false }
         // Equal vectors and equal hash chains: the same changes, every version of them.
-        let heads = nodes.map { $0.heads() }
-        guard let first = heads[0] else { return false }
-        return heads.allSatisfy { $0 == first }
+        let honest = honestNodes
+        guard let first = honest.first?.heads() else { return false }
+        return honest.dropFirst().allSatisfy { $0.heads() == first }
     }
 }
