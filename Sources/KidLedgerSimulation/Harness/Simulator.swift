@@ -61,6 +61,8 @@ public final class Simulator {
     /// attentionRequired, no sync), so they are left out of convergence with the others
     /// (``honestNodes``) and checked apart (``stoppedChecks(_:)``).
     @exclusivity(unchecked) var revokedNodes = Set<Int>()
+    /// The nodes that recorded their revocation from a peer's refusal (``refuses(_:_:)``).
+    @exclusivity(unchecked) var learnedFromRefusal = Set<Int>()
     /// The node the simulator last made the owner: 0, or the last to recover ownership.
     @exclusivity(unchecked) var currentOwner = 0
     /// The household's recovery secret (the genesis names its public key).

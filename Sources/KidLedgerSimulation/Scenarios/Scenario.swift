@@ -68,6 +68,12 @@ public struct Scenario: Sendable, Equatable {
         case archived(String, Bool)
         case present(String, Bool)
         case refused(Int)
+        /// The replica learnt its revocation from a peer's refusal (the revocation it carried was
+        /// recorded: it did not know it before).
+        case learnedFromRefusal(Int)
+        /// Every replica the run did not revoke counts this many changes rejected by the
+        /// revocation rule (they hold them, and they count nowhere).
+        case rejectedChanges(Int)
     }
 
     public struct Expectation: Sendable, Equatable {
@@ -326,9 +332,13 @@ public struct Scenario: Sendable, Equatable {
         case "conflicts": return .conflicts(try count("conflicts N"))
         case "transaction-count": return .transactionCount(try count("transaction-count N"))
         case "refused": return .refused(try count("refused N"))
+        case "rejected-changes": return .rejectedChanges(try count("rejected-changes N"))
         case "attention":
             guard w.count == 2 || w.count == 3 else { throw fail("expected: expect attention rX [true|false]") }
             return .attention(try replicaIndex(w[1], replicas, line: line), w.count == 3 ? try bool(w[2]) : true)
+        case "learned-from-refusal":
+            guard w.count == 2 else { throw fail("expected: expect learned-from-refusal rX") }
+            return .learnedFromRefusal(try replicaIndex(w[1], replicas, line: line))
         case "child":
             guard w.count == 4, w[2] == "archived" else { throw fail("expected: expect child CHILD archived true|false") }
             return .archived(w[1], try bool(w[3]))

@@ -105,6 +105,8 @@ extension Scenario.Check {
         case .present(let note, let want): return [want ? "present" : "absent", note]
         case .refused(let n): return ["refused", "\(n)"]
         case .on(let r, let check): return check.words + ["on", "r\(r)"]
+        case .learnedFromRefusal(let r): return ["learned-from-refusal", "r\(r)"]
+        case .rejectedChanges(let n): return ["rejected-changes", "\(n)"]
         }
     }
 }

@@ -353,6 +353,10 @@ extension Simulator {
             let mine = try node.replica!.members().first { $0.key == node.member.publicKey.bytes }
             let reason: String? = node.isFrozen ? "switched account" : mine == nil ? "not a member" : mine!.isRevoked ? "revoked" : nil
             return (reason != nil) == want ? nil : "attention required: \(reason ?? "no")"
+        case .learnedFromRefusal(let index):
+            return learnedFromRefusal.contains(index) ? nil : "r\(index) did not learn its revocation from a refusal"
+        case .rejectedChanges(let n):
+            return try onEach { _, r in let k = try r.membershipCounts().rejected; return k == n ? nil : "\(k) changes rejected" }
         case .refused(let n):
             return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
         }

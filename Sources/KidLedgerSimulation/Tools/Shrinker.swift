@@ -146,6 +146,9 @@ extension Scenario {
             case .on(let r, let check):
                 guard let m = map(r) else { return nil }
                 moved.check = .on(m, check)
+            case .learnedFromRefusal(let r):
+                guard let m = map(r) else { return nil }
+                moved.check = .learnedFromRefusal(m)
             default: break
             }
             return moved
