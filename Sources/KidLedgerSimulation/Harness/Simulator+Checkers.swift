@@ -49,7 +49,8 @@ extension Simulator {
     func stoppedChecks(_ run: FinalRun) throws -> [String] {
         var failures: [String] = []
         let revoked = Set(try run.members().filter(\.isRevoked).map(\.key))
-        for i in revokedNodes.sorted() {
+        let stopped = stoppedNodes
+        for i in stopped.sorted() {
             let node = nodes[i]
             guard let replica = node.replica else { continue }
             if !revoked.contains(node.member.publicKey.bytes) { failures.append("\(node.name) was revoked but the others do not list it revoked") }
@@ -57,7 +58,7 @@ extension Simulator {
             if try replica.revocation(of: node.member.publicKey.bytes) == nil { failures.append("\(node.name) does not hold its revocation") }
             failures += try run.verifyOnce(replica).problems.prefix(3).map { "\(node.name) (stopped) verify: \($0)" }
         }
-        if !revokedNodes.isEmpty { log("stopped: \(revokedNodes.sorted().map { "r\($0)" }.joined(separator: ",")) in attentionRequired, holding their revocations") }
+        if !stopped.isEmpty { log("stopped: \(stopped.sorted().map { "r\($0)" }.joined(separator: ",")) in attentionRequired, holding their revocations") }
         return failures
     }
 }

@@ -18,6 +18,8 @@ public final class Simulator {
         case heal
         case check
         case revoke
+        /// A member recovers ownership with the recovery secret (``Simulator/recover()``).
+        case recover
         /// A scenario's scripted step (its index in the script).
         case scripted(Int)
     }
@@ -57,18 +59,32 @@ public final class Simulator {
     /// ``log(_:)``'s line bytes (kept to reuse its storage).
     @exclusivity(unchecked) var logBytes: [UInt8] = []
     @exclusivity(unchecked) var faults: [String: Int] = [:]
-    /// The nodes whose member account the run revoked: once refused they are stopped (in
-    /// attentionRequired, no sync), so they are left out of convergence with the others
-    /// (``honestNodes``) and checked apart (``stoppedChecks(_:)``).
+    /// The nodes whose member account the run revoked.
     @exclusivity(unchecked) var revokedNodes = Set<Int>()
     /// The nodes that recorded their revocation from a peer's refusal (``refuses(_:_:)``).
     @exclusivity(unchecked) var learnedFromRefusal = Set<Int>()
+    /// Where the revocations the run made are (origin and sequence of each): a member recovers
+    /// ownership only once it holds them all (``recover()``).
+    @exclusivity(unchecked) var revocationChanges: [(target: Int, origin: ReplicaID, sequence: UInt64)] = []
     /// The node the simulator last made the owner: 0, or the last to recover ownership.
     @exclusivity(unchecked) var currentOwner = 0
     /// The household's recovery secret (the genesis names its public key).
     @exclusivity(unchecked) var recovery: Identity!
-    /// The nodes the run did not revoke, in order: they must converge.
-    var honestNodes: [SimNode] { revokedNodes.isEmpty ? nodes : nodes.filter { !revokedNodes.contains($0.index) } }
+    /// The revoked nodes whose revocation some replica holds (one lost with every copy of it, in
+    /// a restore from stale files, revokes nobody): once refused they are stopped (in
+    /// attentionRequired, no sync), so they are left out of convergence with the others
+    /// (``honestNodes``) and checked apart (``stoppedChecks(_:)``).
+    var stoppedNodes: Set<Int> {
+        revokedNodes.filter { i in
+            nodes.contains { (try? $0.revokedKeys().contains(nodes[i].member.publicKey.bytes)) ?? false }
+        }
+    }
+    /// The nodes that are not stopped, in order: they must converge.
+    var honestNodes: [SimNode] {
+        if revokedNodes.isEmpty { return nodes }
+        let stopped = stoppedNodes
+        return nodes.filter { !stopped.contains($0.index) }
+    }
     @exclusivity(unchecked) var failures: [String] = []
     /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
     let checkers = RunCheckers()
@@ -214,6 +230,10 @@ public final class Simulator {
         for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille) {
             queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .revoke)
         }
+        // At most two owner transfers (a member recovers ownership with the recovery secret).
+        for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille / 2) {
+            queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .recover)
+        }
     }
 
     /// Virtual time after the fault phase within which everything must have converged.
@@ -274,6 +294,8 @@ public final class Simulator {
             queue.schedule(at: time.millis + 500, .check)
         case .revoke:
             try revoke()
+        case .recover:
+            try recover()
         }
     }
 
@@ -297,9 +319,10 @@ public final class Simulator {
         // don't matter once every version vector is equal.
         guard nodes.allSatisfy(\.isUp) else { return false }
         // A revoked replica is quiet once it knows it is revoked (it then neither syncs nor serves).
-        for i in revokedNodes where !((try? nodes[i].listsItselfRevoked()) ?? false) { return false }
+        let stopped = stoppedNodes
+        for i in stopped where !((try? nodes[i].listsItselfRevoked()) ?? false) { return false }
         // Equal vectors and equal hash chains: the same changes, every version of them.
-        let honest = honestNodes
+        let honest = stopped.isEmpty ? nodes : nodes.filter { !stopped.contains($0.index) }
         guard let first = honest.first?.heads() else { return false }
         return honest.dropFirst().allSatisfy { $0.heads() == first }
     }
