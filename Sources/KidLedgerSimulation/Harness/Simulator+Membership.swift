@@ -160,7 +160,6 @@ extension Simulator {
         count("ownerTransfer")
         log("\(node.name) recovers ownership with the recovery secret (epoch \(transfer.epoch)) having seen \(Self.describe(transfer.seen))")
         record(node.index, .recover)
-        diagram?.mark(.revocation, node.index, at: time.millis - startMillis)
         return transfer.epoch
     }
 
