@@ -119,19 +119,9 @@ extension Simulator {
     /// the run made recovers ownership (the family decides the owner laptop is lost). Holding
     /// them keeps the run's revocations valid: one the transfer does not cover was signed by a
     /// former owner after its term, and is forged everywhere (the product's rule; docs/SECURITY.md).
-    ///
-    /// Nor does it happen while a revoked replica does not know it yet: refused after the
-    /// transfer, it would get the former owner's revocation as evidence, and
-    /// `Replica.learnRevocation` records it in a change of its own origin, past that owner's
-    /// term, where it does not hold (a gap of the product's, reported with issue 20: the
-    /// revoked laptop then never enters attentionRequired).
     func recover() throws {
         var candidates: [SimNode] = []
         let stopped = stoppedNodes
-        for i in stopped.sorted() where try !nodes[i].listsItselfRevoked() {
-            log("no member recovers ownership now: r\(i) does not know yet that it is revoked")
-            return
-        }
         for node in nodes where node.index != currentOwner && !revokedNodes.contains(node.index) && node.isUp && !node.isFrozen {
             let vector = try node.versionVector()
             let held = revocationChanges.filter { stopped.contains($0.target) }
