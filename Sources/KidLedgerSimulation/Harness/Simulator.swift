@@ -38,9 +38,11 @@ public final class Simulator {
     /// The per-child checks of recent totals, shared by the replicas' sync sessions
     /// (``ChecksMemo``; the equivalence check's full sync computes its own).
     let checksMemo = ChecksMemo()
-    // The simulator runs on one thread and no access to these outlives the call that makes it, so
-    // the run-time exclusivity checks of its hot state (about 1% of a simulation, with those of
-    // ``SyncSession`` and ``SimConnection``) are left out, as in ``MemoryStore``.
+    // The simulator runs on one thread (it is not Sendable, so the compiler confines it; its
+    // nodes' ``ThreadCheck`` checks it at run time) and no access to these outlives the call that
+    // makes it, so the run-time exclusivity checks of its hot state, the membership bookkeeping
+    // below included (about 1% of a simulation, with those of ``SyncSession`` and
+    // ``SimConnection``), are left out, as in ``MemoryStore``.
     @exclusivity(unchecked) var g: SplitMix64
     @exclusivity(unchecked) var queue = EventQueue<Event>()
     @exclusivity(unchecked) var nodes: [SimNode] = []
