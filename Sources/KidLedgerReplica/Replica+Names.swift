@@ -38,7 +38,12 @@ extension Replica {
         var granted: String?
         try r.scan(Tables.grants, prefix: member) { _, value in
             var reader = ByteReader(value)
-            if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader) { granted = g.name }
+            let operation: Operation
+            do { operation = try RecordCodec.decodeOperation(&reader) } catch {
+                throw LedgerError.corrupted("a stored grant does not decode: \(error)")
+            }
+            guard case .grant(let g) = operation else { throw LedgerError.corrupted("a stored grant holds another operation") }
+            granted = g.name
             return false
         }
         if let granted { return granted }

@@ -69,17 +69,22 @@ extension Replica {
     /// genesis is here. A stored genesis or transfer that does not decode throws (a damaged store).
     static func ownership(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> Ownership? {
         guard try household(r, queries) != nil, let pin = try pinnedHousehold(r), !pin.owner.isEmpty else { return nil }
-        guard let raw = try r.get(Tables.households, Keys.id(pin.id)),
-              let genesis = try? RecordCodec.decodeHousehold(raw) else {
-            throw LedgerError.corrupted("household record")
+        guard let raw = try r.get(Tables.households, Keys.id(pin.id)) else { throw LedgerError.corrupted("household record missing") }
+        let genesis: Household
+        do { genesis = try RecordCodec.decodeHousehold(raw) } catch {
+            throw LedgerError.corrupted("household record: \(error)")
         }
         var ownership = Ownership(household: pin.id, genesisOwner: pin.owner, recovery: genesis.recovery,
                                   terms: [Ownership.Term(owner: pin.owner, endedBy: nil)], epoch: 0, transfers: 0,
                                   conflictedEpochs: [])
         try r.scan(Tables.transfers) { key, value in
             var reader = ByteReader(value)
-            guard key.count == 24, case .transferOwner(let t)? = try? RecordCodec.decodeOperation(&reader) else {
-                throw LedgerError.corrupted("a stored owner transfer does not decode")
+            let operation: Operation
+            do { operation = try RecordCodec.decodeOperation(&reader) } catch {
+                throw LedgerError.corrupted("a stored owner transfer does not decode: \(error)")
+            }
+            guard key.count == 24, case .transferOwner(let t) = operation else {
+                throw LedgerError.corrupted("a stored owner transfer has a bad key or holds another operation")
             }
             ownership.transfers += 1
             if t.epoch == ownership.epoch && ownership.terms.count > 1 {

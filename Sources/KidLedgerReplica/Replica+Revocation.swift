@@ -80,7 +80,13 @@ extension Replica {
             try r.scan(Tables.transfers) { _, value in keys.insert(value); return true }
             return keys
         }
-        let missing = recovered.map { Operation.transferOwner($0) }.filter { !known.contains(RecordCodec.encodeOperation($0)) }
+        // The transfers up to the one that made the signer the owner, no later: the change this
+        // replica records them in comes after every one of them, so a later transfer would end
+        // the signer's term before it and the revocation would not hold in it (a revocation the
+        // owner signed before a recovery this replica had not seen).
+        let signerEpoch = recovered.filter { $0.newOwner == signer }.map(\.epoch).max() ?? 0
+        let missing = recovered.filter { $0.epoch <= signerEpoch }.map { Operation.transferOwner($0) }
+            .filter { !known.contains(RecordCodec.encodeOperation($0)) }
         try commitMembership(missing + [.revoke(revocation)])
         return try self.revocation(of: member) != nil ? .recorded : .forged("the refusal's revocation does not hold here")
     }

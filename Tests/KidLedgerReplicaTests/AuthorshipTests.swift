@@ -17,12 +17,9 @@ struct AuthorshipTests {
     var owner: ReplicaID { h.origin(h.ownerKey) }
     var spouse: ReplicaID { h.origin(h.spouseKey) }
     var mallory: ReplicaID { h.origin(malloryKey) }
-    let ava = RecordID(high: 0xAA, low: 1)
+    let ava = OwnedHousehold.ava
 
-    func give(_ id: UInt64, _ cents: Int64) -> Operation {
-        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
-                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
-    }
+    func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
 
     /// The owner's genesis (household, claim, Ava) and grants for the spouse and Mallory; the
     /// spouse's and Mallory's first changes (their claims and a give each).

@@ -66,6 +66,27 @@ struct OwnedHousehold {
     func change(_ origin: ReplicaID, _ sequence: UInt64, millis: Int64, _ ops: [Operation]) -> Change {
         Change(origin: origin, sequence: sequence, hlc: HLC(millis: millis), operations: ops)
     }
+
+    /// The child every fixture household starts with.
+    static let ava = RecordID(high: 0xAA, low: 1)
+
+    /// A give of `cents` to Ava; its id and time are made from `id`.
+    func give(_ id: UInt64, _ cents: Int64) -> Operation {
+        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: Self.ava, amountCents: cents,
+                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
+    }
+
+    /// The owner's first change (`genesis`, the owner's claim, Ava), one change of `grants` (the
+    /// spouse's, "Dad"), and the spouse's first change (its claim and a give of 1.00), each under
+    /// the origin its key derives with nonce 0.
+    func founding(genesis: Operation? = nil, grants: [Operation]? = nil) -> [Change] {
+        let owner = origin(ownerKey), spouse = origin(spouseKey)
+        return [change(owner, 1, millis: 1, [genesis ?? self.genesis(), claim(owner, key: ownerKey),
+                                             .createChild(ChildRecord(id: Self.ava, createdAtMillis: 1)),
+                                             .setField(entity: Self.ava, field: .childName, value: .text("Ava"))]),
+                change(owner, 2, millis: 2, grants ?? [grant(spouseKey, name: "Dad")]),
+                change(spouse, 1, millis: 3, [claim(spouse, key: spouseKey), give(1, 100)])]
+    }
 }
 
 @Suite("Membership and revocation")
@@ -73,21 +94,13 @@ struct MembershipTests {
     let h = OwnedHousehold()
     var owner: ReplicaID { h.origin(h.ownerKey) }
     var spouse: ReplicaID { h.origin(h.spouseKey) }
-    let ava = RecordID(high: 0xAA, low: 1)
+    let ava = OwnedHousehold.ava
 
-    func give(_ id: UInt64, _ cents: Int64) -> Operation {
-        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
-                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
-    }
+    func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
 
     /// The owner's genesis (household, its claim, Ava, a grant for the spouse) and the spouse's claim.
     func genesis() -> [Change] {
-        [h.change(owner, 1, millis: 1, [h.genesis(),
-                                        h.claim(owner, key: h.ownerKey),
-                                        .createChild(ChildRecord(id: ava, createdAtMillis: 1)),
-                                        .setField(entity: ava, field: .childName, value: .text("Ava"))]),
-         h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),
-         h.change(spouse, 1, millis: 3, [h.claim(spouse, key: h.spouseKey), give(1, 100)])]
+        h.founding()
     }
 
     @Test func membersListsOwnerAndGrantedSpouse() throws {
@@ -183,12 +196,9 @@ struct MembershipOriginOrderTests {
     var owner: ReplicaID { h.origin(h.ownerKey) }
     /// The spouse's first derived origin that sorts before the owner's.
     var spouse: ReplicaID { (0..<256).lazy.map { h.origin(h.spouseKey, nonce: $0) }.first { $0 < owner }! }
-    let ava = RecordID(high: 0xAA, low: 1)
+    let ava = OwnedHousehold.ava
 
-    func give(_ id: UInt64, _ cents: Int64) -> Operation {
-        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
-                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
-    }
+    func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
 
     @Test(arguments: UInt64(0)..<12)
     func claimBeforeHouseholdAndRevocation(seed: UInt64) throws {

@@ -32,21 +32,12 @@ struct OwnershipTests {
     var owner: ReplicaID { h.origin(h.ownerKey) }
     var spouse: ReplicaID { h.origin(h.spouseKey) }
     var newLaptop: ReplicaID { h.origin(rh.newKey) }
-    let ava = RecordID(high: 0xAA, low: 1)
+    let ava = OwnedHousehold.ava
 
-    func give(_ id: UInt64, _ cents: Int64) -> Operation {
-        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
-                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
-    }
+    func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
 
     /// The owner's genesis with a recovery key, Ava, the spouse's grant and the spouse's first change.
-    func start() -> [Change] {
-        [h.change(owner, 1, millis: 1, [rh.genesis(), h.claim(owner, key: h.ownerKey),
-                                        .createChild(ChildRecord(id: ava, createdAtMillis: 1)),
-                                        .setField(entity: ava, field: .childName, value: .text("Ava"))]),
-         h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),
-         h.change(spouse, 1, millis: 3, [h.claim(spouse, key: h.spouseKey), give(1, 100)])]
-    }
+    func start() -> [Change] { h.founding(genesis: rh.genesis()) }
 
     /// Applies `changes` to a fresh replica in a shuffled order (gaps retried).
     func shuffled(_ changes: [Change], seed: UInt64) throws -> Replica {

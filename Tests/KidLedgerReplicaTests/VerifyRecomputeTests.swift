@@ -11,12 +11,9 @@ struct VerifyRecomputeTests {
     var h: OwnedHousehold { rh.h }
     var owner: ReplicaID { h.origin(h.ownerKey) }
     var spouse: ReplicaID { h.origin(h.spouseKey) }
-    let ava = RecordID(high: 0xAA, low: 1)
+    let ava = OwnedHousehold.ava
 
-    func give(_ id: UInt64, _ cents: Int64) -> Operation {
-        .addTransaction(LedgerTransaction(id: RecordID(high: id, low: id), childID: ava, amountCents: cents,
-                                          createdAtMillis: 1_000 + Int64(id), source: "give"))
-    }
+    func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
 
     /// A replica with a transfer, a revocation, a rejected change and a forged grant.
     func busy() throws -> Replica {

@@ -16,7 +16,7 @@ struct CheckerTests {
     func run(_ prepare: (Simulator, SimNode, SimNode) throws -> Void) throws -> (Simulator, FinalRun) {
         let sim = try twoReplicaSimulator(seed: 5)
         try prepare(sim, sim.nodes[0], sim.nodes[1])
-        return (sim, try sim.finalRun(sim.nodes.map { $0.replica! }))
+        return (sim, try sim.finalRun(sim.nodes))
     }
 
     /// Puts a false digest in a replica's meta table: its state is no longer what its changes give.

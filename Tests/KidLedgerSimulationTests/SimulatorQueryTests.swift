@@ -183,7 +183,7 @@ struct SimulatorQueryTests {
             for (id, node) in acknowledged {
                 checker.committed(Carrier(node: node, origin: ReplicaID(1), sequences: 1...1, changes: []), acknowledging: [id])
             }
-            let run = try sim.finalRun([a.replica!, b.replica!])
+            let run = try sim.finalRun([a, b])
             return try [0, 1].flatMap { try checker.finalCheck(.replica($0), run) }
         }
         _ = try a.replica!.addChild(name: "Ava")

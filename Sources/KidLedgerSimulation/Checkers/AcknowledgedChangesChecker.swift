@@ -69,8 +69,8 @@ final class AcknowledgedChangesChecker: Checker {
     func ownChanges(_ run: FinalRun) throws -> [String] {
         var failures: [String] = []
         let members = try run.members()
-        for node in run.nodes {
-            let own = run.logs.set(node.index)
+        for (position, node) in run.nodes.enumerated() {
+            let own = run.logs.set(position)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
                 let change = made.logged

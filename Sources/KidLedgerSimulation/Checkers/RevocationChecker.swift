@@ -5,7 +5,8 @@ import KidLedgerReplica
 /// (the pointwise minimum of their `seen` vectors) count nowhere, nor, in an owned household, do
 /// the changes of an origin no claim names or whose claim names a key that is neither the owner
 /// nor granted; so a transaction only such changes carried is absent from every replica. With
-/// it, equal membership everywhere, no forged changes, and the rejected changes every replica
+/// it, the owner the log's owner transfers name (by epoch, the smaller hash winning) on every
+/// replica, equal membership everywhere, no forged changes, and the rejected changes every replica
 /// counts (those with ledger operations: a change of membership operations only rejects nothing).
 final class RevocationChecker: Checker {
     /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
@@ -63,10 +64,17 @@ final class RevocationChecker: Checker {
         var claimant: [ReplicaID: [UInt8]] = [:]
         var owner: [UInt8]?
         var granted = Set<[UInt8]>()
+        // Owner transfers, keyed as the product orders them (epoch, then the smaller hash of the
+        // encoded operation): each epoch's first is the next owner's term.
+        var transfers: [(key: [UInt8], newOwner: [UInt8])] = []
         for change in changeLog {
             for op in change.operations {
                 switch op {
                 case .createHousehold(let h) where !h.owner.isEmpty: owner = h.owner
+                case .transferOwner(let t):
+                    var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
+                    key += SHA256.hash(RecordCodec.encodeOperation(op)).prefix(16)
+                    if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner)) }
                 case .grant(let g): granted.insert(g.member)
                 case .claim(let c) where c.origin == change.origin && change.sequence == 1:
                     if let existing = claimant[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
@@ -75,16 +83,30 @@ final class RevocationChecker: Checker {
                 }
             }
         }
+        // The owner terms: the genesis owner, then each epoch's winning transfer's new owner. Every
+        // replica must name the last as the owner (and the same number of transfers).
+        var owners = owner.map { [$0] } ?? []
+        var lastEpoch: [UInt8]?
+        for t in transfers.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where Array(t.key.prefix(8)) != lastEpoch {
+            owners.append(t.newOwner)
+            lastEpoch = Array(t.key.prefix(8))
+        }
+        for (node, replica) in zip(run.nodes, run.replicas) {
+            let ownership = try replica.ownership()
+            if ownership?.owner != owners.last || (ownership?.transfers ?? 0) != transfers.count {
+                failures.append("\(node.name) names another owner than the log's owner terms say (\(transfers.count) transfers)")
+            }
+        }
         // The cut at each origin: the revoked claimant's, 0 for an origin of an owned household
-        // that no claim names or whose claimant is neither the owner nor granted, none for the
-        // others. Computed once per origin, not per change asked about.
+        // that no claim names or whose claimant has never owned it and is not granted, none for
+        // the others. Computed once per origin, not per change asked about.
         cuts = [:]
         for change in changeLog where change.sequence == 1 {
             guard let key = claimant[change.origin] else {
                 if owner != nil { cuts[change.origin] = 0 }
                 continue
             }
-            if let owner, key != owner, !granted.contains(key) { cuts[change.origin] = 0; continue }
+            if owner != nil, !owners.contains(key), !granted.contains(key) { cuts[change.origin] = 0; continue }
             if let cut = seen[key] { cuts[change.origin] = cut[change.origin] ?? 0 }
         }
         // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).

@@ -52,11 +52,11 @@ final class SimNode {
         return try replica.store.read { try $0.count(Tables.children) }
     }
 
-    /// Whether the replica lists its member account as revoked (``listsItselfRevoked()``), with
-    /// what it was read from: the store and the write counts of the tables `members()` reads.
-    private var revokedCache: (store: MemoryStore, stamps: [UInt64], revoked: Bool)?
+    /// The member keys the replica lists as revoked (``revokedKeys()``), with what they were read
+    /// from: the store and the write counts of the tables `members()` reads.
+    private var revokedCache: (store: MemoryStore, stamps: [UInt64], revoked: Set<[UInt8]>)?
     /// The tables ``Replica/members()`` reads.
-    private static let memberTables = [Tables.households, Tables.grants, Tables.revocations, Tables.claims]
+    private static let memberTables = [Tables.households, Tables.grants, Tables.revocations, Tables.claims, Tables.transfers]
     /// The hash chain at the head of every origin (``heads()``), with what it was read from: the
     /// store and its vector and chains tables' write counts.
     private var headsCache: (store: MemoryStore, vector: UInt64, chains: UInt64, heads: [ReplicaID: [UInt8]])?
@@ -116,14 +116,19 @@ final class SimNode {
         try replica?.versionVector() ?? [:]
     }
 
-    /// Whether `replica.members()` lists this device's member account as revoked. Derived from
-    /// the tables `members()` reads only, so for a ``MemoryStore`` it is re-read only when one of
-    /// them was written (or the store replaced).
+    /// Whether `replica.members()` lists this device's member account as revoked: it is then in
+    /// attentionRequired (no local changes, no sync), like the CLI's laptop.
     func listsItselfRevoked() throws -> Bool {
-        guard let replica else { return false }
-        func read() throws -> Bool {
-            try replica.members().contains { $0.isRevoked && $0.key == member.publicKey.bytes }
-        }
+        try revokedKeys().contains(member.publicKey.bytes)
+    }
+
+    /// The member keys `replica.members()` lists as revoked (empty while down): the keys the
+    /// secure channel's authorisation refuses (the CLI's `SyncDriver.admissibleKeys`). Derived
+    /// from the tables `members()` reads only, so for a ``MemoryStore`` it is re-read only when
+    /// one of them was written (or the store replaced).
+    func revokedKeys() throws -> Set<[UInt8]> {
+        guard let replica else { return [] }
+        func read() throws -> Set<[UInt8]> { Set(try replica.members().filter(\.isRevoked).map(\.key)) }
         guard let memory = replica.store as? MemoryStore else { return try read() }
         let stamps = Self.memberTables.map { memory.writeCount($0) }
         if let cache = revokedCache, cache.store === memory, cache.stamps == stamps { return cache.revoked }

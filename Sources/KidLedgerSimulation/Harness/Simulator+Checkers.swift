@@ -19,22 +19,46 @@ extension Simulator {
     func finalChecks() throws {
         let replicas = nodes.compactMap(\.replica)
         guard replicas.count == nodes.count else { failures.append(ConvergenceChecker.replicaDown); return }
-        let run = try finalRun(replicas)
-        for stage in FinalStage.inOrder(replicas: nodes.count) {
+        let honest = honestNodes
+        let run = try finalRun(honest)
+        for stage in FinalStage.inOrder(replicas: honest.count) {
             for checker in checkers.all { failures += try checker.finalCheck(stage, run) }
         }
+        failures += try stoppedChecks(run)
         log("final digest \(run.digests.first?.description ?? "-") checks \(failures.isEmpty ? "passed" : "FAILED")")
     }
 
-    /// What the final checks read of the replicas (`replicas`: every node's, all up), and the
+    /// What the final checks read of `nodes`' replicas (all up), and the
     /// harness's hands they need: the trace, and a restart from a replica's LMDB files. (It holds
     /// the simulator; the simulator does not hold it.)
-    func finalRun(_ replicas: [Replica]) throws -> FinalRun {
-        try FinalRun(nodes: nodes, replicas: replicas, household: household, time: time, seed: parameters.seed,
+    func finalRun(_ nodes: [SimNode]) throws -> FinalRun {
+        try FinalRun(nodes: nodes, replicas: nodes.map { $0.replica! }, household: household, time: time, seed: parameters.seed,
                      verifier: verifier, log: { self.log($0) },
                      restartFromFiles: { node in
                          try self.reopenLMDB(node)
                          try node.boot(time: self.time, seed: self.parameters.seed)
                      })
+    }
+}
+
+extension Simulator {
+    /// The revoked replicas, stopped once refused: each holds the revocation and is in
+    /// attentionRequired (it lists its own account as revoked, as the honest replicas list it),
+    /// and still passes `verify`. Its data is kept (``refuses(_:_:)`` checks that learning the
+    /// revocation loses no change); it need not converge with the others.
+    func stoppedChecks(_ run: FinalRun) throws -> [String] {
+        var failures: [String] = []
+        let revoked = Set(try run.members().filter(\.isRevoked).map(\.key))
+        let stopped = stoppedNodes
+        for i in stopped.sorted() {
+            let node = nodes[i]
+            guard let replica = node.replica else { continue }
+            if !revoked.contains(node.member.publicKey.bytes) { failures.append("\(node.name) was revoked but the others do not list it revoked") }
+            if try !node.listsItselfRevoked() { failures.append("\(node.name) is revoked but not in attentionRequired") }
+            if try replica.revocation(of: node.member.publicKey.bytes) == nil { failures.append("\(node.name) does not hold its revocation") }
+            failures += try run.verifyOnce(replica).problems.prefix(3).map { "\(node.name) (stopped) verify: \($0)" }
+        }
+        if !stopped.isEmpty { log("stopped: \(stopped.sorted().map { "r\($0)" }.joined(separator: ",")) in attentionRequired, holding their revocations") }
+        return failures
     }
 }

@@ -69,34 +69,88 @@ extension Simulator {
         diagram?.mark(.accountBack, node.index, at: time.millis - startMillis)
     }
 
-    // MARK: Revocation
+    // MARK: Revocation and owner transfer
 
-    /// The owner (replica 0, when up and not switched away) revokes a random other member, having
-    /// seen what its own version vector says. Races with the member's offline edits.
+    /// The current owner (replica 0, or the member that last recovered ownership), when up and
+    /// not switched away, revokes a random other member, having seen what its own version vector
+    /// says. Races with the member's offline edits.
     func revoke() throws {
-        guard nodes[0].replica != nil, !nodes[0].isFrozen else {
-            log("r0 cannot revoke now (down or switched away)")
+        let owner = nodes[currentOwner]
+        guard owner.replica != nil, !owner.isFrozen else {
+            log("\(owner.name) cannot revoke now (down or switched away)")
             return
         }
-        try revoke(Int.random(in: 1..<nodes.count, using: &g))
+        let others = nodes.indices.filter { $0 != currentOwner }
+        try revoke(others.randomElement(using: &g)!, by: currentOwner)
     }
 
-    /// The owner revokes `target`'s account with `seen` = its own version vector now; returns that
-    /// vector, or nil when the owner is down or switched away.
+    /// `signer` (the owner as its own replica sees it) revokes `target`'s account with `seen` =
+    /// its own version vector now; returns that vector, or nil when `signer` is down, switched
+    /// away, or not the owner on its own replica (the CLI's `revoke` refuses then).
     @discardableResult
-    func revoke(_ target: Int) throws -> VersionVector? {
-        let owner = nodes[0]
-        guard let replica = owner.replica, !owner.isFrozen else { return nil }
+    func revoke(_ target: Int, by signer: Int = 0) throws -> VersionVector? {
+        let owner = nodes[signer]
+        guard let replica = owner.replica, !owner.isFrozen, try replica.ownership()?.owner == owner.member.publicKey.bytes else { return nil }
         let seen = try replica.versionVector()
         let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: seen,
                                           household: household, atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
-        try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0)
+        if let carrier = try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0) {
+            revocationChanges.append((target, carrier.origin, carrier.sequences.upperBound))
+        }
+        revokedNodes.insert(target)
         count("revocation")
-        log("r0 revokes r\(target) having seen \(Self.describe(seen))")
-        record(0, .revoke(target))
+        log("\(owner.name) revokes r\(target) having seen \(Self.describe(seen))")
+        record(signer, .revoke(target))
         diagram?.mark(.revocation, target, at: time.millis - startMillis)
         return seen
+    }
+
+    /// The household's recovery secret, held by the simulator as the family holds it on paper:
+    /// derived from the seed alone (no draw from the run's generator).
+    static func recoveryIdentity(seed: UInt64, share: SeedShare) throws -> Identity {
+        var generator = SplitMix64(seed: seed ^ 0x5EC0_7E5E_C0DE_0001)
+        var bytes: [UInt8] = []
+        while bytes.count < Identity.seedByteCount { withUnsafeBytes(of: generator.next().littleEndian) { bytes += $0 } }
+        return try share.identity(seed: Array(bytes.prefix(Identity.seedByteCount)))
+    }
+
+    /// During the fault phase: a random member that is not revoked and holds every revocation
+    /// the run made recovers ownership (the family decides the owner laptop is lost). Holding
+    /// them keeps the run's revocations valid: one the transfer does not cover was signed by a
+    /// former owner after its term, and is forged everywhere (the product's rule; docs/SECURITY.md).
+    func recover() throws {
+        var candidates: [SimNode] = []
+        let stopped = stoppedNodes
+        for node in nodes where node.index != currentOwner && !revokedNodes.contains(node.index) && node.isUp && !node.isFrozen {
+            let vector = try node.versionVector()
+            let held = revocationChanges.filter { stopped.contains($0.target) }
+            if held.allSatisfy({ (vector[$0.origin] ?? 0) >= $0.sequence }) { candidates.append(node) }
+        }
+        guard let node = candidates.randomElement(using: &g) else {
+            log("no member can recover ownership now (down, switched away, revoked, or lacking a revocation)")
+            return
+        }
+        if try recover(node) == nil { log("\(node.name) cannot recover ownership now") }
+    }
+
+    /// `node`'s member recovers ownership with the recovery secret
+    /// (``Replica/transferOwnership(to:recoveryKey:atMillis:sign:)``, covering its version vector
+    /// now); the previous owner's key is powerless for what it did not see. Returns the transfer's
+    /// epoch, or nil when the node is down, switched away, revoked as it knows, or already owner.
+    @discardableResult
+    func recover(_ node: SimNode) throws -> UInt64? {
+        guard let replica = node.replica, !node.isFrozen, try !node.listsItselfRevoked(),
+              try replica.ownership()?.owner != node.member.publicKey.bytes else { return nil }
+        let before = try ownSequence(node)
+        let transfer = try replica.transferOwnership(to: node.member.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
+                                                     atMillis: time.millis + node.skew) { share.sign($0, by: recovery) }
+        try recordLocalChanges(node, after: before)
+        currentOwner = node.index
+        count("ownerTransfer")
+        log("\(node.name) recovers ownership with the recovery secret (epoch \(transfer.epoch)) having seen \(Self.describe(transfer.seen))")
+        record(node.index, .recover)
+        return transfer.epoch
     }
 
     static func describe(_ vector: VersionVector) -> String {

@@ -29,8 +29,19 @@ final class SimConnection {
 }
 
 extension Simulator {
+    /// Whether `a` and `b` are neighbours: always, but in a line, where they must be next to each
+    /// other or have only revoked replicas between them (the family stops carrying a revoked
+    /// laptop around, and the line closes up around it).
+    func adjacent(_ a: Int, _ b: Int) -> Bool {
+        guard parameters.lineTopology else { return true }
+        let d = abs(a - b)
+        if d == 1 { return true }
+        guard d > 1, !revokedNodes.isEmpty else { return false }
+        return (min(a, b) + 1..<max(a, b)).allSatisfy { revokedNodes.contains($0) }
+    }
+
     func canTalk(_ a: Int, _ b: Int) -> Bool {
-        if parameters.lineTopology && abs(a - b) != 1 { return false }
+        if !adjacent(a, b) { return false }
         return partitioned.contains(a) == partitioned.contains(b)
     }
 
@@ -57,7 +68,7 @@ extension Simulator {
 
     func gossip(from node: SimNode) throws {
         guard node.isUp, !node.isFrozen else { return }
-        let candidates = nodes.indices.filter { $0 != node.index && (!parameters.lineTopology || abs($0 - node.index) == 1) }
+        let candidates = nodes.indices.filter { $0 != node.index && adjacent($0, node.index) }
         guard let peer = candidates.randomElement(using: &g) else { return }
         if connections.values.contains(where: { $0.joins(node.index, peer) }) { return }
         guard canTalk(node.index, peer), nodes[peer].isUp else {
@@ -66,6 +77,10 @@ extension Simulator {
         }
         guard !nodes[peer].isFrozen else {
             log("\(node.name) → r\(peer) refused: its account is switched")
+            return
+        }
+        if let refusal = try handshake(node, nodes[peer]) {
+            log("\(node.name) → r\(peer) \(refusal)")
             return
         }
         let id = nextConnection
@@ -78,6 +93,46 @@ extension Simulator {
         try perform(responder.start(), connection: connection, side: 1)
         try perform(initiator.start(), connection: connection, side: 0)
         queue.schedule(at: time.millis + Self.idleMillisMax, .idleCheck(connection: id, lastSeen: 0))
+    }
+
+    /// The secure channel's handshake of `initiator` with `responder`: nil when it is established,
+    /// else why not. In attentionRequired a laptop neither syncs nor serves (the CLI's sync and
+    /// daemon); otherwise the initiator authorises the responder's key first, then the responder
+    /// the initiator's, and a revoked member is refused with the revocation (``refuses(_:_:)``).
+    func handshake(_ initiator: SimNode, _ responder: SimNode) throws -> String? {
+        for node in [initiator, responder] where try node.listsItselfRevoked() {
+            return "refused: \(node.name) is in attentionRequired (it knows it is revoked)"
+        }
+        for (judge, peer) in [(initiator, responder), (responder, initiator)] where try refuses(judge, peer) {
+            return "refused by \(judge.name): \(peer.name)'s membership was revoked"
+        }
+        return nil
+    }
+
+    /// The secure channel's authorisation by `judge` of `peer`'s key: when `judge` lists it as
+    /// revoked, the handshake ends with a `revoked` frame carrying `judge`'s evidence (the
+    /// CLI's `SyncDriver.revocationEvidence`: ``Replica/revocation(of:)``), and `peer` checks
+    /// and records it as the CLI's `SyncDriver.learn` does (``Replica/learnRevocation(_:of:)``),
+    /// keeping all its data. Returns whether `judge` refused.
+    func refuses(_ judge: SimNode, _ peer: SimNode) throws -> Bool {
+        let key = peer.identity.publicKey.bytes
+        guard let replica = judge.replica, let refused = peer.replica, try judge.revokedKeys().contains(key) else { return false }
+        count("refusal")
+        guard let evidence = try replica.revocation(of: key) else {
+            log("\(judge.name) refuses \(peer.name): its membership was revoked (no evidence to send)")
+            return true
+        }
+        let before = try refused.versionVector()
+        let learned = try refused.learnRevocation(evidence, of: key)
+        let after = try refused.versionVector()
+        if before.contains(where: { (after[$0.key] ?? 0) < $0.value }) {
+            failures.append("\(peer.name) lost changes learning its revocation from \(judge.name)'s refusal")
+        }
+        log("\(judge.name) refuses \(peer.name): its membership was revoked; \(peer.name) learns it from the refusal: \(learned)")
+        if learned == .recorded { learnedFromRefusal.insert(peer.index) }
+        if case .forged(let why) = learned { failures.append("\(peer.name) rejects \(judge.name)'s refusal evidence: \(why)") }
+        try recordLocalChanges(peer, after: before[refused.replicaID] ?? 0)
+        return true
     }
 
     /// A connection that moves no bytes for this long is closed by both ends (a read timeout).

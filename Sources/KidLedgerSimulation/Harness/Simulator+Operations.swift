@@ -32,14 +32,15 @@ extension Simulator {
         let target = child.map { $0.id.hexPrefix(12) } ?? "nobody"
         let cents = chance(20) ? Int64.max / 2 : Int64.random(in: 1...500, using: &g)
         var made: [RecordID] = []
-        let knowsRevoked = kind == 0 ? try knowsItIsRevoked(node) : false
         let label = child.map { childLabels[$0.id] ?? $0.id.hex } ?? "nobody"
+        // A laptop that knows it is revoked is in attentionRequired: the CLI refuses every local
+        // change (exit 77); reads and its data stay.
+        if try knowsItIsRevoked(node) {
+            log("\(node.name) refused: attention required (it knows it is revoked)")
+            return
+        }
         do {
             switch kind {
-            case 0 where knowsRevoked:
-                // Replica.addChild traps (force-unwraps the new child) when the revocation rule
-                // rejects the change locally; a revoked replica's other operations still run.
-                log("\(node.name) add skipped: it knows it is revoked")
             case 0:
                 let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
                 log("\(node.name) add \(c.name) \(c.id.hexPrefix(8))")
@@ -81,8 +82,8 @@ extension Simulator {
         try recordLocalChanges(node, after: before, acknowledging: made)
     }
 
-    /// Whether the replica has learnt that its own account is revoked (it then adds no children:
-    /// `Replica.addChild` traps when the revocation rule rejects the change locally).
+    /// Whether the replica has learnt that its own account is revoked: it is then in
+    /// attentionRequired (no local changes, no sync; its data kept).
     func knowsItIsRevoked(_ node: SimNode) throws -> Bool {
         guard faults["revocation", default: 0] > 0, node.replica != nil else { return false }
         return try node.listsItselfRevoked()

@@ -18,6 +18,8 @@ public final class Simulator {
         case heal
         case check
         case revoke
+        /// A member recovers ownership with the recovery secret (``Simulator/recover()``).
+        case recover
         /// A scenario's scripted step (its index in the script).
         case scripted(Int)
     }
@@ -36,9 +38,11 @@ public final class Simulator {
     /// The per-child checks of recent totals, shared by the replicas' sync sessions
     /// (``ChecksMemo``; the equivalence check's full sync computes its own).
     let checksMemo = ChecksMemo()
-    // The simulator runs on one thread and no access to these outlives the call that makes it, so
-    // the run-time exclusivity checks of its hot state (about 1% of a simulation, with those of
-    // ``SyncSession`` and ``SimConnection``) are left out, as in ``MemoryStore``.
+    // The simulator runs on one thread (it is not Sendable, so the compiler confines it; its
+    // nodes' ``ThreadCheck`` checks it at run time) and no access to these outlives the call that
+    // makes it, so the run-time exclusivity checks of its hot state, the membership bookkeeping
+    // below included (about 1% of a simulation, with those of ``SyncSession`` and
+    // ``SimConnection``), are left out, as in ``MemoryStore``.
     @exclusivity(unchecked) var g: SplitMix64
     @exclusivity(unchecked) var queue = EventQueue<Event>()
     @exclusivity(unchecked) var nodes: [SimNode] = []
@@ -57,6 +61,32 @@ public final class Simulator {
     /// ``log(_:)``'s line bytes (kept to reuse its storage).
     @exclusivity(unchecked) var logBytes: [UInt8] = []
     @exclusivity(unchecked) var faults: [String: Int] = [:]
+    /// The nodes whose member account the run revoked.
+    @exclusivity(unchecked) var revokedNodes = Set<Int>()
+    /// The nodes that recorded their revocation from a peer's refusal (``refuses(_:_:)``).
+    @exclusivity(unchecked) var learnedFromRefusal = Set<Int>()
+    /// Where the revocations the run made are (origin and sequence of each): a member recovers
+    /// ownership only once it holds them all (``recover()``).
+    @exclusivity(unchecked) var revocationChanges: [(target: Int, origin: ReplicaID, sequence: UInt64)] = []
+    /// The node the simulator last made the owner: 0, or the last to recover ownership.
+    @exclusivity(unchecked) var currentOwner = 0
+    /// The household's recovery secret (the genesis names its public key).
+    @exclusivity(unchecked) var recovery: Identity!
+    /// The revoked nodes whose revocation some replica holds (one lost with every copy of it, in
+    /// a restore from stale files, revokes nobody): once refused they are stopped (in
+    /// attentionRequired, no sync), so they are left out of convergence with the others
+    /// (``honestNodes``) and checked apart (``stoppedChecks(_:)``).
+    var stoppedNodes: Set<Int> {
+        revokedNodes.filter { i in
+            nodes.contains { (try? $0.revokedKeys().contains(nodes[i].member.publicKey.bytes)) ?? false }
+        }
+    }
+    /// The nodes that are not stopped, in order: they must converge.
+    var honestNodes: [SimNode] {
+        if revokedNodes.isEmpty { return nodes }
+        let stopped = stoppedNodes
+        return nodes.filter { !stopped.contains($0.index) }
+    }
     @exclusivity(unchecked) var failures: [String] = []
     /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
     let checkers = RunCheckers()
@@ -179,8 +209,9 @@ public final class Simulator {
         // others start as joined members holding the genesis (creation, claim, grants).
         let owner = nodes[0]
         let founder = owner.replica!
+        recovery = try Self.recoveryIdentity(seed: parameters.seed, share: share)
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
-                                                salt: drawBytes(16), sign: owner.member.sign).id
+                                                salt: drawBytes(16), recovery: recovery.publicKey.bytes, sign: owner.member.sign).id
         let grants = nodes.dropFirst().map { node in
             Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
                                         atMillis: time.millis + owner.skew))
@@ -200,6 +231,10 @@ public final class Simulator {
         // At most two revocations, at random times of the fault phase.
         for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille) {
             queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .revoke)
+        }
+        // At most two owner transfers (a member recovers ownership with the recovery secret).
+        for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille / 2) {
+            queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .recover)
         }
     }
 
@@ -261,6 +296,8 @@ public final class Simulator {
             queue.schedule(at: time.millis + 500, .check)
         case .revoke:
             try revoke()
+        case .recover:
+            try recover()
         }
     }
 
@@ -283,9 +320,12 @@ public final class Simulator {
         // Sessions between replicas that hold the same changes move nothing, so open connections
         // don't matter once every version vector is equal.
         guard nodes.allSatisfy(\.isUp) else { return false }
+        // A revoked replica is quiet once it knows it is revoked (it then neither syncs nor serves).
+        let stopped = stoppedNodes
+        for i in stopped where !((try? nodes[i].listsItselfRevoked()) ?? false) { return false }
         // Equal vectors and equal hash chains: the same changes, every version of them.
-        let heads = nodes.map { $0.heads() }
-        guard let first = heads[0] else { return false }
-        return heads.allSatisfy { $0 == first }
+        let honest = stopped.isEmpty ? nodes : nodes.filter { !stopped.contains($0.index) }
+        guard let first = honest.first?.heads() else { return false }
+        return honest.dropFirst().allSatisfy { $0.heads() == first }
     }
 }

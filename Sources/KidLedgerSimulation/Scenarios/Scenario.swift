@@ -33,8 +33,11 @@ public struct Scenario: Sendable, Equatable {
         case skew(Int64)
         case accountSwitch
         case accountBack
-        /// The owner (the step's replica, r0) revokes a member.
+        /// The step's replica revokes a member: refused at run time unless it is the owner as
+        /// its own replica sees it (r0, or the member that recovered ownership).
         case revoke(Int)
+        /// The step's replica recovers ownership with the household's recovery secret.
+        case recover
         /// A laptop that already holds its own ledger (another household, with a child of its own)
         /// opens a sync session with the replica: the replica must refuse and nothing is written.
         case foreignSync(Int)
@@ -50,8 +53,14 @@ public struct Scenario: Sendable, Equatable {
     }
 
     /// What must hold once the run is quiet.
-    public enum Check: Sendable, Equatable {
+    public indirect enum Check: Sendable, Equatable {
+        /// The replicas the run did not revoke have one digest (a revoked one is stopped once
+        /// refused: it keeps its stale ledger).
         case converged
+        /// A ledger check (balance, transaction count, conflicts, child archived, present or
+        /// absent) on one replica only; without it such a check holds on every replica the run
+        /// did not revoke.
+        case on(Int, Check)
         case balance(String, Int64)
         case conflicts(Int)
         case transactionCount(Int)
@@ -59,6 +68,12 @@ public struct Scenario: Sendable, Equatable {
         case archived(String, Bool)
         case present(String, Bool)
         case refused(Int)
+        /// The replica learnt its revocation from a peer's refusal (the revocation it carried was
+        /// recorded: it did not know it before).
+        case learnedFromRefusal(Int)
+        /// Every replica the run did not revoke counts this many changes rejected by the
+        /// revocation rule (they hold them, and they count nowhere).
+        case rejectedChanges(Int)
     }
 
     public struct Expectation: Sendable, Equatable {
@@ -278,11 +293,11 @@ public struct Scenario: Sendable, Equatable {
         case "account-switch": try arity(2, "rX account-switch"); return (r, .accountSwitch)
         case "account-back": try arity(2, "rX account-back"); return (r, .accountBack)
         case "revoke":
-            try arity(3, "r0 revoke rX")
-            guard r == 0 else { throw fail("only the owner r0 can revoke") }
+            try arity(3, "rN revoke rX")
             let target = try replicaIndex(w[2], replicas, line: line)
-            guard target != 0 else { throw fail("the owner cannot revoke itself") }
+            guard target != r else { throw fail("a replica cannot revoke itself") }
             return (r, .revoke(target))
+        case "recover": try arity(2, "rX recover"); return (r, .recover)
         default:
             throw fail("unknown operation \"\(w[1])\"")
         }
@@ -299,6 +314,14 @@ public struct Scenario: Sendable, Equatable {
             default: throw fail("expected true or false, got \"\(word)\"") }
         }
         guard let first = w.first else { throw fail("expect what?") }
+        if w.count >= 3 && w[w.count - 2] == "on" {
+            let r = try replicaIndex(w[w.count - 1], replicas, line: line)
+            let inner = try parseCheck(Array(w.dropLast(2)), replicas: replicas, line: line)
+            switch inner {
+            case .balance, .conflicts, .transactionCount, .archived, .present: return .on(r, inner)
+            default: throw fail("only ledger checks (balance, transaction-count, conflicts, child, present, absent) take \"on rX\"")
+            }
+        }
         switch first {
         case "converged":
             guard w.count == 1 else { throw fail("expected: expect converged") }
@@ -309,9 +332,13 @@ public struct Scenario: Sendable, Equatable {
         case "conflicts": return .conflicts(try count("conflicts N"))
         case "transaction-count": return .transactionCount(try count("transaction-count N"))
         case "refused": return .refused(try count("refused N"))
+        case "rejected-changes": return .rejectedChanges(try count("rejected-changes N"))
         case "attention":
             guard w.count == 2 || w.count == 3 else { throw fail("expected: expect attention rX [true|false]") }
             return .attention(try replicaIndex(w[1], replicas, line: line), w.count == 3 ? try bool(w[2]) : true)
+        case "learned-from-refusal":
+            guard w.count == 2 else { throw fail("expected: expect learned-from-refusal rX") }
+            return .learnedFromRefusal(try replicaIndex(w[1], replicas, line: line))
         case "child":
             guard w.count == 4, w[2] == "archived" else { throw fail("expected: expect child CHILD archived true|false") }
             return .archived(w[1], try bool(w[3]))

@@ -85,6 +85,7 @@ extension Scenario.Action {
         case .accountSwitch: return [r, "account-switch"]
         case .accountBack: return [r, "account-back"]
         case .revoke(let target): return [r, "revoke", "r\(target)"]
+        case .recover: return [r, "recover"]
         case .foreignSync(let peer): return ["foreign-sync", "r\(peer)"]
         }
     }
@@ -103,6 +104,9 @@ extension Scenario.Check {
         case .archived(let child, let want): return ["child", child, "archived", "\(want)"]
         case .present(let note, let want): return [want ? "present" : "absent", note]
         case .refused(let n): return ["refused", "\(n)"]
+        case .on(let r, let check): return check.words + ["on", "r\(r)"]
+        case .learnedFromRefusal(let r): return ["learned-from-refusal", "r\(r)"]
+        case .rejectedChanges(let n): return ["rejected-changes", "\(n)"]
         }
     }
 }

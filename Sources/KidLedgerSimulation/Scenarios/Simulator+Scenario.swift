@@ -17,7 +17,7 @@ final class ScenarioState {
 
     /// Engine trace lines worth showing in the timeline: sessions ending, crashes, restarts, heals.
     func engineLine(_ line: String) {
-        let shown = [" finished:", " failed:", " restart", " dropped:", "heal:", " restored", " switches back"]
+        let shown = [" finished:", " failed:", " restart", " dropped:", "heal:", " restored", " switches back", " learns it from the refusal"]
         if shown.contains(where: { line.contains($0) }) { timeline.append(line) }
     }
 }
@@ -139,8 +139,13 @@ extension Simulator {
             switchBack(node)
             return "back on account \(node.member.publicKey.fingerprint)"
         case .revoke(let target):
-            guard let seen = try revoke(target) else { return "refused: the owner is down or switched away" }
+            guard let seen = try revoke(target, by: node.index) else {
+                return "refused: \(node.name) is down, switched away, or not the owner as its replica sees it"
+            }
             return "r\(target) revoked having seen \(Self.describe(seen))"
+        case .recover:
+            guard let epoch = try recover(node) else { return "refused: \(node.name) is down, switched away, revoked, or already the owner" }
+            return "owner now (transfer epoch \(epoch)), signed with the recovery secret"
         default:
             return try scriptedOperation(node, action)
         }
@@ -158,6 +163,7 @@ extension Simulator {
     func scriptedOperation(_ node: SimNode, _ action: Scenario.Action) throws -> String {
         guard let replica = node.replica else { return "refused: \(node.name) is down" }
         guard !node.isFrozen else { return "refused: attention required (switched to another account)" }
+        if try knowsItIsRevoked(node) { return "refused: attention required (it knows it is revoked; exit 77)" }
         let before = try ownSequence(node)
         var made: [RecordID] = []
         var outcome = ""
@@ -170,7 +176,6 @@ extension Simulator {
         do {
             switch action {
             case .addChild(let name, let label):
-                if try knowsItIsRevoked(node) { return "refused: it knows it is revoked" }
                 let c = try replica.addChild(name: name)
                 if let label { scenario?.labels[label] = c.id }
                 outcome = "added \(c.name) (\(c.id.hex.prefix(8)))"
@@ -253,6 +258,7 @@ extension Simulator {
         guard nodes[a].isUp, nodes[b].isUp else { return "unreachable: a replica is down" }
         guard canTalk(a, b) else { return "unreachable: partitioned" }
         guard !nodes[a].isFrozen, !nodes[b].isFrozen else { return "refused: an account is switched" }
+        if let refusal = try handshake(nodes[a], nodes[b]) { return refusal }
         let id = nextConnection
         nextConnection += 1
         let initiator = session(.initiator, nodes[a].replica!)
@@ -301,11 +307,13 @@ extension Simulator {
     }
 
     /// nil when the check holds, else what was found.
-    func check(_ check: Scenario.Check, _ state: ScenarioState) throws -> String? {
+    /// Ledger checks hold on `only` when given, else on every replica the run did not revoke.
+    func check(_ check: Scenario.Check, _ state: ScenarioState, only: SimNode? = nil) throws -> String? {
         let up = nodes.filter(\.isUp)
         guard up.count == nodes.count else { return "replicas down: " + nodes.filter { !$0.isUp }.map(\.name).joined(separator: ",") }
+        let checked = only.map { [$0] } ?? honestNodes
         func onEach(_ what: (SimNode, Replica) throws -> String?) throws -> String? {
-            let found = try nodes.compactMap { node in try what(node, node.replica!).map { "\(node.name): \($0)" } }
+            let found = try checked.compactMap { node in try what(node, node.replica!).map { "\(node.name): \($0)" } }
             return found.isEmpty ? nil : found.joined(separator: "; ")
         }
         func child(_ name: String, _ replica: Replica) throws -> (ChildSummary?, String?) {
@@ -314,9 +322,11 @@ extension Simulator {
             return (nil, matches.isEmpty ? "no child named \(name)" : "\(matches.count) children named \(name)")
         }
         switch check {
+        case .on(let index, let inner):
+            return try self.check(inner, state, only: nodes[index])
         case .converged:
-            let digests = try nodes.map { try $0.replica!.digest().description }
-            return Set(digests).count == 1 ? nil : "digests differ: " + zip(nodes, digests).map { "\($0.name)=\($1.prefix(12))" }.joined(separator: " ")
+            let digests = try checked.map { try $0.replica!.digest().description }
+            return Set(digests).count == 1 ? nil : "digests differ: " + zip(checked, digests).map { "\($0.name)=\($1.prefix(12))" }.joined(separator: " ")
         case .balance(let name, let cents):
             return try onEach { _, r in
                 let (c, problem) = try child(name, r)
@@ -343,6 +353,10 @@ extension Simulator {
             let mine = try node.replica!.members().first { $0.key == node.member.publicKey.bytes }
             let reason: String? = node.isFrozen ? "switched account" : mine == nil ? "not a member" : mine!.isRevoked ? "revoked" : nil
             return (reason != nil) == want ? nil : "attention required: \(reason ?? "no")"
+        case .learnedFromRefusal(let index):
+            return learnedFromRefusal.contains(index) ? nil : "r\(index) did not learn its revocation from a refusal"
+        case .rejectedChanges(let n):
+            return try onEach { _, r in let k = try r.membershipCounts().rejected; return k == n ? nil : "\(k) changes rejected" }
         case .refused(let n):
             return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
         }

@@ -127,7 +127,7 @@ extension Scenario {
                 guard !left.isEmpty, left.count < s.replicas else { return nil }
                 step.action = .partition(left)
             case .revoke(let target):
-                guard let t = map(target), t != 0, step.replica == 0 else { return nil }
+                guard let t = map(target), t != step.replica else { return nil }
                 step.action = .revoke(t)
             case .foreignSync(let peer):
                 guard let p = map(peer) else { return nil }
@@ -138,10 +138,19 @@ extension Scenario {
             return step
         }
         s.expectations = expectations.compactMap { e in
-            guard case .attention(let r, let want) = e.check else { return e }
-            guard let m = map(r) else { return nil }
             var moved = e
-            moved.check = .attention(m, want)
+            switch e.check {
+            case .attention(let r, let want):
+                guard let m = map(r) else { return nil }
+                moved.check = .attention(m, want)
+            case .on(let r, let check):
+                guard let m = map(r) else { return nil }
+                moved.check = .on(m, check)
+            case .learnedFromRefusal(let r):
+                guard let m = map(r) else { return nil }
+                moved.check = .learnedFromRefusal(m)
+            default: break
+            }
             return moved
         }
         return s
