@@ -101,36 +101,50 @@ public struct MemberSigner: Sendable {
     }
 }
 
-/// A member's signature over its origin's history up to one change: a signed chain head
-/// (issue 20, point 2; docs/SECURITY.md, "Signed chain heads"). The author signs one at the last
-/// change of each local commit and at every sequence that is a multiple of
-/// ``Membership/headInterval``, and stores it beside its log.
+/// A member's signature over its origin's history up to one sequence: a signed chain head
+/// (issue 20, point 2; docs/SECURITY.md, "Signed chain heads"). It signs the origin's hash chain
+/// at that sequence along the author's branch (``Membership/headMessage(household:origin:sequence:chain:)``),
+/// so it authenticates every change below it. The author signs one at the last change of each
+/// local commit and at every multiple of ``Membership/headInterval``; a receiver keeps the ones it
+/// verified, and passes them on.
 public struct SignedHead: Hashable, Sendable {
     /// The origin whose history it covers.
     public var origin: ReplicaID
-    /// The sequence of the change it signs.
+    /// The sequence it signs the chain at.
     public var sequence: UInt64
-    /// ``Membership/changeHash(_:)`` of that change's canonical encoding (32 bytes).
-    public var changeHash: [UInt8]
-    /// The origin's member's signature over ``Membership/headMessage(household:_:)`` (64 bytes).
+    /// The origin's member's Ed25519 signature (64 bytes).
     public var signature: [UInt8]
+    /// Where the origin forked up to ``sequence`` (several versions at one sequence), which
+    /// version is on this head's branch, ascending by sequence; empty for a history that never
+    /// forked there.
+    public var choices: [HeadChoice]
 
     /// Creates a signed head.
-    public init(origin: ReplicaID, sequence: UInt64, changeHash: [UInt8], signature: [UInt8]) {
+    public init(origin: ReplicaID, sequence: UInt64, signature: [UInt8], choices: [HeadChoice] = []) {
         self.origin = origin
         self.sequence = sequence
-        self.changeHash = changeHash
         self.signature = signature
+        self.choices = choices
+    }
+}
+
+/// The version (``version``: the first 8 bytes of SHA-256 of the change's canonical encoding, as a
+/// big-endian u64) a signed head's branch takes at a forked ``sequence``.
+public struct HeadChoice: Hashable, Sendable {
+    public var sequence: UInt64
+    public var version: UInt64
+
+    public init(sequence: UInt64, version: UInt64) {
+        self.sequence = sequence
+        self.version = version
     }
 }
 
 extension MemberSigner {
-    /// This member's signed head of `origin` at the change of `sequence` whose canonical
-    /// encoding is `encoded`.
-    public func head(household: RecordID, origin: ReplicaID, sequence: UInt64, encoded: [UInt8]) -> SignedHead {
-        var head = SignedHead(origin: origin, sequence: sequence, changeHash: Membership.changeHash(encoded), signature: [])
-        head.signature = sign(Membership.headMessage(household: household, head))
-        return head
+    /// This member's signed head of `origin` at `sequence`, where its branch's hash chain is `chain`.
+    public func head(household: RecordID, origin: ReplicaID, sequence: UInt64, chain: [UInt8]) -> SignedHead {
+        SignedHead(origin: origin, sequence: sequence,
+                   signature: sign(Membership.headMessage(household: household, origin: origin, sequence: sequence, chain: chain)))
     }
 }
 
@@ -281,28 +295,28 @@ public enum Membership {
     }
 
     /// The author signs a head at every sequence that is a multiple of this (and at the last
-    /// change of each commit), so every prefix of its history ending there has one.
+    /// change of each commit), and every replica passes those on, so every replica can end a batch
+    /// of an origin at most this many changes further on.
     public static let headInterval: UInt64 = 256
 
-    /// A change's hash as a signed head names it: SHA-256 of its canonical encoding (32 bytes).
-    public static func changeHash(_ encoded: [UInt8]) -> [UInt8] { SHA256.hash(encoded) }
-
     /// What a signed head's signature covers: "kidledger head v1" ‖ household ‖ origin u64 ‖
-    /// sequence u64 ‖ the 32-byte change hash.
-    public static func headMessage(household: RecordID, _ head: SignedHead) -> [UInt8] {
+    /// sequence u64 ‖ the origin's 16-byte hash chain at that sequence along the head's branch.
+    public static func headMessage(household: RecordID, origin: ReplicaID, sequence: UInt64, chain: [UInt8]) -> [UInt8] {
         message("kidledger head v1", household: household) { w in
-            w.write(bigEndian: head.origin.rawValue)
-            w.write(bigEndian: head.sequence)
-            w.write(raw: head.changeHash)
+            w.write(bigEndian: origin.rawValue)
+            w.write(bigEndian: sequence)
+            w.write(raw: chain)
         }
     }
 
-    /// Whether `head` is `key`'s signature over the change whose canonical encoding is
-    /// `encoded`, in `household`.
-    public static func isValid(_ head: SignedHead, of encoded: [UInt8], household: RecordID, key: [UInt8],
+    /// Whether `head` is `key`'s signature over `chain` (its branch's hash chain at its sequence)
+    /// in `household`.
+    public static func isValid(_ head: SignedHead, chain: [UInt8], household: RecordID, key: [UInt8],
                                verifier: any SignatureVerifier) -> Bool {
-        head.changeHash.count == 32 && head.changeHash == changeHash(encoded)
-            && verifier.isValid(signature: head.signature, message: headMessage(household: household, head), key: key)
+        chain.count == 16 && head.signature.count == 64
+            && verifier.isValid(signature: head.signature,
+                                message: headMessage(household: household, origin: head.origin, sequence: head.sequence, chain: chain),
+                                key: key)
     }
 
     /// The origin (replica id) that `member`'s claim with `nonce` names in `household`: the first

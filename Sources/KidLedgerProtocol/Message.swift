@@ -28,8 +28,9 @@ public enum Message: Equatable, Sendable {
     /// What the sender holds: highest contiguous sequence per origin with the hash chain there,
     /// and the origins whose histories it found forked in the peer's vector.
     case vector(VectorSummary)
-    /// A batch of changes in origin/sequence order; `isLast` when the sender has nothing more.
-    case changes([Change], isLast: Bool)
+    /// A batch of changes in origin/sequence order; `isLast` when the sender has nothing more;
+    /// the signed heads that authenticate them (a household with an owner; docs/SECURITY.md).
+    case changes([Change], isLast: Bool, heads: [SignedHead] = [])
     /// The receiver's version vector after durably applying a batch.
     case ack(VersionVector)
     /// The sender has sent everything and everything it sent is acknowledged.
@@ -118,10 +119,11 @@ public enum Message: Equatable, Sendable {
             Self.write(origins: origins, &w)
         case .ack(let v):
             Self.write(vector: v, &w)
-        case .changes(let changes, let isLast):
+        case .changes(let changes, let isLast, let heads):
             w.write(bool: isLast)
             w.write(varint: UInt64(changes.count))
             for c in changes { RecordCodec.encode(c, into: &w) }
+            Self.write(heads: heads, &w)
         case .done:
             break
         case .error(let code, let message):
@@ -186,7 +188,7 @@ public enum Message: Equatable, Sendable {
                 } else {
                     for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
                 }
-                message = .changes(changes, isLast: isLast)
+                message = .changes(changes, isLast: isLast, heads: try readHeads(&r, most: changes.count))
             case 5:
                 message = .ack(try readVector(&r))
             case 6:
@@ -285,14 +287,16 @@ public enum Message: Equatable, Sendable {
         return vector
     }
 
-    /// The frame of `.changes(changes, isLast:)` built from the changes' canonical encodings
-    /// (as the log holds them): the same bytes, without decoding and encoding again, written
-    /// straight into the frame (no separate payload array).
+    /// The frame of `.changes(changes, isLast:heads:)` built from the changes' canonical encodings
+    /// (as the log holds them) and the heads ``SignedHead/sent(with:)`` picks: the same bytes,
+    /// without decoding and encoding again, written straight into the frame (no separate payload
+    /// array).
     static func changesFrame(encoded changes: ArraySlice<EncodedChange>, isLast: Bool) -> [UInt8] {
+        let heads = SignedHead.sent(with: changes)
         var countBytes = 1
         var n = UInt64(changes.count)
         while n >= 0x80 { countBytes += 1; n >>= 7 }
-        let payloadCount = 1 + countBytes + changes.reduce(0) { $0 + $1.bytes.count }
+        let payloadCount = 1 + countBytes + changes.reduce(0) { $0 + $1.bytes.count } + headsBytes(heads)
         precondition(payloadCount + 1 <= frameBytesMax, "frame too large")
         var w = ByteWriter(capacity: frameHeaderBytes + payloadCount)
         w.write(bigEndian: UInt32(payloadCount + 1))
@@ -300,7 +304,61 @@ public enum Message: Equatable, Sendable {
         w.write(bool: isLast)
         w.write(varint: UInt64(changes.count))
         for c in changes { w.write(raw: c.bytes) }
+        write(heads: heads, &w)
+        precondition(w.bytes.count == frameHeaderBytes + payloadCount, "a changes frame of another size than counted")
         return w.bytes
+    }
+
+    /// The encoded size of the heads section: ``headsSectionBytesMax(count:choices:)`` exactly.
+    static func headsBytes(_ heads: [SignedHead]) -> Int {
+        var w = ByteWriter(capacity: 0)
+        write(heads: heads, &w)
+        return w.bytes.count
+    }
+
+    /// Heads: varint count, then per head origin u64, sequence varint, signature (64 bytes),
+    /// choices varint count, then per choice sequence varint and version u64.
+    static func write(heads: [SignedHead], _ w: inout ByteWriter) {
+        w.write(varint: UInt64(heads.count))
+        for head in heads {
+            w.write(bigEndian: head.origin.rawValue)
+            w.write(varint: head.sequence)
+            w.write(raw: head.signature)
+            w.write(varint: UInt64(head.choices.count))
+            for choice in head.choices {
+                w.write(varint: choice.sequence)
+                w.write(bigEndian: choice.version)
+            }
+        }
+    }
+
+    /// At most `most` heads (one per change of the batch), each at a sequence of at least 1,
+    /// with a 64-byte signature and choices strictly ascending up to its sequence.
+    static func readHeads(_ r: inout ByteReader, most: Int) throws(DecodeError) -> [SignedHead] {
+        let count = try r.readVarint("head count")
+        guard count <= UInt64(most) else { throw DecodeError.invalid("head count \(count) for \(most) changes") }
+        var heads: [SignedHead] = []
+        heads.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            var head = SignedHead(origin: ReplicaID(try r.readBigEndianUInt64("head origin")), sequence: try r.readVarint("head sequence"),
+                                  signature: try r.readRaw(count: 64, "head signature"))
+            guard head.sequence >= 1 else { throw DecodeError.invalid("head sequence 0") }
+            let choices = try r.readVarint("head choice count")
+            guard choices <= head.sequence, choices <= UInt64(r.remaining / 9) else {
+                throw DecodeError.invalid("head choice count \(choices)")
+            }
+            var previous: UInt64 = 0
+            for _ in 0..<choices {
+                let choice = HeadChoice(sequence: try r.readVarint("head choice sequence"), version: try r.readBigEndianUInt64("head choice version"))
+                guard choice.sequence > previous, choice.sequence <= head.sequence else {
+                    throw DecodeError.invalid("head choices out of order")
+                }
+                previous = choice.sequence
+                head.choices.append(choice)
+            }
+            heads.append(head)
+        }
+        return heads
     }
 }
 

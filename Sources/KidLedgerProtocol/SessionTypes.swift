@@ -56,6 +56,9 @@ public struct SessionSummary: Equatable, Sendable {
     public var forkedOrigins = 0
     /// Received changes that were other versions of forked sequences (kept and merged).
     public var forkedVersionsReceived = 0
+    /// Received changes refused because no signed head of their origin's member reached them
+    /// (forged, altered on the way, or sent without heads).
+    public var unauthenticatedReceived = 0
 
     /// An empty summary.
     public init() {}

@@ -176,13 +176,13 @@ public final class SyncSession {
         case (.awaitingPeerStart, .forked(let origins)):
             for origin in origins { peerHas[origin] = 0 }
             queued = []
-        case (.awaitingPeerStart, .changes(let changes, let isLast)):
+        case (.awaitingPeerStart, .changes(let changes, let isLast, let heads)):
             state = .transferring
             try pump()
-            try receiveBatch(changes, received: received, isLast: isLast)
-        case (.transferring, .changes(let changes, let isLast)):
+            try receiveBatch(changes, received: received, heads: heads, isLast: isLast)
+        case (.transferring, .changes(let changes, let isLast, let heads)):
             guard !receivedLast else { throw .unexpectedMessage("changes after the last batch") }
-            try receiveBatch(changes, received: received, isLast: isLast)
+            try receiveBatch(changes, received: received, heads: heads, isLast: isLast)
         case (.transferring, .ack(let peerVector)):
             guard inFlight > 0 else { throw .unexpectedMessage("ack with no batch in flight") }
             inFlight -= 1
@@ -237,9 +237,10 @@ public final class SyncSession {
         queued = []
     }
 
-    private func receiveBatch(_ changes: [Change], received: [[UInt8]]?, isLast: Bool) throws(ProtocolError) {
+    private func receiveBatch(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead], isLast: Bool) throws(ProtocolError) {
         summary.batchesReceived += 1
-        let report = try storage { try replica.applyRemote(changes, received: received) }
+        let report = try storage { try replica.applyRemote(changes, received: received, heads: heads) }
+        summary.unauthenticatedReceived += report.unauthenticated
         summary.changesApplied += report.applied
         summary.duplicatesReceived += report.duplicates
         summary.gapsReceived += report.gaps
@@ -262,7 +263,7 @@ public final class SyncSession {
             var end = start
             var bytes = overhead
             while end < queue.endIndex && end - start < limits.changesPerBatch {
-                let size = queue[end].bytes.count
+                let size = queue[end].bytes.count + Self.headBytes(queue[end])
                 if bytes + size > limits.frameBytes {
                     if end == start { throw .changeTooLarge(bytes: size) }
                     break
@@ -270,9 +271,24 @@ public final class SyncSession {
                 bytes += size
                 end += 1
             }
+            // A batch ends where its receiver can authenticate it (``EncodedChange/mayEndBatch``:
+            // at a signed head, in a household with an owner): back to the last such change, or,
+            // when the batch holds none, on to the next one, up to the protocol's own bounds.
+            if end > start && !queue[end - 1].mayEndBatch {
+                if let last = queue[start..<end].lastIndex(where: \.mayEndBatch) {
+                    for i in (last + 1)..<end { bytes -= queue[i].bytes.count + Self.headBytes(queue[i]) }
+                    end = last + 1
+                } else {
+                    while end < queue.endIndex && !queue[end - 1].mayEndBatch {
+                        bytes += queue[end].bytes.count + Self.headBytes(queue[end])
+                        end += 1
+                    }
+                    if end - start > changesPerBatchMax || bytes > frameBytesMax - 1 { throw .changeTooLarge(bytes: bytes) }
+                }
+            }
             let batch = queue[start..<end]
-            precondition(batch.count <= limits.changesPerBatch, "a batch above the batch limit")
-            precondition(bytes <= limits.frameBytes, "a batch above the frame limit")
+            precondition(batch.count <= changesPerBatchMax, "a batch above the protocol's batch limit")
+            precondition(bytes <= frameBytesMax - 1, "a batch above the frame limit")
             queued = queue[end...]
             // Only the last change of each run of one origin: the same final values as writing
             // every change in order, with one dictionary write per run.
@@ -290,6 +306,12 @@ public final class SyncSession {
             summary.changesSent += batch.count
             sentLast = isLast
         }
+    }
+
+    /// The most a change's stored head adds to a batch (when it is sent: ``SignedHead/sent(with:)``).
+    private static func headBytes(_ change: EncodedChange) -> Int {
+        guard let head = change.head else { return 0 }
+        return 8 + 10 + 64 + 10 + 18 * head.choices.count + 10
     }
 
     private func refill() throws(ProtocolError) {

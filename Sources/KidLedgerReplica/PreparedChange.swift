@@ -211,9 +211,10 @@ struct TransactionKeys: Sendable {
 extension Replica {
     /// Applies `changes` in `context` in order, each prepared by the context's preparer on
     /// `splitter`'s producing side (possibly ahead, on another thread); `body` sees each change
-    /// and its outcome. `received` (optional) holds the bytes each change was decoded from.
+    /// its outcome and its version hash. `received` (optional) holds the bytes each change was
+    /// decoded from.
     static func apply(_ changes: [Change], received: [[UInt8]]? = nil, in context: ApplyContext,
-                      splitter: any WorkSplitter, _ body: (Change, ApplyOutcome) throws -> Void) throws {
+                      splitter: any WorkSplitter, _ body: (Change, ApplyOutcome, [UInt8]) throws -> Void) throws {
         let preparer = context.preparer
         precondition(preparer.isThreadSafe || splitter is SequentialWork, "this preparer is single-threaded")
         let slots = UnsafeMutableBufferPointer<PreparedChange?>.allocate(capacity: changes.count)
@@ -241,7 +242,7 @@ extension Replica {
             let prepared = target[i].take()!
             defer { target[i] = consume prepared }
             let outcome = try apply(changes[i], prepared, in: context)
-            try body(changes[i], outcome)
+            try body(changes[i], outcome, prepared.version)
         }, discard: { i in
             target[i] = nil
         })

@@ -35,6 +35,12 @@ extension Replica {
         let outcome: ApplyOutcome
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
+            var versions: [[UInt8]] = []
+            try w.scan(Tables.changes, prefix: Keys.change(change.origin, change.sequence)) { key, _ in
+                versions.append(Array(key.suffix(8)))
+                return true
+            }
+            try noteFork(of: change.origin, at: change.sequence, held: versions, in: w)
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             try rechain(change.origin, from: change.sequence, through: held, in: context)
             outcome = .forkedVersion

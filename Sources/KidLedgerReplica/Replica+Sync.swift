@@ -11,6 +11,21 @@ public struct EncodedChange: Equatable, Sendable {
     public var sequence: UInt64
     /// `RecordCodec.encode(change)`.
     public var bytes: [UInt8]
+    /// The signed head this replica holds at this change, if any.
+    public var head: SignedHead?
+    /// Whether a batch may end after this change: the household needs no heads, or this change
+    /// has one (and is the last version at its sequence). A batch that ends elsewhere leaves
+    /// changes its receiver cannot authenticate.
+    public var mayEndBatch = true
+
+    /// Creates an entry.
+    public init(origin: ReplicaID, sequence: UInt64, bytes: [UInt8], head: SignedHead? = nil, mayEndBatch: Bool = true) {
+        self.origin = origin
+        self.sequence = sequence
+        self.bytes = bytes
+        self.head = head
+        self.mayEndBatch = mayEndBatch
+    }
 }
 
 /// What applying a batch of received changes did.
@@ -26,6 +41,10 @@ public struct ApplyReport: Equatable, Sendable {
     /// Whether this replica learned that its own history forked (it was restored from a stale
     /// copy of its files) and continues under a new replica id.
     public var rotatedReplicaID = false
+    /// Changes refused because no signed head of their origin's member reaches them (a household
+    /// with an owner): forged, altered on the way, or sent without their heads. Nothing of them
+    /// is stored.
+    public var unauthenticated = 0
 }
 
 extension Replica {
@@ -73,15 +92,13 @@ extension Replica {
     /// joining replica receives the genesis, grants and revocations before the members' changes
     /// they judge, and need not recompute its state when the genesis arrives.
     public func changes(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [Change] {
-        try encodedChanges(notCoveredBy: vector, limit: limit).map { entry in
-            do { return try RecordCodec.decodeChange(entry.bytes) } catch {
-                throw LedgerError.corrupted("change log entry: \(error)")
-            }
-        }
+        try batch(notCoveredBy: vector, limit: limit).changes
     }
 
     /// ``changes(notCoveredBy:limit:)`` as the log holds them: each change's canonical encoding,
-    /// with its origin and sequence (from the log key), not decoded. What a sync sends.
+    /// with its origin and sequence (from the log key), not decoded, and the signed head stored
+    /// at it. What a sync sends. In a household with an owner each origin's part ends at a change
+    /// with a head (the rest of it comes in a later call), so the changes can be authenticated.
     public func encodedChanges(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [EncodedChange] {
         try store.read { r in
             var result: [EncodedChange] = []
@@ -94,17 +111,51 @@ extension Replica {
                 }
                 missing = owners + others
             }
+            let needsHeads = try Self.needsHeads(r).needed
             for origin in missing {
                 guard result.count < limit else { break }
-                let start = Keys.change(origin, (vector[origin] ?? 0) + 1)
-                var lastSequence: UInt64 = 0
+                let startSequence = (vector[origin] ?? 0) + 1
+                let start = Keys.change(origin, startSequence)
+                guard needsHeads else {
+                    var lastSequence: UInt64 = 0
+                    try r.scan(Tables.changes, prefix: Keys.origin(origin), from: start, reverse: false) { key, value in
+                        guard key.count == 24 else { throw LedgerError.corrupted("change log key") }
+                        let sequence = Bytes.u64(at: 8, key)
+                        if result.count >= limit && sequence != lastSequence { return false }
+                        result.append(EncodedChange(origin: origin, sequence: sequence, bytes: value))
+                        lastSequence = sequence
+                        return true
+                    }
+                    continue
+                }
+                // The part ends at the highest head that fits, or, as a page's first part, at the
+                // first head (a replica holds one at every ``Membership/headInterval``-th sequence
+                // and at the end of what it received): changes no head covers are not sent.
+                let room = UInt64(limit - result.count)
+                let roomEnd = startSequence > UInt64.max - room ? UInt64.max : startSequence + room
+                var heads: [UInt64: [(version: UInt64, head: SignedHead)]] = [:]
+                var bound: UInt64?
+                try r.scan(Tables.heads, prefix: Keys.origin(origin), from: start, reverse: false) { key, value in
+                    let head = try StoredHead.decode(key: key, value: value)
+                    if head.sequence >= roomEnd && (bound != nil || !result.isEmpty) { return false }
+                    heads[head.sequence, default: []].append((Bytes.u64(at: 16, key), head))
+                    bound = head.sequence
+                    return head.sequence < roomEnd
+                }
+                guard let bound else { continue }
+                let first = result.count
                 try r.scan(Tables.changes, prefix: Keys.origin(origin), from: start, reverse: false) { key, value in
                     guard key.count == 24 else { throw LedgerError.corrupted("change log key") }
-                    let sequence = key.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
-                    if result.count >= limit && sequence != lastSequence { return false }
-                    result.append(EncodedChange(origin: origin, sequence: sequence, bytes: value))
-                    lastSequence = sequence
+                    let sequence = Bytes.u64(at: 8, key)
+                    guard sequence <= bound else { return false }
+                    let version = Bytes.u64(at: 16, key)
+                    result.append(EncodedChange(origin: origin, sequence: sequence, bytes: value,
+                                                head: heads[sequence]?.first { $0.version == version }?.head, mayEndBatch: false))
                     return true
+                }
+                for i in first..<result.count {
+                    let sequence = result[i].sequence
+                    result[i].mayEndBatch = heads[sequence] != nil && (i + 1 == result.count || result[i + 1].sequence != sequence)
                 }
             }
             return result
@@ -114,16 +165,47 @@ extension Replica {
     /// Applies received changes in one write transaction, idempotently. Each change is applied
     /// whole or not at all; duplicates are skipped and gaps refused (they will be sent again).
     ///
-    /// A received change of this replica's own origin that it does not hold proves its files
-    /// were restored from an older copy: it then continues under a fresh replica id (in the same
-    /// transaction), so it never hands out a (replica id, sequence) pair twice.
+    /// In a household with an owner, every new change must be reached by one of `heads`, signed
+    /// by the member key its origin's claim names (docs/SECURITY.md, "Signed chain heads"): the
+    /// changes of an origin that are not all reached are refused (nothing of that origin is
+    /// stored; counted in ``ApplyReport/unauthenticated``), the rest of the batch applies. The
+    /// heads that verified are stored, to pass on.
+    ///
+    /// A received (authenticated) change of this replica's own origin that it does not hold
+    /// proves its files were restored from an older copy: it then continues under a fresh
+    /// replica id (in the same transaction), so it never hands out a (replica id, sequence) pair
+    /// twice.
     ///
     /// `received`, when given, holds the bytes each change was decoded from (one per change, not
     /// necessarily canonical): a ``preparer`` that remembers changes may find a change's
     /// prepared form by them without encoding it again.
     @discardableResult
-    public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil) throws -> ApplyReport {
+    public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil, heads: [SignedHead] = []) throws -> ApplyReport {
         precondition(received == nil || received!.count == changes.count, "one received encoding per change")
+        // The batch is applied, then checked, in one transaction; when an origin fails the check
+        // the transaction is rolled back and the batch applied again without that origin. Each
+        // round refuses at least one more origin, so this ends.
+        var refused: Set<ReplicaID> = []
+        while true {
+            do {
+                if refused.isEmpty { return try applyAuthenticated(changes, received: received, heads: heads) }
+                let kept = changes.indices.filter { !refused.contains(changes[$0].origin) }
+                var report = try applyAuthenticated(kept.map { changes[$0] }, received: received.map { r in kept.map { r[$0] } },
+                                                    heads: heads.filter { !refused.contains($0.origin) })
+                report.unauthenticated = changes.count - kept.count
+                return report
+            } catch let failed as UnauthenticatedOrigins {
+                refused.formUnion(failed.origins)
+            }
+        }
+    }
+
+    /// Thrown inside ``applyRemote(_:received:heads:)``'s transaction to roll it back.
+    private struct UnauthenticatedOrigins: Error {
+        var origins: Set<ReplicaID>
+    }
+
+    private func applyAuthenticated(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead]) throws -> ApplyReport {
         let now = clock.nowMillis()
         var generator = random
         let verifier = self.verifier
@@ -134,11 +216,15 @@ extension Replica {
             let me = try Self.currentReplicaID(w)
             var report = ApplyReport()
             var ownHistoryForked = false
+            var outcomes: [ApplyOutcome] = [], versions: [[UInt8]] = []
+            outcomes.reserveCapacity(changes.count)
+            versions.reserveCapacity(changes.count)
+            var needsHeads = false
             try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
                 // The pure part of each change (encodings and hashes) is prepared on the
                 // injected splitter's producing side, on another core in the CLI, while this
                 // thread applies.
-                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome in
+                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome, version in
                     switch outcome {
                     case .applied: report.applied += 1
                     case .duplicate: report.duplicates += 1
@@ -146,15 +232,28 @@ extension Replica {
                     case .forkedVersion: report.forkedVersions += 1
                     }
                     if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
+                    outcomes.append(outcome)
+                    versions.append(version)
                 }
+                // Read after applying: a replica without a pin takes the first genuine genesis
+                // it applies, and the changes after it in the batch are then checked too.
+                let household: RecordID
+                (household, needsHeads) = try Self.needsHeads(w)
+                guard needsHeads else { return }
+                let failed = try Self.unauthenticatedOrigins(changes, versions: versions, outcomes: outcomes, heads: heads,
+                                                             household: household, in: context)
+                if !failed.isEmpty { throw UnauthenticatedOrigins(origins: failed) }
             }
             guard ownHistoryForked else { return (report, me) }
-            // Such changes prove nothing today (changes are not authenticated to their author:
-            // issue 20, point 2), so a member could send them every session: a replica takes
-            // at most ``rotationsMax`` fresh ids in its life for them, then refuses the batch.
-            let rotations = Bytes.u64(try w.get(Tables.meta, Keys.rotations)) ?? 0
-            guard rotations < UInt64(Self.rotationsMax) else { throw LedgerError.tooManyRotations }
-            try w.put(Tables.meta, Keys.rotations, Bytes.u64(rotations + 1))
+            // In a household with an owner such changes are authenticated: only this device's own
+            // key (a stale copy of this device) signs them. Without one they prove nothing (no
+            // member keys), so a replica takes at most ``rotationsMax`` fresh ids in its life for
+            // them, then refuses the batch.
+            if !needsHeads {
+                let rotations = Bytes.u64(try w.get(Tables.meta, Keys.rotations)) ?? 0
+                guard rotations < UInt64(Self.rotationsMax) else { throw LedgerError.tooManyRotations }
+                try w.put(Tables.meta, Keys.rotations, Bytes.u64(rotations + 1))
+            }
             report.rotatedReplicaID = true
             return (report, try Self.rotate(from: me, in: w, generator: &generator))
         }

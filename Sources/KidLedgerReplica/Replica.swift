@@ -109,7 +109,7 @@ public final class Replica {
                 try w.put(Tables.meta, Keys.replica, Bytes.u64(origin.rawValue))
                 batches[0].insert(.claim(claim.claim), at: claim.at)
             }
-            var encoded: [[UInt8]] = [], versions: [[UInt8]] = []
+            var versions: [[UInt8]] = []
             let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
                 var sequence = try context.heldSequence(origin)
                 var changes: [Change] = []
@@ -121,14 +121,13 @@ public final class Replica {
                     let outcome = try Self.apply(change, prepared, in: context)
                     precondition(outcome == .applied, "a fresh local change must apply")
                     changes.append(change)
-                    encoded.append(prepared.encoded)
                     versions.append(prepared.version)
                     hlc = hlc.tickLocal(now: now)
                 }
                 return changes
             }
             // After the context's flush: the claim this commit may carry is in the claims table.
-            try Self.signHeads(of: changes, encoded: encoded, versions: versions, signer: signer, in: w)
+            try Self.signHeads(of: changes, versions: versions, signer: signer, in: w)
             return (changes, extra)
         }
         random = generator

@@ -45,7 +45,7 @@ public enum Tables {
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
                                       registerHistory, peers, invites, settings, claims, grants, revocations,
-                                      rejected, forged, pendingClaims, transfers, creators, heads]
+                                      rejected, forged, pendingClaims, transfers, creators, heads, forks]
 }
 
 /// A short byte string (at most ``capacity`` bytes: a key or a fixed-width value) built in a
@@ -252,6 +252,12 @@ enum Keys {
 
 /// Fixed-width integer helpers for values.
 enum Bytes {
+    /// The big-endian u64 at `offset` of `bytes` (which must hold 8 bytes there).
+    static func u64(at offset: Int, _ bytes: [UInt8]) -> UInt64 {
+        precondition(offset >= 0 && offset + 8 <= bytes.count, "a u64 beyond the bytes")
+        return bytes.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+    }
+
     static func u64(_ v: UInt64) -> [UInt8] {
         ShortBytes.make { $0.write(bigEndian: v) }
     }

@@ -67,7 +67,7 @@ import Testing
         #expect(try a.digest() == b.digest())
         #expect(try b.counts().transactions == 3000)
         let batches = d.sentByA.compactMap { m -> Int? in
-            if case .changes(let cs, _) = m { return cs.count }
+            if case .changes(let cs, _, _) = m { return cs.count }
             return nil
         }
         #expect(batches.count >= 6)

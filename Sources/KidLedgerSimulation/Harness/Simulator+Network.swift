@@ -185,7 +185,7 @@ extension Simulator {
             case .send(let bytes):
                 send(bytes, connection: c, to: other)
             case .finished(let summary):
-                log("c\(c.id) \(from.name) finished: sent \(summary.changesSent) applied \(summary.changesApplied) upToDate=\(summary.bothUpToDate)")
+                log("c\(c.id) \(from.name) finished: sent \(summary.changesSent) applied \(summary.changesApplied)" + (summary.unauthenticatedReceived > 0 ? " unauthenticated \(summary.unauthenticatedReceived)" : "") + " upToDate=\(summary.bothUpToDate)")
                 c.finished[side] = true
                 c.sessions[side] = nil
                 if c.sessions.allSatisfy({ $0 == nil }) { connections[c.id] = nil }

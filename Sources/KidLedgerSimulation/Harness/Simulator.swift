@@ -220,7 +220,7 @@ public final class Simulator {
         try recordLocalChanges(owner, after: 0)
         log("household \(household.hex.prefix(8)) owned by r0 \(owner.member.publicKey.fingerprint); members " +
             nodes.dropFirst().map { "\($0.name) \($0.member.publicKey.fingerprint)" }.joined(separator: ", "))
-        let genesis = try founder.changes(notCoveredBy: [:])
+        let genesis = try founder.batch(notCoveredBy: [:])
         for node in nodes.dropFirst() { try node.replica!.applyRemote(genesis) }
         for node in nodes {
             queue.schedule(at: time.millis + jitter(parameters.operationIntervalMillis), .operation(node.index))
