@@ -17,11 +17,19 @@ struct GenesisCLITests {
         _ = l.ok("child", "add", "Ava")
         // What a member's modified client could send: an unsigned record with the household's id.
         do {
-            let replica = try Context(home: l.home, json: false, console: BufferConsole(), clock: SystemClock()).openReplica()
+            // Under the device's own origin, with its own signed head (as that client would
+            // sign it): authenticated, so it is judged as a household record, and forged.
+            let replica = try Context(home: l.home, json: false, console: BufferConsole(), clock: SystemClock()).openReplicaForChanges()
             defer { (replica.store as? LMDBEnvironment)?.close() }
             let household = try #require(try replica.household())
-            _ = try replica.applyRemote([Change(origin: ReplicaID(0x4D), sequence: 1, hlc: HLC(millis: 1),
-                                                operations: [.createHousehold(Household(id: household.id, createdAtMillis: 0))])])
+            let origin = replica.replicaID
+            let held = try #require(try replica.versionVector()[origin])
+            let forged = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: 1),
+                                operations: [.createHousehold(Household(id: household.id, createdAtMillis: 0))])
+            let chain = PlainPreparer().link(after: try #require(try replica.chain(origin, at: held)),
+                                             onlyVersion: Array(SHA256.hash(RecordCodec.encode(forged)).prefix(8)))
+            let head = try #require(replica.signer).head(household: household.id, origin: origin, sequence: held + 1, chain: chain)
+            #expect(try replica.applyRemote([forged], heads: [head]).applied == 1)
         }
         let status = try #require(checkJSON(l, "status") as? [String: Any])
         #expect(status["forged"] as? Int == 1 && status["forgedHouseholds"] as? Int == 1, "\(status)")

@@ -40,8 +40,8 @@ struct BatchApplyTests {
             case 2: _ = try? r.renameChild(rng.next() % 2 == 0 ? "Ava" : "Ben", to: "Kid\(step)")
             case 3 where step % 50 == 3:
                 // The same undo on both replicas before they hear of each other: a same-id merge.
-                try b.applyRemote(try a.changes(notCoveredBy: try b.versionVector()))
-                try a.applyRemote(try b.changes(notCoveredBy: try a.versionVector()))
+                try b.applyRemote(try a.batch(notCoveredBy: try b.versionVector()))
+                try a.applyRemote(try b.batch(notCoveredBy: try a.versionVector()))
                 _ = try? a.undo()
                 _ = try? b.undo()
             default:
@@ -55,8 +55,8 @@ struct BatchApplyTests {
                 _ = try b.post("Cy", signedCents: 99, note: "first", source: "give")
             }
             if step % 37 == 0 {
-                try b.applyRemote(try a.changes(notCoveredBy: try b.versionVector()))
-                try a.applyRemote(try b.changes(notCoveredBy: try a.versionVector()))
+                try b.applyRemote(try a.batch(notCoveredBy: try b.versionVector()))
+                try a.applyRemote(try b.batch(notCoveredBy: try a.versionVector()))
             }
         }
         // A fork: b's last two changes again with other stamps, as a copy of b restored from

@@ -28,12 +28,12 @@ struct GenesisTests {
     @Test("attack (a): a member's unsigned household record with the household's id never replaces the genesis")
     func unsignedHouseholdRecordIsForged() throws {
         let r = try h.replica(1)
-        try r.applyRemote(genesis())
-        try r.applyRemote([h.change(spouse, 2, millis: 4, [
+        try r.applySigned(genesis())
+        try r.applySigned([h.change(spouse, 2, millis: 4, [
             .createHousehold(Household(id: h.id, createdAtMillis: 0)),                                  // no owner
             .createHousehold(Household(id: h.id, createdAtMillis: 0, owner: h.ownerKey, salt: h.salt)),  // createdAt 0, unsigned
         ])])
-        try r.applyRemote([laterGrant])
+        try r.applySigned([laterGrant])
         #expect(try r.members().map(\.name) == ["owner", "Bob", "Dad"])
         #expect(try r.members().first?.key == h.ownerKey)
         #expect(try r.household()?.id == h.id)
@@ -61,9 +61,9 @@ struct GenesisTests {
         revocation.signature = TestVerifier.sign(Membership.revocationMessage(household: id, revocation), key: mallory)
 
         let r = try h.replica(2)
-        try r.applyRemote(genesis())
-        try r.applyRemote([h.change(spouse, 2, millis: 4, [.createHousehold(theirs), .revoke(revocation)])])
-        try r.applyRemote([laterGrant])
+        try r.applySigned(genesis())
+        try r.applySigned([h.change(spouse, 2, millis: 4, [.createHousehold(theirs), .revoke(revocation)])])
+        try r.applySigned([laterGrant])
         #expect(try r.household()?.id == h.id)
         let members = try r.members()
         #expect(members.map(\.name) == ["owner", "Bob", "Dad"])
@@ -78,14 +78,15 @@ struct GenesisTests {
     func badSignatureGenesisIsForged() throws {
         let r = try h.replica(3)
         try r.pinHousehold(h.id, owner: h.ownerKey)  // as `join` does, from the invitation
-        try r.applyRemote([h.change(spouse, 1, millis: 1, [h.genesis(millis: 0, name: "Taken", signer: h.spouseKey)])])
+        let second = h.origin(h.spouseKey, nonce: 1)  // a member's other device, authenticated by its claim
+        try r.applySigned([h.change(second, 1, millis: 1, [h.claim(second, key: h.spouseKey), h.genesis(millis: 0, name: "Taken", signer: h.spouseKey)])])
         #expect(try r.household() == nil)
         #expect(try r.membershipCounts().forgedHouseholds == 1)
         var report = try r.verify()
         #expect(report.isIntact, "\(report.problems)")
         #expect(report.forged == 1 && report.forgedHouseholds == 1)
         // The genuine genesis then arrives and is the household.
-        try r.applyRemote(genesis())
+        try r.applySigned(genesis())
         #expect(try r.household()?.id == h.id && r.household()?.createdAtMillis == 1)
         #expect(try r.members().map(\.name) == ["owner", "Dad"])
         report = try r.verify()
@@ -97,9 +98,10 @@ struct GenesisTests {
         let other = OwnedHousehold(salt: [UInt8](repeating: 9, count: 16))
         let r = try h.replica(4)
         try r.pinHousehold(h.id, owner: h.ownerKey)
-        try r.applyRemote([other.change(ReplicaID(0x40), 1, millis: 1, [other.genesis()])])
+        let second = h.origin(h.spouseKey, nonce: 1)  // a member's other device, authenticated by its claim
+        try r.applySigned([other.change(second, 1, millis: 1, [h.claim(second, key: h.spouseKey), other.genesis()])])
         #expect(try r.household() == nil)
-        try r.applyRemote(genesis())
+        try r.applySigned(genesis())
         #expect(try r.household()?.id == h.id)
         #expect(try r.membershipCounts().forgedHouseholds == 1)
         #expect(throws: LedgerError.self) { try r.pinHousehold(other.id, owner: other.ownerKey) }
@@ -115,7 +117,7 @@ struct GenesisTests {
         ]
         let reference = try h.replica(100)
         try reference.pinHousehold(h.id, owner: h.ownerKey)
-        try reference.applyRemote(all)
+        try reference.applySigned(all)
         var rng = SplitMix64(seed: seed)
         let r = try h.replica(seed)
         try r.pinHousehold(h.id, owner: h.ownerKey)
@@ -142,7 +144,7 @@ struct GenesisTests {
         #expect(created.id == h.id)
         #expect(try r.store.read { try Replica.pinnedHousehold($0) }?.id == h.id)
         let copy = try h.replica(6)
-        try copy.applyRemote(try r.changes(notCoveredBy: [:]))
+        try copy.applyRemote(try r.batch(notCoveredBy: [:]))
         #expect(try copy.household() == r.household() && copy.digest() == r.digest())
     }
 }

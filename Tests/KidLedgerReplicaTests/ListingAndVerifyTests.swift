@@ -57,10 +57,10 @@ struct ListingAndVerifyTests {
         // Elsewhere: Ivy (on c), then Gus and a transaction for Ivy (on `other`); this replica
         // hears only from `other`, so the transaction waits for Ivy. And Hal, added here meanwhile.
         let c = try makeReplica(seed: 13)
-        try c.applyRemote(try r.changes(notCoveredBy: [:]))
+        try c.applyRemote(try r.batch(notCoveredBy: [:]))
         try c.addChild(name: "Ivy")
         let other = try makeReplica(seed: 12)
-        try other.applyRemote(try c.changes(notCoveredBy: [:]))
+        try other.applyRemote(try c.batch(notCoveredBy: [:]))
         try other.addChild(name: "Gus")
         try other.post("Ivy", signedCents: 40, note: "g", source: "give")
         try r.addChild(name: "Hal")

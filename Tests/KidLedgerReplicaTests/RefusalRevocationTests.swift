@@ -16,7 +16,7 @@ struct RefusalRevocationTests {
     /// give, then a give after the (not yet known) revocation's cut.
     func spouseLaptop() throws -> Replica {
         let r = try h.replica(2)
-        try r.applyRemote([
+        try r.applySigned([
             h.change(owner, 1, millis: 1, [h.genesis(),
                                            h.claim(owner, key: h.ownerKey),
                                            .createChild(ChildRecord(id: ava, createdAtMillis: 1)),

@@ -41,16 +41,16 @@ struct RegisterHistoryOrderTests {
     ])
     func eitherOrder(names: [String]) throws {
         let a = try h.replica(1), b = try h.replica(2)
-        try a.applyRemote(genesis())
-        try b.applyRemote(genesis())
-        for c in forks(names) { try a.applyRemote([c]) }
-        for c in forks(names.reversed()) { try b.applyRemote([c]) }
+        try a.applySigned(genesis())
+        try b.applySigned(genesis())
+        for c in forks(names) { try a.applySigned([c]) }
+        for c in forks(names.reversed()) { try b.applySigned([c]) }
         #expect(try historyTable(a) == historyTable(b))
         #expect(try a.fieldConflicts(entity: ava) == b.fieldConflicts(entity: ava))
         #expect(try a.digest() == b.digest())
         // The rebuild a revocation triggers makes the same history again.
         for r in [a, b] {
-            try r.applyRemote([h.change(owner, 4, millis: 7, [h.revoke(h.spouseKey, seen: [owner: 3, spouse: 2])])])
+            try r.applySigned([h.change(owner, 4, millis: 7, [h.revoke(h.spouseKey, seen: [owner: 3, spouse: 2])])])
         }
         #expect(try historyTable(a) == historyTable(b))
     }
@@ -58,12 +58,12 @@ struct RegisterHistoryOrderTests {
     @Test("versions that differ only in their base keep one entry alike")
     func differentBases() throws {
         let a = try h.replica(1), b = try h.replica(2)
-        try a.applyRemote(genesis())
-        try b.applyRemote(genesis())
+        try a.applySigned(genesis())
+        try b.applySigned(genesis())
         let one = forks(["Ada"])[0]
         let other = forks(["Ada"], base: Stamp(hlc: HLC(millis: 5), origin: spouse))[0]
-        try a.applyRemote([one]); try a.applyRemote([other])
-        try b.applyRemote([other]); try b.applyRemote([one])
+        try a.applySigned([one]); try a.applySigned([other])
+        try b.applySigned([other]); try b.applySigned([one])
         #expect(try historyTable(a) == historyTable(b))
         #expect(try a.fieldConflicts(entity: ava) == b.fieldConflicts(entity: ava))
     }

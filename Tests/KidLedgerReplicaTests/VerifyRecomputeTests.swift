@@ -18,7 +18,7 @@ struct VerifyRecomputeTests {
     /// A replica with a transfer, a revocation, a rejected change and a forged grant.
     func busy() throws -> Replica {
         let r = try h.replica(1)
-        try r.applyRemote([
+        try r.applySigned([
             h.change(owner, 1, millis: 1, [rh.genesis(), h.claim(owner, key: h.ownerKey),
                                            .createChild(ChildRecord(id: ava, createdAtMillis: 1))]),
             h.change(owner, 2, millis: 2, [h.grant(h.spouseKey, name: "Dad")]),

@@ -16,7 +16,7 @@ struct BatchCheckTests {
         try cache.sync(a, b)
         let before = try b.replica!.versionVector()
         let ids = try (1...2 as ClosedRange<Int64>).map { try a.replica!.post("Ava", signedCents: $0, note: "", source: "give").transaction.id }
-        try b.replica!.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)))
+        try b.replica!.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)), heads: try a.replica!.signedHeads(of: a.replica!.replicaID))
         try sim.checkpoint([1])
         try sim.checkpoint([1])  // nothing new: skipped
         #expect(sim.failures.isEmpty)

@@ -8,7 +8,7 @@ import Testing
 @Suite("Checkers fail on a violation")
 struct CheckerTests {
     func sync(_ from: SimNode, _ to: SimNode) throws {
-        try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
+        try to.replica!.applyRemote(try from.replica!.batch(notCoveredBy: try to.replica!.versionVector()))
     }
 
     /// Two replicas of one household, set up as a seed would be, and the final checks' view of

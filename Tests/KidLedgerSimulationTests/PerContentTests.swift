@@ -8,7 +8,7 @@ import Testing
 @Suite("Answers per distinct content")
 struct PerContentTests {
     func sync(_ from: SimNode, _ to: SimNode) throws {
-        try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
+        try to.replica!.applyRemote(try from.replica!.batch(notCoveredBy: try to.replica!.versionVector()))
     }
 
     @Test("equal tables are asked once, differing ones again, and every answer is the replica's own")

@@ -18,7 +18,7 @@ struct SimulatorCacheTests {
 
     /// Applies to `to` what `from` holds and it does not.
     func sync(_ from: SimNode, _ to: SimNode) throws {
-        try to.replica!.applyRemote(try from.replica!.changes(notCoveredBy: try to.replica!.versionVector()))
+        try to.replica!.applyRemote(try from.replica!.batch(notCoveredBy: try to.replica!.versionVector()))
     }
 
     @Test("the pickable children follow children added, renamed and archived remotely")
@@ -138,7 +138,7 @@ struct SimulatorCacheTests {
         #expect(sim.failures.isEmpty)
         // Only the first of the two reaches b.
         let missing = try a.replica!.changes(notCoveredBy: before)
-        try b.replica!.applyRemote(Array(missing.prefix(1)))
+        try b.replica!.applyRemote(Array(missing.prefix(1)), heads: try a.replica!.signedHeads(of: a.replica!.replicaID))
         #expect(try b.replica!.containsTransaction(ids[0]) && !(try b.replica!.containsTransaction(ids[1])))
         try sim.checkpoint([1])
         #expect(sim.failures.count == 1)
@@ -153,8 +153,8 @@ struct SimulatorCacheTests {
         try sim.checkpoint([1])
         #expect(sim.failures.isEmpty)
         // b's files go back to a copy that holds the first of the two only.
-        let partial = try Replica(store: old, clock: FixedClock(millis: 0), random: SplitMix64(seed: 1))
-        try partial.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)))
+        let partial = try Replica(store: old, clock: FixedClock(millis: 0), random: SplitMix64(seed: 1), verifier: a.verifier)
+        try partial.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)), heads: try a.replica!.signedHeads(of: a.replica!.replicaID))
         b.staleCopy = old.lazyCopy()
         sim.crash(b, scheduleRestart: false)
         #expect(try sim.restart(b, stale: true))

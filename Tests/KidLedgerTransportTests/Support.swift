@@ -32,7 +32,7 @@ final class LMDBReplica {
     static func household(_ a: Replica, _ b: Replica) throws -> RecordID {
         let summary = try a.createHousehold(name: "Home")
         try a.addChild(name: "Ann")
-        try b.applyRemote(try a.changes(notCoveredBy: [:]))
+        try b.applyRemote(try a.batch(notCoveredBy: [:]))
         return summary.id
     }
 
