@@ -99,6 +99,13 @@ func sampleMessages() -> [Message] {
                               forked: [ReplicaID(9)])),
         .changes(Array(changes.prefix(3)), isLast: false),
         .changes(Array(changes.suffix(2)), isLast: true),
+        .changes(Array(changes.suffix(2)), isLast: true, heads: [  // signed heads, one with a branch choice
+            SignedHead(origin: changes[changes.count - 2].origin, sequence: changes[changes.count - 2].sequence,
+                       signature: Array(repeating: 0x77, count: 64)),
+            SignedHead(origin: changes[changes.count - 1].origin, sequence: changes[changes.count - 1].sequence,
+                       signature: Array(repeating: 0x88, count: 64),
+                       choices: [HeadChoice(sequence: changes[changes.count - 1].sequence, version: 0x0123_4567_89AB_CDEF)]),
+        ]),
         .ack(vector),
         .done,
         .error(code: 3, message: "household mismatch"),

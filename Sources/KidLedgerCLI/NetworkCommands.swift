@@ -81,6 +81,7 @@ enum NetworkCommands {
             .object([("address", .string(r.address)), ("ok", .bool(r.succeeded)),
                      ("changesSent", .int(r.outcome?.summary?.changesSent ?? 0)),
                      ("changesReceived", .int(r.outcome?.summary?.changesApplied ?? 0)),
+                     ("unauthenticated", .int(r.outcome?.summary?.unauthenticatedReceived ?? 0)),
                      ("bytes", .int((r.outcome?.summary?.bytesSent ?? 0) + (r.outcome?.summary?.bytesReceived ?? 0))),
                      ("wireBytesSent", .int(r.wireBytesSent)), ("wireBytesReceived", .int(r.wireBytesReceived)),
                      ("micros", .int(Int((r.seconds * 1_000_000).rounded()))),

@@ -161,6 +161,8 @@ enum SyncDriver {
             return "sync with \(r.address)\(peer): sent \(s.changesSent), received \(s.changesApplied) new changes, "
                 + "\(s.bytesSent + s.bytesReceived) bytes in \(formatSeconds(r.seconds))"
                 + (s.childrenDiffering.isEmpty ? "" : "; children differ: \(s.childrenDiffering.count)")
+                + (s.unauthenticatedReceived == 0 ? ""
+                    : "; refused \(s.unauthenticatedReceived) changes no signed head of their author reaches (forged or altered: docs/SECURITY.md)")
         }
         return "sync with \(r.address) failed after \(formatSeconds(r.seconds)): \(r.failure ?? "unknown error")"
     }

@@ -123,7 +123,9 @@ public enum Message: Equatable, Sendable {
             w.write(bool: isLast)
             w.write(varint: UInt64(changes.count))
             for c in changes { RecordCodec.encode(c, into: &w) }
-            Self.write(heads: heads, &w)
+            Self.write(heads: heads.compactMap { head in
+                changes.firstIndex { $0.origin == head.origin && $0.sequence == head.sequence }.map { ($0, head) }
+            }, &w)
         case .done:
             break
         case .error(let code, let message):
@@ -188,7 +190,7 @@ public enum Message: Equatable, Sendable {
                 } else {
                     for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
                 }
-                message = .changes(changes, isLast: isLast, heads: try readHeads(&r, most: changes.count))
+                message = .changes(changes, isLast: isLast, heads: try readHeads(&r, of: changes))
             case 5:
                 message = .ack(try readVector(&r))
             case 6:
@@ -292,7 +294,9 @@ public enum Message: Equatable, Sendable {
     /// without decoding and encoding again, written straight into the frame (no separate payload
     /// array).
     static func changesFrame(encoded changes: ArraySlice<EncodedChange>, isLast: Bool) -> [UInt8] {
-        let heads = SignedHead.sent(with: changes)
+        let heads = SignedHead.sent(with: changes).map { head in
+            (changes.firstIndex { $0.origin == head.origin && $0.sequence == head.sequence }! - changes.startIndex, head)
+        }
         var countBytes = 1
         var n = UInt64(changes.count)
         while n >= 0x80 { countBytes += 1; n >>= 7 }
@@ -309,20 +313,20 @@ public enum Message: Equatable, Sendable {
         return w.bytes
     }
 
-    /// The encoded size of the heads section: ``headsSectionBytesMax(count:choices:)`` exactly.
-    static func headsBytes(_ heads: [SignedHead]) -> Int {
+    /// The encoded size of the heads section.
+    static func headsBytes(_ heads: [(Int, SignedHead)]) -> Int {
         var w = ByteWriter(capacity: 0)
         write(heads: heads, &w)
         return w.bytes.count
     }
 
-    /// Heads: varint count, then per head origin u64, sequence varint, signature (64 bytes),
+    /// Heads: varint count, then per head the index (varint) of the batch's change at its
+    /// origin and sequence (the first, when several versions are there), signature (64 bytes),
     /// choices varint count, then per choice sequence varint and version u64.
-    static func write(heads: [SignedHead], _ w: inout ByteWriter) {
+    static func write(heads: [(index: Int, head: SignedHead)], _ w: inout ByteWriter) {
         w.write(varint: UInt64(heads.count))
-        for head in heads {
-            w.write(bigEndian: head.origin.rawValue)
-            w.write(varint: head.sequence)
+        for (index, head) in heads {
+            w.write(varint: UInt64(index))
             w.write(raw: head.signature)
             w.write(varint: UInt64(head.choices.count))
             for choice in head.choices {
@@ -332,17 +336,18 @@ public enum Message: Equatable, Sendable {
         }
     }
 
-    /// At most `most` heads (one per change of the batch), each at a sequence of at least 1,
-    /// with a 64-byte signature and choices strictly ascending up to its sequence.
-    static func readHeads(_ r: inout ByteReader, most: Int) throws(DecodeError) -> [SignedHead] {
+    /// At most one head per change of `changes`, each naming one of them, with a 64-byte
+    /// signature and choices strictly ascending up to its sequence.
+    static func readHeads(_ r: inout ByteReader, of changes: [Change]) throws(DecodeError) -> [SignedHead] {
         let count = try r.readVarint("head count")
-        guard count <= UInt64(most) else { throw DecodeError.invalid("head count \(count) for \(most) changes") }
+        guard count <= UInt64(changes.count) else { throw DecodeError.invalid("head count \(count) for \(changes.count) changes") }
         var heads: [SignedHead] = []
         heads.reserveCapacity(Int(count))
         for _ in 0..<count {
-            var head = SignedHead(origin: ReplicaID(try r.readBigEndianUInt64("head origin")), sequence: try r.readVarint("head sequence"),
-                                  signature: try r.readRaw(count: 64, "head signature"))
-            guard head.sequence >= 1 else { throw DecodeError.invalid("head sequence 0") }
+            let index = try r.readVarint("head index")
+            guard index < UInt64(changes.count) else { throw DecodeError.invalid("head index \(index) for \(changes.count) changes") }
+            let change = changes[Int(index)]
+            var head = SignedHead(origin: change.origin, sequence: change.sequence, signature: try r.readRaw(count: 64, "head signature"))
             let choices = try r.readVarint("head choice count")
             guard choices <= head.sequence, choices <= UInt64(r.remaining / 9) else {
                 throw DecodeError.invalid("head choice count \(choices)")

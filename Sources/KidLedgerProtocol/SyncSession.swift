@@ -246,7 +246,8 @@ public final class SyncSession {
         summary.gapsReceived += report.gaps
         summary.forkedVersionsReceived += report.forkedVersions
         if report.rotatedReplicaID { summary.recoveredFromStaleCopy = true }
-        send(.ack(try localVector()))
+        // An empty batch (a side with nothing to send says so with one) changes nothing here: no ack.
+        if !changes.isEmpty { send(.ack(try localVector())) }
         receivedLast = isLast
         try finishIfDone()
     }
@@ -300,7 +301,7 @@ public final class SyncSession {
             // Only the last batch may be empty (a side with nothing to send says so with it).
             precondition(!batch.isEmpty || isLast, "an empty batch before the last")
             sendFrame(Message.changesFrame(encoded: batch, isLast: isLast))
-            inFlight += 1
+            if !batch.isEmpty { inFlight += 1 }  // an empty batch is not acknowledged
             precondition(inFlight <= limits.batchesInFlightMax, "more batches in flight than the window")
             summary.batchesSent += 1
             summary.changesSent += batch.count
@@ -311,7 +312,7 @@ public final class SyncSession {
     /// The most a change's stored head adds to a batch (when it is sent: ``SignedHead/sent(with:)``).
     private static func headBytes(_ change: EncodedChange) -> Int {
         guard let head = change.head else { return 0 }
-        return 8 + 10 + 64 + 10 + 18 * head.choices.count + 10
+        return 10 + 64 + 10 + 18 * head.choices.count + 10
     }
 
     private func refill() throws(ProtocolError) {
