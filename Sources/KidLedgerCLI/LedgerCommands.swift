@@ -156,8 +156,10 @@ enum LedgerCommands {
         details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.")) { ctx, _ in
         let u = try ctx.openReplicaForChanges().undo()
         let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
-        ctx.say("Undid \(amount) for \(u.childName) (\(Timestamp.short(millis: u.original.createdAtMillis))). Balance: \(Money.format(cents: u.balanceCents))")
+        let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
+        ctx.say("Undid \(amount) for \(u.childName) (\(Timestamp.short(millis: u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")
         ctx.emit(.object([("undo", Render.transaction(u.undo)), ("original", Render.transaction(u.original)),
+                          ("originalAuthor", Names.json(u.originalAuthor)),
                           ("childName", .string(u.childName)), ("balanceCents", .integer(u.balanceCents))]))
     }
 

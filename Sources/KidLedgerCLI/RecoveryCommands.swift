@@ -1,3 +1,4 @@
+import Glibc
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
@@ -20,13 +21,36 @@ enum RecoveryCommands {
         """
         Recovery secret (shown only now; write it on paper and keep it away from this laptop):
           \(text)
-        If this laptop is lost or stolen, `kidledger recover SECRET` on another member's laptop makes that
-        laptop the owner, so it can revoke this one (docs/SECURITY.md, "A stolen laptop").
+        If this laptop is lost or stolen, run `kidledger recover` on another member's laptop and type this
+        secret: that laptop becomes the owner, so it can revoke this one (docs/SECURITY.md, "A stolen laptop").
         """
     }
 
+    /// One line from standard input: on a terminal after a prompt, with echo turned off meanwhile.
+    static func readSecret(_ ctx: Context) throws -> String {
+        let terminal = isatty(0) == 1
+        var saved = termios()
+        let quiet = terminal && tcgetattr(0, &saved) == 0
+        if terminal { ctx.console.err("Recovery secret (not shown as you type): ") }
+        if quiet {
+            var silent = saved
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            _ = tcsetattr(0, TCSANOW, &silent)
+        }
+        defer {
+            if quiet {
+                _ = tcsetattr(0, TCSANOW, &saved)
+                ctx.console.err("\n")
+            }
+        }
+        guard let line = readLine(strippingNewline: true), !Text.trimmed(line).isEmpty else {
+            throw CLIError.usage("no recovery secret: type it at the prompt, or pipe it on standard input")
+        }
+        return line
+    }
+
     static let recover = CLI.Command(spec: CommandSpec(
-        name: "recover", synopsis: "SECRET", summary: "take over as the household's owner with its recovery secret",
+        name: "recover", synopsis: "[SECRET]", summary: "take over as the household's owner with its recovery secret",
         details: """
         SECRET is the recovery secret `kidledger init` printed (14 groups of 4 characters; case, spaces and
         dashes do not matter). Run it on a laptop that holds the household (another member's, or a new one
@@ -35,9 +59,17 @@ enum RecoveryCommands {
         that this laptop holds stays valid. It works on a laptop whose membership the lost owner key revoked
         (the new owner can't be revoked). Then revoke the lost laptop (`kidledger revoke MEMBER`; it is
         listed as "former owner" in `kidledger members`) and run `kidledger sync`.
-        Type the secret at a prompt-free shell (or clear the shell history afterwards).
-        """, arguments: 1...1)) { ctx, args in
-        guard let seed = RecoverySecret.seed(text: args.positionals[0]) else {
+        Without SECRET it reads the secret from standard input (on a terminal: at a prompt, not echoed), so it
+        stays out of the shell's history and the process list; given as an argument it is accepted, with a warning.
+        """, arguments: 0...1)) { ctx, args in
+        let text: String
+        if let given = args.positionals.first {
+            ctx.console.err("warning: a secret given as an argument lands in the shell's history and the process list; next time run `kidledger recover` and type it at the prompt\n")
+            text = given
+        } else {
+            text = try readSecret(ctx)
+        }
+        guard let seed = RecoverySecret.seed(text: text) else {
             throw CLIError("that is not a recovery secret: it has 14 groups of 4 characters and a checksum; check each character", code: .dataError)
         }
         let replica = try ctx.openReplica()

@@ -20,6 +20,8 @@ public struct UndoResult: Equatable, Sendable {
     public var childName: String
     /// The child's balance after it.
     public var balanceCents: Int128
+    /// Who made the transaction it reverses.
+    public var originalAuthor: Author
 }
 
 extension Replica {
@@ -239,7 +241,9 @@ extension Replica {
     public func undo() throws -> UndoResult {
         let (_, result) = try commitLocal { w, hlc in
             _ = try Self.requireHousehold(w, queryCache)
-            guard let original = try Self.newestUndoable(w) else { throw LedgerError.nothingToUndo }
+            guard let (original, origin) = try Self.newestUndoable(w) else { throw LedgerError.nothingToUndo }
+            var authors = AuthorNames(w)
+            let author = try authors.author(origin)
             guard let child = try Self.child(original.childID, w) else { throw LedgerError.corrupted("child of indexed transaction") }
             let amount = -original.amountCents
             let balance = try Self.checkedBalance(child, adding: amount)
@@ -248,7 +252,8 @@ extension Replica {
             let t = LedgerTransaction(id: LedgerTransaction.undoID(for: original.id), childID: original.childID,
                                       amountCents: amount, createdAtMillis: hlc.millis, note: note,
                                       source: "undo", reverses: original.id)
-            return ([.addTransaction(t)], UndoResult(undo: t, original: original, childName: child.name, balanceCents: balance))
+            return ([.addTransaction(t)], UndoResult(undo: t, original: original, childName: child.name, balanceCents: balance,
+                                                     originalAuthor: author))
         }
         return result
     }
@@ -265,9 +270,10 @@ extension Replica {
         try commitLocal { _, _ in (operations, ()) }
     }
 
-    static func newestUndoable(_ r: any KeyValueReader) throws -> LedgerTransaction? {
-        var found: LedgerTransaction?
-        try r.scan(Tables.byTime, prefix: [], from: nil, reverse: true) { key, _ in
+    /// The newest transaction not yet undone (and not an undo), with its author's origin.
+    static func newestUndoable(_ r: any KeyValueReader) throws -> (LedgerTransaction, ReplicaID)? {
+        var found: (LedgerTransaction, ReplicaID)?
+        try r.scan(Tables.byTime, prefix: [], from: nil, reverse: true) { key, value in
             let id = try Keys.trailingID(key)
             guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
                 throw LedgerError.corrupted("indexed transaction \(id) missing")
@@ -275,7 +281,8 @@ extension Replica {
             let t = try decodeStoredTransaction(raw)
             if t.isUndo { return true }
             if try r.get(Tables.transactions, Keys.id(LedgerTransaction.undoID(for: t.id))) != nil { return true }
-            found = t
+            guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("transaction \(id) without its author") }
+            found = (t, ReplicaID(origin))
             return false
         }
         return found

@@ -76,7 +76,7 @@ struct GoldenOutputTests {
             l.ok("give", "Ava", "2", "--note", "birthday")            // 11:08
             l.ok("take", "Ava", "dime")                               // 11:09
             l.ok("give", "Ava", "0.75")                               // 11:10
-            #expect(l.ok("undo") == "Undid +$0.75 for Ava (2026-11-18 11:10). Balance: $1.90\n") // 11:11
+            #expect(maskFingerprints(l.ok("undo")) == "Undid +$0.75 for Ava (2026-11-18 11:10, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $1.90\n") // 11:11
             #expect(maskFingerprints(l.ok("history")) == """
                 WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
                 2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
@@ -85,14 +85,14 @@ struct GoldenOutputTests {
                 2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  birthday
 
                 """)                                                  // 11:12
-            #expect(l.ok("undo") == "Undid -$0.10 for Ava (2026-11-18 11:09). Balance: $2.00\n") // 11:13
+            #expect(maskFingerprints(l.ok("undo")) == "Undid -$0.10 for Ava (2026-11-18 11:09, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $2.00\n") // 11:13
             #expect(maskFingerprints(l.ok("history", "Ava", "--limit", "2")) == """
                 WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
                 2026-11-18 11:13  Ava    +$0.10  undo    member (xxxx-xxxx-xxxx-xxxx)  undo -$0.10
                 2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
 
                 """)                                                  // 11:14
-            #expect(l.ok("undo") == "Undid +$2.00 for Ava (2026-11-18 11:08). Balance: $0.00\n") // 11:15
+            #expect(maskFingerprints(l.ok("undo")) == "Undid +$2.00 for Ava (2026-11-18 11:08, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $0.00\n") // 11:15
             #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 child, 9 changes; digest <digest>\n")
             #expect(l.masked(l.ok("digest")) == "<digest>\n")
             let digest = l.ok("digest")
@@ -176,7 +176,7 @@ struct GoldenOutputTests {
           account rename NAME                          change the display name the household knows this member by
           members                                      list the household's members: names, key fingerprints, devices, revocations
           revoke MEMBER [--yes]                        revoke a member (owner only; permanent)
-          recover SECRET                               take over as the household's owner with its recovery secret
+          recover [SECRET]                             take over as the household's owner with its recovery secret
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.

@@ -191,10 +191,11 @@ func ok(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLoca
 }
 
 /// `kidledger(_:_:)` with an array of arguments.
-func runKidledger(_ ledger: TestLedger, _ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessOutcome {
+func runKidledger(_ ledger: TestLedger, _ arguments: [String], input: String? = nil,
+                  sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessOutcome {
     let binary = try #require(Binary.path, "the kidledger executable was neither found nor built", sourceLocation: sourceLocation)
     let outcome = try runProcess(binary, arguments, environment: ["KIDLEDGER_HOME": ledger.home, "HOME": ledger.directory,
-                                                                  "PATH": "/usr/bin:/bin", "LC_ALL": "C"], timeout: 120)
+                                                                  "PATH": "/usr/bin:/bin", "LC_ALL": "C"], timeout: 120, input: input)
     #expect(!outcome.timedOut, "kidledger \(arguments.joined(separator: " ")) hung: \(outcome)", sourceLocation: sourceLocation)
     return outcome
 }

@@ -55,9 +55,10 @@ struct ProcessOutcome: CustomStringConvertible {
 }
 
 /// Runs `executable` with `arguments` and exactly `environment`, killing it after `timeout` seconds.
-/// Output goes to temporary files (no pipe can fill up and block the child).
+/// Output goes to temporary files (no pipe can fill up and block the child); standard input is
+/// `input` (from a temporary file), else empty.
 func runProcess(_ executable: String, _ arguments: [String], environment: [String: String],
-                timeout: TimeInterval) throws -> ProcessOutcome {
+                timeout: TimeInterval, input: String? = nil) throws -> ProcessOutcome {
     let fm = FileManager.default
     let base = NSTemporaryDirectory() + "kidledger-proc-\(UUID().uuidString)"
     let outPath = base + ".out", errPath = base + ".err"
@@ -73,7 +74,14 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.environment = environment
-    process.standardInput = FileHandle.nullDevice
+    let inPath = base + ".in"
+    if let input {
+        guard fm.createFile(atPath: inPath, contents: Data(input.utf8)) else { throw CocoaError(.fileWriteUnknown) }
+        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inPath))
+    } else {
+        process.standardInput = FileHandle.nullDevice
+    }
+    defer { if input != nil { try? fm.removeItem(atPath: inPath) } }
     process.standardOutput = out
     process.standardError = err
     let done = DispatchSemaphore(value: 0)

@@ -40,6 +40,9 @@ struct RecoveryCLITests {
         #expect(foreign.code == 65 && Self.text(foreign).contains("not this household's"), "\(foreign)")
         let same = try runKidledger(a, ["recover", secret])
         #expect(same.code == 65 && Self.text(same).contains("already owns"), "\(same)")
+        #expect(same.stderr.contains("warning: a secret given as an argument"), "\(same)")
+        let empty = try runKidledger(a, ["recover"], input: "")
+        #expect(empty.code == 64 && Self.text(empty).contains("no recovery secret"), "\(empty)")
         try expectVerified(a, "A")
     }
 
@@ -63,7 +66,10 @@ struct RecoveryCLITests {
         try ok(mom, "give", "Ava", "50.00", "--note", "thief")
 
         // Dad recovers and revokes the stolen laptop.
-        let recovered = try json(dad, "recover", secret)
+        // The secret on standard input (as typed at the prompt), not in the arguments.
+        let typed = try runKidledger(dad, ["--json", "recover"], input: secret + "\n")
+        #expect(typed.code == 0 && !typed.stderr.contains("warning"), "\(typed)")
+        let recovered = try #require(try JSONSerialization.jsonObject(with: Data(typed.stdout.utf8)) as? [String: Any])
         #expect(recovered["previousOwner"] as? String == momKey, "\(recovered)")
         #expect(recovered["epoch"] as? Int == 1)
         let dadKey = try #require(recovered["owner"] as? String)

@@ -101,8 +101,8 @@ func maskRecoverySecret(_ text: String) -> String {
 let initRecoveryNotice = """
     Recovery secret (shown only now; write it on paper and keep it away from this laptop):
       <recovery secret>
-    If this laptop is lost or stolen, `kidledger recover SECRET` on another member's laptop makes that
-    laptop the owner, so it can revoke this one (docs/SECURITY.md, "A stolen laptop").
+    If this laptop is lost or stolen, run `kidledger recover` on another member's laptop and type this
+    secret: that laptop becomes the owner, so it can revoke this one (docs/SECURITY.md, "A stolen laptop").
 
     """
 
