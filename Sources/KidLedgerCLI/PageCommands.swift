@@ -95,7 +95,7 @@ enum PageCommands {
 
     /// Runs one command line in this process, on the daemon's open store, as the page's API does:
     /// `--home` and `--json` are added, the JSON document, the text message and the error kept.
-    static func runner(home: String, environment: [String: String], store: LMDBEnvironment) -> CommandRunner {
+    static func runner(home: String, environment: [String: String], store: LMDBEnvironment?) -> CommandRunner {
         { words in
             let output = BufferConsole()
             let messages = BufferConsole()

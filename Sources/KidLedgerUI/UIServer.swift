@@ -12,8 +12,8 @@ import Synchronization
 public final class UIServer: Sendable {
     /// Most connections served at once; more get 503 at once.
     public static let connectionsMax = 8
-    /// The longest a client may take to send its whole request (then 408).
-    public static let requestTimeoutMillis = 5_000
+    /// The default of ``requestTimeoutMillis``.
+    public static let requestTimeoutDefaultMillis = 5_000
     /// The longest a write of the response may wait for the client.
     public static let writeTimeoutMillis = 5_000
 
@@ -23,9 +23,13 @@ public final class UIServer: Sendable {
     let limiter = ConnectionLimiter(maximum: UIServer.connectionsMax)
     private let stopped = Atomic<Bool>(false)
     private let threads = Atomic<Int>(0)
+    /// The longest a client may take to send its whole request (then 408).
+    let requestTimeoutMillis: Int
 
     /// A server for `app` on `listener` (already bound).
-    public init(listener: TCPListener, app: UIApp, log: @escaping @Sendable (String) -> Void) {
+    public init(listener: TCPListener, app: UIApp, requestTimeoutMillis: Int = UIServer.requestTimeoutDefaultMillis,
+                log: @escaping @Sendable (String) -> Void) {
+        self.requestTimeoutMillis = requestTimeoutMillis
         self.listener = listener
         self.app = app
         self.log = log
@@ -83,7 +87,7 @@ public final class UIServer: Sendable {
     private func serve(_ connection: TCPConnection) {
         defer { connection.close() }
         let response: HTTPResponse
-        switch Self.readRequest(connection, timeoutMillis: Self.requestTimeoutMillis) {
+        switch Self.readRequest(connection, timeoutMillis: requestTimeoutMillis) {
         case .request(let request): response = app.respond(to: request)
         case .answer(let refusal): response = refusal
         case .gone: return
