@@ -76,6 +76,7 @@ public enum PageAssets {
     #children{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,18em),1fr));gap:1em}
     .child{background:#fff;border-radius:.8em;padding:1em;box-shadow:0 1px 3px #0002;min-width:0}
     .child h2{margin:0;font-size:1.2em;display:flex;justify-content:space-between;gap:.5em;align-items:baseline}
+    .child h2 button{font-size:.75em;font-weight:400;min-height:2.2em}
     .balance{font-size:2.6em;font-weight:700;margin:.1em 0;font-variant-numeric:tabular-nums}
     .balance.negative{color:#a11}
     .quick{display:flex;flex-wrap:wrap;gap:.4em;margin:.4em 0}
