@@ -13,7 +13,7 @@ enum NetworkCommands {
     static let all: [CLI.Command] = [serve, sync, invite, join]
 
     static let serve = CLI.Command(spec: CommandSpec(
-        name: "serve", synopsis: "--listen HOST:PORT [--ui 127.0.0.1:PORT|off] [--ui-any-interface]", summary: "run the peer daemon",
+        name: "serve", synopsis: "--listen HOST:PORT [--ui ADDRESS]", summary: "run the peer daemon",
         details: """
         Accepts peers on HOST:PORT (port 0 picks a free one), syncs with every known peer every 30 s and within
         about a second after a local change (also one made by another kidledger process on this home), and logs
@@ -24,6 +24,7 @@ enum NetworkCommands {
         """, valueOptions: ["listen", "ui"], flagOptions: ["ui-any-interface"])) { ctx, args in
         guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
         let address = try listenAddress(listen, option: "--listen")
+        let pageAddress = try PageCommands.address(args)
         let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
@@ -41,7 +42,7 @@ enum NetworkCommands {
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
-        let page = try PageCommands.start(ctx, args, store: environment, replica: replica, log: log)
+        let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
         try daemon.run()

@@ -126,9 +126,8 @@ enum PageCommands {
 
     /// Starts the page for `serve`; nil (after logging why) when it cannot listen, so the daemon
     /// still syncs.
-    static func start(_ ctx: Context, _ args: ParsedArguments, store: LMDBEnvironment, replica: Replica,
+    static func start(_ ctx: Context, at address: PeerAddress, store: LMDBEnvironment, replica: Replica,
                       log: @escaping @Sendable (String) -> Void) throws -> UIServer? {
-        guard let address = try address(args) else { return nil }
         let token = try loadToken(ctx.home)
         let listener: TCPListener
         do { listener = try TCPListener(address: address) } catch {
