@@ -30,11 +30,12 @@ enum PageCommands {
           --open   also open it in the browser (xdg-open)
         """, flagOptions: ["open"])) { ctx, args in
         let replica = try ctx.openReplica()
-        _ = try LedgerCommands.requireHousehold(replica)
+        let household = try LedgerCommands.requireHousehold(replica)
         let serving = try replica.device.setting("ui")
         let token = try loadToken(ctx.home)
         let url = "http://\(serving ?? defaultAddress)/?token=\(token)"
-        ctx.emit(.object([("url", .string(url)), ("address", .string(serving ?? defaultAddress)), ("serving", .bool(serving != nil))]))
+        ctx.emit(.object([("url", .string(url)), ("address", .string(serving ?? defaultAddress)), ("serving", .bool(serving != nil)),
+                          ("household", Render.household(household))]))
         ctx.say(url)
         if serving == nil {
             ctx.console.err("kidledger: the page is not being served now: start `kidledger serve --listen HOST:PORT` (it serves the page on \(defaultAddress))\n")

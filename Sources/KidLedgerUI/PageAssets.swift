@@ -43,7 +43,7 @@ public enum PageAssets {
             <div id="archived"></div>
           </details>
           <details id="sync-details">
-            <summary>Sync, laptops and members</summary>
+            <summary id="sync-summary">Sync, laptops and members</summary>
             <div id="sync-text"></div>
             <h3>Laptops (peers)</h3><ul id="peers"></ul>
             <h3>Members</h3><ul id="members"></ul>
@@ -202,20 +202,20 @@ public enum PageAssets {
     function childCard(c, quick) {
       const card = el("article", { class: "child", "data-child-id": c.id, "aria-label": c.name });
       card.append(el("h2", {}, el("span", { class: "name", text: c.name }),
-        el("button", { type: "button", class: "secondary rename", "aria-label": "Rename " + c.name, text: "Rename", onclick: () => renameForm(card, c) })));
+        el("button", { type: "button", class: "secondary rename", "data-key": "r" + c.id, "aria-label": "Rename " + c.name, text: "Rename", onclick: () => renameForm(card, c) })));
       card.append(el("p", { class: "balance" + (c.balanceCents < 0 ? " negative" : ""), "aria-label": c.name + "'s balance " + money(c.balanceCents), text: money(c.balanceCents) }));
       const svg = chart(c); if (svg) card.append(svg);
       const row = el("div", { class: "quick", role: "group", "aria-label": "Quick amounts for " + c.name });
       for (const cents of quick) {
-        row.append(el("button", { type: "button", class: "quick-give", "aria-label": "Give " + money(cents) + " to " + c.name, text: "+" + money(cents),
+        row.append(el("button", { type: "button", class: "quick-give", "data-key": "q" + cents + c.id, "aria-label": "Give " + money(cents) + " to " + c.name, text: "+" + money(cents),
           onclick: () => post("/api/give", { child: c.id, amount: plain(cents), note: "" }) }));
       }
       card.append(row);
       const form = el("form", { class: "row other" },
         el("label", {}, "Amount", el("input", { name: "amount", inputmode: "decimal", autocomplete: "off", "aria-label": "Amount for " + c.name })),
         el("label", {}, "Note", el("input", { name: "note", autocomplete: "off", "aria-label": "Note for " + c.name })),
-        el("button", { type: "submit", value: "give", class: "give", text: "Give" }),
-        el("button", { type: "submit", value: "take", class: "secondary take", text: "Take" }));
+        el("button", { type: "submit", value: "give", class: "give", "data-key": "g" + c.id, text: "Give" }),
+        el("button", { type: "submit", value: "take", class: "secondary take", "data-key": "t" + c.id, text: "Take" }));
       form.addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const kind = ev.submitter ? ev.submitter.value : "give";
@@ -261,6 +261,8 @@ public enum PageAssets {
       const focused = document.activeElement && box.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
       if (!focused) {
         const open = new Set([...box.querySelectorAll("details[open]")].map(d => d.closest(".child").dataset.childId));
+        // A keyboard user keeps their place: the focused button is focused again after the rebuild.
+        const key = document.activeElement && box.contains(document.activeElement) ? document.activeElement.dataset.key : null;
         box.replaceChildren();
         const active = children.filter(c => !c.archived);
         if (!active.length) box.append(el("p", { text: "No children yet: add one under \"Everyone at once, add a child\"." }));
@@ -269,6 +271,7 @@ public enum PageAssets {
           box.append(card);
           if (open.has(c.id)) { const d = card.querySelector("details"); d.open = true; }
         }
+        if (key) { const again = box.querySelector('[data-key="' + CSS.escape(key) + '"]'); if (again) again.focus(); }
       }
       const archived = children.filter(c => c.archived);
       $("archived").replaceChildren(...(archived.length ? [el("h3", { text: "Archived children" })] : []), ...archived.map(c =>
@@ -286,12 +289,15 @@ public enum PageAssets {
         for (const c of s.sameIdConflicts || []) lines.push((c.kind === "child" ? "A child was added twice with one id" : "An entry has two versions") + ": kept the one by " + author(c.kept.author) + ", set aside the one by " + author(c.lost.author) + ".");
       }
       $("sync-text").replaceChildren(...lines.map(l => el("p", { text: l })));
+      if (state.page && state.page.household) { $("title").textContent = state.page.household.name; document.title = state.page.household.name + " · kidledger"; }
       $("peers").replaceChildren(...(s && s.peers.length ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
         p.address + ": ", el("span", { class: "ago" }), p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
         : [el("li", { text: "No other laptop yet (kidledger invite / join)." })]));
       const dup = new Map();
       for (const c of children.filter(c => !c.archived)) { const k = c.name.toLowerCase(); dup.set(k, (dup.get(k) || 0) + 1); }
       for (const [name, n] of dup) if (n > 1) $("sync-text").append(el("p", { text: "Two children are named \"" + name + "\" (perhaps added on two laptops): rename or archive one." }));
+      const notes = $("sync-text").children.length;
+      $("sync-summary").textContent = "Sync, laptops and members" + (notes ? " (" + notes + (notes === 1 ? " note)" : " notes)") : "");
       $("members").replaceChildren(...((state.members && state.members.members) || []).map(m => el("li", {
         text: m.name + " (" + m.fingerprint + ")" + (m.owner ? ", owner" : "") + (m.revoked ? ", revoked" : "") })));
       const u = state.undo && state.undo.wouldUndo;

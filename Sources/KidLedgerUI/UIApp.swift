@@ -127,6 +127,7 @@ public struct UIApp: Sendable {
     static let stateParts: [(String, [String])] = [
         ("children", ["children", "--all"]), ("status", ["status"]), ("quick", ["quick", "show"]),
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
+        ("page", ["ui"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.
