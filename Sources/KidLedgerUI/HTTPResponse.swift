@@ -1,3 +1,5 @@
+import KidLedgerDomain
+
 /// An HTTP response: status, header fields in order, body. Every response closes the connection.
 public struct HTTPResponse: Equatable, Sendable {
     /// The status code.
@@ -74,18 +76,5 @@ public struct HTTPResponse: Equatable, Sendable {
     }
 
     /// `text` with `&`, `<`, `>`, `"` and `'` escaped.
-    public static func escapeHTML(_ text: String) -> String {
-        var out = ""
-        for c in text {
-            switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(c)
-            }
-        }
-        return out
-    }
+    public static func escapeHTML(_ text: String) -> String { TextEscaping.xml(text) }
 }
