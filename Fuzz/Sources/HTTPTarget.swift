@@ -33,7 +33,7 @@ import KidLedgerUI
     return [
         "GET / HTTP/1.1\r\nHost: 127.0.0.1:4718\r\n\r\n",
         "GET /?token=\(token) HTTP/1.1\r\nHost: localhost:4718\r\n\r\n",
-        "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: kidledger_token=\(token)\r\nIf-None-Match: \"00\"\r\n\r\n",
+        "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: kidledger_token_4718=\(token)\r\nIf-None-Match: \"00\"\r\n\r\n",
         "POST /api/give HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nOrigin: http://127.0.0.1:4718\r\nX-KidLedger-Token: \(token)\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 27\r\n\r\nchild=Ava&amount=1.25&note=",
         "POST /api/quick HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello",
         "GET /api/history?child=%C3%89lise&limit=5 HTTP/1.0\r\n\r\n",

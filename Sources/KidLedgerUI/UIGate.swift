@@ -10,8 +10,10 @@
 ///    Every later request needs the cookie; every POST also needs the token in the
 ///    `X-KidLedger-Token` header (the page reads it from its own HTML, which no other site can).
 public struct UIGate: Sendable {
-    /// The cookie's name.
-    public static let cookieName = "kidledger_token"
+    /// The start of the cookie's name; the port follows, because browsers share cookies between
+    /// the ports of one host and two homes' pages (two users of one laptop) must not overwrite
+    /// each other's.
+    public static let cookiePrefix = "kidledger_token_"
     /// The header a state change carries.
     public static let tokenHeader = "x-kidledger-token"
 
@@ -19,10 +21,13 @@ public struct UIGate: Sendable {
     public let token: String
     /// The Host values accepted.
     public let hosts: Set<String>
+    /// The cookie's name: ``cookiePrefix`` and the port.
+    public let cookieName: String
 
     /// A gate for a page served on `port` (and on `boundHost`, when it is not loopback).
     public init(token: String, port: UInt16, boundHost: String = "127.0.0.1") {
         self.token = token
+        cookieName = Self.cookiePrefix + String(port)
         var hosts: Set<String> = ["127.0.0.1:\(port)", "localhost:\(port)", "[::1]:\(port)"]
         hosts.insert((boundHost.contains(":") ? "[\(boundHost)]" : boundHost) + ":\(port)")
         self.hosts = hosts
@@ -55,7 +60,7 @@ public struct UIGate: Sendable {
             }
             return .answer(HTTPResponse(status: 303, headers: [
                 ("Location", request.path.hasPrefix("/api/") ? "/" : request.path),
-                ("Set-Cookie", "\(Self.cookieName)=\(token); HttpOnly; SameSite=Strict; Path=/"),
+                ("Set-Cookie", "\(cookieName)=\(token); HttpOnly; SameSite=Strict; Path=/"),
                 ("Cache-Control", "no-store"),
             ]))
         }
@@ -65,7 +70,7 @@ public struct UIGate: Sendable {
             }
             return .allow
         }
-        guard let cookie = Self.cookie(request.header("cookie") ?? "", named: Self.cookieName), Self.equal(cookie, token) else {
+        guard let cookie = Self.cookie(request.header("cookie") ?? "", named: cookieName), Self.equal(cookie, token) else {
             return .answer(refusal(request, 401, "Open the page with the address `kidledger ui` prints on this laptop (it carries the key)."))
         }
         return .allow

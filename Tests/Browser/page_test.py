@@ -183,6 +183,10 @@ def browser_test(mom, dad, screenshot):
         eventually("Dad's page", lambda: balance("Ava Rose") == "$2.10")
         driver.close()
         driver.switch_to.window(driver.window_handles[0])
+        # Mom's page still works beside Dad's (each page's cookie is named by its port).
+        dad.run("give", "Ava Rose", "1")
+        eventually("Dad's second give on Mom's page", lambda: balance("Ava Rose") == "$3.10")
+        driver.execute_script("document.getElementById('message').textContent = ''")
 
         # The screenshot, at a desktop width; then the page fits 360 px.
         driver.find_element(By.ID, "message").click()
@@ -203,6 +207,7 @@ def browser_test(mom, dad, screenshot):
 def refusal_test(mom):
     token = open(os.path.join(mom.home, "ui-token")).read().strip()
     base = f"http://{mom.page}"
+    port = mom.page.rsplit(":", 1)[1]
     digest = mom.run("digest").stdout
     form = "child=Ava+Rose&amount=5"
     form_type = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -210,10 +215,10 @@ def refusal_test(mom):
         ("no token", "POST", "/api/give", dict(form_type, Origin=base), 403),
         ("a foreign Origin", "POST", "/api/give", dict(form_type, Origin="http://evil.example", **{"X-KidLedger-Token": token}), 403),
         ("a rebinding Host", "POST", "/api/give", dict(form_type, Host="evil.example:80", **{"X-KidLedger-Token": token}), 403),
-        ("a cookie but no header", "POST", "/api/give", dict(form_type, Cookie=f"kidledger_token={token}"), 403),
+        ("a cookie but no header", "POST", "/api/give", dict(form_type, Cookie=f"kidledger_token_{port}={token}"), 403),
         ("a wrong token", "POST", "/api/give", dict(form_type, **{"X-KidLedger-Token": "0" * 64}), 403),
         ("a read without the cookie", "GET", "/api/state", {}, 401),
-        ("a change by GET", "GET", "/api/give?" + form, {"Cookie": f"kidledger_token={token}"}, 405),
+        ("a change by GET", "GET", "/api/give?" + form, {"Cookie": f"kidledger_token_{port}={token}"}, 405),
     ]
     for what, method, path, headers, expected in checks:
         status, body = http(method, base + path, headers, form if method == "POST" else None)

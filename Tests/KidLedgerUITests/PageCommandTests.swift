@@ -139,7 +139,7 @@ import Testing
         #expect(post(app, "/api/child/add", "name=Ben").status == 200)
         #expect(post(app, "/api/give-all", "amount=1").status == 200)
         #expect(post(app, "/api/child/archive", "child=Ben").status == 200)
-        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(UIGate.cookieName)=\(app.gate.token)\r\n\r\n"
+        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
         guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
         let state = body(app.respond(to: request))
         #expect(state.contains("\"name\":\"Ava Rose\""))

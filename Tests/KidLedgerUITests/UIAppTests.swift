@@ -28,7 +28,8 @@ import Testing
         return r
     }
 
-    var cookie: [String: String] { ["Cookie": "x=1; \(UIGate.cookieName)=\(Self.token)"] }
+    static let cookieName = UIGate.cookiePrefix + String(port)
+    var cookie: [String: String] { ["Cookie": "x=1; \(UIGate.cookiePrefix)1=other; \(Self.cookieName)=\(Self.token)"] }
 
     func post(_ path: String, _ body: String, extra: [String: String] = [:]) -> HTTPRequest {
         request("POST", path, headers: ["X-KidLedger-Token": Self.token, "Content-Type": "application/x-www-form-urlencoded",
@@ -39,7 +40,7 @@ import Testing
         let r = Recorder().app().respond(to: request("GET", "/?token=\(Self.token)"))
         #expect(r.status == 303)
         #expect(r.header("Location") == "/")
-        #expect(r.header("Set-Cookie") == "\(UIGate.cookieName)=\(Self.token); HttpOnly; SameSite=Strict; Path=/")
+        #expect(r.header("Set-Cookie") == "\(Self.cookieName)=\(Self.token); HttpOnly; SameSite=Strict; Path=/")
     }
 
     @Test func noTokenOrAWrongOneIs401AndRunsNothing() {
@@ -47,7 +48,7 @@ import Testing
         let app = recorder.app()
         #expect(app.respond(to: request("GET", "/")).status == 401)
         #expect(app.respond(to: request("GET", "/?token=" + String(repeating: "0", count: 64))).status == 401)
-        #expect(app.respond(to: request("GET", "/api/state", headers: ["Cookie": "\(UIGate.cookieName)=nope"])).status == 401)
+        #expect(app.respond(to: request("GET", "/api/state", headers: ["Cookie": "\(Self.cookieName)=nope"])).status == 401)
         let page = String(decoding: app.respond(to: request("GET", "/")).body, as: UTF8.self)
         #expect(page.contains("kidledger ui"))
         #expect(recorder.recorded.isEmpty)

@@ -44,7 +44,7 @@ import Testing
 
     @Test func servesThePageWithTheCookie() throws {
         try withServer { server in
-            let r = try exchange(server, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nCookie: \(UIGate.cookieName)=\(Self.token)\r\n\r\n".utf8))
+            let r = try exchange(server, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nCookie: \(UIGate.cookiePrefix)\(server.port)=\(Self.token)\r\n\r\n".utf8))
             #expect(statusLine(r) == "HTTP/1.1 200 OK")
             #expect(r.contains("Content-Security-Policy: default-src 'none'"))
             #expect(r.contains("X-Frame-Options: DENY"))
