@@ -204,7 +204,7 @@ def browser_test(mom, dad, screenshot):
         driver.quit()
 
 
-def refusal_test(mom):
+def refusal_test(mom, dad):
     token = open(os.path.join(mom.home, "ui-token")).read().strip()
     base = f"http://{mom.page}"
     port = mom.page.rsplit(":", 1)[1]
@@ -229,10 +229,21 @@ def refusal_test(mom):
         fail(f"a bad amount: {status}")
     if mom.run("digest").stdout != digest:
         fail("a refused request changed the ledger")
+    # Garbage on the page's port gets 400, and the daemon keeps syncing.
+    import socket
+    host, port_text = mom.page.rsplit(":", 1)
+    with socket.create_connection((host, int(port_text)), timeout=5) as raw:
+        raw.sendall(b"\x00\x01GARBAGE \xff\r\n\r\n")
+        answer = raw.recv(100)
+    if not answer.startswith(b"HTTP/1.1 400 "):
+        fail(f"garbage got {answer!r}")
+    dad.run("give", "Ben", "0.01", "--note", "after the garbage")
+    eventually("Dad's give to reach Mom after the garbage",
+               lambda: json.loads(mom.run("--json", "balance", "Ben").stdout)["balanceCents"] == 351)
     status, body = http("GET", base + "/", {})
     if status != 401 or "kidledger ui" not in body:
         fail(f"the page without the token: {status}")
-    print(f"refusal test: passed ({len(checks) + 2} requests refused, the digest unchanged)")
+    print(f"refusal test: passed ({len(checks) + 3} requests refused, the digest unchanged, the daemon still syncing)")
 
 
 def main():
@@ -256,7 +267,7 @@ def main():
         dad.serve()
         mom.run("peer", "add", dad.sync_address)
         browser_test(mom, dad, screenshot)
-        refusal_test(mom)
+        refusal_test(mom, dad)
         return 0
     except Exception as e:
         print(f"browser test: FAILED: {e}", file=sys.stderr)

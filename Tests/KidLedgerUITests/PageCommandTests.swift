@@ -127,6 +127,22 @@ import Testing
         #expect(h.run("digest").out == digest)
     }
 
+    @Test func attentionRequiredIs423WithTheCLIsMessageAndChangesNothing() throws {
+        let h = family()
+        let app = try h.app()
+        #expect(h.run("account", "switch", "other").code == 0)
+        let digest = h.run("digest").out
+        let r = post(app, "/api/give", "child=Ava&amount=1")
+        #expect(r.status == 423)
+        let cli = h.run("give", "Ava", "1")
+        #expect(cli.code == 77)
+        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":77}}")
+        #expect(body(r).contains("attention required: "))
+        #expect(h.run("digest").out == digest)
+        #expect(h.run("account", "switch", "default").code == 0)
+        #expect(post(app, "/api/give", "child=Ava&amount=1").status == 200)
+    }
+
     @Test func renameUndoQuickAndTheStateThroughTheAPI() throws {
         let h = family()
         let app = try h.app()
