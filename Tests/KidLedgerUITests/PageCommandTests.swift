@@ -165,3 +165,21 @@ import Testing
         #expect(h.run("balance", "Ava Rose").out == "Ava Rose: $1.00\n")
     }
 }
+
+/// The token file: made once with mode 0600, the same token after, refused when others can read it.
+@Suite struct TokenFileTests {
+    @Test func madeOnceReadableByTheUserOnly() throws {
+        let directory = TemporaryDirectory(prefix: "kidledger-token")
+        defer { directory.remove() }
+        let token = try TokenFile.loadOrCreate(home: directory.path)
+        #expect(token.count == 64 && token.allSatisfy(\.isHexDigit))
+        #expect(try TokenFile.loadOrCreate(home: directory.path) == token)
+        let path = directory.path + "/" + TokenFile.fileName
+        #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        #expect(throws: TokenFileError.self) { try TokenFile.loadOrCreate(home: directory.path) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        try "not a token\n".write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(throws: TokenFileError.self) { try TokenFile.loadOrCreate(home: directory.path) }
+    }
+}
