@@ -92,6 +92,7 @@ public enum PageAssets {
     summary{cursor:pointer;font-weight:600;min-height:2em}
     #message{color:#176b2c;font-weight:600;min-height:1.4em;margin:.2em 0}
     #error{color:#a11;font-weight:600;min-height:1.4em;margin:.2em 0}
+    #message:empty,#error:empty{min-height:0;margin:0}
     #undo-bar{display:flex;flex-wrap:wrap;gap:.6em;align-items:center;background:#fff8e1;border-radius:.8em;padding:.6em 1em;margin-bottom:1em}
     #undo-bar[hidden]{display:none}
     ol.history{list-style:none;padding:0;margin:.3em 0;font-size:.92em}

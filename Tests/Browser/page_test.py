@@ -189,7 +189,7 @@ def browser_test(mom, dad, screenshot):
         driver.execute_script("document.getElementById('message').textContent = ''")
 
         # The screenshot, at a desktop width; then the page fits 360 px.
-        driver.find_element(By.ID, "message").click()
+        driver.execute_script("document.activeElement.blur()")
         path = screenshot
         driver.save_screenshot(path)
         width, height = png_size(path)
@@ -199,6 +199,10 @@ def browser_test(mom, dad, screenshot):
         driver.set_window_size(360, 800)
         eventually("a 360 px layout without horizontal scrolling",
                    lambda: driver.execute_script("return document.documentElement.scrollWidth") <= driver.execute_script("return window.innerWidth"))
+        narrow = os.path.splitext(path)[0] + "-360.png"
+        driver.save_screenshot(narrow)
+        if png_size(narrow)[0] > 400:
+            fail(f"the narrow screenshot is {png_size(narrow)[0]} px wide")
         print(f"browser test: passed (Dad's give seen {seen_after:.1f} s after the command; screenshot {width}x{height}, {size} bytes)")
     finally:
         driver.quit()
