@@ -20,10 +20,12 @@ build="${KIDLEDGER_FUZZ_BUILD:-$root/.build/fuzz}"
 work="${KIDLEDGER_FUZZ_WORK:-/tmp/kidledger-fuzz}"
 # libFuzzer reports crashes itself; the Swift runtime's backtracer would only slow that down.
 export SWIFT_BACKTRACE=enable=no
-targets=(frame message record handshake csv invite amount)
+targets=(frame message record handshake csv invite amount http)
 # Package modules in dependency order (KidLedgerSimulation for its in-memory store, which needs
-# KidLedgerLMDB); CSodium and CLMDB are system modules (Sources/*/module.modulemap).
-modules=(KidLedgerDomain KidLedgerReplica KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB KidLedgerSimulation)
+# KidLedgerLMDB; KidLedgerUI for the page's request parser, which needs KidLedgerTransport); CSodium and
+# CLMDB are system modules (Sources/*/module.modulemap).
+modules=(KidLedgerDomain KidLedgerReplica KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB KidLedgerSimulation
+         KidLedgerTransport KidLedgerUI)
 flags=(-swift-version 6 -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
        -I "$root/Sources/CLMDB"
        -I "$root/Sources/CSHA256/include")

@@ -6,5 +6,6 @@ Scripts/setup.sh
 swift build --build-tests 2>&1 | tail -n 3
 swift test "$@"
 Scripts/render-svg-check.sh   # the simulator's SVG diagrams render (rsvg-convert)
+Scripts/browser-test.sh       # the family page in headless Chromium (installs it as root; docs/UI.md)
 # A short run of every fuzz target (docs/FUZZING.md); a crash fails the tests.
 Scripts/fuzz.sh all 10

@@ -26,6 +26,7 @@ let allTargets: [FuzzTarget] = [
     FuzzTarget(name: "csv", run: fuzzCSV, seeds: csvSeeds),
     FuzzTarget(name: "invite", run: fuzzInvite, seeds: inviteSeeds),
     FuzzTarget(name: "amount", run: fuzzAmount, seeds: amountSeeds),
+    FuzzTarget(name: "http", run: fuzzHTTP, seeds: httpSeeds),
 ]
 
 /// Writes a line to standard error.

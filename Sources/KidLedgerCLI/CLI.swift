@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerLMDB
 
 /// The `kidledger` command line: parses arguments, runs one command, prints, returns the exit code.
 public enum CLI {
@@ -14,7 +15,7 @@ public enum CLI {
 
     /// Every command, in help order.
     static let commands: [Command] = LedgerCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
-        + RecoveryCommands.all
+        + RecoveryCommands.all + PageCommands.all
 
     /// Runs the command line `arguments` (without the program name).
     public static func run(arguments: [String], environment: [String: String], console: Console,
@@ -29,10 +30,11 @@ public enum CLI {
     }
 
     static func dispatch(_ arguments: [String], environment: [String: String], console: Console,
-                         clock: any WallClock) throws -> ExitCode {
+                         clock: any WallClock, sharedStore: LMDBEnvironment? = nil, messages: Console? = nil) throws -> ExitCode {
         let positioned = commandWords(arguments)
         let words = positioned.map(\.word)
-        if arguments.contains("--version") {
+        // Only before `--`: after it, "--version" is a name or an amount.
+        if arguments.prefix(while: { $0 != "--" }).contains("--version") {
             console.out("kidledger \(version)\n")
             return .ok
         }
@@ -61,7 +63,8 @@ public enum CLI {
         }
         let home = parsed.values["home"] ?? environment["KIDLEDGER_HOME"] ?? ((environment["HOME"] ?? ".") + "/.kidledger")
         guard !home.isEmpty else { throw CLIError.usage("--home needs a directory") }
-        let context = Context(home: home, json: parsed.has("json"), console: console, clock: clock, environment: environment)
+        let context = Context(home: home, json: parsed.has("json"), console: console, clock: clock, environment: environment,
+                              sharedStore: sharedStore, messages: messages)
         try command.run(context, parsed)
         return .ok
     }

@@ -75,8 +75,16 @@ public final class Context: Sendable {
     let clock: any WallClock
     /// The process environment (settings such as ``Daemon/peerTimeoutVariable``).
     let environment: [String: String]
+    /// The daemon's open store, when the page runs a command inside the daemon (one process may
+    /// open a store only once).
+    let sharedStore: LMDBEnvironment?
+    /// Where ``say(_:)`` writes in JSON mode too (the page shows a command's message beside its JSON).
+    let messages: Console?
 
-    init(home: String, json: Bool, console: Console, clock: any WallClock, environment: [String: String] = [:]) {
+    init(home: String, json: Bool, console: Console, clock: any WallClock, environment: [String: String] = [:],
+         sharedStore: LMDBEnvironment? = nil, messages: Console? = nil) {
+        self.sharedStore = sharedStore
+        self.messages = messages
         self.environment = environment
         self.home = home
         self.json = json
@@ -98,8 +106,8 @@ public final class Context: Sendable {
         if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
         if creating { try FileSystem.makeDirectory(home) }
         let limit = try mapSizeMax()
-        let environment = try LMDBEnvironment(directory: path, tables: Tables.all, mapSizeBytes: min(64 << 20, limit),
-                                              mapSizeBytesMax: limit, mustExist: !creating)
+        let environment = try (path == storePath ? sharedStore : nil)
+            ?? LMDBEnvironment(directory: path, tables: Tables.all, mapSizeBytes: min(64 << 20, limit), mapSizeBytesMax: limit, mustExist: !creating)
         // The claim signer (which needs the key file) is installed only for changes:
         // see openReplicaForChanges(); read commands never touch the key.
         let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
@@ -121,7 +129,7 @@ public final class Context: Sendable {
 
     /// Prints a line of text (or nothing in JSON mode).
     public func say(_ text: String) {
-        if !json { console.out(text + "\n") }
+        if !json { console.out(text + "\n") } else { messages?.out(text + "\n") }
     }
 
     /// Prints a JSON document (only in JSON mode).

@@ -1,3 +1,5 @@
+import KidLedgerDomain
+
 /// A JSON value with ordered object keys, so output is stable for scripts and golden tests.
 public indirect enum JSON: Equatable, Sendable {
     /// A string.
@@ -52,23 +54,6 @@ public indirect enum JSON: Equatable, Sendable {
     }
 
     private static func quote(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
+        out += TextEscaping.jsonString(s)
     }
 }

@@ -152,8 +152,17 @@ enum LedgerCommands {
     }
 
     static let undo = CLI.Command(spec: CommandSpec(
-        name: "undo", synopsis: "", summary: "reverse the newest transaction not yet undone",
-        details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.")) { ctx, _ in
+        name: "undo", synopsis: "[--dry-run]", summary: "reverse the newest transaction not yet undone",
+        details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.\n  --dry-run   only say what undo would reverse and who made it (`wouldUndo` in --json); change nothing",
+        flagOptions: ["dry-run"])) { ctx, args in
+        if args.has("dry-run") {
+            let replica = try ctx.openReplica()
+            _ = try requireHousehold(replica)
+            guard let e = try replica.undoCandidate() else { throw LedgerError.nothingToUndo }
+            ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(e.childName) (\(Timestamp.short(millis: e.transaction.createdAtMillis)) UTC), made by \(Names.label(e.author)).")
+            ctx.emit(.object([("wouldUndo", Render.entry(e))]))
+            return
+        }
         let u = try ctx.openReplicaForChanges().undo()
         let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"

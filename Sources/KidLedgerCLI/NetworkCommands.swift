@@ -13,23 +13,18 @@ enum NetworkCommands {
     static let all: [CLI.Command] = [serve, sync, invite, join]
 
     static let serve = CLI.Command(spec: CommandSpec(
-        name: "serve", synopsis: "--listen HOST:PORT", summary: "run the peer daemon",
+        name: "serve", synopsis: "--listen HOST:PORT [--ui ADDRESS]", summary: "run the peer daemon",
         details: """
         Accepts peers on HOST:PORT (port 0 picks a free one), syncs with every known peer every 30 s and within
         about a second after a local change (also one made by another kidledger process on this home), and logs
         one line per session to standard error. Stops cleanly on SIGINT or SIGTERM.
-        """, valueOptions: ["listen"])) { ctx, args in
+          --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
+                               for none); `kidledger ui` prints its address with the key (docs/UI.md)
+          --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
+        """, valueOptions: ["listen", "ui"], flagOptions: ["ui-any-interface"])) { ctx, args in
         guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
-        let address: PeerAddress
-        do {
-            // Port 0 asks the system for a free port (PeerAddress itself wants a real one).
-            if listen.hasSuffix(":0") {
-                let any = try PeerAddress(parsing: String(listen.dropLast()) + "1")
-                address = PeerAddress(host: any.host, port: 0)
-            } else {
-                address = try PeerAddress(parsing: listen)
-            }
-        } catch { throw CLIError.usage("--listen: \(error)") }
+        let address = try listenAddress(listen, option: "--listen")
+        let pageAddress = try PageCommands.address(args)
         let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
@@ -47,10 +42,25 @@ enum NetworkCommands {
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
+        let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
         try daemon.run()
+        page?.stop()
+        if page != nil { try? replica.device.setSetting("ui", nil) }
         try? replica.device.setSetting("listen", nil)
+    }
+
+    /// A listening address for `option` ("HOST:PORT"; port 0 asks the system for a free one).
+    static func listenAddress(_ text: String, option: String) throws -> PeerAddress {
+        do {
+            // PeerAddress itself wants a real port.
+            if text.hasSuffix(":0") {
+                let any = try PeerAddress(parsing: String(text.dropLast()) + "1")
+                return PeerAddress(host: any.host, port: 0)
+            }
+            return try PeerAddress(parsing: text)
+        } catch { throw CLIError.usage("\(option): \(error)") }
     }
 
     static let sync = CLI.Command(spec: CommandSpec(

@@ -157,7 +157,7 @@ struct GoldenOutputTests {
           take-all AMOUNT [--note T]                   take the same amount from every active child
           balance [CHILD]                              show balances
           history [CHILD] [--limit N]                  list transactions, newest first
-          undo                                         reverse the newest transaction not yet undone
+          undo [--dry-run]                             reverse the newest transaction not yet undone
           conflicts [CHILD]                            show what concurrent edits lost, and same-id conflicts
           digest                                       print the replica's state digest
           verify                                       check the replica's integrity
@@ -167,7 +167,7 @@ struct GoldenOutputTests {
           peer remove HOST:PORT                        forget a peer
           peers                                        list known peers and their last sync
           status                                       sync state, pending changes, peers, digest
-          serve --listen HOST:PORT                     run the peer daemon
+          serve --listen HOST:PORT [--ui ADDRESS]      run the peer daemon
           sync [HOST:PORT]                             sync now with one or all known peers
           invite [--address HOST:PORT] [--minutes N]   print a one-time code another device joins with
           join CODE [--replace] [--name DISPLAY]       join a household with a code from `kidledger invite`
@@ -177,6 +177,9 @@ struct GoldenOutputTests {
           members                                      list the household's members: names, key fingerprints, devices, revocations
           revoke MEMBER [--yes]                        revoke a member (owner only; permanent)
           recover [SECRET]                             take over as the household's owner with its recovery secret
+          ui [--open]                                  print the address of this home's page (served by `serve`)
+          quick show                                   this device's quick amounts (the page's buttons)
+          quick set AMOUNT...                          set this device's quick amounts (1 to 6, unique)
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.
@@ -200,7 +203,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 32)
+            #expect(CLI.commands.count == 35)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)
@@ -235,7 +238,7 @@ struct GoldenOutputTests {
                   --help       show this help
 
                 """)
-            #expect(l.ok("undo", "--help").hasPrefix("usage: kidledger undo\n\nreverse the newest transaction not yet undone\n"))
+            #expect(l.ok("undo", "--help").hasPrefix("usage: kidledger undo [--dry-run]\n\nreverse the newest transaction not yet undone\n"))
             // Help wins over argument-count checks.
             #expect(l.ok("give", "Ava", "1", "2", "3", "--help").hasPrefix("usage: kidledger give "))
             #expect(!FileManager.default.fileExists(atPath: l.home), "help must not create the home")

@@ -1,3 +1,5 @@
+import KidLedgerDomain
+
 /// What a run's space-time diagram draws, recorded as the run goes (times are virtual
 /// milliseconds from the start of the run).
 public struct DiagramLog: Sendable {
@@ -307,18 +309,5 @@ public enum SpaceTimeDiagram {
     }
 
     /// XML character escaping for text and attribute values.
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for ch in text {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default: out.append(ch)
-            }
-        }
-        return out
-    }
+    static func escape(_ text: String) -> String { TextEscaping.xml(text) }
 }

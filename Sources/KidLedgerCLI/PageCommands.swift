@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KidLedgerDomain
+import KidLedgerReplica
+import KidLedgerLMDB
+import KidLedgerTransport
+import KidLedgerUI
+
+/// The family page's commands (`ui`, `quick show|set`) and what `serve` needs to serve the page.
+/// The page runs these same commands, and the ledger's, through ``runner(home:environment:store:)``.
+enum PageCommands {
+    static let all: [CLI.Command] = [ui, quickShow, quickSet]
+
+    /// Where `serve` serves the page unless `--ui` says otherwise.
+    static let defaultAddress = "127.0.0.1:4718"
+    /// The device setting holding the quick amounts ("5,10,15").
+    static let quickSetting = "quickAmounts"
+    /// The quick amounts of a device that never set them (cents).
+    static let quickDefault: [Int64] = [5, 10, 15, 20, 25, 50]
+    /// The most quick amounts.
+    static let quickCountMax = 6
+
+    static let ui = CLI.Command(spec: CommandSpec(
+        name: "ui", synopsis: "[--open]", summary: "print the address of this home's page (served by `serve`)",
+        details: """
+        The address carries this home's page token (HOME/ui-token, mode 0600): anyone with it can use the page,
+        so keep it to yourself. The page is served by `kidledger serve` (on 127.0.0.1:4718 unless --ui says
+        otherwise; docs/UI.md).
+          --open   also open it in the browser (xdg-open)
+        """, flagOptions: ["open"])) { ctx, args in
+        let replica = try ctx.openReplica()
+        let household = try LedgerCommands.requireHousehold(replica)
+        let serving = try replica.device.setting("ui")
+        let token = try loadToken(ctx.home)
+        let url = "http://\(serving ?? defaultAddress)/?token=\(token)"
+        ctx.emit(.object([("url", .string(url)), ("address", .string(serving ?? defaultAddress)), ("serving", .bool(serving != nil)),
+                          ("household", Render.household(household))]))
+        ctx.say(url)
+        if serving == nil {
+            ctx.console.err("kidledger: the page is not being served now: start `kidledger serve --listen HOST:PORT` (it serves the page on \(defaultAddress))\n")
+        }
+        if args.has("open") { try open(url) }
+    }
+
+    static let quickShow = CLI.Command(spec: CommandSpec(
+        name: "quick show", synopsis: "", summary: "this device's quick amounts (the page's buttons)",
+        details: "Kept on this device only, never synced. Default: 5, 10, 15, 20, 25 and 50 cents.")) { ctx, _ in
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        let amounts = try quickAmounts(replica)
+        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
+        ctx.say(amounts.map { Money.format(cents: $0) }.joined(separator: " "))
+    }
+
+    static let quickSet = CLI.Command(spec: CommandSpec(
+        name: "quick set", synopsis: "AMOUNT...", summary: "set this device's quick amounts (1 to 6, unique)",
+        details: "AMOUNTs as for give: 0.05, $0.10, quarter, 1. In the order given; never synced.",
+        arguments: 1...64)) { ctx, args in
+        guard args.positionals.count <= quickCountMax else {
+            throw CLIError("at most \(quickCountMax) quick amounts, got \(args.positionals.count)", code: .dataError)
+        }
+        var amounts: [Int64] = []
+        for word in args.positionals {
+            let cents = try Money.parseAmount(word)
+            guard !amounts.contains(cents) else { throw CLIError("\(Money.format(cents: cents)) is given twice; each quick amount once", code: .dataError) }
+            amounts.append(cents)
+        }
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        try replica.device.setSetting(quickSetting, amounts.map(String.init).joined(separator: ","))
+        ctx.say("Quick amounts on this device: " + amounts.map { Money.format(cents: $0) }.joined(separator: " "))
+        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
+    }
+
+    /// The device's quick amounts; the default when unset or unreadable.
+    static func quickAmounts(_ replica: Replica) throws -> [Int64] {
+        guard let raw = try replica.device.setting(quickSetting) else { return quickDefault }
+        let values = raw.split(separator: ",").compactMap { Int64($0) }
+        guard (1...quickCountMax).contains(values.count), values.allSatisfy({ $0 > 0 }), Set(values).count == values.count else { return quickDefault }
+        return values
+    }
+
+    static func loadToken(_ home: String) throws -> String {
+        do { return try TokenFile.loadOrCreate(home: home) } catch { throw CLIError(error.message, code: .ioError) }
+    }
+
+    /// Runs `xdg-open URL` and does not wait for the browser.
+    static func open(_ url: String) throws {
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("xdg-open"), strdup(url), nil]
+        defer { argv.forEach { free($0) } }
+        let status = posix_spawnp(&pid, "xdg-open", nil, nil, argv, environ)
+        guard status == 0 else { throw CLIError("cannot run xdg-open: \(String(cString: strerror(status))); open the address above in a browser", code: .unavailable) }
+    }
+
+    /// Runs one command line in this process, on the daemon's open store, as the page's API does:
+    /// `--home` and `--json` are added, the JSON document, the text message and the error kept.
+    static func runner(home: String, environment: [String: String], store: LMDBEnvironment?) -> CommandRunner {
+        { words in
+            let output = BufferConsole()
+            let messages = BufferConsole()
+            do {
+                let code = try CLI.dispatch(["--home", home, "--json"] + words, environment: environment, console: output,
+                                            clock: SystemClock(), sharedStore: store, messages: messages)
+                return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
+            } catch {
+                let failure = CLIError.from(error)
+                return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.message)
+            }
+        }
+    }
+
+    /// The page's address from `serve --ui` (default ``defaultAddress``; "off" for none).
+    ///
+    /// - Throws: a usage error for a bad address, or one off loopback without `--ui-any-interface`.
+    static func address(_ args: ParsedArguments) throws -> PeerAddress? {
+        let raw = args.values["ui"] ?? defaultAddress
+        if raw == "off" { return nil }
+        let address = try NetworkCommands.listenAddress(raw, option: "--ui")
+        let loopback = ["127.0.0.1", "::1", "localhost"].contains(address.host.lowercased())
+        guard loopback || args.has("ui-any-interface") else {
+            throw CLIError.usage("--ui \(raw) is not a loopback address: the page would be reachable from other machines. Use 127.0.0.1:PORT, or pass --ui-any-interface if you really mean it (docs/UI.md)")
+        }
+        return address.host.lowercased() == "localhost" ? PeerAddress(host: "127.0.0.1", port: address.port) : address
+    }
+
+    /// Starts the page for `serve`; nil (after logging why) when it cannot listen, so the daemon
+    /// still syncs.
+    static func start(_ ctx: Context, at address: PeerAddress, store: LMDBEnvironment, replica: Replica,
+                      log: @escaping @Sendable (String) -> Void) throws -> UIServer? {
+        let token = try loadToken(ctx.home)
+        let listener: TCPListener
+        do { listener = try TCPListener(address: address) } catch {
+            log("page not served: cannot listen on \(address): \(error) (the daemon still syncs; pick another port with --ui)")
+            return nil
+        }
+        let bound = PeerAddress(host: address.host, port: listener.port)
+        let gate = UIGate(token: token, port: bound.port, boundHost: bound.host)
+        let server = UIServer(listener: listener, app: UIApp(gate: gate, run: runner(home: ctx.home, environment: ctx.environment, store: store)), log: log)
+        server.start()
+        try replica.device.setSetting("ui", bound.description)
+        log("page on http://\(bound)/ (its address with the key: `kidledger ui`)")
+        return server
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import KidLedgerTestSupport
+import Testing
+@testable import KidLedgerCLI
+@testable import KidLedgerUI
+
+/// The page's commands and the real API over a real home: the CLI's messages, statuses, and that
+/// refused requests change nothing.
+@Suite struct PageCommandTests {
+    final class Home {
+        let directory = TemporaryDirectory(prefix: "kidledger-ui")
+        var home: String { directory.sub("home") }
+        var environment: [String: String] { ["KIDLEDGER_HOME": home, "HOME": directory.path, "USER": "mom"] }
+
+        @discardableResult
+        func run(_ words: String...) -> (code: Int32, out: String, err: String) {
+            let console = BufferConsole()
+            let code = CLI.run(arguments: words, environment: environment, console: console)
+            return (code, console.stdout, console.stderr)
+        }
+
+        func app(port: UInt16 = 4718) throws -> UIApp {
+            let token = try TokenFile.loadOrCreate(home: home)
+            return UIApp(gate: UIGate(token: token, port: port), run: PageCommands.runner(home: home, environment: environment, store: nil))
+        }
+
+        deinit { directory.remove() }
+    }
+
+    func family() -> Home {
+        let h = Home()
+        #expect(h.run("init", "The Smiths").code == 0)
+        #expect(h.run("child", "add", "Ava").code == 0)
+        return h
+    }
+
+    func post(_ app: UIApp, _ path: String, _ body: String, origin: String = "http://127.0.0.1:4718", token: String? = nil) -> HTTPResponse {
+        let text = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nOrigin: \(origin)\r\nX-KidLedger-Token: \(token ?? app.gate.token)\r\n"
+            + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+        guard case .complete(let r, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
+        return app.respond(to: r)
+    }
+
+    func body(_ r: HTTPResponse) -> String { String(decoding: r.body, as: UTF8.self) }
+
+    @Test func quickAmountsDefaultSetAndRefused() {
+        let h = family()
+        #expect(h.run("quick", "show").out == "$0.05 $0.10 $0.15 $0.20 $0.25 $0.50\n")
+        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,10,15,20,25,50]}\n")
+        #expect(h.run("quick", "set", "0.05", "quarter", "1").out == "Quick amounts on this device: $0.05 $0.25 $1.00\n")
+        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100]}\n")
+        let twice = h.run("quick", "set", "0.25", "quarter")
+        #expect(twice.code == 65)
+        #expect(twice.err == "kidledger: $0.25 is given twice; each quick amount once\n")
+        #expect(h.run("quick", "set", "1", "2", "3", "4", "5", "6", "7").code == 65)
+        #expect(h.run("quick", "set", "0.001").code == 65)
+        #expect(h.run("quick", "set", "--", "-1").code == 65)
+        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100]}\n")
+    }
+
+    @Test func undoDryRunNamesWhatAndWhoseAndChangesNothing() {
+        let h = family()
+        #expect(h.run("undo", "--dry-run").code == 65)
+        h.run("give", "Ava", "1.25", "--note", "chores")
+        let digest = h.run("digest").out
+        let preview = h.run("undo", "--dry-run")
+        #expect(preview.code == 0)
+        #expect(preview.out.hasPrefix("Undo would reverse +$1.25 for Ava ("))
+        #expect(preview.out.contains("made by mom ("))
+        #expect(h.run("undo", "--dry-run", "--json").out.hasPrefix("{\"wouldUndo\":{\"transaction\":{"))
+        #expect(h.run("digest").out == digest)
+        #expect(h.run("undo").out.hasPrefix("Undid +$1.25 for Ava"))
+        #expect(h.run("undo", "--dry-run").code == 65)
+    }
+
+    @Test func uiPrintsTheAddressWithTheTokenFromAFileOnlyTheUserReads() throws {
+        let h = family()
+        let r = h.run("ui")
+        #expect(r.code == 0)
+        let token = try TokenFile.loadOrCreate(home: h.home)
+        #expect(r.out == "http://127.0.0.1:4718/?token=\(token)\n")
+        #expect(r.err.contains("not being served now"))
+        let attributes = try FileManager.default.attributesOfItem(atPath: h.home + "/ui-token")
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        #expect(h.run("ui").out == r.out)
+    }
+
+    @Test func serveRefusesAPageOffLoopbackWithoutTheFlag() {
+        let h = family()
+        let r = h.run("serve", "--listen", "127.0.0.1:0", "--ui", "0.0.0.0:0")
+        #expect(r.code == 64)
+        #expect(r.err.contains("not a loopback address"))
+    }
+
+    @Test func aGiveThroughTheAPIHasTheCLIsMessageAndShape() throws {
+        let h = family()
+        let app = try h.app()
+        let r = post(app, "/api/give", "child=ava&amount=1.25&note=chores")
+        #expect(r.status == 200)
+        #expect(body(r).hasSuffix(",\"message\":\"Gave $1.25 to Ava. Balance: $1.25\"}"))
+        #expect(body(r).hasPrefix("{\"result\":{\"transaction\":{\"id\":"))
+        #expect(h.run("balance", "Ava").out == "Ava: $1.25\n")
+    }
+
+    @Test(arguments: [("amount=1.005", "amount has a fraction of a cent: use at most 2 decimal places"), ("amount=-5", nil), ("amount=0", nil)])
+    func aBadAmountIs400WithTheCLIsMessageAndChangesNothing(form: String, message: String?) throws {
+        let h = family()
+        let app = try h.app()
+        let digest = h.run("digest").out
+        let r = post(app, "/api/give", "child=Ava&" + form)
+        #expect(r.status == 400)
+        let cli = h.run("give", "--", "Ava", String(form.dropFirst("amount=".count)))
+        #expect(cli.code == 65)
+        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":65}}")
+        if let message { #expect(cli.err == "kidledger: \(message)\n") }
+        #expect(h.run("digest").out == digest)
+    }
+
+    @Test func anUnknownChildIs400AndAForeignOriginOrAMissingTokenChangesNothing() throws {
+        let h = family()
+        let app = try h.app()
+        let digest = h.run("digest").out
+        #expect(post(app, "/api/give", "child=Zed&amount=1").status == 400)
+        #expect(post(app, "/api/give", "child=Ava&amount=1", origin: "http://evil.example").status == 403)
+        #expect(post(app, "/api/give", "child=Ava&amount=1", token: "0").status == 403)
+        #expect(post(app, "/api/child/rename", "child=Ava&name=", origin: "http://evil.example").status == 403)
+        #expect(h.run("digest").out == digest)
+    }
+
+    @Test func attentionRequiredIs423WithTheCLIsMessageAndChangesNothing() throws {
+        let h = family()
+        let app = try h.app()
+        #expect(h.run("account", "switch", "other").code == 0)
+        let digest = h.run("digest").out
+        let r = post(app, "/api/give", "child=Ava&amount=1")
+        #expect(r.status == 423)
+        let cli = h.run("give", "Ava", "1")
+        #expect(cli.code == 77)
+        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":77}}")
+        #expect(body(r).contains("attention required: "))
+        #expect(h.run("digest").out == digest)
+        #expect(h.run("account", "switch", "default").code == 0)
+        #expect(post(app, "/api/give", "child=Ava&amount=1").status == 200)
+    }
+
+    @Test func renameUndoQuickAndTheStateThroughTheAPI() throws {
+        let h = family()
+        let app = try h.app()
+        #expect(post(app, "/api/give", "child=Ava&amount=quarter").status == 200)
+        #expect(post(app, "/api/child/rename", "child=Ava&name=Ava+Rose").status == 200)
+        #expect(post(app, "/api/quick", "amounts=0.10+1").status == 200)
+        let undo = post(app, "/api/undo", "")
+        #expect(undo.status == 200)
+        #expect(body(undo).contains("\"message\":\"Undid +$0.25 for Ava Rose"))
+        #expect(post(app, "/api/child/add", "name=Ben").status == 200)
+        #expect(post(app, "/api/give-all", "amount=1").status == 200)
+        #expect(post(app, "/api/child/archive", "child=Ben").status == 200)
+        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
+        let state = body(app.respond(to: request))
+        #expect(state.contains("\"name\":\"Ava Rose\""))
+        #expect(state.contains("\"quick\":{\"quickAmountsCents\":[10,100]}"))
+        #expect(state.contains("\"status\":{\"state\":\"pending\""))
+        #expect(state.contains("\"archived\":true"))
+        #expect(h.run("balance", "Ava Rose").out == "Ava Rose: $1.00\n")
+    }
+}
+
+/// The token file: made once with mode 0600, the same token after, refused when others can read it.
+@Suite struct TokenFileTests {
+    @Test func madeOnceReadableByTheUserOnly() throws {
+        let directory = TemporaryDirectory(prefix: "kidledger-token")
+        defer { directory.remove() }
+        let token = try TokenFile.loadOrCreate(home: directory.path)
+        #expect(token.count == 64 && token.allSatisfy(\.isHexDigit))
+        #expect(try TokenFile.loadOrCreate(home: directory.path) == token)
+        let path = directory.path + "/" + TokenFile.fileName
+        #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        #expect(throws: TokenFileError.self) { try TokenFile.loadOrCreate(home: directory.path) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        try "not a token\n".write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(throws: TokenFileError.self) { try TokenFile.loadOrCreate(home: directory.path) }
+    }
+}

@@ -1,0 +1,161 @@
+import Synchronization
+import Testing
+@testable import KidLedgerUI
+
+/// The gate and the routes with a recording runner: what reaches a command, and what never does.
+@Suite struct UIAppTests {
+    static let token = String(repeating: "ab", count: 32)
+    static let port: UInt16 = 4718
+
+    final class Recorder: Sendable {
+        let calls = Mutex<[[String]]>([])
+        let outcome: CommandOutcome
+        init(_ outcome: CommandOutcome = CommandOutcome(exitCode: 0, json: "{\"ok\":true}", message: "Done.")) { self.outcome = outcome }
+        var recorded: [[String]] { calls.withLock { $0 } }
+        func app() -> UIApp {
+            UIApp(gate: UIGate(token: UIAppTests.token, port: UIAppTests.port)) { words in
+                self.calls.withLock { $0.append(words) }
+                return self.outcome
+            }
+        }
+    }
+
+    func request(_ method: String = "GET", _ target: String, headers: [String: String] = [:], body: String = "") -> HTTPRequest {
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: \(headers["Host"] ?? "127.0.0.1:\(Self.port)")\r\n"
+        for (k, v) in headers.sorted(by: { $0.key < $1.key }) where k != "Host" { text += "\(k): \(v)\r\n" }
+        text += "Content-Length: \(body.utf8.count)\r\n\r\n" + body
+        guard case .complete(let r, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("test request") }
+        return r
+    }
+
+    static let cookieName = UIGate.cookiePrefix + String(port)
+    var cookie: [String: String] { ["Cookie": "x=1; \(UIGate.cookiePrefix)1=other; \(Self.cookieName)=\(Self.token)"] }
+
+    func post(_ path: String, _ body: String, extra: [String: String] = [:]) -> HTTPRequest {
+        request("POST", path, headers: ["X-KidLedger-Token": Self.token, "Content-Type": "application/x-www-form-urlencoded",
+                                        "Origin": "http://127.0.0.1:\(Self.port)"].merging(extra) { $1 }, body: body)
+    }
+
+    @Test func theRightTokenInTheAddressSetsAStrictHttpOnlyCookieAndLeavesTheAddress() {
+        let r = Recorder().app().respond(to: request("GET", "/?token=\(Self.token)"))
+        #expect(r.status == 303)
+        #expect(r.header("Location") == "/")
+        #expect(r.header("Set-Cookie") == "\(Self.cookieName)=\(Self.token); HttpOnly; SameSite=Strict; Path=/")
+    }
+
+    @Test func noTokenOrAWrongOneIs401AndRunsNothing() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: request("GET", "/")).status == 401)
+        #expect(app.respond(to: request("GET", "/?token=" + String(repeating: "0", count: 64))).status == 401)
+        #expect(app.respond(to: request("GET", "/api/state", headers: ["Cookie": "\(Self.cookieName)=nope"])).status == 401)
+        let page = String(decoding: app.respond(to: request("GET", "/")).body, as: UTF8.self)
+        #expect(page.contains("kidledger ui"))
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    @Test func theCookieOpensThePageWithTheTokenForItsPosts() {
+        let r = Recorder().app().respond(to: request("GET", "/", headers: cookie))
+        #expect(r.status == 200)
+        #expect(String(decoding: r.body, as: UTF8.self).contains("content=\"\(Self.token)\""))
+        #expect(r.header("Content-Type") == "text/html; charset=utf-8")
+        #expect(Recorder().app().respond(to: request("GET", "/app.js", headers: cookie)).status == 200)
+    }
+
+    @Test(arguments: ["evil.example:4718", "127.0.0.1:9999", "localhost", "attacker.127.0.0.1.nip.io:4718"])
+    func aForeignHostIs403(host: String) {
+        let recorder = Recorder()
+        var headers = cookie
+        headers["Host"] = host
+        #expect(recorder.app().respond(to: request("GET", "/api/state", headers: headers)).status == 403)
+        #expect(recorder.app().respond(to: post("/api/give", "child=Ava&amount=1", extra: ["Host": host])).status == 403)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    @Test func localhostAndIPv6LoopbackAreAccepted() {
+        for host in ["localhost:4718", "[::1]:4718", "LOCALHOST:4718"] {
+            var headers = cookie
+            headers["Host"] = host
+            #expect(Recorder().app().respond(to: request("GET", "/", headers: headers)).status == 200, "\(host)")
+        }
+    }
+
+    @Test func aForeignOriginOrACrossSiteFetchChangesNothing() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        let r = app.respond(to: post("/api/give", "child=Ava&amount=1", extra: ["Origin": "http://evil.example"]))
+        #expect(r.status == 403)
+        #expect(String(decoding: r.body, as: UTF8.self).contains("another site"))
+        #expect(app.respond(to: post("/api/give", "child=Ava&amount=1", extra: ["Origin": "null"])).status == 403)
+        #expect(app.respond(to: post("/api/give", "child=Ava&amount=1", extra: ["Sec-Fetch-Site": "cross-site"])).status == 403)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    @Test func aPostWithoutTheTokenHeaderIs403EvenWithTheCookie() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        var r = post("/api/give", "child=Ava&amount=1", extra: cookie)
+        r.headers[UIGate.tokenHeader] = nil
+        #expect(app.respond(to: r).status == 403)
+        r.headers[UIGate.tokenHeader] = String(repeating: "ab", count: 31) + "ac"
+        #expect(app.respond(to: r).status == 403)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    @Test func aChangeByGetIs405AndAReadByPostIs405() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: request("GET", "/api/give?child=Ava&amount=1", headers: cookie)).status == 405)
+        #expect(app.respond(to: post("/api/state", "")).status == 405)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    @Test func aChangeNeedsAFormBodyAndItsFields() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: post("/api/give", "{}", extra: ["Content-Type": "application/json"])).status == 415)
+        let missing = app.respond(to: post("/api/give", "child=Ava"))
+        #expect(missing.status == 400)
+        #expect(String(decoding: missing.body, as: UTF8.self).contains("amount"))
+        #expect(app.respond(to: post("/api/give", "child=%zz")).status == 400)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    @Test func namesAndAmountsArePositionalsAfterDoubleDash() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: post("/api/give", "child=--home&amount=-5&note=--json")).status == 200)
+        #expect(app.respond(to: post("/api/child/rename", "child=Ava&name=--help")).status == 200)
+        #expect(app.respond(to: post("/api/quick", "amounts=0.05+0.10+quarter")).status == 200)
+        #expect(app.respond(to: post("/api/undo", "")).status == 200)
+        #expect(recorder.recorded == [["give", "--note", "--json", "--", "--home", "-5"], ["child", "rename", "--", "Ava", "--help"],
+                                      ["quick", "set", "--", "0.05", "0.10", "quarter"], ["undo"]])
+    }
+
+    @Test(arguments: [(Int32(64), 400), (65, 400), (77, 423), (69, 503), (75, 503), (70, 500), (74, 500)])
+    func exitCodesMapToStatuses(code: Int32, status: Int) {
+        let recorder = Recorder(CommandOutcome(exitCode: code, json: "", error: "amount must be positive"))
+        let r = recorder.app().respond(to: post("/api/give", "child=Ava&amount=-1"))
+        #expect(r.status == status)
+        #expect(String(decoding: r.body, as: UTF8.self) == "{\"error\":{\"message\":\"amount must be positive\",\"exitCode\":\(code)}}")
+    }
+
+    @Test func theStateHasAnETagAndAnUnchangedPollIs304() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        let first = app.respond(to: request("GET", "/api/state", headers: cookie))
+        #expect(first.status == 200)
+        let tag = try! #require(first.header("ETag"))
+        #expect(String(decoding: first.body, as: UTF8.self).hasPrefix("{\"children\":{\"ok\":true},\"status\":"))
+        var headers = cookie
+        headers["If-None-Match"] = tag
+        let second = app.respond(to: request("GET", "/api/state", headers: headers))
+        #expect(second.status == 304)
+        #expect(second.body.isEmpty)
+    }
+
+    @Test func unknownRoutesAre404() {
+        #expect(Recorder().app().respond(to: request("GET", "/api/nope", headers: cookie)).status == 404)
+        #expect(Recorder().app().respond(to: request("GET", "/etc/passwd", headers: cookie)).status == 404)
+    }
+}
