@@ -6,7 +6,8 @@ import KidLedgerReplica
 /// the changes of an origin no claim names or whose claim names a key that is neither the owner
 /// nor granted; so a transaction only such changes carried is absent from every replica. With
 /// it, the owner the log's owner transfers name (by epoch, the smaller hash winning) on every
-/// replica, equal membership everywhere, no forged changes, and the rejected changes every replica
+/// replica, equal membership everywhere, forged exactly the grants and revocations no owner's term
+/// covers (and revocations of the current owner), and the rejected changes every replica
 /// counts (those with ledger operations: a change of membership operations only rejects nothing).
 final class RevocationChecker: Checker {
     /// For each acknowledged transaction, the local changes that carried it (an undo entry's id
@@ -34,12 +35,12 @@ final class RevocationChecker: Checker {
         }
     }
 
-    /// What the revocations in the (converged) change log say: for each revoked member key, the
-    /// pointwise minimum of its revocations' `seen` vectors.
-    static func revokedSeen(in log: [Change]) -> [[UInt8]: VersionVector] {
+    /// What the revocations in the (converged) change log that `counts` accepts say: for each
+    /// revoked member key, the pointwise minimum of their `seen` vectors.
+    static func revokedSeen(in log: [Change], counts: (Change, MemberRevocation) -> Bool = { _, _ in true }) -> [[UInt8]: VersionVector] {
         var seen: [[UInt8]: VersionVector] = [:]
         for change in log {
-            for case .revoke(let rv) in change.operations {
+            for case .revoke(let rv) in change.operations where counts(change, rv) {
                 guard let current = seen[rv.member] else { seen[rv.member] = rv.seen; continue }
                 var merged: VersionVector = [:]
                 for origin in Set(current.keys).union(rv.seen.keys) {
@@ -57,25 +58,26 @@ final class RevocationChecker: Checker {
     func membership(_ run: FinalRun) throws -> [String] {
         var failures: [String] = []
         let changeLog = run.logs.first
-        let seen = Self.revokedSeen(in: changeLog)
         let members = try run.members()
         // Who wrote each origin (its claim at sequence 1), and who may write: read from the log,
         // not from what the replicas list.
         var claimant: [ReplicaID: [UInt8]] = [:]
         var owner: [UInt8]?
+        var household = RecordID(high: 0, low: 0)
         var granted = Set<[UInt8]>()
         // Owner transfers, keyed as the product orders them (epoch, then the smaller hash of the
         // encoded operation): each epoch's first is the next owner's term.
-        var transfers: [(key: [UInt8], newOwner: [UInt8])] = []
+        var transfers: [(key: [UInt8], newOwner: [UInt8], seen: VersionVector)] = []
         for change in changeLog {
             for op in change.operations {
                 switch op {
-                case .createHousehold(let h) where !h.owner.isEmpty: owner = h.owner
+                case .createHousehold(let h) where !h.owner.isEmpty:
+                    owner = h.owner
+                    household = h.id
                 case .transferOwner(let t):
                     var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
                     key += SHA256.hash(RecordCodec.encodeOperation(op)).prefix(16)
-                    if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner)) }
-                case .grant(let g): granted.insert(g.member)
+                    if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner, t.seen)) }
                 case .claim(let c) where c.origin == change.origin && change.sequence == 1:
                     if let existing = claimant[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
                     claimant[c.origin] = c.member
@@ -86,11 +88,44 @@ final class RevocationChecker: Checker {
         // The owner terms: the genesis owner, then each epoch's winning transfer's new owner. Every
         // replica must name the last as the owner (and the same number of transfers).
         var owners = owner.map { [$0] } ?? []
+        var termEnds: [VersionVector] = []  // the seen vector of the transfer that ended each term but the last
         var lastEpoch: [UInt8]?
         for t in transfers.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where Array(t.key.prefix(8)) != lastEpoch {
             owners.append(t.newOwner)
+            termEnds.append(t.seen)
             lastEpoch = Array(t.key.prefix(8))
         }
+        // A grant or revocation counts when the owner of a term that covers its change signed it:
+        // the current term, or one whose ending transfer saw the change. A revocation of the
+        // current owner never counts. The rest are forged on every replica (Ownership.signedByOwner).
+        let verifier = run.nodes[0].verifier
+        func signedInTerm(_ change: Change, _ message: [UInt8], _ signature: [UInt8]) -> Bool {
+            owners.indices.contains { i in
+                (i >= termEnds.count || change.sequence <= (termEnds[i][change.origin] ?? 0))
+                    && verifier.isValid(signature: signature, message: message, key: owners[i])
+            }
+        }
+        func counts(_ change: Change, _ rv: MemberRevocation) -> Bool {
+            rv.member != owners.last
+                && signedInTerm(change, Membership.revocationMessage(household: household, rv), rv.signature)
+        }
+        var expectedForged = 0
+        for change in changeLog {
+            for op in change.operations {
+                switch op {
+                case .grant(let g):
+                    if signedInTerm(change, Membership.grantMessage(household: household, g), g.signature) {
+                        granted.insert(g.member)
+                    } else {
+                        expectedForged += 1
+                    }
+                case .revoke(let rv):
+                    if !counts(change, rv) { expectedForged += 1 }
+                default: break
+                }
+            }
+        }
+        let seen = Self.revokedSeen(in: changeLog, counts: counts)
         for (node, replica) in zip(run.nodes, run.replicas) {
             let ownership = try replica.ownership()
             if ownership?.owner != owners.last || (ownership?.transfers ?? 0) != transfers.count {
@@ -120,7 +155,7 @@ final class RevocationChecker: Checker {
         for (node, replica) in zip(run.nodes, run.replicas) {
             if canonical(try replica.members()) != canonical(members) { failures.append("\(node.name) lists other members than r0") }
             let counts = try replica.membershipCounts()
-            if counts.forged != 0 {
+            if counts.forged != expectedForged {
                 var reasons: [String] = []
                 try replica.store.read { r in
                     try r.scan(Tables.forged) { key, value in
@@ -130,8 +165,8 @@ final class RevocationChecker: Checker {
                 }
                 failures.append("\(node.name) forged: " + reasons.prefix(3).joined(separator: "; "))
             }
-            if counts.forged != 0 || counts.rejected != expectedRejected {
-                failures.append("\(node.name) counts \(counts.forged) forged and \(counts.rejected) rejected changes, expected 0 and \(expectedRejected)")
+            if counts.forged != expectedForged || counts.rejected != expectedRejected {
+                failures.append("\(node.name) counts \(counts.forged) forged and \(counts.rejected) rejected changes, expected \(expectedForged) and \(expectedRejected)")
             }
         }
         for node in run.nodes {
