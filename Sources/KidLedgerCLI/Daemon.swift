@@ -165,12 +165,16 @@ final class Daemon: Sendable {
             let channel = try SecureChannel(role: .responder, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount),
                                             authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil },
-                                            evidence: SyncDriver.revocationEvidence(replica, revoked: revoked))
+                                            evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
+                                            answer: SyncDriver.answer(replica, identity: identity))
             let stream: SecureStream
             do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: monotonicMillis) } catch {
-                connection.close()
-                let learned = SyncDriver.learn(from: error, in: replica, identity: identity)
-                log("session from \(remote) refused in the handshake: \(error)" + (learned.map { "; " + SyncDriver.describe($0) } ?? ""))
+                // What the refusal taught is recorded before the connection closes: a refused peer
+                // that answered waits for the close before it tries again.
+                defer { connection.close() }
+                let learned = SyncDriver.learn(from: error, in: replica, identity: identity).map { "; " + SyncDriver.describe($0) }
+                let answered = SyncDriver.learnAnswer(from: error, in: replica).map { "; " + SyncDriver.describe($0) }
+                log("session from \(remote) refused in the handshake: \(error)" + (learned ?? answered ?? ""))
                 return
             }
             let peerKey = stream.peerKey

@@ -32,6 +32,9 @@ enum SyncDriver {
         var wireBytesReceived = 0
         /// The peer refused this device's revoked member and sent the revocation: what came of it.
         var learned: LearnedRevocation?
+        /// This device refused the peer's revoked member and the peer answered with owner
+        /// transfers that void the revocation there: what came of them.
+        var answered: LearnedTransfers?
 
         var succeeded: Bool { outcome?.summary != nil }
         /// Whether the other device refused this one (in the handshake or at admission).
@@ -43,6 +46,7 @@ enum SyncDriver {
         }
         var failure: String? {
             if let learned, let connectError { return connectError.description + "; " + SyncDriver.describe(learned) }
+            if let answered, let connectError { return connectError.description + "; " + SyncDriver.describe(answered) }
             if let connectError { return connectError.description }
             return outcome?.errorDescription
         }
@@ -72,11 +76,31 @@ enum SyncDriver {
         }
     }
 
+    /// When `error` says this device refused a revoked member and the peer answered with owner
+    /// transfers, checks them and records those that verify (``Replica/learnTransfers(_:)``); nil
+    /// otherwise.
+    static func learnAnswer(from error: TransportError?, in replica: Replica) -> LearnedTransfers? {
+        guard case .answeredRefusal(_, let transfers)? = error else { return nil }
+        do { return try replica.learnTransfers(transfers) } catch {
+            return .forged("could not record them: \(error)")
+        }
+    }
+
+    /// The channel's answer hook: the owner transfers that void a revocation of this device's
+    /// member that a peer refused it with, when they do (``Replica/transfersVoiding(_:of:)``).
+    static func answer(_ replica: Replica, identity: Identity) -> SecureChannel.Answer {
+        let member = identity.publicKey.bytes
+        return { revocation in
+            do { return try replica.transfersVoiding(revocation, of: member) } catch { return nil }
+        }
+    }
+
     /// The `--json` name of a learned revocation's outcome.
     static func name(of learned: LearnedRevocation) -> String {
         switch learned {
         case .recorded: "recorded"
         case .alreadyKnown: "alreadyKnown"
+        case .void: "void"
         case .forged: "forged"
         }
     }
@@ -86,23 +110,50 @@ enum SyncDriver {
         switch learned {
         case .recorded, .alreadyKnown:
             "it sent the owner's signed revocation of this device's membership, now recorded here: changes and sync are stopped; the data here is kept"
+        case .void:
+            "it sent a revocation a former owner signed after an owner transfer this device holds ended that owner's term: void here (nothing changed); this device answered with the owner transfers, so the other device can let it in"
         case .forged(let why): "it sent a revocation that does not verify (ignored, nothing changed): \(why)"
+        }
+    }
+
+    /// What a refused peer's answer came to, as a sentence for the user and the log.
+    static func describe(_ answered: LearnedTransfers) -> String {
+        switch answered {
+        case .recorded(let count):
+            "it answered with \(count) owner transfer\(count == 1 ? "" : "s") this device lacked, now recorded: the revocation it was refused for may no longer hold here; the next sync judges it again"
+        case .alreadyKnown: "it answered with owner transfers this device already holds"
+        case .forged(let why): "it answered with owner transfers that do not verify (ignored, nothing changed): \(why)"
         }
     }
 
     /// Syncs `replica` with the peer at `address` (one session inside the authenticated, encrypted
     /// channel, as `identity`), recording the result durably. With `expectedPeer` (joining), the
     /// peer must prove that key (the owner's, from the invitation); otherwise it must be a member.
+    ///
+    /// When the peer refuses this device with a revocation that owner transfers held here void,
+    /// the channel answers with them and the sync is tried once more (the peer records them and
+    /// judges this device again: docs/SECURITY.md, "A stolen laptop").
     static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
                      joinToken: [UInt8] = [], expectedPeer: [UInt8]? = nil,
                      progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
+        let first = syncOnce(replica, household: household, with: address, identity: identity, joinToken: joinToken,
+                             expectedPeer: expectedPeer, progress: progress)
+        guard first.learned == .void else { return first }
+        return syncOnce(replica, household: household, with: address, identity: identity, joinToken: joinToken,
+                        expectedPeer: expectedPeer, progress: progress)
+    }
+
+    private static func syncOnce(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
+                                 joinToken: [UInt8], expectedPeer: [UInt8]?,
+                                 progress: ((SessionProgress, Int) -> Void)?) -> Result {
         let started = monotonicMicros()
         var connection: TCPConnection?
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
             let result = Result(address: address, outcome: outcome, connectError: error,
                                 seconds: Double(monotonicMicros() - started) / 1_000_000,
                                 wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0,
-                                learned: learn(from: error, in: replica, identity: identity))
+                                learned: learn(from: error, in: replica, identity: identity),
+                                answered: learnAnswer(from: error, in: replica))
             record(result, in: replica)
             return result
         }
@@ -121,10 +172,13 @@ enum SyncDriver {
         do {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize,
-                                            evidence: revocationEvidence(replica, revoked: revoked))
+                                            evidence: revocationEvidence(replica, revoked: revoked),
+                                            answer: answer(replica, identity: identity))
             stream = try SecureStream.establish(channel, over: connected, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
         } catch let error as TransportError {
-            connected.close()
+            // What the refusal taught is recorded before the connection closes (a refused peer
+            // that answered waits for the close before it tries again).
+            defer { connected.close() }
             return finish(nil, error)
         } catch {
             connected.close()

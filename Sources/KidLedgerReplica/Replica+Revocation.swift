@@ -6,7 +6,22 @@ public enum LearnedRevocation: Equatable, Sendable {
     case recorded
     /// It verified, and this replica already knew the member was revoked: nothing changed.
     case alreadyKnown
+    /// It verified under a former owner's key, but an owner transfer this replica holds ended that
+    /// owner's term before the revocation: it does not hold here. Nothing changed; this side
+    /// answers the refusal with those transfers (``Replica/transfersVoiding(_:of:)``).
+    case void
     /// It did not verify (or names another member, or is not a revocation): ignored, counted.
+    case forged(String)
+}
+
+/// What ``Replica/learnTransfers(_:)`` did with the owner transfers a refused peer answered with.
+public enum LearnedTransfers: Equatable, Sendable {
+    /// This many transfers verified under the household's recovery key and were new here: they
+    /// are recorded (through the apply path), so the next handshake judges the peer again.
+    case recorded(Int)
+    /// They verified, and this replica held every one of them already.
+    case alreadyKnown
+    /// They did not decode or verify: ignored, counted in ``Replica/forgedRefusalsSetting``.
     case forged(String)
 }
 
@@ -45,41 +60,22 @@ extension Replica {
     /// rebuild keeps it); nothing else changes and no data is lost. Anything else is ignored and
     /// counted in ``forgedRefusalsSetting``.
     public func learnRevocation(_ encoded: [UInt8], of member: [UInt8]) throws -> LearnedRevocation {
-        var reader = ByteReader(encoded)
-        var operations: [Operation] = []
-        while !reader.isAtEnd && operations.count <= Self.evidenceTransfersMax {
-            do { operations.append(try RecordCodec.decodeOperation(&reader)) } catch {
-                return try countForged("the refusal's revocation does not decode: \(error)")
-            }
+        let evidence: (transfers: [OwnerTransfer], revocation: MemberRevocation)
+        switch Self.decodeEvidence(encoded, of: member) {
+        case .failure(let why): return try countForged(why.reason)
+        case .success(let decoded): evidence = decoded
         }
-        guard reader.isAtEnd, case .revoke(let revocation)? = operations.last else {
-            return try countForged("the refusal's revocation is not one revocation")
-        }
-        var transfers: [OwnerTransfer] = []
-        for op in operations.dropLast() {
-            guard case .transferOwner(let t) = op else { return try countForged("the refusal's revocation is not one revocation") }
-            transfers.append(t)
-        }
-        guard revocation.member == member else { return try countForged("the refusal's revocation names another member") }
+        let (transfers, revocation) = evidence
         let ownership = try store.read { r in try Self.ownership(r, queryCache) }
         guard let ownership else { return try countForged("the refusal's revocation is not signed by this household's owner") }
-        // Transfers the recovery key signed name the candidates besides the owner known here.
-        let recovered = transfers.filter {
-            !ownership.recovery.isEmpty && verifier.isValid(signature: $0.signature,
-                message: Membership.transferMessage(household: ownership.household, $0), key: ownership.recovery)
-        }
+        let recovered = recoveryTransfers(transfers, ownership)
         let signers = [ownership.current] + recovered.map(\.newOwner)
-        guard let signer = signers.first(where: {
-            verifier.isValid(signature: revocation.signature, message: Membership.revocationMessage(household: ownership.household, revocation), key: $0)
-        }), revocation.member != signer else {
+        guard let signer = signers.first(where: { signed(revocation, by: $0, ownership) }), revocation.member != signer else {
+            if formerOwnerSigning(revocation, ownership) != nil, try self.revocation(of: member) == nil { return .void }
             return try countForged("the refusal's revocation is not signed by this household's owner")
         }
         if try self.revocation(of: member) != nil { return .alreadyKnown }
-        let known = try store.read { r in
-            var keys = Set<[UInt8]>()
-            try r.scan(Tables.transfers) { _, value in keys.insert(value); return true }
-            return keys
-        }
+        let known = try knownTransfers()
         // The transfers up to the one that made the signer the owner, no later: the change this
         // replica records them in comes after every one of them, so a later transfer would end
         // the signer's term before it and the revocation would not hold in it (a revocation the
@@ -91,9 +87,123 @@ extension Replica {
         return try self.revocation(of: member) != nil ? .recorded : .forged("the refusal's revocation does not hold here")
     }
 
+    /// The owner transfers to answer a refusal of `member` with when the refusal's revocation
+    /// (`encoded`, as ``learnRevocation(_:of:)`` takes it) verifies under a former owner's key and
+    /// does not hold here: the winning transfers from the one that ended that owner's term on (at
+    /// most ``evidenceTransfersMax``), encoded. Their `seen` vectors show the refusing side that the
+    /// former owner signed the revocation after its term ended, so recording them voids it there
+    /// too. Nil otherwise. Reads only.
+    public func transfersVoiding(_ encoded: [UInt8], of member: [UInt8]) throws -> [UInt8]? {
+        guard case .success(let evidence) = Self.decodeEvidence(encoded, of: member),
+              try revocation(of: member) == nil,
+              let ownership = try store.read({ r in try Self.ownership(r, queryCache) }),
+              let term = formerOwnerSigning(evidence.revocation, ownership) else { return nil }
+        let transfers = ownership.terms[term...].compactMap(\.endedBy).prefix(Self.evidenceTransfersMax)
+        return transfers.flatMap { RecordCodec.encodeOperation(.transferOwner($0)) }
+    }
+
+    /// A refused peer answered this replica's refusal with owner transfers (`encoded`: encoded
+    /// operations, at most ``evidenceTransfersMax``). Those the household's recovery key signed
+    /// and this replica lacks are recorded as a membership change of this replica
+    /// (``commitMembership(_:)``: the one apply path judges them again), so the next handshake
+    /// judges the peer by the ownership they make. Anything that does not decode or verify is
+    /// ignored and counted in ``forgedRefusalsSetting``; nothing else changes.
+    public func learnTransfers(_ encoded: [UInt8]) throws -> LearnedTransfers {
+        var reader = ByteReader(encoded)
+        var transfers: [OwnerTransfer] = []
+        while !reader.isAtEnd {
+            guard transfers.count < Self.evidenceTransfersMax else {
+                return .forged(try noteForged("the refused device answered with more than \(Self.evidenceTransfersMax) owner transfers"))
+            }
+            let operation: Operation
+            do { operation = try RecordCodec.decodeOperation(&reader) } catch {
+                return .forged(try noteForged("the refused device's answer does not decode: \(error)"))
+            }
+            guard case .transferOwner(let t) = operation else {
+                return .forged(try noteForged("the refused device's answer holds something other than owner transfers"))
+            }
+            transfers.append(t)
+        }
+        guard let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else {
+            return .forged(try noteForged("owner transfers answered in a household without an owner"))
+        }
+        let valid = recoveryTransfers(transfers, ownership)
+        guard !valid.isEmpty, valid.count == transfers.count else {
+            return .forged(try noteForged("the refused device's owner transfers are not signed by this household's recovery key"))
+        }
+        let known = try knownTransfers()
+        let missing = valid.map { Operation.transferOwner($0) }.filter { !known.contains(RecordCodec.encodeOperation($0)) }
+        guard !missing.isEmpty else { return .alreadyKnown }
+        try commitMembership(missing)
+        return .recorded(missing.count)
+    }
+
+    /// A refusal's evidence: owner transfers, then one revocation of `member`; or why it is not.
+    static func decodeEvidence(_ encoded: [UInt8], of member: [UInt8])
+        -> Result<(transfers: [OwnerTransfer], revocation: MemberRevocation), EvidenceError> {
+        var reader = ByteReader(encoded)
+        var operations: [Operation] = []
+        while !reader.isAtEnd && operations.count <= Self.evidenceTransfersMax {
+            do { operations.append(try RecordCodec.decodeOperation(&reader)) } catch {
+                return .failure(EvidenceError("the refusal's revocation does not decode: \(error)"))
+            }
+        }
+        guard reader.isAtEnd, case .revoke(let revocation)? = operations.last else {
+            return .failure(EvidenceError("the refusal's revocation is not one revocation"))
+        }
+        var transfers: [OwnerTransfer] = []
+        for op in operations.dropLast() {
+            guard case .transferOwner(let t) = op else { return .failure(EvidenceError("the refusal's revocation is not one revocation")) }
+            transfers.append(t)
+        }
+        guard revocation.member == member else { return .failure(EvidenceError("the refusal's revocation names another member")) }
+        return .success((transfers, revocation))
+    }
+
+    /// Why a refusal's evidence does not decode.
+    struct EvidenceError: Error {
+        var reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+
+    /// The transfers among `transfers` the household's recovery key signed.
+    private func recoveryTransfers(_ transfers: [OwnerTransfer], _ ownership: Ownership) -> [OwnerTransfer] {
+        transfers.filter {
+            !ownership.recovery.isEmpty && verifier.isValid(signature: $0.signature,
+                message: Membership.transferMessage(household: ownership.household, $0), key: ownership.recovery)
+        }
+    }
+
+    private func signed(_ revocation: MemberRevocation, by key: [UInt8], _ ownership: Ownership) -> Bool {
+        verifier.isValid(signature: revocation.signature, message: Membership.revocationMessage(household: ownership.household, revocation), key: key)
+    }
+
+    /// The index of the first former owner's term (one a transfer ended) whose owner signed
+    /// `revocation` (not of itself), or nil.
+    private func formerOwnerSigning(_ revocation: MemberRevocation, _ ownership: Ownership) -> Int? {
+        ownership.terms.indices.first { i in
+            ownership.terms[i].endedBy != nil && ownership.terms[i].owner != revocation.member
+                && signed(revocation, by: ownership.terms[i].owner, ownership)
+        }
+    }
+
+    /// Every owner transfer stored here, encoded.
+    private func knownTransfers() throws -> Set<[UInt8]> {
+        try store.read { r in
+            var keys = Set<[UInt8]>()
+            try r.scan(Tables.transfers) { _, value in keys.insert(value); return true }
+            return keys
+        }
+    }
+
     private func countForged(_ reason: String) throws -> LearnedRevocation {
+        .forged(try noteForged(reason))
+    }
+
+    /// Counts a refusal's evidence or answer that did not verify; returns `reason`.
+    private func noteForged(_ reason: String) throws -> String {
         let count = Int(try device.setting(Self.forgedRefusalsSetting) ?? "0") ?? 0
         try device.setSetting(Self.forgedRefusalsSetting, String(count + 1))
-        return .forged(reason)
+        return reason
     }
 }

@@ -45,6 +45,9 @@ public enum ChannelAction: Equatable, Sendable {
 /// 0xFD revoked  ≤16 KiB reason length u8 (≤200) | UTF-8 reason | the owner-signed revocation of
 ///                      the refused peer's member (an encoded operation), plaintext, only before
 ///                      establishment; sent instead of `refused` when the refusing side holds it
+/// 0xFC transfers ≤16 KiB the refused side's answer to a `revoked` frame whose revocation it holds
+///                      void: the owner transfers (encoded operations) that void it, plaintext;
+///                      the refusing side waits for it (or the connection's end) before failing
 /// 0xFE refused ≤200 B  UTF-8 reason, plaintext, only before establishment
 ///
 /// transcript(label) = "kidledger channel v1 " + label | 0x00 | version u8 | household 16
@@ -73,6 +76,11 @@ public final class SecureChannel {
     /// The evidence hook: given a peer key the authorisation hook refused, the encoded owner-signed
     /// revocation of that member to send with the refusal (nil: a plain refusal).
     public typealias Evidence = @Sendable (PublicKey) -> [UInt8]?
+    /// The answer hook of a refused side: given the encoded revocation a `revoked` frame carries
+    /// (unverified), the encoded owner transfers that void it here, to send back in a `transfers`
+    /// frame (nil: no answer). A stale owner key's revocation of the new owner is answered so
+    /// (docs/SECURITY.md, "A stolen laptop").
+    public typealias Answer = ([UInt8]) -> [UInt8]?
 
     /// The secure channel version this code speaks.
     public static let version: UInt8 = 1
@@ -92,7 +100,7 @@ public final class SecureChannel {
 
     /// Channel frame types.
     enum FrameType: UInt8 {
-        case hello = 0xF0, reply = 0xF1, confirm = 0xF2, accept = 0xF3, data = 0xF4, revoked = 0xFD, refused = 0xFE
+        case hello = 0xF0, reply = 0xF1, confirm = 0xF2, accept = 0xF3, data = 0xF4, transfers = 0xFC, revoked = 0xFD, refused = 0xFE
     }
 
     /// Why a peer presenting this side's own identity key is refused (issue 20, point 9).
@@ -105,6 +113,9 @@ public final class SecureChannel {
 
     private enum Phase: Equatable {
         case idle, awaitingHello, awaitingReply, awaitingConfirm, awaitingAccept, established, failed
+        /// This side sent a `revoked` frame and waits for the refused side's `transfers` answer
+        /// (or the connection's end) before it fails with ``SecureChannel/refusal``.
+        case awaitingAnswer
     }
 
     /// This side's role.
@@ -117,7 +128,10 @@ public final class SecureChannel {
     private let identity: Identity
     private let authorize: Authorize
     private let evidence: Evidence
+    private let answer: Answer
     private var phase: Phase
+    /// The failure a refusal that awaits its answer ends with.
+    private var refusal: SecurityError?
     private var decoder = ChannelFrameDecoder()
     private var ephemeralPublic = [UInt8](repeating: 0, count: 32)
     private var ephemeralSecret = [UInt8](repeating: 0, count: 32)
@@ -134,9 +148,12 @@ public final class SecureChannel {
     /// A channel for `role` as `identity` in `household`, with 64 bytes of injected randomness
     /// (`seed`: the first 32 seed the ephemeral X25519 key, the last 32 are the handshake nonce).
     /// Throws ``SecurityError/badKey(_:)`` if `seed` is not 64 bytes. `evidence` gives the
-    /// revocation to send when `authorize` refuses a revoked member (none by default).
+    /// revocation to send when `authorize` refuses a revoked member (none by default); `answer`
+    /// the owner transfers to send back when the peer refuses this side with a revocation
+    /// (none by default).
     public init(role: Role, identity: Identity, household: RecordID, seed: [UInt8],
-                authorize: @escaping Authorize, evidence: @escaping Evidence = { _ in nil }) throws(SecurityError) {
+                authorize: @escaping Authorize, evidence: @escaping Evidence = { _ in nil },
+                answer: @escaping Answer = { _ in nil }) throws(SecurityError) {
         _ = Sodium.ready
         guard seed.count == Self.seedByteCount else {
             throw .badKey("a secure channel needs \(Self.seedByteCount) bytes of randomness, got \(seed.count)")
@@ -146,6 +163,7 @@ public final class SecureChannel {
         self.household = household
         self.authorize = authorize
         self.evidence = evidence
+        self.answer = answer
         self.nonce = Array(seed[32..<64])
         self.phase = .idle
         let rc = crypto_kx_seed_keypair(&ephemeralPublic, &ephemeralSecret, Array(seed[0..<32]))
@@ -193,15 +211,17 @@ public final class SecureChannel {
             // A `revoked` frame answers this side's signed message (confirm, or reply): only then
             // may a handshake-phase frame be larger than ``handshakeFrameBytesMax``.
             let mayBeRevoked = phase == .awaitingAccept || phase == .awaitingConfirm
+            let mayBeAnswer = phase == .awaitingAnswer
             let frame: (type: UInt8, payload: [UInt8])?
             do {
                 frame = try decoder.next { type in
                     if established { return Self.frameBytesMax }
-                    return mayBeRevoked && (type == nil || type == FrameType.revoked.rawValue)
-                        ? Self.revokedFrameBytesMax : Self.handshakeFrameBytesMax
+                    if mayBeRevoked && (type == nil || type == FrameType.revoked.rawValue) { return Self.revokedFrameBytesMax }
+                    if mayBeAnswer && (type == nil || type == FrameType.transfers.rawValue) { return Self.revokedFrameBytesMax }
+                    return Self.handshakeFrameBytesMax
                 }
             } catch {
-                actions += fail(error, refuse: phase != .established)
+                actions += mayBeAnswer ? endRefusal(answer: nil) : fail(error, refuse: phase != .established)
                 break
             }
             guard let frame else { break }
@@ -214,6 +234,7 @@ public final class SecureChannel {
     /// already failed) the channel fails with ``SecurityError/closed(_:)``.
     public func connectionClosed() -> [ChannelAction] {
         guard phase != .failed, !peerClosed else { return [] }
+        if phase == .awaitingAnswer { return endRefusal(answer: nil) }
         let why = phase == .established ? "connection ended without a clean close" : "connection ended during the handshake"
         return fail(.closed(why), refuse: false)
     }
@@ -246,6 +267,10 @@ public final class SecureChannel {
     // MARK: - Handshake
 
     private func handle(type: UInt8, payload: [UInt8]) -> [ChannelAction] {
+        if phase == .awaitingAnswer {
+            // Anything but one non-empty `transfers` frame ends the refusal without an answer.
+            return endRefusal(answer: type == FrameType.transfers.rawValue && !payload.isEmpty ? payload : nil)
+        }
         guard let kind = FrameType(rawValue: type) else {
             return fail(.badFrame("unknown channel frame type \(type)"), refuse: phase != .established)
         }
@@ -260,7 +285,11 @@ public final class SecureChannel {
             guard phase != .established, let (reason, revocation) = Self.decodeRevoked(payload) else {
                 return fail(.badFrame("malformed or unexpected revocation refusal"), refuse: false)
             }
-            return fail(.revokedByPeer(reason, revocation: revocation), refuse: false)
+            let failure = fail(.revokedByPeer(reason, revocation: revocation), refuse: false)
+            guard let transfers = answer(revocation), !transfers.isEmpty, 1 + transfers.count <= Self.revokedFrameBytesMax else {
+                return failure
+            }
+            return [.send(Self.frame(.transfers, transfers))] + failure
         }
         switch (phase, kind) {
         case (.awaitingHello, .hello): return onHello(payload)
@@ -433,9 +462,21 @@ public final class SecureChannel {
         }
         if case .unauthorized = error, let key = peerKey, let revocation = evidence(key),
            let frame = Self.revokedFrame(reason, revocation: revocation) {
-            return [.send(frame), .failed(error)]
+            phase = .awaitingAnswer
+            refusal = error
+            return [.send(frame)]
         }
         return [.send(Self.frame(.refused, Self.truncated(reason))), .failed(error)]
+    }
+
+    /// Ends a refusal that sent a `revoked` frame: with the refused side's `transfers` answer
+    /// (``SecurityError/answeredRefusal(_:transfers:)``), or without one (the refusal's own error).
+    private func endRefusal(answer transfers: [UInt8]?) -> [ChannelAction] {
+        phase = .failed
+        decoder = ChannelFrameDecoder()
+        let error = refusal ?? .unauthorized("refused")
+        guard let transfers, case .unauthorized(let why) = error else { return [.failed(error)] }
+        return [.failed(.answeredRefusal(why, transfers: transfers))]
     }
 
     /// A `revoked` frame: `reason` (cut to ``refusalBytesMax``) and the encoded revocation; nil

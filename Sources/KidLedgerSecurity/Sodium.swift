@@ -63,6 +63,10 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The peer refused this side because its member is revoked, and sent the owner-signed
     /// revocation (an encoded operation, not yet verified: the receiver checks it).
     case revokedByPeer(String, revocation: [UInt8])
+    /// This side refused the peer's revoked member with the revocation, and the peer answered
+    /// with owner transfers that void it where it is (encoded operations, not yet verified: the
+    /// receiver checks and records them, so the next handshake judges the peer again).
+    case answeredRefusal(String, transfers: [UInt8])
     /// ``SecureChannel/seal(_:)`` or ``SecureChannel/close()`` was called before the channel was established or after it ended.
     case notEstablished
     /// The connection ended before the peer closed the channel cleanly, or a frame arrived after its clean close.
@@ -83,6 +87,7 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unauthorized(let why): "peer not authorised: \(why)"
         case .refused(let why): "refused by peer: \(why)"
         case .revokedByPeer(let why, _): "refused by peer: \(why)"
+        case .answeredRefusal(let why, _): "peer not authorised: \(why); it answered with the owner transfers that void the revocation where it is"
         case .notEstablished: "secure channel is not established"
         case .closed(let why): "secure channel closed: \(why)"
         case .keyFile(let why): why

@@ -71,7 +71,9 @@ public final class SecureStream: ByteStream {
     /// - Throws: ``TransportError/timeout(_:)`` when the time is up; `.io`/`.closed` when the
     ///   connection fails; `.handshake(reason)` when this side refused or a signature failed;
     ///   `.refusedByPeer(reason)` when the peer refused; `.revokedByPeer(reason, revocation:)` when
-    ///   it refused this side's revoked member and sent the revocation (for the caller to verify).
+    ///   it refused this side's revoked member and sent the revocation (for the caller to verify);
+    ///   `.answeredRefusal(reason, transfers:)` when this side refused a revoked member and it
+    ///   answered with owner transfers (for the caller to verify and record).
     public static func establish(_ channel: SecureChannel, over connection: TCPConnection,
                                  timeoutMillis: Int = 15_000, now: () -> Int64 = Monotonic.millis) throws(TransportError) -> SecureStream {
         let deadline = now() + Int64(max(timeoutMillis, 1))
@@ -79,14 +81,22 @@ public final class SecureStream: ByteStream {
         func left() -> Int { Int(max(deadline - now(), 0)) }
         func perform(_ actions: [ChannelAction]) throws(TransportError) -> PublicKey? {
             var established: PublicKey?
+            var sent = false
             for action in actions {
                 switch action {
-                case .send(let bytes): try connection.write(bytes, timeoutMillis: max(left(), 1))
+                case .send(let bytes):
+                    try connection.write(bytes, timeoutMillis: max(left(), 1))
+                    sent = true
                 case .established(let peer): established = peer
                 case .plaintext(let bytes): early += bytes
                 case .closed: break
                 case .failed(.refused(let why)): throw .refusedByPeer(why)
-                case .failed(.revokedByPeer(let why, let revocation)): throw .revokedByPeer(why, revocation: revocation)
+                case .failed(.revokedByPeer(let why, let revocation)):
+                    // This side answered the refusal (owner transfers that void it): the peer
+                    // records them and then closes; waiting for that lets a retry find them there.
+                    if sent { connection.waitForClose(timeoutMillis: left()) }
+                    throw .revokedByPeer(why, revocation: revocation)
+                case .failed(.answeredRefusal(let why, let transfers)): throw .answeredRefusal(why, transfers: transfers)
                 case .failed(let error): throw .handshake(error.description)
                 }
             }
@@ -107,7 +117,8 @@ public final class SecureStream: ByteStream {
                 throw .timeout("waiting for the handshake: not completed within \(timeoutMillis) ms")
             }
             if chunk.isEmpty {
-                _ = channel.connectionClosed()
+                // A refusal that waited for the peer's answer ends with its own reason.
+                _ = try perform(channel.connectionClosed().filter { if case .failed(.closed) = $0 { false } else { true } })
                 throw .handshake("\(connection.remote) closed the connection during the handshake")
             }
             peer = try perform(channel.receive(chunk))
@@ -151,5 +162,22 @@ public final class SecureStream: ByteStream {
     public func close() {
         if let final = try? channel.close() { try? connection.write(final, timeoutMillis: 1_000) }
         connection.close()
+    }
+}
+
+extension TCPConnection {
+    /// Reads and drops what the peer still sends until it closes its end, the connection fails,
+    /// `timeoutMillis` pass, or 64 KiB arrived: a bounded wait for the peer to finish.
+    func waitForClose(timeoutMillis: Int) {
+        var dropped = 0
+        while timeoutMillis > 0, dropped < 64 << 10 {
+            do {
+                let chunk = try read(maxBytes: 4 << 10, timeoutMillis: timeoutMillis)
+                if chunk.isEmpty { return }
+                dropped += chunk.count
+            } catch {
+                return
+            }
+        }
     }
 }

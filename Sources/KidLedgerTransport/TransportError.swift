@@ -23,11 +23,16 @@ public enum TransportError: Error, Equatable, Sendable, CustomStringConvertible 
     /// The peer refused this side because its member is revoked and sent the owner-signed
     /// revocation (encoded, unverified: see `Replica.learnRevocation(_:of:)`).
     case revokedByPeer(String, revocation: [UInt8])
+    /// This side refused the peer's revoked member, and the peer answered with owner transfers
+    /// that void the revocation where it is (encoded, unverified: see `Replica.learnTransfers(_:)`).
+    case answeredRefusal(String, transfers: [UInt8])
 
     /// A readable sentence.
     public var description: String {
         switch self {
         case .handshake(let why): "secure channel failed: \(why)"
+        case .answeredRefusal(let why, _):
+            "secure channel failed: peer not authorised: \(why); it answered with the owner transfers that void the revocation where it is"
         case .refusedByPeer(let why), .revokedByPeer(let why, _): "refused by the other device: \(why)"
         case .badAddress(let why): "bad address: \(why)"
         case .resolve(let why): "could not resolve \(why)"

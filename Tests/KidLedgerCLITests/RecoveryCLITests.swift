@@ -123,4 +123,47 @@ struct RecoveryCLITests {
         let verify = try json(dad, "verify")
         #expect(verify["ok"] as? Bool == true && verify["forged"] as? Int == 1 && verify["recomputed"] as? Bool == true, "\(verify)")
     }
+
+    /// The gap the simulator found (Simulations/17): right after Dad recovers, the thief revokes
+    /// Dad with Mom's stale owner key, and Gran's laptop, which has not heard of the recovery,
+    /// takes that revocation and refuses Dad. Dad's `sync` answers the refusal with the owner
+    /// transfer that voids it; Gran's daemon records it, and the `sync`'s second try gets in.
+    @Test func aStaleOwnerKeysRevocationOfTheNewOwnerIsAnsweredWithTheTransfer() throws {
+        let mom = TestLedger(), dad = TestLedger(), gran = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove(); gran.remove() }
+        let secret = try #require(try json(mom, "init", "Smiths", "--account", "mom")["recoverySecret"] as? String)
+        try ok(mom, "child", "add", "Ava")
+        let momDaemon = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(dad, "join", try inviteCode(mom))
+        try ok(gran, "join", try inviteCode(mom))
+        try ok(dad, "sync")
+        _ = momDaemon.stop()
+
+        let dadKey = try #require(try json(dad, "recover", secret)["owner"] as? String)
+        let momKey = try #require(try Self.members(dad).first { $0["formerOwner"] as? Bool == true }?["key"] as? String)
+        try ok(dad, "revoke", String(momKey.prefix(12)), "--yes")
+        try ok(dad, "give", "Ava", "1.00", "--note", "after the recovery")
+        // The thief revokes Dad with the stale key, and Gran hears it first.
+        try ok(mom, "revoke", String(dadKey.prefix(12)), "--yes")
+        let thiefDaemon = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(gran, "sync", thiefDaemon.address)
+        _ = thiefDaemon.stop()
+        #expect(try Self.members(gran).first { $0["key"] as? String == dadKey }?["revoked"] as? Bool == true)
+
+        let granDaemon = try #require(try DaemonProcess.start(gran, in: group))
+        let sync = try runKidledger(dad, ["--json", "sync", granDaemon.address])
+        #expect(sync.code == 0, "\(sync)")
+        #expect(eventually(timeout: 10) { granDaemon.log.contains("answered with 1 owner transfer") }, "Gran's log: \(granDaemon.log)")
+        #expect(try Self.ownerKey(gran) == dadKey)
+        let granMembers = try Self.members(gran)
+        #expect(granMembers.first { $0["key"] as? String == dadKey }?["revoked"] as? Bool == false, "\(granMembers)")
+        #expect(granMembers.first { $0["key"] as? String == momKey }?["revoked"] as? Bool == true, "\(granMembers)")
+        #expect(try childTable(gran)["Ava"]?[0] == 100)
+        #expect(try digest(gran) == digest(dad))
+        // The thief's revocation of Dad is in both logs, counted as forged (void) on both.
+        for ledger in [gran, dad] {
+            let verify = try json(ledger, "verify")
+            #expect(verify["ok"] as? Bool == true && verify["forged"] as? Int == 1, "\(verify)")
+        }
+    }
 }

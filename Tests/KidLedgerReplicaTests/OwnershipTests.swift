@@ -93,6 +93,45 @@ struct OwnershipTests {
         #expect(try r.verify().isIntact)
     }
 
+    /// The stale owner key's revocation of the new owner, on a laptop that has not heard of the
+    /// recovery (issue 20's gap; Simulations/17): the new owner holds it void and answers with the
+    /// transfer (``Replica/transfersVoiding(_:of:)``), the refusing laptop records it
+    /// (``Replica/learnTransfers(_:)``) and lets the new owner in; forged answers change nothing.
+    @Test func aStaleOwnersRevocationOfTheNewOwnerIsAnsweredWithTheTransfer() throws {
+        let recovered = try h.replica(1)
+        try recovered.applySigned(start() + [h.change(spouse, 2, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 2, spouse: 1])])])
+        let stale = try h.replica(2)
+        try stale.applySigned(start() + [h.change(owner, 3, millis: 11, [h.revoke(h.spouseKey, seen: [owner: 3, spouse: 1])])])
+        #expect(try stale.members().contains { $0.key == h.spouseKey && $0.isRevoked })
+        let evidence = try #require(try stale.revocation(of: h.spouseKey))
+
+        // The refused new owner: void here, nothing changes, the answer is the transfer.
+        let digest = try recovered.digest()
+        #expect(try recovered.learnRevocation(evidence, of: h.spouseKey) == .void)
+        #expect(try recovered.digest() == digest)
+        #expect(try recovered.device.setting(Replica.forgedRefusalsSetting) == nil)
+        let answer = try #require(try recovered.transfersVoiding(evidence, of: h.spouseKey))
+        // A revocation the current owner signed is no void one: no answer.
+        let genuine = RecordCodec.encodeOperation(h.revoke(h.spouseKey, seen: [owner: 3], signer: h.spouseKey))
+        #expect(try recovered.transfersVoiding(genuine, of: h.spouseKey) == nil)
+
+        // Forged answers change nothing on the refusing laptop and are counted.
+        let before = try stale.digest()
+        for forged in [RecordCodec.encodeOperation(rh.transfer(to: rh.malloryKey, epoch: 1, seen: [:], signer: h.ownerKey)),
+                       RecordCodec.encodeOperation(h.grant(rh.malloryKey, name: "Mallory")), [1, 2, 3]] {
+            guard case .forged = try stale.learnTransfers(forged) else { Issue.record("a forged answer was taken"); continue }
+        }
+        #expect(try stale.digest() == before)
+        #expect(try stale.device.setting(Replica.forgedRefusalsSetting) == "3")
+
+        // The genuine answer: recorded through the apply path; the stale revocation is void there too.
+        #expect(try stale.learnTransfers(answer) == .recorded(1))
+        #expect(try stale.ownership()?.owner == h.spouseKey)
+        #expect(try !stale.members().contains { $0.key == h.spouseKey && $0.isRevoked })
+        #expect(try stale.learnTransfers(answer) == .alreadyKnown)
+        #expect(try stale.verify().isIntact)
+    }
+
     @Test func transferNotSignedByTheRecoveryKeyIsForged() throws {
         let r = try h.replica(1)
         try r.applySigned(start() + [

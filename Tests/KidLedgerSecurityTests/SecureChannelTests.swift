@@ -150,6 +150,9 @@ struct SecureChannelTests {
         let p = ChannelPair(a: a, b: b)
         p.start()
         #expect(p.failureA == .revokedByPeer("revoked", revocation: revocation))
+        // The refusing side waits for the refused side's answer (none here) until the connection ends.
+        #expect(p.failureB == nil)
+        p.hangUp()
         #expect(p.failureB == .unauthorized("revoked"))
         #expect(p.wire.map { $0.bytes[4] } == [0xF0, 0xF1, 0xF2, 0xFD])
         #expect(!p.establishedA && !p.establishedB)
@@ -163,6 +166,43 @@ struct SecureChannelTests {
         q.start()
         #expect(q.failureB == .revokedByPeer("revoked", revocation: revocation))
         #expect(q.wire.map { $0.bytes[4] } == [0xF0, 0xF1, 0xFD])
+        q.hangUp()
+        #expect(q.failureA == .unauthorized("revoked"))
+    }
+
+    /// The known gap of a stale owner key: a refused side that holds the revocation void answers
+    /// with a `transfers` frame (its answer hook's bytes), on both roles, and the refusing side
+    /// fails with them (`Replica.learnTransfers` checks them); an empty answer sends nothing.
+    @Test func aRefusedSideAnswersARevocationItHoldsVoidWithTransfers() {
+        let revocation = [UInt8](repeating: 0x5A, count: 300)
+        let transfers = [UInt8](repeating: 0x7E, count: 2_000)
+        for refuserIsResponder in [true, false] {
+            for answer in [transfers, []] {
+                let refuse: SecureChannel.Authorize = { _, _, _ in "revoked" }
+                let admit: SecureChannel.Authorize = { _, _, _ in nil }
+                var seen: [[UInt8]] = []
+                let a = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 100), authorize: refuserIsResponder ? admit : refuse,
+                                           evidence: { _ in revocation }, answer: { seen.append($0); return answer })
+                let b = try! SecureChannel(role: .responder, identity: Seeds.identity(2), household: ChannelPair.household,
+                                           seed: Seeds.bytes(64, seed: 200), authorize: refuserIsResponder ? refuse : admit,
+                                           evidence: { _ in revocation }, answer: { seen.append($0); return answer })
+                let p = ChannelPair(a: a, b: b, seed: 7, maxChunk: 97)
+                p.start()
+                let (refused, refuser) = refuserIsResponder ? (p.failureA, p.failureB) : (p.failureB, p.failureA)
+                #expect(seen == [revocation])
+                #expect(refused == .revokedByPeer("revoked", revocation: revocation))
+                if answer.isEmpty {
+                    #expect(refuser == nil)
+                    p.hangUp()
+                    #expect((refuserIsResponder ? p.failureB : p.failureA) == .unauthorized("revoked"))
+                } else {
+                    #expect(refuser == .answeredRefusal("revoked", transfers: transfers))
+                    #expect(p.wire.last.map { $0.bytes[4] } == 0xFC)
+                }
+                #expect(!p.establishedA && !p.establishedB)
+            }
+        }
     }
 
     /// A revocation too large for a `revoked` frame is not sent: the refusal is a plain one.

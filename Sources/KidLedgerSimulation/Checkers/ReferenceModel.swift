@@ -13,52 +13,12 @@ enum ReferenceModel {
         var description: String { "\(name)\(archived ? " (archived)" : "") \(balance)" }
     }
 
-    /// The expected children, by id.
-    static func expected(from changes: [Change]) -> [RecordID: ChildState] {
-        // Membership: who wrote each origin, who the owner and the granted keys are, and where
-        // each revoked member's changes stop.
-        var claims: [ReplicaID: [UInt8]] = [:]
-        var cuts: [[UInt8]: [ReplicaID: UInt64]] = [:]
-        var owner: [UInt8]?
-        var granted = Set<[UInt8]>()
-        for change in changes {
-            for op in change.operations {
-                switch op {
-                case .createHousehold(let h) where !h.owner.isEmpty:
-                    owner = h.owner
-                case .grant(let g):
-                    granted.insert(g.member)
-                case .claim(let c) where c.origin == change.origin && change.sequence == 1:
-                    if let existing = claims[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
-                    claims[c.origin] = c.member
-                case .revoke(let r):
-                    if let current = cuts[r.member] {
-                        var merged: [ReplicaID: UInt64] = [:]
-                        for origin in Set(current.keys).union(r.seen.keys) {
-                            let v = min(current[origin] ?? 0, r.seen[origin] ?? 0)
-                            if v > 0 { merged[origin] = v }
-                        }
-                        cuts[r.member] = merged
-                    } else {
-                        cuts[r.member] = r.seen
-                    }
-                default: break
-                }
-            }
-        }
-        // A change is rejected beyond its origin's cut: the cut of the member claiming the origin
-        // (taken once per origin, not looked up by the member's key for every change). In an
-        // owned household, every change of an origin no claim names, or whose claim names a key
-        // that is neither the owner nor granted, is rejected too (cut 0).
-        var cutAt: [ReplicaID: UInt64] = [:]
-        for (origin, member) in claims {
-            if let owner, member != owner, !granted.contains(member) { cutAt[origin] = 0; continue }
-            if let cut = cuts[member] { cutAt[origin] = cut[origin] ?? 0 }
-        }
-        func rejected(_ change: Change) -> Bool {
-            guard let cut = cutAt[change.origin] else { return owner != nil && claims[change.origin] == nil }
-            return change.sequence > cut
-        }
+    /// The expected children, by id (`verifier` checks the owners' signatures on grants and
+    /// revocations).
+    static func expected(from changes: [Change], verifier: any SignatureVerifier) -> [RecordID: ChildState] {
+        // Membership: where each origin's changes stop counting (revocations by author, owner
+        // terms, unclaimed origins), restated from the log alone.
+        let membership = LogMembership(changes, verifier: verifier)
 
         // A register is (entity, field); values and transactions are encoded only to break a tie
         // (the encoding is a function of the value, so encoding the kept one again is the same).
@@ -70,7 +30,7 @@ enum ReferenceModel {
         var registers: [Register: (stamp: Stamp, value: FieldValue)] = [:]
         var transactions: [RecordID: LedgerTransaction] = [:]
         transactions.reserveCapacity(changes.count)  // about one a change: no rehashing as it grows
-        for change in changes where !rejected(change) {
+        for change in changes where !membership.rejects(change) {
             let stamp = Stamp(hlc: change.hlc, origin: change.origin)
             for op in change.operations {
                 switch op {
@@ -114,7 +74,7 @@ enum ReferenceModel {
 final class BalanceChecker: Checker {
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard stage == .referenceModel else { return [] }
-        let expected = ReferenceModel.expected(from: run.logs.union)
+        let expected = ReferenceModel.expected(from: run.logs.union, verifier: run.verifier)
         for (node, replica) in zip(run.nodes, run.replicas) {
             var actual: [RecordID: ReferenceModel.ChildState] = [:]
             for c in try replica.children(includeArchived: true) {

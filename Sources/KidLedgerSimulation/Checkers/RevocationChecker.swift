@@ -35,115 +35,24 @@ final class RevocationChecker: Checker {
         }
     }
 
-    /// What the revocations in the (converged) change log that `counts` accepts say: for each
-    /// revoked member key, the pointwise minimum of their `seen` vectors.
-    static func revokedSeen(in log: [Change], counts: (Change, MemberRevocation) -> Bool = { _, _ in true }) -> [[UInt8]: VersionVector] {
-        var seen: [[UInt8]: VersionVector] = [:]
-        for change in log {
-            for case .revoke(let rv) in change.operations where counts(change, rv) {
-                guard let current = seen[rv.member] else { seen[rv.member] = rv.seen; continue }
-                var merged: VersionVector = [:]
-                for origin in Set(current.keys).union(rv.seen.keys) {
-                    let v = min(current[origin] ?? 0, rv.seen[origin] ?? 0)
-                    if v > 0 { merged[origin] = v }
-                }
-                seen[rv.member] = merged
-            }
-        }
-        return seen
-    }
-
     /// Equal membership on every replica, no forged changes, as many rejected ones as the log
     /// says, and each member revoked exactly when the log says so.
     func membership(_ run: FinalRun) throws -> [String] {
         var failures: [String] = []
         let changeLog = run.logs.first
         let members = try run.members()
-        // Who wrote each origin (its claim at sequence 1), and who may write: read from the log,
-        // not from what the replicas list.
-        var claimant: [ReplicaID: [UInt8]] = [:]
-        var owner: [UInt8]?
-        var household = RecordID(high: 0, low: 0)
-        var granted = Set<[UInt8]>()
-        // Owner transfers, keyed as the product orders them (epoch, then the smaller hash of the
-        // encoded operation): each epoch's first is the next owner's term.
-        var transfers: [(key: [UInt8], newOwner: [UInt8], seen: VersionVector)] = []
-        for change in changeLog {
-            for op in change.operations {
-                switch op {
-                case .createHousehold(let h) where !h.owner.isEmpty:
-                    owner = h.owner
-                    household = h.id
-                case .transferOwner(let t):
-                    var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
-                    key += SHA256.hash(RecordCodec.encodeOperation(op)).prefix(16)
-                    if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner, t.seen)) }
-                case .claim(let c) where c.origin == change.origin && change.sequence == 1:
-                    if let existing = claimant[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
-                    claimant[c.origin] = c.member
-                default: break
-                }
-            }
-        }
-        // The owner terms: the genesis owner, then each epoch's winning transfer's new owner. Every
-        // replica must name the last as the owner (and the same number of transfers).
-        var owners = owner.map { [$0] } ?? []
-        var termEnds: [VersionVector] = []  // the seen vector of the transfer that ended each term but the last
-        var lastEpoch: [UInt8]?
-        for t in transfers.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where Array(t.key.prefix(8)) != lastEpoch {
-            owners.append(t.newOwner)
-            termEnds.append(t.seen)
-            lastEpoch = Array(t.key.prefix(8))
-        }
-        // A grant or revocation counts when the owner of a term that covers its change signed it:
-        // the current term, or one whose ending transfer saw the change. A revocation of the
-        // current owner never counts. The rest are forged on every replica (Ownership.signedByOwner).
-        let verifier = run.nodes[0].verifier
-        func signedInTerm(_ change: Change, _ message: [UInt8], _ signature: [UInt8]) -> Bool {
-            owners.indices.contains { i in
-                (i >= termEnds.count || change.sequence <= (termEnds[i][change.origin] ?? 0))
-                    && verifier.isValid(signature: signature, message: message, key: owners[i])
-            }
-        }
-        func counts(_ change: Change, _ rv: MemberRevocation) -> Bool {
-            rv.member != owners.last
-                && signedInTerm(change, Membership.revocationMessage(household: household, rv), rv.signature)
-        }
-        var expectedForged = 0
-        for change in changeLog {
-            for op in change.operations {
-                switch op {
-                case .grant(let g):
-                    if signedInTerm(change, Membership.grantMessage(household: household, g), g.signature) {
-                        granted.insert(g.member)
-                    } else {
-                        expectedForged += 1
-                    }
-                case .revoke(let rv):
-                    if !counts(change, rv) { expectedForged += 1 }
-                default: break
-                }
-            }
-        }
-        let seen = Self.revokedSeen(in: changeLog, counts: counts)
+        // Who wrote each origin, who owns and who may write: read from the log, not from what
+        // the replicas list.
+        let said = LogMembership(changeLog, verifier: run.nodes[0].verifier)
         for (node, replica) in zip(run.nodes, run.replicas) {
             let ownership = try replica.ownership()
-            if ownership?.owner != owners.last || (ownership?.transfers ?? 0) != transfers.count {
-                failures.append("\(node.name) names another owner than the log's owner terms say (\(transfers.count) transfers)")
+            if ownership?.owner != said.owners.last || (ownership?.transfers ?? 0) != said.transferCount {
+                failures.append("\(node.name) names another owner than the log's owner terms say (\(said.transferCount) transfers)")
             }
         }
-        // The cut at each origin: the revoked claimant's, 0 for an origin of an owned household
-        // that no claim names or whose claimant has never owned it and is not granted, none for
-        // the others. Computed once per origin, not per change asked about.
-        cuts = [:]
-        for change in changeLog where change.sequence == 1 {
-            guard let key = claimant[change.origin] else {
-                if owner != nil { cuts[change.origin] = 0 }
-                continue
-            }
-            if owner != nil, !owners.contains(key), !granted.contains(key) { cuts[change.origin] = 0; continue }
-            if let cut = seen[key] { cuts[change.origin] = cut[change.origin] ?? 0 }
-        }
+        cuts = said.cuts
+        let expectedForged = said.forged
+        let seen = said.revokedSeen
         // Equal membership everywhere (sorted by key: `members()` orders equal names arbitrarily).
         func canonical(_ ms: [MemberSummary]) -> [MemberSummary] {
             ms.sorted { $0.key.lexicographicallyPrecedes($1.key) }

@@ -113,7 +113,10 @@ extension Simulator {
     /// revoked, the handshake ends with a `revoked` frame carrying `judge`'s evidence (the
     /// CLI's `SyncDriver.revocationEvidence`: ``Replica/revocation(of:)``), and `peer` checks
     /// and records it as the CLI's `SyncDriver.learn` does (``Replica/learnRevocation(_:of:)``),
-    /// keeping all its data. Returns whether `judge` refused.
+    /// keeping all its data. When `peer` holds the revocation void (a former owner signed it after
+    /// the transfer that ended its term), it answers with those transfers and `judge` records them
+    /// (``Replica/learnTransfers(_:)``), so the next handshake judges `peer` again. Returns whether
+    /// `judge` refused.
     func refuses(_ judge: SimNode, _ peer: SimNode) throws -> Bool {
         let key = peer.identity.publicKey.bytes
         guard let replica = judge.replica, let refused = peer.replica, try judge.revokedKeys().contains(key) else { return false }
@@ -132,6 +135,15 @@ extension Simulator {
         if learned == .recorded { learnedFromRefusal.insert(peer.index) }
         if case .forged(let why) = learned { failures.append("\(peer.name) rejects \(judge.name)'s refusal evidence: \(why)") }
         try recordLocalChanges(peer, after: before[refused.replicaID] ?? 0)
+        if learned == .void, let answer = try refused.transfersVoiding(evidence, of: key) {
+            // The channel's `transfers` answer (the CLI's `SyncDriver.answer` and `learnAnswer`).
+            count("refusalAnswered")
+            let judged = try replica.heldSequence(of: replica.replicaID)
+            let heard = try replica.learnTransfers(answer)
+            log("\(peer.name) answers with the owner transfers that void it; \(judge.name) records them: \(heard)")
+            if case .forged(let why) = heard { failures.append("\(judge.name) rejects \(peer.name)'s owner transfers: \(why)") }
+            try recordLocalChanges(judge, after: judged)
+        }
         return true
     }
 

@@ -1,0 +1,116 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// The membership a change log says, restated from the log alone (no replica code) as
+/// docs/SECURITY.md states the rule: the owner terms (the genesis owner, then each epoch's winning
+/// owner transfer, the smaller hash of its encoded operation winning), the grants and revocations
+/// an owner whose term covers their change signed, who wrote each origin (its claim at sequence
+/// 1), and where each origin's changes stop counting. The ``RevocationChecker`` compares every
+/// replica against it; the ``ReferenceModel`` rejects changes by it.
+struct LogMembership {
+    /// The household the genesis names (zero for a household without an owner).
+    var household = RecordID(high: 0, low: 0)
+    /// Each term's owner, oldest first (empty for a household without an owner).
+    var owners: [[UInt8]] = []
+    /// The `seen` vector of the transfer that ended each term but the last.
+    var termEnds: [VersionVector] = []
+    /// Every valid-looking owner transfer in the log (each counted once).
+    var transferCount = 0
+    /// Who wrote each origin: the smallest key a claim at the origin's sequence 1 names.
+    var claimant: [ReplicaID: [UInt8]] = [:]
+    /// The members a grant that counts names.
+    var granted = Set<[UInt8]>()
+    /// The grants and revocations no owner's term covers (and revocations of the current owner).
+    var forged = 0
+    /// For each revoked member, the pointwise minimum of its counting revocations' `seen` vectors.
+    var revokedSeen: [[UInt8]: VersionVector] = [:]
+    /// Where each origin's changes stop counting: the revoked claimant's cut; 0 in an owned
+    /// household for an origin no claim names or whose claimant never owned it and is not
+    /// granted; none for the others.
+    var cuts: [ReplicaID: UInt64] = [:]
+
+    var isOwned: Bool { !owners.isEmpty }
+
+    init(_ log: [Change], verifier: any SignatureVerifier) {
+        // Owner transfers, keyed as the product orders them (epoch, then the smaller hash of the
+        // encoded operation): each epoch's first is the next owner's term.
+        var transfers: [(key: [UInt8], newOwner: [UInt8], seen: VersionVector)] = []
+        var origins = Set<ReplicaID>()
+        for change in log {
+            origins.insert(change.origin)
+            for op in change.operations {
+                switch op {
+                case .createHousehold(let h) where !h.owner.isEmpty:
+                    owners = [h.owner]
+                    household = h.id
+                case .transferOwner(let t):
+                    var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
+                    key += SHA256.hash(RecordCodec.encodeOperation(op)).prefix(16)
+                    if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner, t.seen)) }
+                case .claim(let c) where c.origin == change.origin && change.sequence == 1:
+                    if let existing = claimant[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
+                    claimant[c.origin] = c.member
+                default: break
+                }
+            }
+        }
+        transferCount = transfers.count
+        if isOwned {
+            var lastEpoch: [UInt8]?
+            for t in transfers.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where Array(t.key.prefix(8)) != lastEpoch {
+                owners.append(t.newOwner)
+                termEnds.append(t.seen)
+                lastEpoch = Array(t.key.prefix(8))
+            }
+        }
+        // A grant or revocation counts when the owner of a term that covers its change signed it:
+        // the current term, or one whose ending transfer saw the change. A revocation of the
+        // current owner never counts. The rest are forged on every replica (Ownership.signedByOwner).
+        let owners = owners, termEnds = termEnds, household = household
+        func signedInTerm(_ change: Change, _ message: [UInt8], _ signature: [UInt8]) -> Bool {
+            owners.indices.contains { i in
+                (i >= termEnds.count || change.sequence <= (termEnds[i][change.origin] ?? 0))
+                    && verifier.isValid(signature: signature, message: message, key: owners[i])
+            }
+        }
+        for change in log {
+            for op in change.operations {
+                switch op {
+                case .grant(let g):
+                    if signedInTerm(change, Membership.grantMessage(household: household, g), g.signature) {
+                        granted.insert(g.member)
+                    } else {
+                        forged += 1
+                    }
+                case .revoke(let rv):
+                    guard rv.member != owners.last,
+                          signedInTerm(change, Membership.revocationMessage(household: household, rv), rv.signature) else {
+                        forged += 1
+                        continue
+                    }
+                    guard let current = revokedSeen[rv.member] else { revokedSeen[rv.member] = rv.seen; continue }
+                    var merged: VersionVector = [:]
+                    for origin in Set(current.keys).union(rv.seen.keys) {
+                        let v = min(current[origin] ?? 0, rv.seen[origin] ?? 0)
+                        if v > 0 { merged[origin] = v }
+                    }
+                    revokedSeen[rv.member] = merged
+                default: break
+                }
+            }
+        }
+        for origin in origins {
+            guard let key = claimant[origin] else {
+                if isOwned { cuts[origin] = 0 }
+                continue
+            }
+            if isOwned, !owners.contains(key), !granted.contains(key) { cuts[origin] = 0; continue }
+            if let cut = revokedSeen[key] { cuts[origin] = cut[origin] ?? 0 }
+        }
+    }
+
+    /// Whether `change` comes after its origin's cut (it counts nowhere).
+    func rejects(_ change: Change) -> Bool {
+        cuts[change.origin].map { change.sequence > $0 } ?? false
+    }
+}
