@@ -202,12 +202,12 @@ enum NetworkCommands {
             try replica.device.removePeer(address)
             if result.wasRefused {
                 abandon()
-                throw CLIError("the inviting device refused: \(result.failure ?? "no reason given")", code: .notPermitted)
+                throw CLIError("the inviting device refused: \(Render.safe(result.failure ?? "no reason given"))", code: .notPermitted)
             }
         }
         guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
             abandon()
-            let failure = last?.failure ?? "no address"
+            let failure = Render.safe(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
             throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint)", code: .unavailable)
@@ -251,7 +251,7 @@ enum NetworkCommands {
             if added { try replica.device.removePeer(address) }
         }
         guard let result = last, result.succeeded, let h = try replica.household() else {
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address")", code: .unavailable)
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(Render.safe(last?.failure ?? "no address"))", code: .unavailable)
         }
         ctx.say("This home already belongs to \"\(Render.safe(h.name))\"; synced with \(result.address) instead of joining again.")
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)), ("alreadyMember", .bool(true))]))

@@ -4,6 +4,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerTransport
 
 /// Issue 21, points 1 and 4 through the CLI: a receipt holding a huge number (stored before
 /// sequences were bounded) does not trap `status` or `peers`; notes, names and a peer's error
@@ -19,6 +20,15 @@ struct HostileTextAndNumbersTests {
     /// fake line after it, a bell, a C1 control, DEL and a right-to-left override.
     static let hostile = "red\u{1B}[31m\r\nstatus: synced\u{7}\u{85}\u{7F}\u{202E}cba"
 
+    /// A new ledger with a household and Ava, and `peers` added as peers (127.0.0.1:1, :2, ...).
+    static func ledger(peers: Int) -> TestLedger {
+        let l = TestLedger()
+        _ = l.ok("init", "Smiths")
+        _ = l.ok("child", "add", "Ava")
+        for port in 0..<peers { _ = l.ok("peer", "add", "127.0.0.1:\(port + 1)") }
+        return l
+    }
+
     static func withReplica(_ l: TestLedger, _ body: (Replica) throws -> Void) throws {
         let replica = try Context(home: l.home, json: false, console: BufferConsole(), clock: SystemClock()).openReplicaForChanges()
         defer { (replica.store as? LMDBEnvironment)?.close() }
@@ -26,12 +36,8 @@ struct HostileTextAndNumbersTests {
     }
 
     @Test func aStoredHugeReceiptDoesNotTrapStatusOrPeers() throws {
-        let l = TestLedger()
+        let l = Self.ledger(peers: 2)
         defer { l.remove() }
-        _ = l.ok("init", "Smiths")
-        _ = l.ok("child", "add", "Ava")
-        _ = l.ok("peer", "add", "127.0.0.1:1")
-        _ = l.ok("peer", "add", "127.0.0.1:2")
         try Self.withReplica(l) { replica in
             // What an acknowledgement held before decoders bounded sequences: 2^63, and entries
             // whose sum overflows.
@@ -54,10 +60,8 @@ struct HostileTextAndNumbersTests {
     }
 
     @Test func notesAreEscapedInTablesAndRoundTripInJSON() throws {
-        let l = TestLedger()
+        let l = Self.ledger(peers: 0)
         defer { l.remove() }
-        _ = l.ok("init", "Smiths")
-        _ = l.ok("child", "add", "Ava")
         let given = l.ok("give", "Ava", "1", "--note", Self.hostile)
         #expect(Self.unsafe(given).isEmpty)
         let history = l.ok("history", "Ava")
@@ -73,12 +77,9 @@ struct HostileTextAndNumbersTests {
     }
 
     @Test func aPeersNamesAndErrorTextAreEscaped() throws {
-        let l = TestLedger()
+        let l = Self.ledger(peers: 1)
         defer { l.remove() }
-        _ = l.ok("init", "Smiths")
-        _ = l.ok("child", "add", "Ava")
         _ = l.ok("give", "Ava", "1")
-        _ = l.ok("peer", "add", "127.0.0.1:1")
         try Self.withReplica(l) { replica in
             // Names as a peer's records may carry them (the CLI refuses them when typed).
             let child = try #require(try replica.children(includeArchived: true).first).id
@@ -99,6 +100,13 @@ struct HostileTextAndNumbersTests {
         #expect(names == [Self.hostile])
         let peers = try #require(checkJSON(l, "peers") as? [String: Any])
         #expect((peers["peers"] as? [[String: Any]])?.first?["lastError"] as? String == "peer reported: " + Self.hostile)
+    }
+
+    @Test func aPeersErrorTextIsEscapedInSyncLines() {
+        let result = SyncDriver.Result(address: "127.0.0.1:1", outcome: .failed("peer reported: " + Self.hostile), connectError: nil, seconds: 1)
+        let line = SyncDriver.line(result)
+        #expect(Self.unsafe(line).isEmpty && !line.contains("\n"), "\(line.debugDescription)")
+        #expect(line.hasSuffix("peer reported: " + TextEscaping.terminal(Self.hostile)))
     }
 
     @Test func terminalEscapingIsIdempotentAndKeepsOrdinaryText() {
