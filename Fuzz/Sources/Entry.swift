@@ -27,6 +27,7 @@ let allTargets: [FuzzTarget] = [
     FuzzTarget(name: "invite", run: fuzzInvite, seeds: inviteSeeds),
     FuzzTarget(name: "amount", run: fuzzAmount, seeds: amountSeeds),
     FuzzTarget(name: "http", run: fuzzHTTP, seeds: httpSeeds),
+    FuzzTarget(name: "session", run: fuzzSession, seeds: sessionSeeds),
 ]
 
 /// Writes a line to standard error.

@@ -89,7 +89,7 @@ enum AccountCommands {
             let replica = try ctx.openReplica()
             if try replica.household() != nil {
                 let member = try replica.members().first { $0.key == me?.publicKey.bytes }
-                role = member.map { $0.isOwner ? "owner" : ($0.isRevoked ? "revoked member" : "member \"\($0.name)\"") } ?? "not a member"
+                role = member.map { $0.isOwner ? "owner" : ($0.isRevoked ? "revoked member" : "member \"\(Render.safe($0.name))\"") } ?? "not a member"
                 attention = try ctx.attentionReason(replica)
             }
         }

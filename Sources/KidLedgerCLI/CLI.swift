@@ -24,7 +24,7 @@ public enum CLI {
             return try dispatch(arguments, environment: environment, console: console, clock: clock).rawValue
         } catch {
             let failure = CLIError.from(error)
-            console.err("kidledger: \(failure.message)\n")
+            console.err("kidledger: \(TextEscaping.terminal(failure.message, keepingNewlines: true))\n")
             return failure.code.rawValue
         }
     }

@@ -129,7 +129,8 @@ public final class Context: Sendable {
 
     /// Prints a line of text (or nothing in JSON mode).
     public func say(_ text: String) {
-        if !json { console.out(text + "\n") } else { messages?.out(text + "\n") }
+        let line = TextEscaping.terminal(text, keepingNewlines: true)
+        if !json { console.out(line + "\n") } else { messages?.out(line + "\n") }
     }
 
     /// Prints a JSON document (only in JSON mode).

@@ -26,7 +26,7 @@ enum LedgerCommands {
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
-        ctx.say("Created household \"\(h.name)\" in \(ctx.home).")
+        ctx.say("Created household \"\(Render.safe(h.name))\" in \(ctx.home).")
         ctx.say(RecoveryCommands.paperNotice(recovery.text))
         guard case .object(var fields) = Render.household(h) else { preconditionFailure("a household renders as an object") }
         fields.append(("recoverySecret", .string(recovery.text)))
@@ -36,7 +36,7 @@ enum LedgerCommands {
     static let childAdd = CLI.Command(spec: CommandSpec(
         name: "child add", synopsis: "NAME", summary: "add a child", details: "", arguments: 1...1)) { ctx, args in
         let c = try ctx.openReplicaForChanges().addChild(name: args.positionals[0])
-        ctx.say("Added \(c.name) (id \(Render.shortID(c.id))).")
+        ctx.say("Added \(Render.safe(c.name)) (id \(Render.shortID(c.id))).")
         ctx.emit(Render.child(c))
     }
 
@@ -45,7 +45,7 @@ enum LedgerCommands {
         let replica = try ctx.openReplicaForChanges()
         let old = try replica.resolveChild(args.positionals[0]).name
         let c = try replica.renameChild(args.positionals[0], to: args.positionals[1])
-        ctx.say("Renamed \(old) to \(c.name).")
+        ctx.say("Renamed \(Render.safe(old)) to \(Render.safe(c.name)).")
         ctx.emit(Render.child(c))
     }
 
@@ -53,14 +53,14 @@ enum LedgerCommands {
         name: "child archive", synopsis: "CHILD", summary: "archive a child (history is kept)",
         details: "An archived child is hidden from lists and give-all, and keeps every transaction.", arguments: 1...1)) { ctx, args in
         let c = try ctx.openReplicaForChanges().setArchived(args.positionals[0], true)
-        ctx.say("Archived \(c.name); history is kept (`kidledger child restore \(c.name)` brings it back).")
+        ctx.say("Archived \(Render.safe(c.name)); history is kept (`kidledger child restore \(Render.safe(c.name))` brings it back).")
         ctx.emit(Render.child(c))
     }
 
     static let childRestore = CLI.Command(spec: CommandSpec(
         name: "child restore", synopsis: "CHILD", summary: "restore an archived child", details: "", arguments: 1...1)) { ctx, args in
         let c = try ctx.openReplicaForChanges().setArchived(args.positionals[0], false)
-        ctx.say("Restored \(c.name).")
+        ctx.say("Restored \(Render.safe(c.name)).")
         ctx.emit(Render.child(c))
     }
 
@@ -85,7 +85,7 @@ enum LedgerCommands {
             let cents = try Money.parseAmount(args.positionals[1])
             let p = try ctx.openReplicaForChanges().post(args.positionals[0], signedCents: sign * cents,
                                                note: args.values["note"] ?? "", source: name)
-            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(p.childName). Balance: \(Money.format(cents: p.balanceCents))")
+            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(Render.safe(p.childName)). Balance: \(Money.format(cents: p.balanceCents))")
             ctx.emit(Render.posting(p))
         }
     }
@@ -117,7 +117,7 @@ enum LedgerCommands {
         _ = try requireHousehold(replica)
         let list = args.positionals.isEmpty ? try replica.children() : [try replica.resolveChild(args.positionals[0])]
         if list.count == 1 && !args.positionals.isEmpty {
-            ctx.say("\(list[0].name): \(Money.format(cents: list[0].balanceCents))")
+            ctx.say("\(Render.safe(list[0].name)): \(Money.format(cents: list[0].balanceCents))")
             ctx.emit(Render.child(list[0]))
             return
         }
@@ -159,14 +159,14 @@ enum LedgerCommands {
             let replica = try ctx.openReplica()
             _ = try requireHousehold(replica)
             guard let e = try replica.undoCandidate() else { throw LedgerError.nothingToUndo }
-            ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(e.childName) (\(Timestamp.short(millis: e.transaction.createdAtMillis)) UTC), made by \(Names.label(e.author)).")
+            ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(Timestamp.short(millis: e.transaction.createdAtMillis)) UTC), made by \(Names.label(e.author)).")
             ctx.emit(.object([("wouldUndo", Render.entry(e))]))
             return
         }
         let u = try ctx.openReplicaForChanges().undo()
         let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
-        ctx.say("Undid \(amount) for \(u.childName) (\(Timestamp.short(millis: u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")
+        ctx.say("Undid \(amount) for \(Render.safe(u.childName)) (\(Timestamp.short(millis: u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")
         ctx.emit(.object([("undo", Render.transaction(u.undo)), ("original", Render.transaction(u.original)),
                           ("originalAuthor", Names.json(u.originalAuthor)),
                           ("childName", .string(u.childName)), ("balanceCents", .integer(u.balanceCents))]))

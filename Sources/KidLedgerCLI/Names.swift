@@ -30,7 +30,7 @@ extension Context {
 enum Names {
     /// "Dad (3fa2-91c0-7d44-e1b8)" for a member key.
     static func label(_ name: String, key: [UInt8]) -> String {
-        "\(name) (\(fingerprint(key)))"
+        "\(Render.safe(name)) (\(fingerprint(key)))"
     }
 
     static func fingerprint(_ key: [UInt8]) -> String { PublicKey(bytes: key)?.fingerprint ?? "?" }

@@ -39,7 +39,7 @@ enum NetworkCommands {
         Daemon.installSignalHandlers()
         let console = ctx.console
         let log: @Sendable (String) -> Void = { line in
-            console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(line)\n")
+            console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(TextEscaping.terminal(line))\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
@@ -172,7 +172,7 @@ enum NetworkCommands {
             if let h = try existing.household() {
                 let counts = try existing.counts()
                 if (counts.children > 0 || counts.transactions > 0) && !args.has("replace") {
-                    throw CLIError("this home already holds the household \"\(h.name)\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
+                    throw CLIError("this home already holds the household \"\(Render.safe(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
                 }
             }
             replacing = existing
@@ -202,12 +202,12 @@ enum NetworkCommands {
             try replica.device.removePeer(address)
             if result.wasRefused {
                 abandon()
-                throw CLIError("the inviting device refused: \(result.failure ?? "no reason given")", code: .notPermitted)
+                throw CLIError("the inviting device refused: \(Render.safe(result.failure ?? "no reason given"))", code: .notPermitted)
             }
         }
         guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
             abandon()
-            let failure = last?.failure ?? "no address"
+            let failure = Render.safe(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
             throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint)", code: .unavailable)
@@ -232,7 +232,7 @@ enum NetworkCommands {
             throw CLIError("joined, but could not move \(staging) to \(ctx.storePath): \(String(cString: strerror(errno)))", code: .ioError)
         }
         if let backup { ctx.say("The previous ledger was saved to \(backup).") }
-        ctx.say("Joined \"\(h.name)\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
+        ctx.say("Joined \"\(Render.safe(h.name))\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
                           ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
                           ("backup", backup.map(JSON.string) ?? .null)]))
@@ -251,9 +251,9 @@ enum NetworkCommands {
             if added { try replica.device.removePeer(address) }
         }
         guard let result = last, result.succeeded, let h = try replica.household() else {
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(last?.failure ?? "no address")", code: .unavailable)
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(Render.safe(last?.failure ?? "no address"))", code: .unavailable)
         }
-        ctx.say("This home already belongs to \"\(h.name)\"; synced with \(result.address) instead of joining again.")
+        ctx.say("This home already belongs to \"\(Render.safe(h.name))\"; synced with \(result.address) instead of joining again.")
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)), ("alreadyMember", .bool(true))]))
     }
 

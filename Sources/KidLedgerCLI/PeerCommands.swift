@@ -93,7 +93,7 @@ struct StatusReport {
         sameID = try replica.sameIDConflicts()
         let mine = vector
         let lacking = peers.map { Self.lacks($0.receipt, mine) }
-        pending = lacking.max() ?? vector.values.reduce(0) { $0 + Int($1) }
+        pending = lacking.max() ?? changesMissing(from: [:], in: vector)
         if peers.isEmpty {
             state = "pending"
         } else if lacking.allSatisfy({ $0 == 0 }) {
@@ -105,9 +105,10 @@ struct StatusReport {
         }
     }
 
-    /// How many changes `holder` has that `receipt` does not cover.
+    /// How many changes `holder` has that `receipt` does not cover (clamped: a receipt stored
+    /// before sequences were bounded may hold any number).
     static func lacks(_ receipt: VersionVector, _ holder: VersionVector) -> Int {
-        holder.reduce(0) { $0 + Int($1.value - min($1.value, receipt[$1.key] ?? 0)) }
+        changesMissing(from: receipt, in: holder)
     }
 
     func json(_ p: PeerRecord) -> JSON {
@@ -133,7 +134,7 @@ struct StatusReport {
             if weLack > 0 { text += "; it had \(Render.plural(weLack, "change")) this laptop lacks" }
         }
         if !p.lastError.isEmpty && p.lastAttemptMillis > p.lastSuccessMillis {
-            text += "; last attempt \(Timestamp.short(millis: p.lastAttemptMillis)) failed: \(p.lastError)"
+            text += "; last attempt \(Timestamp.short(millis: p.lastAttemptMillis)) failed: \(Render.safe(p.lastError))"
         }
         return text
     }
@@ -145,10 +146,10 @@ struct StatusReport {
         let differing = Set(synced.flatMap(\.childrenDiffering))
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.name) })
         if !differing.isEmpty {
-            return "at the last sync, laptops differed on: " + differing.sorted().map { names[$0] ?? String($0.hex.prefix(8)) }.joined(separator: ", ")
+            return "at the last sync, laptops differed on: " + differing.sorted().map { names[$0].map(Render.safe) ?? String($0.hex.prefix(8)) }.joined(separator: ", ")
         }
         let active = children.filter { !$0.isArchived }
-        let list = active.map { "\($0.name) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
+        let list = active.map { "\(Render.safe($0.name)) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
         return "all \(synced.count + 1) laptops agreed at the last sync" + (list.isEmpty ? "" : "; now: " + list)
     }
 

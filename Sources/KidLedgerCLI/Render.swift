@@ -15,6 +15,10 @@ enum Render {
         return "\(plural(count, "forged record")) refused, never applied" + (households > 0 ? " (\(plural(households, "household record")))" : "")
     }
 
+    /// `text` (a note, a name, a peer's error) as it may reach a terminal on one line:
+    /// ``TextEscaping/terminal(_:keepingNewlines:)``. Tables pass every cell through it.
+    static func safe(_ text: String) -> String { TextEscaping.terminal(text) }
+
     static func shortID(_ id: RecordID) -> String { String(id.hex.prefix(8)) }
 
     static func household(_ h: HouseholdSummary) -> JSON {
@@ -65,7 +69,7 @@ enum Render {
 
     /// What a version shows in a conflict line: an amount and note, or a creation time.
     static func summary(_ v: ConflictVersion) -> String {
-        if let t = v.transaction { return signedAmount(t.amountCents) + (t.note.isEmpty ? "" : " \"\(t.note)\"") }
+        if let t = v.transaction { return signedAmount(t.amountCents) + (t.note.isEmpty ? "" : " \"\(safe(t.note))\"") }
         if let c = v.child { return "created \(Timestamp.short(millis: c.createdAtMillis)) UTC" }
         return "?"
     }
@@ -82,7 +86,7 @@ enum Render {
     /// Columns padded to their widest cell; `rightAligned` columns are padded on the left.
     /// Trailing white space is trimmed from every line.
     static func table(header: [String]?, rightAligned: Set<Int>, rows: [[String]]) -> String {
-        let all = (header.map { [$0] } ?? []) + rows
+        let all = ((header.map { [$0] } ?? []) + rows).map { $0.map(safe) }
         guard let columns = all.map(\.count).max() else { return "" }
         var widths = [Int](repeating: 0, count: columns)
         for row in all { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }

@@ -218,7 +218,7 @@ enum SyncDriver {
                 + (s.unauthenticatedReceived == 0 ? ""
                     : "; refused \(s.unauthenticatedReceived) changes no signed head of their author reaches (forged or altered: docs/SECURITY.md)")
         }
-        return "sync with \(r.address) failed after \(formatSeconds(r.seconds)): \(r.failure ?? "unknown error")"
+        return "sync with \(r.address) failed after \(formatSeconds(r.seconds)): \(Render.safe(r.failure ?? "unknown error"))"
     }
 
     static func formatSeconds(_ s: Double) -> String {

@@ -296,6 +296,7 @@ public enum RecordCodec {
         let origin = ReplicaID(try r.readBigEndianUInt64("origin"))
         let sequence = try r.readVarint("sequence")
         guard sequence >= 1 else { throw .invalid("sequence 0") }
+        guard sequence <= Limits.sequenceMax else { throw .invalid("sequence \(sequence) above \(Limits.sequenceMax)") }
         let millis = try r.readZigzag("hlc")
         guard millis >= 0, millis <= HLC.millisMax else { throw .invalid("hlc time \(millis) out of range") }
         let counter = try r.readVarint("hlc counter")

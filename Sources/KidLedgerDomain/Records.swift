@@ -11,6 +11,11 @@ public enum Limits {
     public static let sourceBytesMax = 32
     /// Most operations in one change (a give-all batch over many children).
     public static let operationsPerChangeMax = 10_000
+    /// The highest sequence number of a change, a version vector entry or a receipt entry: 2^62.
+    /// Decoders refuse anything above it, so no count or sum of sequences a peer sends can come
+    /// near `Int.max` by one entry (sums of several are clamped: ``changesMissing``). Reaching it
+    /// would take 2^62 changes of one replica.
+    public static let sequenceMax: UInt64 = 1 << 62
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)

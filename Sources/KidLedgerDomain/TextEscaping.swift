@@ -1,7 +1,43 @@
 /// Escaping text for the formats kidledger writes by hand: JSON strings (the CLI's `--json`, the
-/// page's API) and XML/HTML text and attribute values (the simulator's SVG, the page's HTML).
+/// page's API), XML/HTML text and attribute values (the simulator's SVG, the page's HTML), and
+/// terminal text (tables, messages and logs that show what another member wrote).
 public enum TextEscaping {
-    /// `s` as a JSON string literal, quotes included: `"`, `\` and control characters escaped.
+    /// Whether `scalar` must not reach a terminal as it is: C0 and C1 control characters and DEL
+    /// (escape sequences, carriage returns, new lines), the line and paragraph separators, and
+    /// the bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A to U+202E,
+    /// U+2066 to U+2069), which reorder what follows them on the line.
+    public static func isUnsafeForTerminal(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// `text` for a terminal: each unsafe scalar (``isUnsafeForTerminal(_:)``) shown as an escape,
+    /// `\n`, `\r`, `\t`, or `\u{1b}`, so another member's note or name can neither move the
+    /// cursor, recolour, rewrite nor reorder the line, nor start a line of its own. With
+    /// `keepingNewlines`, `\n` is kept (for a message of several lines built by kidledger itself).
+    /// Idempotent: an escape is plain text.
+    public static func terminal(_ text: String, keepingNewlines: Bool = false) -> String {
+        guard text.unicodeScalars.contains(where: isUnsafeForTerminal) else { return text }
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            guard isUnsafeForTerminal(scalar) else { out.append(scalar); continue }
+            let escape: String
+            switch scalar {
+            case "\n": escape = keepingNewlines ? "\n" : "\\n"
+            case "\r": escape = "\\r"
+            case "\t": escape = "\\t"
+            default: escape = "\\u{" + String(scalar.value, radix: 16) + "}"
+            }
+            out.append(contentsOf: escape.unicodeScalars)
+        }
+        return String(out)
+    }
+
+    /// `s` as a JSON string literal, quotes included: `"`, `\` and control characters escaped;
+    /// so are DEL, the C1 controls, U+2028, U+2029 and the bidirectional formatting characters
+    /// (as `\uXXXX`: the same string to a JSON reader, and safe when printed to a terminal).
     public static func jsonString(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {
@@ -12,7 +48,7 @@ public enum TextEscaping {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 {
+                if isUnsafeForTerminal(scalar) {
                     let hex = String(scalar.value, radix: 16)
                     out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
                 } else {

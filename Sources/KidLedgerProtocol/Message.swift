@@ -284,6 +284,7 @@ public enum Message: Equatable, Sendable {
             previous = origin
             let sequence = try r.readVarint("vector sequence")
             guard sequence > 0 else { throw .invalid("vector sequence 0") }
+            guard sequence <= Limits.sequenceMax else { throw .invalid("vector sequence \(sequence) above \(Limits.sequenceMax)") }
             vector[ReplicaID(origin)] = sequence
         }
         return vector

@@ -228,8 +228,8 @@ public final class SyncSession {
     /// this replica's vector when the caller read it already (nil: read it here).
     private func setPeerVector(_ vector: VersionVector, forked: Set<ReplicaID>, mine known: VersionVector? = nil) {
         if let mine = known ?? (try? replica.versionVector()) {
-            summary.changesExpected = vector.reduce(0) { $0 + Int($1.value - min($1.value, mine[$1.key] ?? 0)) }
-            summary.changesToSend = mine.reduce(0) { $0 + Int($1.value - min($1.value, vector[$1.key] ?? 0)) }
+            summary.changesExpected = changesMissing(from: mine, in: vector)
+            summary.changesToSend = changesMissing(from: vector, in: mine)
         }
         peerHas = vector
         for origin in forked { peerHas[origin] = 0 }

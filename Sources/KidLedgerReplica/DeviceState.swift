@@ -189,7 +189,7 @@ public struct PeerRecord: Equatable, Sendable {
             let n = try r.readVarint()
             guard n <= 100_000 else { throw DecodeError.invalid("receipt size") }
             for _ in 0..<n { p.receipt[ReplicaID(try r.readBigEndianUInt64())] = try r.readVarint() }
-            p.childrenAgreeing = Int(try r.readVarint())
+            p.childrenAgreeing = Int(clamping: try r.readVarint())
             let d = try r.readVarint()
             guard d <= 100_000 else { throw DecodeError.invalid("children count") }
             for _ in 0..<d { p.childrenDiffering.append(try r.readID()) }

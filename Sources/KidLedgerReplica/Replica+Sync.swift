@@ -3,6 +3,19 @@ import KidLedgerDomain
 /// A version vector: for each origin replica, the highest contiguous sequence held.
 public typealias VersionVector = [ReplicaID: UInt64]
 
+/// How many changes `holder` has that `have` does not cover, clamped to `Int.max`: either vector
+/// may come from a peer (or be a receipt stored from one), so no entry or sum of entries may trap.
+public func changesMissing(from have: VersionVector, in holder: VersionVector) -> Int {
+    var total = 0
+    for (origin, sequence) in holder {
+        let missing = Int(clamping: sequence - min(sequence, have[origin] ?? 0))
+        let (sum, overflow) = total.addingReportingOverflow(missing)
+        if overflow { return .max }
+        total = sum
+    }
+    return total
+}
+
 /// One change of the log in its canonical encoding.
 public struct EncodedChange: Equatable, Sendable {
     /// The replica that made it.

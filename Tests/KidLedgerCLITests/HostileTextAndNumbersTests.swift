@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+@testable import KidLedgerCLI
+import KidLedgerDomain
+import KidLedgerLMDB
+import KidLedgerReplica
+import KidLedgerTransport
+
+/// Issue 21, points 1 and 4 through the CLI: a receipt holding a huge number (stored before
+/// sequences were bounded) does not trap `status` or `peers`; notes, names and a peer's error
+/// text reach the terminal escaped, and `--json` keeps them as they are.
+@Suite("Hostile numbers and text in the CLI")
+struct HostileTextAndNumbersTests {
+    /// Every character of `text` that would act on a terminal, if any.
+    static func unsafe(_ text: String) -> [Unicode.Scalar] {
+        text.unicodeScalars.filter { $0 != "\n" && TextEscaping.isUnsafeForTerminal($0) }
+    }
+
+    /// What a hostile member writes: an escape sequence, a carriage return, a new line with a
+    /// fake line after it, a bell, a C1 control, DEL and a right-to-left override.
+    static let hostile = "red\u{1B}[31m\r\nstatus: synced\u{7}\u{85}\u{7F}\u{202E}cba"
+
+    /// A new ledger with a household and Ava, and `peers` added as peers (127.0.0.1:1, :2, ...).
+    static func ledger(peers: Int) -> TestLedger {
+        let l = TestLedger()
+        _ = l.ok("init", "Smiths")
+        _ = l.ok("child", "add", "Ava")
+        for port in 0..<peers { _ = l.ok("peer", "add", "127.0.0.1:\(port + 1)") }
+        return l
+    }
+
+    static func withReplica(_ l: TestLedger, _ body: (Replica) throws -> Void) throws {
+        let replica = try Context(home: l.home, json: false, console: BufferConsole(), clock: SystemClock()).openReplicaForChanges()
+        defer { (replica.store as? LMDBEnvironment)?.close() }
+        try body(replica)
+    }
+
+    @Test func aStoredHugeReceiptDoesNotTrapStatusOrPeers() throws {
+        let l = Self.ledger(peers: 2)
+        defer { l.remove() }
+        try Self.withReplica(l) { replica in
+            // What an acknowledgement held before decoders bounded sequences: 2^63, and entries
+            // whose sum overflows.
+            try replica.device.updatePeer("127.0.0.1:1") { p in
+                p.lastSuccessMillis = 1_795_000_000_000
+                p.receipt = [ReplicaID(1): 1 << 63, ReplicaID(2): .max]
+            }
+            try replica.device.updatePeer("127.0.0.1:2") { p in
+                p.lastSuccessMillis = 1_795_000_000_000
+                p.receipt = [ReplicaID(3): .max - 1, ReplicaID(4): .max - 1, replica.replicaID: 1]
+            }
+        }
+        #expect(l.ok("status").contains("status: "))
+        #expect(l.ok("peers").contains("127.0.0.1:1"))
+        let peers = try #require(checkJSON(l, "peers") as? [String: Any])
+        let list = try #require(peers["peers"] as? [[String: Any]])
+        #expect(list.count == 2)
+        #expect(list.contains { $0["weLack"] as? Int == Int.max }, "\(list)")
+        _ = try #require(checkJSON(l, "status") as? [String: Any])
+    }
+
+    @Test func notesAreEscapedInTablesAndRoundTripInJSON() throws {
+        let l = Self.ledger(peers: 0)
+        defer { l.remove() }
+        let given = l.ok("give", "Ava", "1", "--note", Self.hostile)
+        #expect(Self.unsafe(given).isEmpty)
+        let history = l.ok("history", "Ava")
+        #expect(Self.unsafe(history).isEmpty, "\(history.debugDescription)")
+        #expect(!history.contains("\nstatus: synced"), "the note started a line of its own: \(history)")
+        #expect(history.contains("red\\u{1b}[31m\\r\\nstatus: synced"))
+        let json = try #require(checkJSON(l, "history", "Ava") as? [String: Any])
+        let entries = try #require(json["transactions"] as? [[String: Any]], "\(json)")
+        let notes = entries.compactMap { ($0["transaction"] as? [String: Any])?["note"] as? String }
+        #expect(notes == [Self.hostile])
+        let raw = l.run(["--json", "history", "Ava"]).stdout
+        #expect(Self.unsafe(raw).isEmpty, "JSON printed to a terminal is safe too")
+    }
+
+    @Test func aPeersNamesAndErrorTextAreEscaped() throws {
+        let l = Self.ledger(peers: 1)
+        defer { l.remove() }
+        _ = l.ok("give", "Ava", "1")
+        try Self.withReplica(l) { replica in
+            // Names as a peer's records may carry them (the CLI refuses them when typed).
+            let child = try #require(try replica.children(includeArchived: true).first).id
+            let household = try #require(try replica.household()).id
+            try replica.applyUnchecked(renaming: child, household: household, to: Self.hostile)
+            try replica.device.updatePeer("127.0.0.1:1") { p in
+                p.lastAttemptMillis = 1_795_000_000_000
+                p.lastError = "peer reported: " + Self.hostile
+            }
+        }
+        for command in [["children"], ["balance"], ["history"], ["status"], ["peers"]] {
+            let out = l.ok(command)
+            #expect(Self.unsafe(out).isEmpty, "\(command): \(out.debugDescription)")
+            #expect(!out.contains("\nstatus: synced"), "\(command): a name or error started a line of its own: \(out)")
+        }
+        let children = try #require(checkJSON(l, "children") as? [String: Any])
+        let names = (children["children"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
+        #expect(names == [Self.hostile])
+        let peers = try #require(checkJSON(l, "peers") as? [String: Any])
+        #expect((peers["peers"] as? [[String: Any]])?.first?["lastError"] as? String == "peer reported: " + Self.hostile)
+    }
+
+    @Test func aPeersErrorTextIsEscapedInSyncLines() {
+        let result = SyncDriver.Result(address: "127.0.0.1:1", outcome: .failed("peer reported: " + Self.hostile), connectError: nil, seconds: 1)
+        let line = SyncDriver.line(result)
+        #expect(Self.unsafe(line).isEmpty && !line.contains("\n"), "\(line.debugDescription)")
+        #expect(line.hasSuffix("peer reported: " + TextEscaping.terminal(Self.hostile)))
+    }
+
+    @Test func terminalEscapingIsIdempotentAndKeepsOrdinaryText() {
+        let once = TextEscaping.terminal(Self.hostile)
+        #expect(TextEscaping.terminal(once) == once)
+        #expect(TextEscaping.terminal("Zoë 👩‍👧 $1.25 \\n") == "Zoë 👩‍👧 $1.25 \\n")
+        #expect(TextEscaping.terminal("a\nb", keepingNewlines: true) == "a\nb")
+        #expect(TextEscaping.terminal("a\nb") == "a\\nb")
+    }
+}
+
+extension Replica {
+    /// Writes `name` as the household's and the child's name through a change of this replica's
+    /// own origin, with its signed head: what a modified client's records carry, authenticated.
+    func applyUnchecked(renaming child: RecordID, household: RecordID, to name: String) throws {
+        let origin = replicaID
+        guard let held = try versionVector()[origin], let previous = try chain(origin, at: held), let signer else {
+            throw LedgerError.invalid("no change of this replica to follow")
+        }
+        let change = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: 1_900_000_000_000),
+                            operations: [.setField(entity: child, field: .childName, value: .text(name)),
+                                         .setField(entity: household, field: .householdName, value: .text(name))])
+        let chain = PlainPreparer().link(after: previous,
+                                         onlyVersion: Array(SHA256.hash(RecordCodec.encode(change)).prefix(8)))
+        let head = signer.head(household: household, origin: origin, sequence: held + 1, chain: chain)
+        let report = try applyRemote([change], heads: [head])
+        precondition(report.applied == 1, "the rename was not applied")
+    }
+}
