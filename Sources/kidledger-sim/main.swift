@@ -10,5 +10,6 @@ func monotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 let started = monotonicSeconds()
-exit(SimulatorCLI.run(arguments: Array(CommandLine.arguments.dropFirst()),
+// Reproduction lines name the program as the user ran it (its path as invoked).
+exit(SimulatorCLI.run(arguments: Array(CommandLine.arguments.dropFirst()), program: CommandLine.arguments.first ?? SimulatorCLI.defaultProgram,
                       elapsedSeconds: { monotonicSeconds() - started }))

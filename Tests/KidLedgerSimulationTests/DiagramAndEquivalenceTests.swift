@@ -138,7 +138,7 @@ struct DiagramTests {
     @Test("thousands of deliveries are aggregated into fewer arrows, and the legend says so")
     func longRunsAreAggregated() {
         var log = DiagramLog(replicas: 3)
-        for i in 0..<6_000 { log.message(from: i % 3, to: (i + 1) % 3, sent: Int64(i * 10), delivered: Int64(i * 10 + 25)) }
+        for i in 0..<6_000 { log.message(from: i % 3, to: (i + 1) % 3, sent: Int64(i * 10), delivered: Int64(i * 10 + 25), session: i) }
         for i in 0..<4_000 { log.lost(from: 0, to: 1, at: Int64(i * 15)) }
         log.endMillis = 60_000
         let svg = SpaceTimeDiagram.svg(log, title: "long")

@@ -179,7 +179,6 @@ struct ScenarioTextTests {
             at 601  r0 give @first 2.00 note "lost"
             at 602  r0 crash
             at 603  r0 restart stale
-            at 700  r1 give @nobody 1.00
             expect converged
             expect absent lost
             expect present kept
@@ -187,7 +186,8 @@ struct ScenarioTextTests {
             """).get()
         #expect(result.passed, "\(result.timeline.joined(separator: "\n"))\n\(result.simulation.failures)")
         #expect(result.timeline.contains { $0.contains("r0 restart stale  → up from the copy of its files") }, "\(result.timeline)")
-        #expect(result.timeline.contains { $0.contains("r1 give @nobody 1.00  → refused: ") })
+        // A label no step defines is a parse error now (issue 21), not a refusal at run time.
+        #expect(throws: Scenario.ParseError.self) { try Scenario.parse("replicas 2\nat 700 r1 give @nobody 1.00\n") }
         #expect(result.simulation.parameters.gossipIntervalMillis == 5000 && result.simulation.parameters.lineTopology)
     }
 }

@@ -116,6 +116,14 @@ struct ChangeLogs {
 extension RecordID {
     /// `String(hex.prefix(count))` for `count` up to 16 (the `high` half), without building the
     /// whole hex string: the short ids of trace lines and of a drawn operation's target.
+    /// The last 8 hex digits (`String(hex.suffix(8))`): a transaction id's random tail. Its first
+    /// digits are the time it was made (version 7), alike for every transaction of a short run,
+    /// so traces and timelines name transactions by the tail.
+    var tail: String {
+        let digits = String(low & 0xFFFF_FFFF, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
+    }
+
     func hexPrefix(_ count: Int) -> String {
         precondition(count >= 0 && count <= 16, "at most the 16 digits of the high half")
         return String(unsafeUninitializedCapacity: count) { buffer in

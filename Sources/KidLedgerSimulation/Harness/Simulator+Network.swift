@@ -163,7 +163,8 @@ extension Simulator {
     func deliver(_ bytes: [UInt8], connection id: Int, to side: Int, sentAt: Int64) throws {
         guard let c = connections[id], let session = c.sessions[side] else { return }
         c.deliveries += 1
-        diagram?.message(from: c.ends[1 - side], to: c.ends[side], sent: sentAt - startMillis, delivered: time.millis - startMillis)
+        diagram?.message(from: c.ends[1 - side], to: c.ends[side], sent: sentAt - startMillis, delivered: time.millis - startMillis,
+                          session: id)
         try perform(session.receive(bytes), connection: c, side: side)
     }
 

@@ -39,43 +39,50 @@ extension Simulator {
             log("\(node.name) refused: attention required (it knows it is revoked)")
             return
         }
+        var described = ""  // the trace line, and the diagram mark's tooltip
         do {
             switch kind {
             case 0:
                 let c = try replica.addChild(name: Self.names.randomElement(using: &g)!)
-                log("\(node.name) add \(c.name) \(c.id.hexPrefix(8))")
+                described = "\(node.name) add \(c.name) \(c.id.hexPrefix(8))"
+                log(described)
                 childLabels[c.id] = "c\(childLabels.count + 1)"
                 record(node.index, .addChild(c.name, label: childLabels[c.id]))
             case 1:
                 let name = Self.names.randomElement(using: &g)!
                 let c = try replica.renameChild(target, to: name)
-                log("\(node.name) rename \(c.id.hexPrefix(8)) to \(name)")
+                described = "\(node.name) rename \(c.id.hexPrefix(8)) to \(name)"
+                log(described)
                 record(node.index, .rename("@" + label, name))
             case 2:
                 let archive = !(child?.isArchived ?? false)
                 let c = try replica.setArchived(target, archive)
-                log("\(node.name) \(archive ? "archive" : "restore") \(c.id.hexPrefix(8))")
+                described = "\(node.name) \(archive ? "archive" : "restore") \(c.id.hexPrefix(8))"
+                log(described)
                 record(node.index, archive ? .archive("@" + label) : .restore("@" + label))
             case 3, 4:
                 let p = try replica.post(target, signedCents: kind == 3 ? cents : -cents, note: "n\(events)", source: kind == 3 ? "give" : "take")
                 made = [p.transaction.id]
-                log("\(node.name) \(kind == 3 ? "give" : "take") \(cents) \(p.childName) \(p.transaction.id.hexPrefix(8))")
+                described = "\(node.name) \(kind == 3 ? "give" : "take") \(Money.format(cents: cents)) \(p.childName) \(p.transaction.id.tail)"
+                log(described)
                 record(node.index, .post(child: "@" + label, cents: kind == 3 ? cents : -cents, note: "n\(events)"))
             case 5:
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
                 madeBatch(made)
-                log("\(node.name) \(give ? "give-all" : "take-all") \(cents) to \(ps.count): \(ps.map { $0.transaction.id.hexPrefix(8) }.joined(separator: ","))")
+                described = "\(node.name) \(give ? "give-all" : "take-all") \(Money.format(cents: cents)) to \(ps.count): \(ps.map { $0.transaction.id.tail }.joined(separator: ","))"
+                log(described)
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
             default:
                 let u = try replica.undo()
                 made = [u.undo.id]
-                log("\(node.name) undo \(u.original.id.hexPrefix(8)) by \(u.undo.id.hexPrefix(8))")
+                described = "\(node.name) undo \(u.original.id.tail) by \(u.undo.id.tail)"
+                log(described)
                 record(node.index, .undo)
                 plantedBugCheck(undo: u.original.id, by: node)
             }
-            diagram?.mark(.operation, node.index, at: time.millis - startMillis)
+            diagram?.mark(.operation, node.index, at: time.millis - startMillis, label: described)
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }

@@ -105,6 +105,8 @@ public struct Scenario: Sendable, Equatable {
     public static func parse(_ text: String) throws(ParseError) -> Scenario {
         var s = Scenario()
         var sawReplicas = false
+        /// Labels defined by `add-child NAME as LABEL` so far: a step may name only those.
+        var labels = Set<String>()
         for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = i + 1
             let words: [String]
@@ -134,6 +136,10 @@ public struct Scenario: Sendable, Equatable {
                 guard words.count >= 3, let t = Int64(words[1]), t >= 0 else { throw fail("expected: at TIME (ms, >= 0) ...") }
                 if let last = s.steps.last, t < last.at { throw fail("steps must be in time order (\(t) < \(last.at))") }
                 let (replica, action) = try parseStep(Array(words.dropFirst(2)), replicas: s.replicas, line: line)
+                if let name = action.childNamed, let label = undefinedLabel(name, labels) {
+                    throw fail("undefined label @\(label) (define it in an earlier step: rX add-child NAME as \(label))")
+                }
+                if case .addChild(_, let label?) = action { labels.insert(label) }
                 let stepText = words.dropFirst(2).map { $0.contains(" ") || $0.isEmpty ? "\"\($0)\"" : $0 }.joined(separator: " ")
                 s.steps.append(Step(line: line, at: t, replica: replica, action: action, text: stepText))
             case "expect":
@@ -148,7 +154,23 @@ public struct Scenario: Sendable, Equatable {
             }
         }
         _ = sawReplicas
+        guard !s.steps.isEmpty || !s.expectations.isEmpty else {
+            throw ParseError(line: 1, message: "the scenario is empty: it has no steps (at TIME …) and no expectations (expect …)")
+        }
+        for e in s.expectations {
+            if let name = e.check.childNamed, let label = undefinedLabel(name, labels) {
+                throw ParseError(line: e.line, message: "undefined label @\(label) (no step defines it: rX add-child NAME as \(label))")
+            }
+        }
         return s
+    }
+
+    /// The label `name` refers to (`@LABEL`) when it is not among `labels`; nil for a plain name
+    /// or a defined label.
+    static func undefinedLabel(_ name: String, _ labels: Set<String>) -> String? {
+        guard name.hasPrefix("@") else { return nil }
+        let label = String(name.dropFirst())
+        return labels.contains(label) ? nil : label
     }
 
     struct TokenError: Error { var message: String }
@@ -347,6 +369,27 @@ public struct Scenario: Sendable, Equatable {
             return .present(w[1], first == "present")
         default:
             throw fail("unknown expectation \"\(first)\"")
+        }
+    }
+}
+
+extension Scenario.Action {
+    /// The child a step names (a name or `@LABEL`), if it names one.
+    var childNamed: String? {
+        switch self {
+        case .rename(let child, _), .archive(let child), .restore(let child), .post(let child, _, _): return child
+        default: return nil
+        }
+    }
+}
+
+extension Scenario.Check {
+    /// The child an expectation names (a name or `@LABEL`), if it names one.
+    var childNamed: String? {
+        switch self {
+        case .on(_, let inner): return inner.childNamed
+        case .balance(let child, _), .archived(let child, _): return child
+        default: return nil
         }
     }
 }

@@ -13,12 +13,27 @@ final class ScenarioState {
     /// Children named by `add-child NAME as LABEL`, by label.
     var labels: [String: RecordID] = [:]
 
-    init(_ scenario: Scenario) { self.scenario = scenario }
+    /// Whether the timeline shows the ends of sessions that moved nothing (`--verbose`).
+    let verbose: Bool
+
+    init(_ scenario: Scenario, verbose: Bool = false) {
+        self.scenario = scenario
+        self.verbose = verbose
+    }
 
     /// Engine trace lines worth showing in the timeline: sessions ending, crashes, restarts, heals.
+    /// A session end that sent and applied nothing (a gossip tick between replicas holding the
+    /// same changes) is shown only when verbose: what one end applies the other sent, so both
+    /// ends of a no-op session say so.
     func engineLine(_ line: String) {
         let shown = [" finished:", " failed:", " restart", " dropped:", "heal:", " restored", " switches back", " learns it from the refusal"]
-        if shown.contains(where: { line.contains($0) }) { timeline.append(line) }
+        guard shown.contains(where: { line.contains($0) }) else { return }
+        if !verbose && Self.isNoOpSessionEnd(line) { return }
+        timeline.append(line)
+    }
+
+    static func isNoOpSessionEnd(_ line: String) -> Bool {
+        line.contains(" finished: sent 0 applied 0 upToDate=true")
     }
 }
 
@@ -60,14 +75,15 @@ extension Simulator {
     /// instead of random operations and faults; after the last step everything heals (as after a
     /// fuzz run's fault phase), the run continues until quiet, then the engine's checks and the
     /// scenario's expectations run. `seed` overrides the scenario's own.
-    /// `record` keeps the run's diagram; `plantedBug` is for testing the shrinker only.
+    /// `record` keeps the run's diagram; `plantedBug` is for testing the shrinker only; `verbose`
+    /// keeps no-op session ends in the timeline.
     public static func runScenario(_ scenario: Scenario, seed: UInt64? = nil, keepTrace: Bool = false, record: Bool = false,
-                                   plantedBug: PlantedBug? = nil) -> ScenarioResult {
+                                   plantedBug: PlantedBug? = nil, verbose: Bool = false) -> ScenarioResult {
         let base = scenario.usesLMDB ? TemporaryDirectory.make() : nil
         defer { if let base { TemporaryDirectory.remove(base) } }
         let simulator = Simulator(parameters: scenarioParameters(scenario, seed: seed ?? scenario.seed), keepTrace: keepTrace,
                                   lmdbBase: base, record: record, plantedBug: plantedBug)
-        let state = ScenarioState(scenario)
+        let state = ScenarioState(scenario, verbose: verbose)
         simulator.scenario = state
         var outcomes: [ScenarioResult.Outcome] = []
         let result = simulator.run(afterSetUp: { sim in
@@ -189,7 +205,7 @@ extension Simulator {
             case .post(let query, let cents, let note):
                 let p = try replica.post(try child(query), signedCents: cents, note: note, source: cents > 0 ? "give" : "take")
                 made = [p.transaction.id]
-                outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.hex.prefix(8)))"
+                outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.tail))"
             case .postAll(let cents, let note):
                 let ps = try replica.postAll(signedCents: cents, note: note, source: cents > 0 ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
@@ -199,14 +215,17 @@ extension Simulator {
                 let u = try replica.undo()
                 made = [u.undo.id]
                 plantedBugCheck(undo: u.original.id, by: node)
-                outcome = "undid \(u.original.id.hex.prefix(8)) (\(Money.format(cents: u.original.amountCents))); \(u.childName) balance \(Money.format(cents: u.balanceCents))"
+                outcome = "undid \(u.original.id.tail) (\(Money.format(cents: u.original.amountCents))); \(u.childName) balance \(Money.format(cents: u.balanceCents))"
             default:
                 preconditionFailure("not a ledger operation: \(action)")
             }
         } catch let error as LedgerError {
             outcome = "refused: \(error)"
         }
-        if !outcome.hasPrefix("refused") { diagram?.mark(.operation, node.index, at: time.millis - startMillis) }
+        if !outcome.hasPrefix("refused") {
+            let step = Scenario.join(action.words(replica: node.index, replicas: nodes.count))
+            diagram?.mark(.operation, node.index, at: time.millis - startMillis, label: "\(step) → \(outcome)")
+        }
         try recordLocalChanges(node, after: before, acknowledging: made)
         return outcome
     }
@@ -317,6 +336,12 @@ extension Simulator {
             return found.isEmpty ? nil : found.joined(separator: "; ")
         }
         func child(_ name: String, _ replica: Replica) throws -> (ChildSummary?, String?) {
+            if name.hasPrefix("@") {
+                // A label: the child its add-child step added, whatever it is called now.
+                guard let id = state.labels[String(name.dropFirst())] else { return (nil, "no child labelled \(name) (its add-child step added none)") }
+                let found = try replica.children(includeArchived: true).first { $0.id == id }
+                return (found, found == nil ? "no child \(name) (\(id.hex.prefix(8)))" : nil)
+            }
             let matches = try replica.children(includeArchived: true).filter { $0.name.lowercased() == name.lowercased() }
             if matches.count == 1 { return (matches[0], nil) }
             return (nil, matches.isEmpty ? "no child named \(name)" : "\(matches.count) children named \(name)")

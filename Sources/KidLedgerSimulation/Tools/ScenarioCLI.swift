@@ -2,13 +2,14 @@
 import Glibc
 #endif
 
-/// `kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT]`.
+/// `kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose]`.
 extension SimulatorCLI {
-    static func runScenarioCommand(_ arguments: [String], svg: String? = nil, plantedBug: PlantedBug? = nil,
+    static func runScenarioCommand(_ arguments: [String], program: String = defaultProgram, svg: String? = nil, plantedBug: PlantedBug? = nil,
                                    output: (String) -> Void) -> Int32 {
         var args = arguments
         let seedText = value("--seed", &args)
         let traceFile = value("--trace", &args)
+        let verbose = flag("--verbose", &args)
         guard args.count == 1, !args[0].hasPrefix("-") else { output(usage); return 64 }
         var seed: UInt64?
         if let seedText {
@@ -18,7 +19,8 @@ extension SimulatorCLI {
         let path = args[0]
         guard let text = readFile(path) else { output("kidledger-sim: cannot read \(path)"); return 66 }
         let result: ScenarioResult
-        switch runScenario(text: text, seed: seed, keepTrace: traceFile != nil, record: svg != nil, plantedBug: plantedBug) {
+        switch runScenario(text: text, seed: seed, keepTrace: traceFile != nil, record: svg != nil, plantedBug: plantedBug,
+                                verbose: verbose) {
         case .failure(let error):
             output("\(path):\(error.line): \(error.message)")
             return 65
@@ -45,7 +47,7 @@ extension SimulatorCLI {
             if let first = result.outcomes.first(where: { !$0.passed }) {
                 output("FAILED: line \(first.expectation.line): \(first.expectation.text) — found \(first.detail)")
             }
-            output("reproduce: " + scenarioReproduction(path, seedUsed) + (plantedBug.map { " --plant-bug \($0.rawValue)" } ?? ""))
+            output("reproduce: " + scenarioReproduction(program, path, seedUsed) + (plantedBug.map { " --plant-bug \($0.rawValue)" } ?? ""))
             return 1
         }
         output("all \(result.outcomes.count) expectations hold")
@@ -54,17 +56,18 @@ extension SimulatorCLI {
 
     /// Parses and runs scenario text.
     public static func runScenario(text: String, seed: UInt64? = nil, keepTrace: Bool = false, record: Bool = false,
-                                   plantedBug: PlantedBug? = nil) -> Result<ScenarioResult, Scenario.ParseError> {
+                                   plantedBug: PlantedBug? = nil, verbose: Bool = false) -> Result<ScenarioResult, Scenario.ParseError> {
         do {
             let scenario = try Scenario.parse(text)
-            return .success(Simulator.runScenario(scenario, seed: seed, keepTrace: keepTrace, record: record, plantedBug: plantedBug))
+            return .success(Simulator.runScenario(scenario, seed: seed, keepTrace: keepTrace, record: record, plantedBug: plantedBug,
+                                                  verbose: verbose))
         } catch {
             return .failure(error)
         }
     }
 
-    static func scenarioReproduction(_ path: String, _ seed: UInt64) -> String {
-        "swift run kidledger-sim run \(path) --seed \(seed) --trace /tmp/kidledger-scenario.trace"
+    static func scenarioReproduction(_ program: String, _ path: String, _ seed: UInt64) -> String {
+        "\(program) run \(path) --seed \(seed) --trace /tmp/kidledger-scenario.trace"
     }
 
     /// Writes the run's diagram to `path`; returns an exit code only when that fails.
@@ -89,10 +92,15 @@ extension SimulatorCLI {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    static func writeFile(_ path: String, _ text: String) -> Bool {
-        guard let f = fopen(path, "wb") else { return false }
+    static func writeFile(_ path: String, _ text: String) -> Bool { writeFailure(path, text) == nil }
+
+    /// Writes `text` to `path`; nil when written, else why not (the system's reason).
+    static func writeFailure(_ path: String, _ text: String) -> String? {
+        guard let f = fopen(path, "wb") else { return String(cString: strerror(errno)) }
         let bytes = Array(text.utf8)
         let n = fwrite(bytes, 1, bytes.count, f)
-        return fclose(f) == 0 && n == bytes.count
+        let reason = n == bytes.count ? nil : String(cString: strerror(errno))
+        if fclose(f) != 0 { return reason ?? String(cString: strerror(errno)) }
+        return reason
     }
 }

@@ -1,10 +1,12 @@
+import Foundation
+
 /// `kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--out FILE] [--max-runs K] [--svg OUT]`.
 extension SimulatorCLI {
     /// Other engine seeds tried when the explicit event list, replayed with the run's own seed,
     /// does not fail: the replay draws network delays and gossip partners afresh.
     static let replaySeedsTried: UInt64 = 8
 
-    static func shrinkCommand(_ arguments: [String], replicas: ClosedRange<Int>, svg: String?, plantedBug: PlantedBug?,
+    static func shrinkCommand(_ arguments: [String], program: String = defaultProgram, replicas: ClosedRange<Int>, svg: String?, plantedBug: PlantedBug?,
                               output: (String) -> Void) -> Int32 {
         var args = arguments
         let lmdb = flag("--lmdb", &args), membership = flag("--membership", &args)
@@ -37,7 +39,7 @@ extension SimulatorCLI {
             }
         }
         guard let replayed else {
-            output("FAILED to reproduce: the explicit event list passes (or fails otherwise) when replayed with engine seeds \(seed)…\(seed + replaySeedsTried - 1); nothing written. Reproduce the seed itself: " + reproduction(seed, replicas, lmdb, membership, plantedBug))
+            output("FAILED to reproduce: the explicit event list passes (or fails otherwise) when replayed with engine seeds \(seed)…\(seed + replaySeedsTried - 1); nothing written. Reproduce the seed itself: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug))
             return 1
         }
         if events.seed != seed { output("the event list fails the same way when replayed with engine seed \(events.seed)") }
@@ -49,12 +51,22 @@ extension SimulatorCLI {
             "Shrunk by `kidledger-sim shrink --seed \(seed)\(options(replicas, lmdb, membership, plantedBug))`:",
             "\(events.steps.count) steps on \(events.replicas) replicas down to \(s.steps.count) on \(s.replicas), in \(shrunk.runs) runs\(shrunk.budgetExhausted ? " (run budget used up: maybe not minimal)" : "").",
             "Fails: \(shrunk.failure)",
-            "Reproduce: kidledger-sim run \(path)\(bug) --svg /tmp/shrunk.svg",
+            "Reproduce: \(program) run \(path)\(bug) --svg /tmp/shrunk.svg",
         ])
-        guard writeFile(path, text) else { output("kidledger-sim: cannot write \(path)"); return 73 }
+        // The output folder is created when missing (with its parents); what stops the write is named.
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty {
+            do {
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            } catch {
+                output("kidledger-sim: cannot create the folder \(folder) for \(path): \((error as NSError).localizedDescription)")
+                return 73
+            }
+        }
+        if let reason = writeFailure(path, text) { output("kidledger-sim: cannot write \(path): \(reason)"); return 73 }
         output("shrunk to \(s.steps.count) steps on \(s.replicas) replicas in \(shrunk.runs) runs\(shrunk.budgetExhausted ? " (run budget used up)" : ""): \(path)")
         output("it fails with: \(shrunk.failure)")
-        output("reproduce: swift run kidledger-sim run \(path)\(bug)")
+        output("reproduce: \(program) run \(path)\(bug)")
         if let svg {
             let diagram = Simulator.runScenario(s, record: true, plantedBug: plantedBug).simulation
             if let code = writeDiagram(diagram, to: svg, title: "kidledger-sim run \(path) (shrunk from seed \(seed))", output: output) { return code }

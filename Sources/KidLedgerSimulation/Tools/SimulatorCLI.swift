@@ -7,7 +7,7 @@ public enum SimulatorCLI {
     static let usage = """
     usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace] [--svg OUT]
            kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership] [--no-rerun]
-           kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT]
+           kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose]
            kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--out FILE] [--max-runs K] [--svg OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
@@ -18,7 +18,8 @@ public enum SimulatorCLI {
            --no-rerun runs each seed once, without the determinism check (about 40% faster: for
            exploring many seeds, and for measuring the simulator's own speed; CI keeps the rerun).
     run    runs a hand-written scenario file (docs/SIMULATOR.md): prints its timeline and each
-           expectation's result; --trace writes the whole engine trace to OUT. Exit 0 when every
+           expectation's result; --trace writes the whole engine trace to OUT; --verbose also shows
+           sessions that moved nothing (hidden by default). Exit 0 when every
            expectation and engine check holds, 1 otherwise (with a reproduction line), 65 on a
            scenario syntax error (FILE:LINE: message).
     shrink turns a failing seed into an explicit scenario (every operation and fault it drew, at its
@@ -34,9 +35,13 @@ public enum SimulatorCLI {
            (default /tmp) that the run removes.
     """
 
+    /// How reproduction lines name the simulator when the caller does not say (`swift run`).
+    public static let defaultProgram = "swift run kidledger-sim"
+
     /// Runs the command line; `elapsedSeconds` reads a wall clock (injected by the executable, so
-    /// nothing in the simulator itself reads one).
-    public static func run(arguments: [String], elapsedSeconds: () -> Double = { 0 },
+    /// nothing in the simulator itself reads one). `program` is the command as the user ran it
+    /// (the executable's own path as invoked): reproduction lines start with it.
+    public static func run(arguments: [String], program: String = defaultProgram, elapsedSeconds: () -> Double = { 0 },
                            output: (String) -> Void = { print($0) }) -> Int32 {
         var args = arguments
         guard let command = args.first else { output(usage); return 64 }
@@ -61,9 +66,9 @@ public enum SimulatorCLI {
         let svg = value("--svg", &args)
         switch command {
         case "run":
-            return runScenarioCommand(args, svg: svg, plantedBug: plantedBug, output: output)
+            return runScenarioCommand(args, program: program, svg: svg, plantedBug: plantedBug, output: output)
         case "shrink":
-            return shrinkCommand(args, replicas: replicas, svg: svg, plantedBug: plantedBug, output: output)
+            return shrinkCommand(args, program: program, replicas: replicas, svg: svg, plantedBug: plantedBug, output: output)
         case "seed":
             let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args), membership = flag("--membership", &args)
             guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }
@@ -74,8 +79,8 @@ public enum SimulatorCLI {
             for f in result.failures { output("FAILED: \(f)") }
             if let svg, let code = writeDiagram(result, to: svg, title: "kidledger-sim seed \(seed)", output: output) { return code }
             if !result.passed {
-                output("reproduce: " + reproduction(seed, replicas, lmdb, membership, plantedBug))
-                output("shrink:    " + shrinkLine(seed, replicas, lmdb, membership, plantedBug))
+                output("reproduce: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug))
+                output("shrink:    " + shrinkLine(program, seed, replicas, lmdb, membership, plantedBug))
             }
             return result.passed ? 0 : 1
         case "fuzz":
@@ -88,7 +93,7 @@ public enum SimulatorCLI {
             guard jobs >= 1, jobs <= 64 else { output("kidledger-sim: --jobs takes 1 to 64"); return 64 }
             guard args.isEmpty else { output("kidledger-sim: unexpected \(args.joined(separator: " "))"); return 64 }
             let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, membership: membership,
-                               jobs: jobs, rerun: rerun, output: output)
+                               jobs: jobs, rerun: rerun, program: program, output: output)
             let seconds = max(elapsedSeconds(), 1e-9)
             output("seeds=\(n) failures=\(summary.failed.count) events=\(summary.events) eventsPerSecond=\(Int(Double(summary.events) / seconds)) virtualToWall=\(Int(Double(summary.virtualMillis) / 1000 / seconds))x runsPerSeed=\(rerun ? 2 : 1)")
             output("faults injected: " + summary.faults.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
@@ -147,7 +152,8 @@ public enum SimulatorCLI {
     /// Runs `seeds`, each twice (determinism self-check, ``runTwice(_:replicas:lmdb:membership:plantedBug:)``),
     /// or once when `rerun` is false.
     public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int, membership: Bool = false,
-                            jobs: Int = 1, rerun: Bool = true, output: (String) -> Void) -> FuzzSummary {
+                            jobs: Int = 1, rerun: Bool = true, program: String = defaultProgram,
+                            output: (String) -> Void) -> FuzzSummary {
         // Each simulation is single-threaded and deterministic; with `jobs` > 1, independent
         // seeds run side by side and their reports are printed in seed order.
         let list = Array(seeds)
@@ -171,8 +177,8 @@ public enum SimulatorCLI {
             if let failure = report.failures.first {
                 summary.failed.append(report.seed)
                 output("seed \(report.seed) FAILED: \(failure)")
-                output("  reproduce: " + reproduction(report.seed, replicas, report.lmdb, membership))
-                output("  shrink:    " + shrinkLine(report.seed, replicas, report.lmdb, membership, nil))
+                output("  reproduce: " + reproduction(program, report.seed, replicas, report.lmdb, membership))
+                output("  shrink:    " + shrinkLine(program, report.seed, replicas, report.lmdb, membership, nil))
             }
         }
         return summary
@@ -248,15 +254,15 @@ public enum SimulatorCLI {
         func all() -> [SeedReport] { state.withLock { $0.slots.compactMap { $0 } } }
     }
 
-    static func reproduction(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false,
+    static func reproduction(_ program: String, _ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false,
                              _ plantedBug: PlantedBug? = nil) -> String {
-        "swift run kidledger-sim seed \(seed)" + options(replicas, lmdb, membership, plantedBug) + " --trace"
+        "\(program) seed \(seed)" + options(replicas, lmdb, membership, plantedBug) + " --trace"
     }
 
     /// The command that shrinks a failing seed to a scenario.
-    static func shrinkLine(_ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool,
+    static func shrinkLine(_ program: String, _ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool,
                            _ plantedBug: PlantedBug?) -> String {
-        "swift run kidledger-sim shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug)
+        "\(program) shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug)
     }
 
     static func options(_ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool, _ plantedBug: PlantedBug?) -> String {

@@ -11,6 +11,8 @@ public struct DiagramLog: Sendable {
     public struct Message: Sendable, Equatable {
         public var from: Int, to: Int
         public var sent: Int64, delivered: Int64
+        /// The connection it belongs to (`c3` in the trace and timeline).
+        public var session: Int
     }
 
     public struct Loss: Sendable, Equatable {
@@ -22,6 +24,8 @@ public struct DiagramLog: Sendable {
         public var mark: Mark
         public var replica: Int
         public var at: Int64
+        /// What happened, for the mark's tooltip (a user operation: the step and its outcome).
+        public var label: String?
     }
 
     public struct Partition: Sendable, Equatable {
@@ -45,13 +49,15 @@ public struct DiagramLog: Sendable {
 
     public init(replicas: Int) { self.replicas = replicas }
 
-    mutating func message(from: Int, to: Int, sent: Int64, delivered: Int64) {
-        messages.append(Message(from: from, to: to, sent: sent, delivered: delivered))
+    mutating func message(from: Int, to: Int, sent: Int64, delivered: Int64, session: Int) {
+        messages.append(Message(from: from, to: to, sent: sent, delivered: delivered, session: session))
     }
 
     mutating func lost(from: Int, to: Int, at: Int64) { losses.append(Loss(from: from, to: to, at: at)) }
 
-    mutating func mark(_ mark: Mark, _ replica: Int, at: Int64) { points.append(Point(mark: mark, replica: replica, at: at)) }
+    mutating func mark(_ mark: Mark, _ replica: Int, at: Int64, label: String? = nil) {
+        points.append(Point(mark: mark, replica: replica, at: at, label: label))
+    }
 
     /// The partition is now `group` (empty: none).
     mutating func partition(_ group: Set<Int>, at: Int64) {
@@ -123,7 +129,7 @@ public enum SpaceTimeDiagram {
         // Deliveries: one arrow each, or aggregated per direction and time slice when there are many.
         out.append(##"<g class="messages" stroke="#3060c0" fill="none">"##)
         for arrow in arrows(log.messages, end: end).arrows {
-            out.append(##"<line x1="\##(x(arrow.sent))" y1="\##(y(arrow.from))" x2="\##(x(arrow.delivered))" y2="\##(y(arrow.to))" stroke-width="\##(fmt(arrow.width))" stroke-opacity="0.55" marker-end="url(#arrow)"/>"##)
+            out.append(##"<line x1="\##(x(arrow.sent))" y1="\##(y(arrow.from))" x2="\##(x(arrow.delivered))" y2="\##(y(arrow.to))" stroke-width="\##(fmt(arrow.width))" stroke-opacity="0.55" marker-end="url(#arrow)"><title>\##(escape(arrowTitle(arrow)))</title></line>"##)
         }
         out.append("</g>")
 
@@ -139,9 +145,22 @@ public enum SpaceTimeDiagram {
         out.append(##"<g class="marks">"##)
         let operations = thinned(log.points.filter { $0.mark == .operation }, maxMarks)
         for p in operations + log.points.filter({ $0.mark != .operation }) where p.replica < n {
-            out.append(symbol(p.mark, x: xv(p.at), y: Double(y(p.replica))))
+            let tooltip = "r\(p.replica) at \(duration(p.at)): " + (p.label ?? markName(p.mark))
+            out.append(##"<g class="mark"><title>\##(escape(tooltip))</title>"## + symbol(p.mark, x: xv(p.at), y: Double(y(p.replica))) + "</g>")
         }
         out.append("</g>")
+
+        // Session labels: each connection's name where its first delivery starts (one arrow per
+        // delivery only; aggregated arrows carry no single session).
+        if arrows(log.messages, end: end).sliceMillis == nil {
+            out.append(##"<g class="sessions" font-size="9" fill="#3060c0">"##)
+            var labelled = Set<Int>()
+            for m in log.messages where m.from < n && m.to < n && labelled.insert(m.session).inserted {
+                let above = m.to > m.from ? -4 : 11
+                out.append(##"<text class="session-label" x="\##(fmt(xv(m.sent) + 2))" y="\##(y(m.from) + above)">c\##(m.session)</text>"##)
+            }
+            out.append("</g>")
+        }
 
         // The faults heal.
         if let heal = log.healMillis {
@@ -156,7 +175,7 @@ public enum SpaceTimeDiagram {
             out.append(##"<rect x="\##(fmt(fx - 4))" y="\##(top - 30)" width="8" height="\##(lanesBottom - top + 54)" fill="#d0021b" fill-opacity="0.5"/>"##)
             let anchor = fx > Double(width) / 2 ? "end" : "start"
             let tx = anchor == "end" ? fx - 8 : fx + 8
-            let text = "FAILED at t=\(at) ms: " + truncated(log.failure ?? "a check failed", 120)
+            let text = "FAILED at t=\(duration(at)): " + truncated(log.failure ?? "a check failed", 120)
             out.append(##"<text x="\##(fmt(tx))" y="\##(lanesBottom + 22)" text-anchor="\##(anchor)" fill="#d0021b" font-weight="bold">\##(escape(text))</text>"##)
             out.append("</g>")
         }
@@ -181,14 +200,34 @@ public enum SpaceTimeDiagram {
         return out.joined(separator: "\n") + "\n"
     }
 
-    struct Arrow { var from: Int, to: Int, sent: Int64, delivered: Int64, width: Double, count: Int }
+    struct Arrow { var from: Int, to: Int, sent: Int64, delivered: Int64, width: Double, count: Int, session: Int? }
+
+    /// An arrow's tooltip: its session and times, or how many deliveries it stands for.
+    static func arrowTitle(_ a: Arrow) -> String {
+        let span = "r\(a.from) → r\(a.to), sent at \(duration(a.sent)), delivered at \(duration(a.delivered))"
+        if let session = a.session { return "c\(session) " + span }
+        return "\(a.count) deliveries " + span + " (mean times)"
+    }
+
+    /// A mark's kind in words (the tooltip of a mark without a label).
+    static func markName(_ mark: DiagramLog.Mark) -> String {
+        switch mark {
+        case .crash: return "crash"
+        case .restart: return "restart"
+        case .staleRestart: return "restart from a stale copy of its files"
+        case .accountSwitch: return "switched to another account"
+        case .accountBack: return "back on its account"
+        case .revocation: return "its account revoked"
+        case .operation: return "user operation"
+        }
+    }
 
     /// One arrow per delivery; beyond `maxArrows`, one per direction and time slice, with slices
     /// of 1/256 of the run, or 1/128, … (at coarsest 1/8) until at most `maxArrows` remain.
     /// Returns the arrows and the slice length (nil: not aggregated).
     static func arrows(_ messages: [DiagramLog.Message], end: Int64) -> (arrows: [Arrow], sliceMillis: Int64?) {
         if messages.count <= maxArrows {
-            return (messages.map { Arrow(from: $0.from, to: $0.to, sent: $0.sent, delivered: $0.delivered, width: 0.9, count: 1) }, nil)
+            return (messages.map { Arrow(from: $0.from, to: $0.to, sent: $0.sent, delivered: $0.delivered, width: 0.9, count: 1, session: $0.session) }, nil)
         }
         var slices: Int64 = 256
         while true {
@@ -208,7 +247,7 @@ public enum SpaceTimeDiagram {
                 g.sent += m.sent; g.delivered += m.delivered; g.count += 1
                 groups[key] = g
             } else {
-                groups[key] = Arrow(from: m.from, to: m.to, sent: m.sent, delivered: m.delivered, width: 0, count: 1)
+                groups[key] = Arrow(from: m.from, to: m.to, sent: m.sent, delivered: m.delivered, width: 0, count: 1, session: nil)
                 order.append(key)
             }
         }
@@ -267,9 +306,9 @@ public enum SpaceTimeDiagram {
 
     static func legendLines(_ log: DiagramLog, end: Int64) -> [String] {
         let (drawn, slice) = arrows(log.messages, end: end)
-        var lines = ["Lanes: one per replica, time to the right (0 to \(log.endMillis) ms of virtual time)."]
+        var lines = ["Lanes: one per replica, time to the right (0 to \(duration(log.endMillis)) of virtual time). Hover a mark or arrow for what it is."]
         if let slice {
-            lines.append("Blue arrows: \(log.messages.count) deliveries, aggregated into \(drawn.count) arrows: one per direction and \(slice) ms slice, from the mean send to the mean delivery time; thicker = more.")
+            lines.append("Blue arrows: \(log.messages.count) deliveries, aggregated into \(drawn.count) arrows: one per direction and \(duration(slice)) slice, from the mean send to the mean delivery time; thicker = more.")
         } else {
             lines.append("Blue arrows: \(log.messages.count) deliveries of a chunk of bytes, from send time (sender's lane) to delivery time (receiver's lane).")
         }
@@ -282,18 +321,41 @@ public enum SpaceTimeDiagram {
         return lines
     }
 
-    /// A tick step (1, 2 or 5 × 10^k ms) giving at most about 12 ticks.
+    static let second: Int64 = 1_000, minute: Int64 = 60_000, hour: Int64 = 3_600_000, day: Int64 = 86_400_000
+
+    /// Tick steps in human units: 1, 2, 5 × 10^k ms below a second, then whole seconds, minutes,
+    /// hours and days.
+    static let tickSteps: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500]
+        + [1, 2, 5, 10, 15, 30].map { $0 * second } + [1, 2, 5, 10, 15, 30].map { $0 * minute }
+        + [1, 2, 3, 6, 12].map { $0 * hour } + [1, 2, 7, 14, 28].map { $0 * day }
+
+    /// The smallest tick step giving at most about 12 ticks (beyond 28 days, multiples of 28 days).
     static func tickStep(_ end: Int64) -> Int64 {
-        var magnitude: Int64 = 1
-        while true {
-            for factor: Int64 in [1, 2, 5] where end / (factor * magnitude) <= 12 { return factor * magnitude }
-            magnitude *= 10
-        }
+        if let step = tickSteps.first(where: { end / $0 <= 12 }) { return step }
+        return (end / (12 * 28 * day) + 1) * 28 * day
     }
 
-    static func timeLabel(_ t: Int64, _ step: Int64) -> String {
-        if step >= 1_000 { return t % 1_000 == 0 ? "\(t / 1_000) s" : "\(t / 1_000).\(t % 1_000 / 100) s" }
-        return "\(t) ms"
+    static func timeLabel(_ t: Int64, _ step: Int64) -> String { duration(t) }
+
+    /// A virtual time in human units: `250 ms`, `1.5 s`, `2 min 30 s`, `2 h 5 min`, `3 d`, `1 d 4 h`
+    /// (the two largest units; what is below them is left out).
+    static func duration(_ millis: Int64) -> String {
+        let t = millis.magnitude, sign = millis < 0 ? "-" : ""
+        if t < UInt64(second) { return "\(sign)\(t) ms" }
+        if t < UInt64(minute) {
+            let tenths = t / 100
+            return sign + (tenths % 10 == 0 ? "\(tenths / 10) s" : "\(tenths / 10).\(tenths % 10) s")
+        }
+        let units: [(UInt64, String)] = [(UInt64(day), "d"), (UInt64(hour), "h"), (UInt64(minute), "min"), (UInt64(second), "s")]
+        guard let first = units.firstIndex(where: { t >= $0.0 }) else { return "\(sign)\(t) ms" }
+        let (big, bigName) = units[first]
+        var text = "\(sign)\(t / big) \(bigName)"
+        if first + 1 < units.count {
+            let (small, smallName) = units[first + 1]
+            let rest = t % big / small
+            if rest > 0 { text += " \(rest) \(smallName)" }
+        }
+        return text
     }
 
     /// Fixed-point text with one decimal, from a Double coordinate (coordinates only; no money).
