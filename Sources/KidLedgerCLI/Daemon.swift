@@ -207,7 +207,7 @@ final class Daemon: Sendable {
             if sentAtRelease > 0 { environment.releaseResidentPages() }
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
-                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))")
+                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
             } else {
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
             }
@@ -217,8 +217,14 @@ final class Daemon: Sendable {
         }
     }
 
+    /// Whether this laptop's member key is revoked in its own ledger (it learned so).
+    static func listsItselfRevoked(_ replica: Replica, _ identity: Identity) throws -> Bool {
+        try replica.members().first { $0.key == identity.publicKey.bytes }?.isRevoked ?? false
+    }
+
     /// Syncs with every known peer when due: on the interval, soon after a local change, and with
-    /// bounded exponential backoff with jitter after failures.
+    /// bounded exponential backoff with jitter after failures. In attentionRequired it does not,
+    /// except that a laptop revoked as it knows still tries each peer on the interval.
     private func gossipLoop() throws {
         let replica = try makeReplica()
         var lastVector = try replica.versionVector()
@@ -239,14 +245,24 @@ final class Daemon: Sendable {
                 let due = nextDue[peer.address] ?? 0
                 let failing = !(backoff[peer.address]?.attempt == 0 || backoff[peer.address] == nil)
                 guard now >= due || (changeDue && !failing) else { continue }
-                if let reason = attention?(replica) {
+                let reason = attention?(replica)
+                // A laptop revoked as it knows still asks this peer in, on the interval: a refusal
+                // confirms the revocation; being let in means it does not hold there (a recovery
+                // of ownership the revoking owner had not seen voided it: docs/SECURITY.md), and
+                // the sync brings the transfer that clears it here too.
+                let probing = try reason != nil && Self.listsItselfRevoked(replica, identity)
+                if let reason, !probing {
                     log("not syncing: attention required: \(reason)")
                     nextDue[peer.address] = monotonicMillis() + Daemon.gossipIntervalMillis
                     continue
                 }
+                if probing && now < due { continue }  // only on the interval, not after changes
                 let result = SyncDriver.sync(replica, household: household, with: peer.address, identity: identity)
                 synced = true
                 log(SyncDriver.line(result))
+                if probing && result.succeeded && attention?(replica) == nil {
+                    log("\(peer.address) let this laptop in and its revocation no longer holds (an ownership recovery voided it): syncing again")
+                }
                 var b = backoff[peer.address] ?? Backoff()
                 if result.succeeded {
                     b.reset()

@@ -65,11 +65,15 @@ enum NetworkCommands {
 
     static let sync = CLI.Command(spec: CommandSpec(
         name: "sync", synopsis: "[HOST:PORT]", summary: "sync now with one or all known peers",
-        details: "One session with each peer; exits when both sides are up to date. Exit 69 when no peer could be reached.\nShows progress on a terminal for large transfers.",
+        details: "One session with each peer; exits when both sides are up to date. Exit 69 when no peer could be reached.\nShows progress on a terminal for large transfers.\nA laptop whose revocation it learned still asks its peers in (exit 77 while they refuse it): a peer that lets it in holds the revocation void (an ownership recovery the revoking owner had not seen), and the sync brings the transfer that clears it here.",
         arguments: 0...1)) { ctx, args in
-        let replica = try ctx.openReplicaForChanges()
+        let replica = try ctx.openReplica()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
+        if let reason = try ctx.attentionReason(replica, identity: identity), try !Daemon.listsItselfRevoked(replica, identity) {
+            throw CLIError("attention required: \(reason)", code: .notPermitted)
+        }
+        ctx.configure(replica, identity: identity)
         var targets = try replica.device.peers().map(\.address)
         if let one = args.positionals.first {
             let address = try PeerCommands.validAddress(one)
@@ -92,6 +96,7 @@ enum NetworkCommands {
                      ("changesSent", .int(r.outcome?.summary?.changesSent ?? 0)),
                      ("changesReceived", .int(r.outcome?.summary?.changesApplied ?? 0)),
                      ("unauthenticated", .int(r.outcome?.summary?.unauthenticatedReceived ?? 0)),
+                     ("heldBack", .int(r.outcome?.summary?.heldBackReceived ?? 0)),
                      ("bytes", .int((r.outcome?.summary?.bytesSent ?? 0) + (r.outcome?.summary?.bytesReceived ?? 0))),
                      ("wireBytesSent", .int(r.wireBytesSent)), ("wireBytesReceived", .int(r.wireBytesReceived)),
                      ("micros", .int(Int((r.seconds * 1_000_000).rounded()))),
@@ -99,8 +104,7 @@ enum NetworkCommands {
                      ("error", r.failure.map(JSON.string) ?? .null),
                      ("revocation", r.learned.map { JSON.string(SyncDriver.name(of: $0)) } ?? .null)])
         })), ("digest", .string(try replica.digest().description))]))
-        if results.contains(where: { $0.learned == .recorded || $0.learned == .alreadyKnown }),
-           let reason = try ctx.attentionReason(replica) {
+        if let reason = try ctx.attentionReason(replica, identity: identity) {
             throw CLIError("attention required: \(reason)", code: .notPermitted)
         }
         if results.allSatisfy({ !$0.succeeded }) {

@@ -217,8 +217,16 @@ enum SyncDriver {
                 + (s.childrenDiffering.isEmpty ? "" : "; children differ: \(s.childrenDiffering.count)")
                 + (s.unauthenticatedReceived == 0 ? ""
                     : "; refused \(s.unauthenticatedReceived) changes no signed head of their author reaches (forged or altered: docs/SECURITY.md)")
+                + heldBackNote(s)
         }
         return "sync with \(r.address) failed after \(formatSeconds(r.seconds)): \(Render.safe(r.failure ?? "unknown error"))"
+    }
+
+    /// The note a sync or session line ends with when changes were held back for clock skew.
+    static func heldBackNote(_ s: SessionSummary) -> String {
+        s.heldBackReceived == 0 ? ""
+            : "; held back \(s.heldBackReceived) changes stamped more than an hour ahead of this laptop's clock "
+                + "(check both clocks; they come in once this clock catches up: docs/CRDT.md)"
     }
 
     static func formatSeconds(_ s: Double) -> String {

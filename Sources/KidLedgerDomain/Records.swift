@@ -16,6 +16,12 @@ public enum Limits {
     /// near `Int.max` by one entry (sums of several are clamped: ``changesMissing``). Reaching it
     /// would take 2^62 changes of one replica.
     public static let sequenceMax: UInt64 = 1 << 62
+    /// How far ahead of this replica's wall clock a received change may be stamped: one hour.
+    /// A change stamped later is held back, not applied (nor anything after it from its origin),
+    /// until this clock comes within the bound; its sender offers it again in later sessions. So
+    /// no stamp drags this replica's hybrid clock, or the dates of its next entries, more than
+    /// this far ahead of its wall clock (docs/CRDT.md, "Clock skew").
+    public static let clockAheadMillisMax: Int64 = 3_600_000
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)

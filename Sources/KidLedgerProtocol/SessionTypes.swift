@@ -59,6 +59,10 @@ public struct SessionSummary: Equatable, Sendable {
     /// Received changes refused because no signed head of their origin's member reached them
     /// (forged, altered on the way, or sent without heads).
     public var unauthenticatedReceived = 0
+    /// Received changes held back, not stored, for a stamp more than
+    /// `Limits.clockAheadMillisMax` ahead of this replica's clock (or after such a change of their
+    /// origin): the peer offers them again in later sessions (docs/CRDT.md, "Clock skew").
+    public var heldBackReceived = 0
 
     /// An empty summary.
     public init() {}

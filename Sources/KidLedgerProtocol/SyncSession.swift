@@ -241,6 +241,7 @@ public final class SyncSession {
         summary.batchesReceived += 1
         let report = try storage { try replica.applyRemote(changes, received: received, heads: heads) }
         summary.unauthenticatedReceived += report.unauthenticated
+        summary.heldBackReceived += report.heldBack
         summary.changesApplied += report.applied
         summary.duplicatesReceived += report.duplicates
         summary.gapsReceived += report.gaps

@@ -4,7 +4,9 @@ import KidLedgerDomain
 public enum LearnedRevocation: Equatable, Sendable {
     /// It verified under the household's owner key and is now recorded here (through the apply path).
     case recorded
-    /// It verified, and this replica already knew the member was revoked: nothing changed.
+    /// This replica already holds a revocation of the member that holds in its log (then the copy
+    /// the refusal carries is not checked: whoever signed it, the refusal agrees), or the copy
+    /// verified and was known here. Nothing changed.
     case alreadyKnown
     /// It verified under a former owner's key, but an owner transfer this replica holds ended that
     /// owner's term before the revocation: it does not hold here. Nothing changed; this side
@@ -58,7 +60,8 @@ extension Replica {
     /// membership change of this replica (``commitMembership(_:)``: the one apply path judges
     /// them again, so `members()` lists the member revoked only if the revocation holds there and a
     /// rebuild keeps it); nothing else changes and no data is lost. Anything else is ignored and
-    /// counted in ``forgedRefusalsSetting``.
+    /// counted in ``forgedRefusalsSetting``. When this replica already lists `member` revoked, the
+    /// answer is ``LearnedRevocation/alreadyKnown`` before any signature is checked.
     public func learnRevocation(_ encoded: [UInt8], of member: [UInt8]) throws -> LearnedRevocation {
         let evidence: (transfers: [OwnerTransfer], revocation: MemberRevocation)
         switch Self.decodeEvidence(encoded, of: member) {
@@ -66,15 +69,18 @@ extension Replica {
         case .success(let decoded): evidence = decoded
         }
         let (transfers, revocation) = evidence
+        // Revoked here already (by a revocation that holds in this log): the refusal agrees,
+        // whoever signed the copy it carries (a former owner, in its term, for a replica that has
+        // since heard of the transfer that ended it).
+        if try self.revocation(of: member) != nil { return .alreadyKnown }
         let ownership = try store.read { r in try Self.ownership(r, queryCache) }
         guard let ownership else { return try countForged("the refusal's revocation is not signed by this household's owner") }
         let recovered = recoveryTransfers(transfers, ownership)
         let signers = [ownership.current] + recovered.map(\.newOwner)
         guard let signer = signers.first(where: { signed(revocation, by: $0, ownership) }), revocation.member != signer else {
-            if formerOwnerSigning(revocation, ownership) != nil, try self.revocation(of: member) == nil { return .void }
+            if formerOwnerSigning(revocation, ownership) != nil { return .void }
             return try countForged("the refusal's revocation is not signed by this household's owner")
         }
-        if try self.revocation(of: member) != nil { return .alreadyKnown }
         let known = try knownTransfers()
         // The transfers up to the one that made the signer the owner, no later: the change this
         // replica records them in comes after every one of them, so a later transfer would end

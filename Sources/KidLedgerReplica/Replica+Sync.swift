@@ -58,6 +58,10 @@ public struct ApplyReport: Equatable, Sendable {
     /// with an owner): forged, altered on the way, or sent without their heads. Nothing of them
     /// is stored.
     public var unauthenticated = 0
+    /// Changes held back, not stored, because they (or an earlier change of their origin in the
+    /// batch) are stamped more than ``Limits/clockAheadMillisMax`` ahead of this replica's clock.
+    /// Their sender offers them again in later sessions.
+    public var heldBack = 0
 }
 
 extension Replica {
@@ -195,6 +199,17 @@ extension Replica {
     @discardableResult
     public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil, heads: [SignedHead] = []) throws -> ApplyReport {
         precondition(received == nil || received!.count == changes.count, "one received encoding per change")
+        let early = Self.heldBack(changes, heads: heads, now: clock.nowMillis())
+        guard !early.isEmpty else { return try applyAuthenticatedOrigins(changes, received: received, heads: heads) }
+        let kept = changes.indices.filter { !early.contains($0) }
+        var report = try applyAuthenticatedOrigins(kept.map { changes[$0] }, received: received.map { r in kept.map { r[$0] } },
+                                                   heads: heads)
+        report.heldBack = early.count
+        return report
+    }
+
+    /// ``applyRemote(_:received:heads:)`` of the changes not held back.
+    private func applyAuthenticatedOrigins(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead]) throws -> ApplyReport {
         // The batch is applied, then checked, in one transaction; when an origin fails the check
         // the transaction is rolled back and the batch applied again without that origin. Each
         // round refuses at least one more origin, so this ends.
@@ -211,6 +226,27 @@ extension Replica {
                 refused.formUnion(failed.origins)
             }
         }
+    }
+
+    /// The indices of the changes in a received batch to hold back because of clock skew: for each
+    /// origin with a change stamped more than ``Limits/clockAheadMillisMax`` after `now`, that
+    /// change and every later one of the origin, and the ones before it back to the last that
+    /// `heads` reaches (the batch's heads for the origin, if it has any), so what is kept can be
+    /// authenticated. Depends only on the batch and `now`: identical on every replica with the
+    /// same clock, and once every clock passes a stamp, every replica admits the same changes.
+    static func heldBack(_ changes: [Change], heads: [SignedHead], now: Int64) -> Set<Int> {
+        let (latest, overflow) = now.addingReportingOverflow(Limits.clockAheadMillisMax)
+        guard !overflow else { return [] }
+        var cut: [ReplicaID: UInt64] = [:]  // origin → first sequence held back
+        for change in changes where change.hlc.millis > latest {
+            cut[change.origin] = min(cut[change.origin] ?? .max, change.sequence)
+        }
+        guard !cut.isEmpty else { return [] }
+        for (origin, first) in cut {
+            let reached = heads.filter { $0.origin == origin }.map(\.sequence)
+            if !reached.isEmpty { cut[origin] = (reached.filter { $0 < first }.max() ?? 0) + 1 }
+        }
+        return Set(changes.indices.filter { i in cut[changes[i].origin].map { changes[i].sequence >= $0 } ?? false })
     }
 
     /// Thrown inside ``applyRemote(_:received:heads:)``'s transaction to roll it back.

@@ -126,7 +126,10 @@ extension Replica {
         guard let held = try versionVector()[origin], let previous = try chain(origin, at: held), let signer else {
             throw LedgerError.invalid("no change of this replica to follow")
         }
-        let change = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: 1_900_000_000_000),
+        // A minute ahead of the wall clock: newer than every name the CLI wrote, and within the
+        // hour a receiver accepts (Limits.clockAheadMillisMax).
+        let soon = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+        let change = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: soon),
                             operations: [.setField(entity: child, field: .childName, value: .text(name)),
                                          .setField(entity: household, field: .householdName, value: .text(name))])
         let chain = PlainPreparer().link(after: previous,

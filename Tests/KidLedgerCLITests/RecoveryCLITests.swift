@@ -124,6 +124,16 @@ struct RecoveryCLITests {
         #expect(verify["ok"] as? Bool == true && verify["forged"] as? Int == 1 && verify["recomputed"] as? Bool == true, "\(verify)")
     }
 
+    /// Mom creates the Smiths with Ava and serves it; each of `joiners` joins. Returns the
+    /// recovery secret and Mom's daemon, still running.
+    static func smiths(_ mom: TestLedger, joinedBy joiners: [TestLedger], in group: ProcessGroup) throws -> (secret: String, daemon: DaemonProcess) {
+        let secret = try #require(try json(mom, "init", "Smiths", "--account", "mom")["recoverySecret"] as? String)
+        try ok(mom, "child", "add", "Ava")
+        let daemon = try #require(try DaemonProcess.start(mom, in: group))
+        for joiner in joiners { try ok(joiner, "join", try inviteCode(mom)) }
+        return (secret, daemon)
+    }
+
     /// The gap the simulator found (Simulations/17): right after Dad recovers, the thief revokes
     /// Dad with Mom's stale owner key, and Gran's laptop, which has not heard of the recovery,
     /// takes that revocation and refuses Dad. Dad's `sync` answers the refusal with the owner
@@ -131,11 +141,7 @@ struct RecoveryCLITests {
     @Test func aStaleOwnerKeysRevocationOfTheNewOwnerIsAnsweredWithTheTransfer() throws {
         let mom = TestLedger(), dad = TestLedger(), gran = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); mom.remove(); dad.remove(); gran.remove() }
-        let secret = try #require(try json(mom, "init", "Smiths", "--account", "mom")["recoverySecret"] as? String)
-        try ok(mom, "child", "add", "Ava")
-        let momDaemon = try #require(try DaemonProcess.start(mom, in: group))
-        try ok(dad, "join", try inviteCode(mom))
-        try ok(gran, "join", try inviteCode(mom))
+        let (secret, momDaemon) = try Self.smiths(mom, joinedBy: [dad, gran], in: group)
         try ok(dad, "sync")
         _ = momDaemon.stop()
 
@@ -164,6 +170,50 @@ struct RecoveryCLITests {
         for ledger in [gran, dad] {
             let verify = try json(ledger, "verify")
             #expect(verify["ok"] as? Bool == true && verify["forged"] as? Int == 1, "\(verify)")
+        }
+    }
+
+    /// Membership seed 106 of the simulator: Mom, the owner, revokes Gran while Dad, who has not
+    /// seen that, recovers ownership (the family thought Mom's laptop lost). Gran learns her
+    /// revocation from Mom's refusal and stops; once Mom hears of the transfer, her revocation
+    /// of Gran is void (signed after her term, as far as the household knows). Gran's `sync`
+    /// still asks in, Mom lets her in, and the transfer it brings clears Gran's attention.
+    @Test func aRevokedLaptopWhoseRevocationARecoveryVoidedGetsBackIn() throws {
+        let mom = TestLedger(), dad = TestLedger(), gran = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove(); gran.remove() }
+        let (secret, momDaemon) = try Self.smiths(mom, joinedBy: [dad, gran], in: group)
+        try ok(gran, "give", "Ava", "0.50", "--note", "from Gran")
+        try ok(gran, "sync")
+        try ok(dad, "sync")  // Dad has seen Gran's grant
+        _ = momDaemon.stop()
+        let granKey = try #require(try json(gran, "account", "show")["key"] as? String)
+
+        // At the same time: Mom revokes Gran, and Dad recovers ownership without hearing of it.
+        try ok(mom, "revoke", String(granKey.prefix(12)), "--yes")
+        _ = try #require(try json(dad, "recover", secret)["owner"] as? String)
+        let refusing = try #require(try DaemonProcess.start(mom, in: group))
+        let refused = try runKidledger(gran, ["sync", refusing.address])
+        #expect(refused.code == 77 && Self.text(refused).contains("revoked"), "\(refused)")
+        let again = try runKidledger(gran, ["sync", refusing.address])
+        #expect(again.code == 77, "while Mom holds the revocation, Gran is refused: \(again)")
+        let give = try runKidledger(gran, ["give", "Ava", "1.00"])
+        #expect(give.code == 77, "\(give)")
+
+        // Mom hears of the transfer: her revocation of Gran was signed after her term ended.
+        try ok(dad, "sync", refusing.address)
+        #expect(try Self.members(mom).first { $0["key"] as? String == granKey }?["revoked"] as? Bool == false)
+        let back = try runKidledger(gran, ["--json", "sync", refusing.address])
+        #expect(back.code == 0, "\(back)")
+        #expect(try Self.members(gran).first { $0["key"] as? String == granKey }?["revoked"] as? Bool == false)
+        try ok(gran, "give", "Ava", "1.00", "--note", "back in")
+        try ok(gran, "sync", refusing.address)
+        #expect(try digest(gran) == digest(mom))
+        #expect(try childTable(mom)["Ava"]?[0] == 150)
+        // Mom's revocation of Gran is in both logs twice (Mom's change, and the change Gran
+        // recorded it in when refused), void (forged) on both.
+        for ledger in [mom, gran] {
+            let verify = try json(ledger, "verify")
+            #expect(verify["ok"] as? Bool == true && verify["forged"] as? Int == 2, "\(verify)")
         }
     }
 }

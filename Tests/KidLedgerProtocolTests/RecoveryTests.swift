@@ -23,7 +23,7 @@ import Testing
         #expect(try b.counts().transactions == 7)
 
         // Restore A from the snapshot: a different random stream, the same replica id.
-        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 1_800_000_000_000), random: SplitMix64(seed: 99))
+        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 1_700_000_001_000), random: SplitMix64(seed: 99))
         #expect(restored.replicaID == oldID)
         try Fixture.give(restored, 2, cents: 9_000)  // reuses sequences s+1, s+2 with other contents
         #expect(try restored.versionVector()[oldID]! < b.versionVector()[oldID]!)
@@ -122,7 +122,7 @@ import Testing
         try Fixture.give(a, 2, cents: 7_000)
         #expect(Fixture.sync(a, b, household: h).bothFinished)
 
-        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 1_800_000_000_000), random: SplitMix64(seed: 99))
+        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 1_700_000_001_000), random: SplitMix64(seed: 99))
         try Fixture.give(restored, 4, cents: 9_000)   // 4 new > 2 lost: its vector is ahead of B's
         #expect(try restored.versionVector()[oldID]! > b.versionVector()[oldID]!)
 
@@ -150,7 +150,7 @@ import Testing
         try Fixture.give(a, 3, cents: 7_000)
         #expect(Fixture.sync(a, b, household: h).bothFinished)   // B holds the real versions
 
-        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 1_800_000_000_000), random: SplitMix64(seed: 99))
+        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 1_700_000_001_000), random: SplitMix64(seed: 99))
         try Fixture.give(restored, 3, cents: 9_000)             // the same sequences, other contents
         #expect(Fixture.sync(restored, c, household: h).bothFinished)   // C takes the forked versions
         #expect(Fixture.sync(c, b, household: h).bothFinished)          // B and C find the fork

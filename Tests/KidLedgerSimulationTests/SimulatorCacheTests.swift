@@ -153,7 +153,7 @@ struct SimulatorCacheTests {
         try sim.checkpoint([1])
         #expect(sim.failures.isEmpty)
         // b's files go back to a copy that holds the first of the two only.
-        let partial = try Replica(store: old, clock: FixedClock(millis: 0), random: SplitMix64(seed: 1), verifier: a.verifier)
+        let partial = try Replica(store: old, clock: FixedClock(millis: HLC.millisMax), random: SplitMix64(seed: 1), verifier: a.verifier)
         try partial.applyRemote(Array(try a.replica!.changes(notCoveredBy: before).prefix(1)), heads: try a.replica!.signedHeads(of: a.replica!.replicaID))
         b.staleCopy = old.lazyCopy()
         sim.crash(b, scheduleRestart: false)

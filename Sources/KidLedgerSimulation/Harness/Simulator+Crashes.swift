@@ -49,13 +49,21 @@ extension Simulator {
     }
 
     /// Tells the checkers that `node` comes back on `stale`: they read its current files, the
-    /// stale copy (a clone of it) and every other replica's files.
+    /// stale copy (a clone of it) and every other replica's files but those of replicas that know
+    /// they are revoked (everyone who holds the revocation refuses them, so what only they hold
+    /// may never come back: membership seed 96).
     func restoring(_ node: SimNode, _ stale: MemoryStore) throws {
         func reader(_ store: any KeyValueStore) throws -> Replica {
             try Replica(store: store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
         }
+        var others: [Replica] = []
+        for other in nodes where other.index != node.index {
+            let replica = try reader(other.store)  // read even while the node is down
+            let key = other.member.publicKey.bytes
+            if try !replica.members().contains(where: { $0.key == key && $0.isRevoked }) { others.append(replica) }
+        }
         let restore = StaleRestore(node: node.index, current: try reader(node.store), stale: try reader(stale.clone()),
-                                   others: try nodes.filter { $0.index != node.index }.map { try reader($0.store) })
+                                   others: others)
         for checker in checkers.all { try checker.restoring(restore) }
     }
 }

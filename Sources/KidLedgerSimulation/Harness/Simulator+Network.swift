@@ -96,12 +96,14 @@ extension Simulator {
     }
 
     /// The secure channel's handshake of `initiator` with `responder`: nil when it is established,
-    /// else why not. In attentionRequired a laptop neither syncs nor serves (the CLI's sync and
-    /// daemon); otherwise the initiator authorises the responder's key first, then the responder
-    /// the initiator's, and a revoked member is refused with the revocation (``refuses(_:_:)``).
+    /// else why not. In attentionRequired a laptop serves nobody, but one revoked as it knows
+    /// still asks its peers in (the CLI's daemon and sync: a peer that holds the revocation void,
+    /// after a recovery its owner had not seen, lets it in and the sync clears it). The initiator
+    /// authorises the responder's key first, then the responder the initiator's, and a revoked
+    /// member is refused with the revocation (``refuses(_:_:)``).
     func handshake(_ initiator: SimNode, _ responder: SimNode) throws -> String? {
-        for node in [initiator, responder] where try node.listsItselfRevoked() {
-            return "refused: \(node.name) is in attentionRequired (it knows it is revoked)"
+        if try responder.listsItselfRevoked() {
+            return "refused: \(responder.name) is in attentionRequired (it knows it is revoked)"
         }
         for (judge, peer) in [(initiator, responder), (responder, initiator)] where try refuses(judge, peer) {
             return "refused by \(judge.name): \(peer.name)'s membership was revoked"
@@ -198,7 +200,8 @@ extension Simulator {
             case .send(let bytes):
                 send(bytes, connection: c, to: other)
             case .finished(let summary):
-                log("c\(c.id) \(from.name) finished: sent \(summary.changesSent) applied \(summary.changesApplied)" + (summary.unauthenticatedReceived > 0 ? " unauthenticated \(summary.unauthenticatedReceived)" : "") + " upToDate=\(summary.bothUpToDate)")
+                log("c\(c.id) \(from.name) finished: sent \(summary.changesSent) applied \(summary.changesApplied)" + (summary.unauthenticatedReceived > 0 ? " unauthenticated \(summary.unauthenticatedReceived)" : "")
+                    + (summary.heldBackReceived > 0 ? " heldBack \(summary.heldBackReceived)" : "") + " upToDate=\(summary.bothUpToDate)")
                 c.finished[side] = true
                 c.sessions[side] = nil
                 if c.sessions.allSatisfy({ $0 == nil }) { connections[c.id] = nil }

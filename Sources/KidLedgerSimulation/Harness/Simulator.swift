@@ -320,11 +320,17 @@ public final class Simulator {
         // Sessions between replicas that hold the same changes move nothing, so open connections
         // don't matter once every version vector is equal.
         guard nodes.allSatisfy(\.isUp) else { return false }
-        // A revoked replica is quiet once it knows it is revoked (it then neither syncs nor serves).
+        // A revoked replica is quiet once it knows it is revoked and every other replica refuses
+        // it (it serves nobody, and asks in only to be refused). One that some replica would let
+        // in (a recovery voided its revocation there) is not: it gets in and learns why.
         let stopped = stoppedNodes
-        for i in stopped where !((try? nodes[i].listsItselfRevoked()) ?? false) { return false }
-        // Equal vectors and equal hash chains: the same changes, every version of them.
         let honest = stopped.isEmpty ? nodes : nodes.filter { !stopped.contains($0.index) }
+        for i in stopped {
+            guard (try? nodes[i].listsItselfRevoked()) ?? false else { return false }
+            let key = nodes[i].member.publicKey.bytes
+            guard honest.allSatisfy({ (try? $0.revokedKeys().contains(key)) ?? false }) else { return false }
+        }
+        // Equal vectors and equal hash chains: the same changes, every version of them.
         guard let first = honest.first?.heads() else { return false }
         return honest.dropFirst().allSatisfy { $0.heads() == first }
     }
