@@ -163,7 +163,7 @@ enum AccountCommands {
                 return
             }
         }
-        let revocation = me.revocation(of: member.key, seen: try replica.versionVector(), household: household.id, atMillis: SystemClock().nowMillis())
+        let revocation = me.revocation(of: member.key, seen: try replica.cut(of: member.key), household: household.id, atMillis: SystemClock().nowMillis())
         try replica.commitMembership([.revoke(revocation)])
         ctx.say("Revoked \(label). What it did that this laptop has seen stays; its later changes are rejected everywhere.")
         ctx.emit(.object([("revoked", .string(member.name)), ("fingerprint", .string(Names.fingerprint(member.key))),

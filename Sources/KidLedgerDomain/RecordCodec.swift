@@ -241,10 +241,10 @@ public enum RecordCodec {
         }
     }
 
-    /// Reads what ``encode(seen:into:)`` writes (at most 10,000 entries, strictly ascending).
+    /// Reads what ``encode(seen:into:)`` writes (at most ``Limits/cutEntriesMax`` entries, strictly ascending).
     public static func decodeSeen(_ r: inout ByteReader) throws(DecodeError) -> [ReplicaID: UInt64] {
         let count = try r.readVarint("vector count")
-        guard count <= 10_000 else { throw .invalid("vector count") }
+        guard count <= UInt64(Limits.cutEntriesMax) else { throw .invalid("vector count") }
         var seen: [ReplicaID: UInt64] = [:]
         var previous: UInt64?
         for _ in 0..<count {

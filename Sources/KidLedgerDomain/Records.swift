@@ -22,6 +22,12 @@ public enum Limits {
     /// no stamp drags this replica's hybrid clock, or the dates of its next entries, more than
     /// this far ahead of its wall clock (docs/CRDT.md, "Clock skew").
     public static let clockAheadMillisMax: Int64 = 3_600_000
+    /// Most entries in the cut (`seen`) of a revocation or an owner transfer. A revocation's cut
+    /// names only the origins of the member it ends (`Replica.cut(of:)`), so a member that floods
+    /// the household with origins of its own cannot make its revocation too large to decode. A
+    /// transfer's covers every origin (a former owner's signatures travel in any origin's changes):
+    /// in a household of more origins than this, a recovery's transfer does not decode.
+    public static let cutEntriesMax = 10_000
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)

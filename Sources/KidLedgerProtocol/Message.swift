@@ -8,12 +8,17 @@ public let protocolVersionMax: UInt16 = 3
 
 /// Most changes in one `changes` message.
 public let changesPerBatchMax = 4096
-/// Most entries in one version vector on the wire.
+/// Most entries in one version vector message (or one page of it: ``Message/part(_:)``).
 public let vectorEntriesMax = 10_000
+/// Most entries in a whole version vector, over all its pages: what a session holds of a peer's
+/// vector at once (a few tens of MiB at most).
+public let vectorEntriesTotalMax = 250_000
 /// Longest join token in `hello`, in bytes.
 public let joinTokenBytesMax = 64
-/// Most children in one `checks` message.
+/// Most children in one `checks` message (or one page of it).
 public let checksMax = 10_000
+/// Most children in a whole `checks` message, over all its pages, and in a `checksDigest`.
+public let checksTotalMax = 250_000
 /// Longest `error` message text, in UTF-8 bytes.
 public let errorMessageBytesMax = 1_000
 
@@ -46,6 +51,11 @@ public enum Message: Equatable, Sendable {
     /// Responder → initiator, before its first batch: origins whose histories it found forked in
     /// the initiator's vector; the initiator sends every version of them from sequence 1.
     case forked([ReplicaID])
+    /// A page of a `vector`, `ack` or `checks` message too large for one (more than
+    /// ``vectorEntriesMax`` or ``checksMax`` entries): more pages of the same message follow, and
+    /// the message itself, holding the last page, ends it. The receiver joins the pages (at most
+    /// ``vectorEntriesTotalMax`` or ``checksTotalMax`` entries in all) before it acts on them.
+    indirect case part(Message)
 
     /// The message type byte.
     public var type: UInt8 {
@@ -60,6 +70,7 @@ public enum Message: Equatable, Sendable {
         case .forked: 8
         case .checks: 9
         case .checksDigest: 10
+        case .part: 11
         }
     }
 
@@ -76,6 +87,7 @@ public enum Message: Equatable, Sendable {
         case .forked: "forked"
         case .checks: "checks"
         case .checksDigest: "checksDigest"
+        case .part(let page): "part of \(page.name)"
         }
     }
 
@@ -91,17 +103,11 @@ public enum Message: Equatable, Sendable {
             w.write(blob: token)
         case .checks(let checks):
             precondition(checks.count <= checksMax, "too many child checks")
-            w.write(varint: UInt64(checks.count))
-            // Usually sorted already (``SyncSession`` keeps its checks sorted): no sorted copy then.
-            let ordered = zip(checks, checks.dropFirst()).allSatisfy { $0.child < $1.child }
-                ? checks : checks.sorted(by: { $0.child < $1.child })
-            for c in ordered {
-                w.write(id: c.child)
-                w.write(varint: c.count)
-                w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents >> 64))
-                w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents))
-                w.write(raw: c.idHash)
-            }
+            Self.write(checks: checks, &w)
+        case .part(let page):
+            precondition([3, 5, 9].contains(page.type), "only vector, ack and checks messages are paged")
+            w.write(page.type)
+            w.write(raw: page.encodePayload())
         case .checksDigest(let children, let digest):
             precondition(digest.count == 16, "a checks digest has 16 bytes")
             w.write(varint: children)
@@ -213,8 +219,14 @@ public enum Message: Equatable, Sendable {
                 message = .checks(checks)
             case 10:
                 let children = try r.readVarint("checks digest children")
-                guard children <= UInt64(checksMax) else { throw DecodeError.invalid("check count \(children)") }
+                guard children <= UInt64(checksTotalMax) else { throw DecodeError.invalid("check count \(children)") }
                 message = .checksDigest(children: children, digest: try r.readRaw(count: 16, "checks digest"))
+            case 11:
+                let pageType = try r.readByte("paged message type")
+                guard [3, 5, 9].contains(pageType) else { throw DecodeError.invalid("a part of message type \(pageType)") }
+                var ignored: [[UInt8]]?
+                message = .part(try decode(type: pageType, payload: Array(payload[r.offset...]), received: &ignored))
+                r = ByteReader([])
             case 7:
                 let code = try readU16(&r, "error code")
                 message = .error(code: code, message: try r.readString(maxBytes: errorMessageBytesMax, "error message"))
@@ -227,6 +239,22 @@ public enum Message: Equatable, Sendable {
             throw error
         } catch {
             throw .malformed("\(error)")
+        }
+    }
+
+    /// A `checks` payload: count, then per child (ascending) id, count, sum (i128 BE) and id
+    /// hash. Also what a `checksDigest` hashes, for any number of children (pages or not).
+    static func write(checks: [ChildCheck], _ w: inout ByteWriter) {
+        w.write(varint: UInt64(checks.count))
+        // Usually sorted already (``SyncSession`` keeps its checks sorted): no sorted copy then.
+        let ordered = zip(checks, checks.dropFirst()).allSatisfy { $0.child < $1.child }
+            ? checks : checks.sorted(by: { $0.child < $1.child })
+        for c in ordered {
+            w.write(id: c.child)
+            w.write(varint: c.count)
+            w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents >> 64))
+            w.write(bigEndian: UInt64(truncatingIfNeeded: c.sumCents))
+            w.write(raw: c.idHash)
         }
     }
 

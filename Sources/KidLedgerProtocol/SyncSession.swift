@@ -66,6 +66,8 @@ public final class SyncSession {
     private var peerDigest: Message?
     /// Whether the digests differed, so both sides send their full checks before done.
     private var checksDiffer = false
+    /// The pages of a paged message received so far (``Message/part(_:)``), joined.
+    private var pages: Message?
     private var actions: [SessionAction] = []
 
     /// Initiator: the invitation secret sent in hello when joining (empty otherwise).
@@ -121,7 +123,8 @@ public final class SyncSession {
                 // encoding them again.
                 var received: [[UInt8]]? = replica.preparer.usesReceivedBytes ? [] : nil
                 let message = try Message.decode(type: frame.type, payload: frame.payload, received: &received)
-                try handle(message, received: received)
+                guard let whole = try joined(message) else { continue }
+                try handle(whole, received: received)
             } catch {
                 fail(error)
             }
@@ -385,14 +388,16 @@ public final class SyncSession {
     /// This side's per-child checks (sorted by child) and their `checksDigest` message.
     private func localChecks() throws(ProtocolError) -> (checks: [ChildCheck], digest: Message) {
         let aggregates = try storage { try replica.aggregates() }
-        guard aggregates.count <= checksMax else { throw .storage("more than \(checksMax) children") }
+        guard aggregates.count <= checksTotalMax else { throw .storage("more than \(checksTotalMax) children") }
         return childChecks.checks(of: aggregates)
     }
 
     /// The `checksDigest` message of `checks` (sorted by child, as ``localChecks()`` returns them).
     static func digest(of checks: [ChildCheck]) -> Message {
         var hasher = SHA256Hasher()
-        hasher.update(Message.checks(checks).encodePayload())
+        var payload = ByteWriter(capacity: 4 + 50 * checks.count)
+        Message.write(checks: checks, &payload)  // the `checks` payload, for any number of children
+        hasher.update(payload.bytes)
         return .checksDigest(children: UInt64(checks.count), digest: hasher.finalizeWords().prefix(16))
     }
 
@@ -401,6 +406,81 @@ public final class SyncSession {
         let other = Dictionary(uniqueKeysWithValues: theirs.map { ($0.child, $0) })
         for child in Set(mine.keys).union(other.keys).sorted() {
             if mine[child] == other[child] { summary.childrenAgreeing.append(child) } else { summary.childrenDiffering.append(child) }
+        }
+    }
+
+    // MARK: Pages
+
+    /// Joins a paged message: nil while its pages arrive, the whole message at its last page.
+    private func joined(_ message: Message) throws(ProtocolError) -> Message? {
+        if case .part(let page) = message {
+            if let earlier = pages { pages = try Self.join(earlier, page) } else { pages = page }
+            return nil
+        }
+        guard let earlier = pages else { return message }
+        pages = nil
+        return try Self.join(earlier, message)
+    }
+
+    /// The pages `earlier` and `next` of one message, joined. Pages of a vector or an ack name
+    /// disjoint origins, pages of checks follow each other in child order, and the whole stays
+    /// within ``vectorEntriesTotalMax`` or ``checksTotalMax``.
+    static func join(_ earlier: Message, _ next: Message) throws(ProtocolError) -> Message {
+        switch (earlier, next) {
+        case (.vector(let a), .vector(let b)):
+            let vector = try joinVectors(a.vector, b.vector)
+            guard a.forked.count + b.forked.count <= vectorEntriesTotalMax else { throw .malformed("a paged forked list above \(vectorEntriesTotalMax) origins") }
+            return .vector(VectorSummary(vector: vector, chains: a.chains.merging(b.chains) { old, _ in old }, forked: a.forked + b.forked))
+        case (.ack(let a), .ack(let b)):
+            return .ack(try joinVectors(a, b))
+        case (.checks(let a), .checks(let b)):
+            guard a.count + b.count <= checksTotalMax else { throw .malformed("paged checks above \(checksTotalMax) children") }
+            if let last = a.last, let first = b.first, last.child >= first.child { throw .malformed("pages of checks out of child order") }
+            return .checks(a + b)
+        default:
+            throw .unexpectedMessage("\(next.name) message inside a paged \(earlier.name)")
+        }
+    }
+
+    private static func joinVectors(_ a: VersionVector, _ b: VersionVector) throws(ProtocolError) -> VersionVector {
+        guard a.count + b.count <= vectorEntriesTotalMax else { throw .malformed("a paged vector above \(vectorEntriesTotalMax) entries") }
+        var joined = a
+        for (origin, sequence) in b {
+            guard joined.updateValue(sequence, forKey: origin) == nil else { throw .malformed("two pages of a vector name origin \(origin)") }
+        }
+        return joined
+    }
+
+    /// `message` as it is sent: a `vector`, `ack` or `checks` message with more entries than one
+    /// message holds as pages (``Message/part(_:)``) and the message with the last page; a
+    /// `forked` list that long as several `forked` messages; any other message as it is.
+    static func paged(_ message: Message) -> [Message] {
+        func chunks<T>(_ items: [T], _ size: Int) -> [[T]] {
+            stride(from: 0, to: max(items.count, 1), by: size).map { Array(items[$0..<min($0 + size, items.count)]) }
+        }
+        func asPages(_ messages: [Message]) -> [Message] {
+            messages.dropLast().map { .part($0) } + messages.suffix(1)
+        }
+        switch message {
+        case .vector(let summary) where summary.vector.count > vectorEntriesMax || summary.forked.count > vectorEntriesMax:
+            let origins = summary.vector.filter { $0.value > 0 }.keys.sorted()
+            var byOrigin = chunks(origins, vectorEntriesMax), forked = chunks(summary.forked, vectorEntriesMax)
+            while byOrigin.count < forked.count { byOrigin.append([]) }
+            while forked.count < byOrigin.count { forked.append([]) }
+            return asPages(zip(byOrigin, forked).map { page, forks in
+                .vector(VectorSummary(vector: Dictionary(uniqueKeysWithValues: page.map { ($0, summary.vector[$0]!) }),
+                                      chains: Dictionary(uniqueKeysWithValues: page.compactMap { o in summary.chains[o].map { (o, $0) } }),
+                                      forked: forks))
+            })
+        case .ack(let vector) where vector.count > vectorEntriesMax:
+            let origins = vector.filter { $0.value > 0 }.keys.sorted()
+            return asPages(chunks(origins, vectorEntriesMax).map { page in .ack(Dictionary(uniqueKeysWithValues: page.map { ($0, vector[$0]!) })) })
+        case .checks(let checks) where checks.count > checksMax:
+            return asPages(chunks(checks.sorted { $0.child < $1.child }, checksMax).map { .checks($0) })
+        case .forked(let origins) where origins.count > vectorEntriesMax:
+            return chunks(Set(origins).sorted(), vectorEntriesMax).map { .forked($0) }
+        default:
+            return [message]
         }
     }
 
@@ -418,7 +498,7 @@ public final class SyncSession {
     }
 
     private static func checkedVector(_ vector: VersionVector) throws(ProtocolError) -> VersionVector {
-        guard vector.count <= vectorEntriesMax else { throw .storage("more than \(vectorEntriesMax) replicas in the vector") }
+        guard vector.count <= vectorEntriesTotalMax else { throw .storage("more than \(vectorEntriesTotalMax) replicas in the vector") }
         return vector
     }
 
@@ -427,7 +507,7 @@ public final class SyncSession {
     }
 
     private func send(_ message: Message) {
-        sendFrame(message.frame())
+        for page in Self.paged(message) { sendFrame(page.frame()) }
     }
 
     private func sendFrame(_ frame: [UInt8]) {

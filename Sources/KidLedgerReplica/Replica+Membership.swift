@@ -203,6 +203,25 @@ extension Replica {
         return try replaced || claimTouchesConflicts(c.origin, in: context)
     }
 
+    /// The cut a revocation of `member` carries: this replica's version vector on the origins
+    /// whose valid claim names `member` (the rule judges only those by it; another origin's entry
+    /// would change nothing), at most
+    /// ``Limits/cutEntriesMax`` of them, the smallest. A member with more origins than that is
+    /// flooding the household: the changes of its origins beyond the cut are rejected whole.
+    public func cut(of member: [UInt8]) throws -> VersionVector {
+        try store.read { r in try Self.cut(of: member, r, queryCache) }
+    }
+
+    static func cut(of member: [UInt8], _ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
+        let vector = try versionVector(r, queries)
+        var cut: VersionVector = [:]
+        try r.scan(Tables.claims) { key, value in
+            if value == member, let raw = Bytes.u64(key), let held = vector[ReplicaID(raw)] { cut[ReplicaID(raw)] = held }
+            return cut.count < Limits.cutEntriesMax
+        }
+        return cut
+    }
+
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
     /// further revocation can only reject more), or nil when the member is not revoked. A stored
     /// revocation that does not decode is a damaged store: it throws, never counts as none.

@@ -93,6 +93,17 @@ struct OwnershipTests {
         #expect(try r.verify().isIntact)
     }
 
+    /// A revocation's cut names only the origins of the member it ends, so its size
+    /// does not grow with other members' origins (a flood of them cannot make it undecodable).
+    @Test func aCutNamesOnlyTheEndedMembersOrigins() throws {
+        let r = try h.replica(7)
+        try r.applySigned(start() + [h.change(owner, 3, millis: 11, [give(1, 100)]), h.change(spouse, 2, millis: 12, [give(2, 50)])])
+        #expect(try r.versionVector() == [owner: 3, spouse: 2])
+        #expect(try r.cut(of: h.spouseKey) == [spouse: 2])
+        #expect(try r.cut(of: h.ownerKey) == [owner: 3])
+        #expect(try r.cut(of: rh.malloryKey) == [:])
+    }
+
     /// The stale owner key's revocation of the new owner, on a laptop that has not heard of the
     /// recovery (issue 20's gap; Simulations/17): the new owner holds it void and answers with the
     /// transfer (``Replica/transfersVoiding(_:of:)``), the refusing laptop records it
@@ -247,6 +258,9 @@ struct OwnershipTests {
             TestVerifier.sign($0, key: rh.recoveryKey)
         }
         #expect(transfer.epoch == 1)
+        // Every origin: a former owner's signature travels in other origins' changes too (a
+        // refused laptop records the revocation it learned in a change of its own).
+        #expect(transfer.seen == [owner: 2, spouse: 1])
         #expect(try spouseLaptop.ownership()?.owner == h.spouseKey)
         let seen = try spouseLaptop.versionVector()
         try spouseLaptop.commitMembership([h.revoke(h.ownerKey, seen: seen, signer: h.spouseKey)])

@@ -92,7 +92,8 @@ extension Simulator {
         let owner = nodes[signer]
         guard let replica = owner.replica, !owner.isFrozen, try replica.ownership()?.owner == owner.member.publicKey.bytes else { return nil }
         let seen = try replica.versionVector()
-        let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: seen,
+        let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes,
+                                          seen: try replica.cut(of: nodes[target].member.publicKey.bytes),
                                           household: household, atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
         if let carrier = try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0) {
