@@ -28,6 +28,12 @@ public enum Limits {
     /// transfer's covers every origin (a former owner's signatures travel in any origin's changes):
     /// in a household of more origins than this, a recovery's transfer does not decode.
     public static let cutEntriesMax = 10_000
+    /// Most origins one member key may claim. A laptop takes one when it joins and one more each
+    /// time its files are restored from an older copy; a member with more is flooding the
+    /// household, and every ledger change it made, under any of its origins, is rejected on every
+    /// replica (its membership records still apply). Decided by the claims in the log alone, so
+    /// every replica holding them agrees.
+    public static let originsPerMemberMax = 256
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)

@@ -40,6 +40,8 @@ final class ApplyContext {
     /// What the membership rule says of each origin's changes (its claimant's standing); emptied
     /// when a claim, a grant or a revocation is written.
     @exclusivity(unchecked) private var horizons = FewMap<UInt64, Standing?>()
+    /// How many origins each member's valid claims name (counted once, then kept up to date).
+    @exclusivity(unchecked) private var claimCounts: [[UInt8]: Int] = [:]
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
 
@@ -106,9 +108,12 @@ final class ApplyContext {
         return value
     }
 
-    func setClaim(_ member: [UInt8], of origin: ReplicaID) {
+    /// Records `member`'s claim of `origin`, in place of `replacing` (another member's claim of it).
+    func setClaim(_ member: [UInt8], of origin: ReplicaID, replacing previous: [UInt8]? = nil) {
         precondition(!member.isEmpty, "a claim without a member")
         claims[origin.rawValue] = Held(value: member, dirty: true)
+        if let previous { claimCounts[previous]? -= 1 }
+        claimCounts[member]? += 1
         horizons = FewMap()
         isDirty = true
     }
@@ -172,6 +177,20 @@ final class ApplyContext {
         horizons = FewMap()
     }
 
+    /// How many origins valid claims give `member`: one scan of the claims the first time a
+    /// context is asked of a member, then kept up to date by ``setClaim(_:of:replacing:)``.
+    func claimCount(of member: [UInt8]) throws -> Int {
+        if let known = claimCounts[member] { return known }
+        try flush()
+        var count = 0
+        try store.scan(Tables.claims) { _, value in
+            if value == member { count += 1 }
+            return true
+        }
+        claimCounts[member] = count
+        return count
+    }
+
     /// The standing of the member who claimed `origin` (nil: every change of it counts),
     /// computed by `compute` at most once while no claim, grant or revocation is written.
     func horizon(ofOrigin origin: ReplicaID, _ compute: () throws -> Standing?) rethrows -> Standing? {
@@ -218,6 +237,7 @@ final class ApplyContext {
         aggregates = FewMap()
         children = FewMap()
         horizons = FewMap()
+        claimCounts = [:]
     }
 
     /// Writes the dirty entries of `map` (keyed by origin) to `table`, in key order.

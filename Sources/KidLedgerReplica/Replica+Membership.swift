@@ -193,14 +193,18 @@ extension Replica {
     static func record(_ c: OriginClaim, in context: ApplyContext, digest: inout Digest256) throws -> Bool {
         let key = Keys.origin(c.origin)
         var replaced = false
-        if let existing = try context.claim(c.origin) {
+        let existing = try context.claim(c.origin)
+        if let existing {
             if KeyBytes.compare(c.member, existing) >= 0 { return false }
             digest.remove([UInt8(ascii: "L")] + key + existing)
             replaced = true
         }
-        context.setClaim(c.member, of: c.origin)
+        context.setClaim(c.member, of: c.origin, replacing: replaced ? existing : nil)
         digest.insert([UInt8(ascii: "L")] + key + c.member)
-        return try replaced || claimTouchesConflicts(c.origin, in: context)
+        // The claim that takes its member over ``Limits/originsPerMemberMax``: the member's
+        // changes judged so far counted, and now none does.
+        let overLimit = try context.claimCount(of: c.member) == Limits.originsPerMemberMax + 1
+        return try replaced || overLimit || claimTouchesConflicts(c.origin, in: context)
     }
 
     /// The cut a revocation of `member` carries: this replica's version vector on the origins
@@ -265,6 +269,9 @@ extension Replica {
             // owner's powers: ``Ownership/signedByOwner(of:_:)``).
             guard try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, context.store) else {
                 return Standing(cut: [:], reason: RejectedReason.notMember)
+            }
+            if try context.claimCount(of: member) > Limits.originsPerMemberMax {
+                return Standing(cut: [:], reason: RejectedReason.overOriginLimit)
             }
             return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
         }
@@ -407,6 +414,7 @@ enum RejectedReason {
     static let revoked = "made by a revoked member after the revocation"
     static let unclaimed = "made under an origin no valid claim names"
     static let notMember = "made by a key that is neither the owner nor granted"
+    static let overOriginLimit = "made by a member that claims more than \(Limits.originsPerMemberMax) origins"
 }
 
 /// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those
