@@ -34,6 +34,10 @@ public enum Limits {
     /// replica (its membership records still apply). Decided by the claims in the log alone, so
     /// every replica holding them agrees.
     public static let originsPerMemberMax = 256
+    /// Most children one member key's changes may create. A member whose changes create more
+    /// (counted whether the rule lets them count or not) is flooding the household: every ledger
+    /// change it made is rejected on every replica, as for ``originsPerMemberMax``.
+    public static let childrenPerMemberMax = 1_000
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)

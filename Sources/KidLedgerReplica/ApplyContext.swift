@@ -42,6 +42,8 @@ final class ApplyContext {
     @exclusivity(unchecked) private var horizons = FewMap<UInt64, Standing?>()
     /// How many origins each member's valid claims name (counted once, then kept up to date).
     @exclusivity(unchecked) private var claimCounts: [[UInt8]: Int] = [:]
+    /// How many children each member's changes create (counted once, then kept up to date).
+    @exclusivity(unchecked) private var childCounts: [[UInt8]: Int] = [:]
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
 
@@ -191,6 +193,29 @@ final class ApplyContext {
         return count
     }
 
+    /// How many children `member`'s changes create (``Tables/childCreations``).
+    func childCount(of member: [UInt8]) throws -> Int {
+        if let known = childCounts[member] { return known }
+        var count = 0
+        try store.scan(Tables.childCreations, prefix: member) { _, _ in
+            count += 1
+            return true
+        }
+        childCounts[member] = count
+        return count
+    }
+
+    /// Records that `member`'s change creates `child`; returns whether that is new.
+    func noteChildCreation(_ child: RecordID, by member: [UInt8]) throws -> Bool {
+        let key = member + child.bytes
+        guard try store.get(Tables.childCreations, key) == nil else { return false }
+        let count = try childCount(of: member)
+        try store.put(Tables.childCreations, key, [])
+        childCounts[member] = count + 1
+        horizons = FewMap()
+        return true
+    }
+
     /// The standing of the member who claimed `origin` (nil: every change of it counts),
     /// computed by `compute` at most once while no claim, grant or revocation is written.
     func horizon(ofOrigin origin: ReplicaID, _ compute: () throws -> Standing?) rethrows -> Standing? {
@@ -238,6 +263,7 @@ final class ApplyContext {
         children = FewMap()
         horizons = FewMap()
         claimCounts = [:]
+        childCounts = [:]
     }
 
     /// Writes the dirty entries of `map` (keyed by origin) to `table`, in key order.

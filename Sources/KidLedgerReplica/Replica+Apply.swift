@@ -66,10 +66,12 @@ extension Replica {
         context.setLastHLC(try context.lastHLC().receive(change.hlc, now: context.now))
 
         var digest = try context.stateDigest()
-        if try applyMembership(of: change, version: prepared.version, in: context, digest: &digest) {
+        // Membership first: a change's own claim names the author of the children it creates.
+        let membershipChanged = try applyMembership(of: change, version: prepared.version, in: context, digest: &digest)
+        if try noteChildCreations(of: change, in: context) || membershipChanged {
             context.setStateDigest(digest)
-            // A revocation or an owner transfer changes which past changes and owner-signed
-            // records count: recompute the merged state.
+            // A revocation, an owner transfer or a member crossing a per-member limit changes
+            // which past changes and owner-signed records count: recompute the merged state.
             try rebuild(in: context)
         } else {
             try applyLedger(of: change, prepared, version: prepared.version, in: context, digest: &digest)
@@ -91,6 +93,23 @@ extension Replica {
     /// Applies the ledger (non-membership) operations of a change, unless the membership rule
     /// rejects the change (``rejection(of:in:)``); a change of membership operations only has
     /// nothing to reject. The state digest is held by the caller (`digest`).
+    /// Notes the children `change` creates under its author (``Tables/childCreations``), whether
+    /// the rule lets them count or not. Returns whether its author now creates more than
+    /// ``Limits/childrenPerMemberMax``, for the first time: its changes judged so far counted,
+    /// and now none does (the caller recomputes the state).
+    static func noteChildCreations(of change: Change, in context: ApplyContext) throws -> Bool {
+        guard change.operations.contains(where: { if case .createChild = $0 { true } else { false } }),
+              let member = try context.claim(change.origin) else { return false }
+        var crossed = false
+        for case .createChild(let child) in change.operations {
+            if try context.noteChildCreation(child.id, by: member),
+               try context.childCount(of: member) == Limits.childrenPerMemberMax + 1 {
+                crossed = true
+            }
+        }
+        return crossed
+    }
+
     static func applyLedger(of change: Change, _ prepared: PreparedChange, version: [UInt8], in context: ApplyContext,
                             digest: inout Digest256) throws {
         if change.operations.contains(where: { !$0.isMembership }), let reason = try rejection(of: change, in: context) {

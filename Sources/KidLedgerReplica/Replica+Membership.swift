@@ -273,6 +273,9 @@ extension Replica {
             if try context.claimCount(of: member) > Limits.originsPerMemberMax {
                 return Standing(cut: [:], reason: RejectedReason.overOriginLimit)
             }
+            if try context.childCount(of: member) > Limits.childrenPerMemberMax {
+                return Standing(cut: [:], reason: RejectedReason.overChildLimit)
+            }
             return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
         }
         guard let standing else { return nil }
@@ -289,7 +292,7 @@ extension Replica {
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
                        Tables.creators, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.rejected, Tables.forged,
-                       Tables.pendingClaims]
+                       Tables.pendingClaims, Tables.childCreations]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
         for table in derived {
@@ -314,6 +317,8 @@ extension Replica {
                 _ = try applyMembership(of: entry.change, version: entry.version, in: context, digest: &digest, including: pass)
             }
         }
+        // Every child each member's changes create, before any is judged.
+        for entry in log { _ = try noteChildCreations(of: entry.change, in: context) }
         for entry in log {
             // A log entry is its change's canonical encoding.
             let prepared = context.preparer.prepare(entry.change, encoded: entry.encoded)
@@ -415,6 +420,7 @@ enum RejectedReason {
     static let unclaimed = "made under an origin no valid claim names"
     static let notMember = "made by a key that is neither the owner nor granted"
     static let overOriginLimit = "made by a member that claims more than \(Limits.originsPerMemberMax) origins"
+    static let overChildLimit = "made by a member whose changes create more than \(Limits.childrenPerMemberMax) children"
 }
 
 /// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those

@@ -5,6 +5,10 @@ extension Tables {
     /// id (16) → origin (8). A transaction's is the value of its index entries (`byTime`,
     /// `byChild`, or `deferred` before its child arrives). Derived, like the records.
     public static let creators = Table("creators")
+    /// The children each member key's changes create, whether the membership rule lets them
+    /// count or not: member (32) + child id (16) → nothing (``Limits/childrenPerMemberMax``).
+    /// Derived from the log.
+    public static let childCreations = Table("childCreations")
 }
 
 /// One version of a record that others share an id with: its canonical payload and the origin

@@ -45,7 +45,8 @@ public enum Tables {
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
                                       registerHistory, peers, invites, settings, claims, grants, revocations,
-                                      rejected, forged, pendingClaims, transfers, creators, heads, forks]
+                                      rejected, forged, pendingClaims, transfers, creators, heads, forks,
+                                      childCreations]
 }
 
 /// A short byte string (at most ``capacity`` bytes: a key or a fixed-width value) built in a

@@ -6,7 +6,7 @@ import Testing
 /// Issue 21, point 2: a member that claims more than ``Limits/originsPerMemberMax`` origins is
 /// refused, not the household: every ledger change it made is rejected on every replica, in any
 /// arrival order, and the others' changes count.
-@Suite("Origins per member")
+@Suite("Origins and children per member")
 struct OriginLimitTests {
     let h = OwnedHousehold()
     var owner: ReplicaID { h.origin(h.ownerKey) }
@@ -57,5 +57,37 @@ struct OriginLimitTests {
         try late.applySigned([all[all.count - 2]])
         #expect(try late.digest() == reference.digest())
         #expect(try late.balance(of: OwnedHousehold.ava) == 500)
+    }
+
+    /// The spouse's change at `sequence` creating `count` children (ids from `first`).
+    func spouseChildren(_ sequence: UInt64, first: UInt64, count: Int) -> Change {
+        h.change(h.origin(h.spouseKey), sequence, millis: 20 + Int64(sequence), (0..<UInt64(count)).map { i in
+            .createChild(ChildRecord(id: RecordID(high: 0xC0, low: first + i), createdAtMillis: 20))
+        })
+    }
+
+    @Test(arguments: UInt64(0)..<4)
+    func aMemberCreatingMoreChildrenThanTheLimitIsRejectedWhole(seed: UInt64) throws {
+        let atLimit = h.founding() + [spouseChildren(2, first: 0, count: Limits.childrenPerMemberMax),
+                                      h.change(owner, 3, millis: 5, [h.give(2, 500)])]
+        let r = try h.replica(1)
+        try r.applySigned(atLimit)
+        #expect(try r.children().count == 1 + Limits.childrenPerMemberMax)
+        #expect(try r.balance(of: OwnedHousehold.ava) == 600)
+
+        // One more child (an id created before does not count twice): every change of the
+        // spouse is rejected, its children and its give with it; the owner's stay.
+        let all = atLimit + [spouseChildren(3, first: 5, count: 1), spouseChildren(4, first: UInt64(Limits.childrenPerMemberMax), count: 1)]
+        try r.applySigned(Array(all.suffix(2)))
+        #expect(try r.children().map(\.id) == [OwnedHousehold.ava])
+        #expect(try r.balance(of: OwnedHousehold.ava) == 500)
+        #expect(try r.membershipCounts().rejected == 4)
+        #expect(try r.verify().isIntact)
+
+        var rng = SplitMix64(seed: seed)
+        let shuffled = try h.replica(seed + 10)
+        _ = try shuffled.receiveShuffledWithRetry(all, using: &rng)
+        #expect(try shuffled.digest() == r.digest())
+        #expect(try shuffled.verify().isIntact)
     }
 }
