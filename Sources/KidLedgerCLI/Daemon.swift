@@ -126,7 +126,9 @@ final class Daemon: Sendable {
             switch limiter.tryAcquire(address: connection.remoteHost) {
             case .success(let taken): slot = taken
             case .failure(let refusal):
-                if let line = refusals.refused(connection, refusal.reason, now: monotonicMillis()) { log(line) }
+                if let line = refusals.refused(connection.remote, address: connection.remoteHost, refusal.reason, now: monotonicMillis()) {
+                    log(line)
+                }
                 refuse(connection, refusal.reason)
                 continue
             }
@@ -311,17 +313,20 @@ struct RefusalLog {
 
     private var quiet: [String: (since: Int64, count: Int, reason: String)] = [:]
 
-    /// The line to log for refusing `connection` for `reason`, or nil when it is only counted.
-    mutating func refused(_ connection: TCPConnection, _ reason: String, now: Int64) -> String? {
-        let address = connection.remoteHost
+    /// The line to log for refusing a connection from `remote` (`address` and port) for `reason`,
+    /// or nil when it is only counted.
+    mutating func refused(_ remote: String, address: String, _ reason: String, now: Int64) -> String? {
         if let entry = quiet[address], now - entry.since < Self.intervalMillis {
             quiet[address] = (entry.since, entry.count + 1, reason)
             return nil
         }
         if quiet.count >= Self.addressesMax { quiet.removeAll() }
         quiet[address] = (now, 0, reason)
-        return "refused \(connection.remote): \(reason)"
+        return "refused \(remote): \(reason)"
     }
+
+    /// The addresses tracked now.
+    var tracked: Int { quiet.count }
 
     /// Lines for the addresses whose interval ended with refusals counted (which ends tracking them).
     mutating func due(now: Int64) -> [String] {
@@ -329,7 +334,7 @@ struct RefusalLog {
         for (address, entry) in quiet where now - entry.since >= Self.intervalMillis {
             quiet[address] = nil
             guard entry.count > 0 else { continue }
-            lines.append("refused \(entry.count) more \(entry.count == 1 ? "connection" : "connections") from \(address) in \(Self.intervalMillis / 1000) s (logged once): \(entry.reason)")
+            lines.append("refused \(entry.count) more \(entry.count == 1 ? "connection" : "connections") from \(address) within \(Self.intervalMillis / 1000) s (not logged one by one): \(entry.reason)")
         }
         return lines
     }

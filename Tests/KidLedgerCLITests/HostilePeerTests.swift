@@ -336,7 +336,7 @@ struct HostilePeerTests {
         let floodPorts = hostilePorts.keys.filter { hostilePorts[$0]!.hasPrefix("flood ") }
         func counted() -> Int {
             daemon.log.split(separator: "\n").compactMap { line -> Int? in
-                guard let range = line.range(of: "refused "), line.contains(" more connections from 127.0.0.1 in ") else { return nil }
+                guard let range = line.range(of: "refused "), line.contains(" more connection"), line.contains(" from 127.0.0.1 within ") else { return nil }
                 return Int(line[range.upperBound...].prefix { $0.isNumber })
             }.reduce(0, +)
         }

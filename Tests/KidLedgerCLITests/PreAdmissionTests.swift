@@ -42,6 +42,26 @@ struct PreAdmissionTests {
         return (fd, established)
     }
 
+    /// The refusal log: the first refusal of an address is logged, the rest within the interval
+    /// counted into one line, other addresses apart; the table is bounded.
+    @Test func refusalsAreLoggedOncePerAddressAndIntervalThenCounted() {
+        var log = RefusalLog()
+        let busy = "busy: too many connections from 10.0.0.9 (4 at most); try again later"
+        #expect(log.refused("10.0.0.9:5000", address: "10.0.0.9", busy, now: 0) == "refused 10.0.0.9:5000: \(busy)")
+        for port in 5001..<5100 { #expect(log.refused("10.0.0.9:\(port)", address: "10.0.0.9", busy, now: 1_000) == nil) }
+        #expect(log.refused("10.0.0.7:6000", address: "10.0.0.7", busy, now: 2_000) != nil)
+        #expect(log.due(now: RefusalLog.intervalMillis - 1).isEmpty)
+        #expect(log.due(now: RefusalLog.intervalMillis) == ["refused 99 more connections from 10.0.0.9 within 10 s (not logged one by one): \(busy)"])
+        // 10.0.0.7 had nothing more: no line; after its interval, a refusal is logged again.
+        #expect(log.due(now: RefusalLog.intervalMillis + 2_000).isEmpty)
+        #expect(log.refused("10.0.0.9:5200", address: "10.0.0.9", busy, now: RefusalLog.intervalMillis + 3_000) != nil)
+        // Many addresses: the table starts afresh past its bound instead of growing.
+        for i in 0..<(RefusalLog.addressesMax * 3) {
+            #expect(log.refused("10.1.\(i / 256).\(i % 256):1", address: "10.1.\(i / 256).\(i % 256)", busy, now: 30_000) != nil)
+        }
+        #expect(log.tracked <= RefusalLog.addressesMax)
+    }
+
     @Test func strangersFromOneAddressGetAFewSlotsAndAMemberKeepsSyncing() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
@@ -89,7 +109,7 @@ struct PreAdmissionTests {
             let lines = daemon.log.split(separator: "\n")
             let first = lines.filter { $0.contains("refused 127.0.0.2:") && $0.hasSuffix(reason) }.count
             let counted = lines.compactMap { line -> Int? in
-                guard let range = line.range(of: "refused "), line.contains(" more connections from 127.0.0.2 in ") else { return nil }
+                guard let range = line.range(of: "refused "), line.contains(" more connection"), line.contains(" from 127.0.0.2 within ") else { return nil }
                 return Int(line[range.upperBound...].prefix { $0.isNumber })
             }.reduce(0, +)
             return (first, counted)
