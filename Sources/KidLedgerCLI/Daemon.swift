@@ -25,8 +25,9 @@ final class Daemon: Sendable {
     static let changeDelayMillis: Int64 = 300
     /// How often the store is checked for changes made by other processes.
     static let pollMillis: Int64 = 200
-    /// Most sessions served at once; more are refused at accept.
-    static let connectionsMax = 16
+    /// The product's connection limits (``limits``): at most 16 sessions at once, at most 8 of
+    /// them not admitted yet, and at most 4 from one address; more are refused at accept.
+    static let limitsDefault = ConnectionLimiter.Limits(connectionsMax: 16, unadmittedMax: 8, perAddressMax: 4)
     /// A serving session drops its resident map pages after sending this many changes.
     static let changesPerPageRelease = 32_768
     /// The default of ``peerTimeoutMillis``.
@@ -44,16 +45,18 @@ final class Daemon: Sendable {
     let identity: Identity
     let listener: TCPListener
     let log: @Sendable (String) -> Void
-    let limiter = ConnectionLimiter(maximum: Daemon.connectionsMax)
+    /// Counts the connections in service against ``limitsDefault`` (or the limits given to init).
+    let limiter: ConnectionLimiter
     /// Why syncing must stop now (attentionRequired), checked before each session.
     let attention: (@Sendable (Replica) -> String?)?
     /// The accept loop and the session threads still running.
     private let activeThreads = Atomic<Int>(0)
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
-         peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, log: @escaping @Sendable (String) -> Void,
-         attention: (@Sendable (Replica) -> String?)? = nil) {
+         peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
+         log: @escaping @Sendable (String) -> Void, attention: (@Sendable (Replica) -> String?)? = nil) {
         self.attention = attention
+        self.limiter = ConnectionLimiter(limits)
         self.peerTimeoutMillis = peerTimeoutMillis
         self.environment = environment
         self.household = household
@@ -108,7 +111,9 @@ final class Daemon: Sendable {
     private func acceptLoop() {
         adjustThreads(1)
         defer { adjustThreads(-1) }
+        var refusals = RefusalLog()
         while !stopping {
+            for line in refusals.due(now: monotonicMillis()) { log(line) }
             let connection: TCPConnection?
             do { connection = try listener.accept(timeoutMillis: 250) } catch {
                 if stopping { return }
@@ -117,16 +122,20 @@ final class Daemon: Sendable {
                 continue
             }
             guard let connection else { continue }
-            guard limiter.tryAcquire() else {
-                let reason = "busy: already serving \(Daemon.connectionsMax) sessions; try again later"
-                log("refused \(connection.remote): \(reason)")
-                refuse(connection, reason)
+            let slot: ConnectionLimiter.Slot
+            switch limiter.tryAcquire(address: connection.remoteHost) {
+            case .success(let taken): slot = taken
+            case .failure(let refusal):
+                if let line = refusals.refused(connection.remote, address: connection.remoteHost, refusal.reason, now: monotonicMillis()) {
+                    log(line)
+                }
+                refuse(connection, refusal.reason)
                 continue
             }
             adjustThreads(1)
             Thread.detachNewThread { [self] in
-                defer { limiter.release(); adjustThreads(-1) }
-                serve(connection)
+                defer { limiter.release(slot); adjustThreads(-1) }
+                serve(connection, slot)
             }
         }
     }
@@ -149,7 +158,10 @@ final class Daemon: Sendable {
         return value
     }
 
-    private func serve(_ connection: TCPConnection) {
+    /// Serves one connection. Until the session admits the peer (the handshake done and its
+    /// `hello` accepted, within one peer timeout from accept) the slot counts as not admitted and
+    /// the channel takes data frames of at most ``SecureChannel/unadmittedFrameBytesMax``.
+    private func serve(_ connection: TCPConnection, _ slot: ConnectionLimiter.Slot) {
         let started = monotonicMillis()
         let remote = connection.remote
         do {
@@ -167,6 +179,7 @@ final class Daemon: Sendable {
                                             authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil },
                                             evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
                                             answer: SyncDriver.answer(replica, identity: identity))
+            channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
             let stream: SecureStream
             do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: monotonicMillis) } catch {
                 // What the refusal taught is recorded before the connection closes: a refused peer
@@ -198,8 +211,14 @@ final class Daemon: Sendable {
             // the daemon's resident memory stays small whatever the ledger's size.
             var sentAtRelease = 0
             let environment = self.environment
+            let limiter = self.limiter
+            // The handshake and the hello share one deadline: the peer timeout from accept.
+            let helloLeft = max(peerTimeoutMillis - Int(monotonicMillis() - started), 1)
             let outcome = SessionRunner.run(session, over: stream, idleTimeoutMillis: peerTimeoutMillis,
-                                            helloTimeoutMillis: peerTimeoutMillis, progress: { p in
+                                            helloTimeoutMillis: helloLeft, admitted: {
+                channel.dataFrameBytesMax = SecureChannel.frameBytesMax
+                limiter.admit(slot)
+            }, progress: { p in
                 guard p.changesSent - sentAtRelease >= Self.changesPerPageRelease else { return }
                 sentAtRelease = p.changesSent
                 environment.releaseResidentPages()
@@ -279,5 +298,44 @@ final class Daemon: Sendable {
             }
             usleep(useconds_t(Daemon.pollMillis * 1000))
         }
+    }
+}
+
+/// The accept loop's refusal log lines, bounded per address: the first refusal of an address is
+/// logged; more from it within ``intervalMillis`` are counted and then logged as one line. So a
+/// flood from one address costs at most two lines per interval, and the table at most
+/// ``addressesMax`` entries (past that it starts afresh and those counts go unreported).
+struct RefusalLog {
+    /// How long after a logged refusal more from the same address are only counted.
+    static let intervalMillis: Int64 = 10_000
+    /// The most addresses tracked at once.
+    static let addressesMax = 1_024
+
+    private var quiet: [String: (since: Int64, count: Int, reason: String)] = [:]
+
+    /// The line to log for refusing a connection from `remote` (`address` and port) for `reason`,
+    /// or nil when it is only counted.
+    mutating func refused(_ remote: String, address: String, _ reason: String, now: Int64) -> String? {
+        if let entry = quiet[address], now - entry.since < Self.intervalMillis {
+            quiet[address] = (entry.since, entry.count + 1, reason)
+            return nil
+        }
+        if quiet.count >= Self.addressesMax { quiet.removeAll() }
+        quiet[address] = (now, 0, reason)
+        return "refused \(remote): \(reason)"
+    }
+
+    /// The addresses tracked now.
+    var tracked: Int { quiet.count }
+
+    /// Lines for the addresses whose interval ended with refusals counted (which ends tracking them).
+    mutating func due(now: Int64) -> [String] {
+        var lines: [String] = []
+        for (address, entry) in quiet where now - entry.since >= Self.intervalMillis {
+            quiet[address] = nil
+            guard entry.count > 0 else { continue }
+            lines.append("refused \(entry.count) more \(entry.count == 1 ? "connection" : "connections") from \(address) within \(Self.intervalMillis / 1000) s (not logged one by one): \(entry.reason)")
+        }
+        return lines
     }
 }

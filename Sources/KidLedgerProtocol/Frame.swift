@@ -3,6 +3,10 @@ import KidLedgerDomain
 /// The largest frame, counting its type byte and payload (not the 4-byte length prefix).
 public let frameBytesMax = 4 << 20
 
+/// The largest frame a responder accepts before the peer's `hello` (whose frame is at most 94
+/// bytes): a peer that is not yet admitted makes it buffer no more than this.
+public let helloFrameBytesMax = 256
+
 /// The 4-byte length prefix plus the 1-byte message type.
 public let frameHeaderBytes = 5
 
@@ -22,8 +26,8 @@ public enum Frame {
 
 /// Splits a byte stream, delivered in arbitrary chunks, into frames.
 ///
-/// A length of zero or above ``frameBytesMax`` is rejected as soon as the 4 length bytes are in,
-/// before any of the body is buffered. After an error the decoder stays failed: every later
+/// A length of zero or above the limit (``frameBytesMax`` unless ``next(limit:)`` says less) is
+/// rejected as soon as the 4 length bytes are in, before any of the body is buffered. After an error the decoder stays failed: every later
 /// ``next()`` throws the same error. No input makes it trap.
 public struct FrameDecoder: Sendable {
     private var buffer: [UInt8] = []
@@ -52,14 +56,16 @@ public struct FrameDecoder: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
-    /// The next complete frame, or nil when more bytes are needed.
-    public mutating func next() throws(ProtocolError) -> (type: UInt8, payload: [UInt8])? {
+    /// The next complete frame, or nil when more bytes are needed. `limit` (at most
+    /// ``frameBytesMax``): the longest frame accepted now.
+    public mutating func next(limit: Int = frameBytesMax) throws(ProtocolError) -> (type: UInt8, payload: [UInt8])? {
         if let failure { throw failure }
         guard bufferedBytes >= 4 else { return nil }
         var length: UInt32 = 0
         for i in 0..<4 { length = (length << 8) | UInt32(buffer[start + i]) }
         if length == 0 { return try fail(.emptyFrame) }
-        if length > UInt32(frameBytesMax) { return try fail(.frameTooLarge(length)) }
+        let most = min(limit, frameBytesMax)
+        if length > UInt32(most) { return try fail(.frameTooLarge(length, limit: most)) }
         let total = 4 + Int(length)
         guard bufferedBytes >= total else { return nil }
         let type = buffer[start + 4]

@@ -3,8 +3,9 @@
 public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A frame header announced a length of zero (a frame always holds at least its type byte).
     case emptyFrame
-    /// A frame header announced more than ``frameBytesMax`` bytes.
-    case frameTooLarge(UInt32)
+    /// A frame header announced more bytes than the limit then (``frameBytesMax``, or
+    /// ``helloFrameBytesMax`` before the peer's hello).
+    case frameTooLarge(UInt32, limit: Int = frameBytesMax)
     /// A frame's type byte names no known message.
     case unknownMessageType(UInt8)
     /// A message's payload failed to decode (truncated, invalid, trailing bytes, over a limit).
@@ -49,7 +50,7 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .emptyFrame: "malformed frame: length 0"
-        case .frameTooLarge(let n): "malformed frame: length \(n) exceeds \(frameBytesMax) bytes"
+        case .frameTooLarge(let n, let limit): "malformed frame: length \(n) exceeds \(limit) bytes"
         case .unknownMessageType(let t): "malformed frame: unknown message type \(t)"
         case .malformed(let why): "malformed message: \(why)"
         case .unexpectedMessage(let what): "protocol violation: unexpected \(what)"

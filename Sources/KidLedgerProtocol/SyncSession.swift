@@ -118,7 +118,8 @@ public final class SyncSession {
         decoder.push(bytes)
         while state != .finished && state != .failed {
             do throws(ProtocolError) {
-                guard let frame = try decoder.next() else { break }
+                // Until the peer's hello admits it, only a hello-sized frame is buffered.
+                guard let frame = try decoder.next(limit: state == .awaitingHello ? helloFrameBytesMax : frameBytesMax) else { break }
                 // A preparer that remembers changes finds them by their received bytes, without
                 // encoding them again.
                 var received: [[UInt8]]? = replica.preparer.usesReceivedBytes ? [] : nil

@@ -61,6 +61,7 @@ public enum ChannelAction: Equatable, Sendable {
 /// after establishment the limit is ``frameBytesMax``. A `revoked` frame may hold up to
 /// ``revokedFrameBytesMax`` bytes: the revocation it carries proves itself (the refused side checks
 /// the owner's signature; see docs/SECURITY.md), so the frame needs no channel authentication.
+/// A server lowers the data frame limit (``dataFrameBytesMax``) until it admits the peer.
 public final class SecureChannel {
     /// Which end of the connection this is.
     public enum Role: Equatable, Sendable {
@@ -92,6 +93,9 @@ public final class SecureChannel {
     public static let frameBytesMax = 1 + plaintextChunkMax + SecretStream.overheadBytes
     /// The largest frame accepted before the channel is established (handshake frames are small).
     public static let handshakeFrameBytesMax = 512
+    /// The largest data frame (type byte, 4 KiB of plaintext and the secretstream overhead) a
+    /// server accepts from a peer it has not admitted yet: see ``dataFrameBytesMax``.
+    public static let unadmittedFrameBytesMax = 1 + (4 << 10) + SecretStream.overheadBytes
     /// The longest refusal reason in bytes (longer ones are cut at a character boundary).
     public static let refusalBytesMax = 200
     /// The largest `revoked` frame (type byte plus payload); a revocation that does not fit is
@@ -116,6 +120,15 @@ public final class SecureChannel {
         /// This side sent a `revoked` frame and waits for the refused side's `transfers` answer
         /// (or the connection's end) before it fails with ``SecureChannel/refusal``.
         case awaitingAnswer
+    }
+
+    /// The largest data frame accepted after establishment (type byte plus payload), from
+    /// 1 + the secretstream overhead up to ``frameBytesMax`` (the default); other values are
+    /// clamped. A server sets ``unadmittedFrameBytesMax`` until its session admits the peer, so a
+    /// stranger makes it buffer kilobytes, not megabytes; a longer length prefix fails the channel
+    /// as soon as its 4 bytes arrive.
+    public var dataFrameBytesMax: Int = SecureChannel.frameBytesMax {
+        didSet { dataFrameBytesMax = min(max(dataFrameBytesMax, 1 + SecretStream.overheadBytes), Self.frameBytesMax) }
     }
 
     /// This side's role.
@@ -206,6 +219,7 @@ public final class SecureChannel {
         var actions = phase == .idle ? start() : []
         guard phase != .failed else { return [] }
         decoder.push(bytes)
+        let dataFrameBytesMax = dataFrameBytesMax
         while phase != .failed {
             let established = phase == .established
             // A `revoked` frame answers this side's signed message (confirm, or reply): only then
@@ -215,7 +229,7 @@ public final class SecureChannel {
             let frame: (type: UInt8, payload: [UInt8])?
             do {
                 frame = try decoder.next { type in
-                    if established { return Self.frameBytesMax }
+                    if established { return dataFrameBytesMax }
                     if mayBeRevoked && (type == nil || type == FrameType.revoked.rawValue) { return Self.revokedFrameBytesMax }
                     if mayBeAnswer && (type == nil || type == FrameType.transfers.rawValue) { return Self.revokedFrameBytesMax }
                     return Self.handshakeFrameBytesMax

@@ -50,6 +50,11 @@ public enum SessionRunner {
     /// does. It is far above any real session: a read returns everything that arrived (up to
     /// 64 KiB), and the initial sync of 1M changes (72 MB) takes a few thousand reads.
     public static let readsMaxDefault = 1 << 24
+    /// The most bytes one read takes once the peer is admitted (or on the initiator's side).
+    public static let readBytesMax = 64 << 10
+    /// The most bytes one read takes while a responder waits for the peer's hello: a peer that is
+    /// not admitted yet makes it hold kilobytes.
+    public static let unadmittedReadBytesMax = 4 << 10
     /// Runs `session` to its end over `connection`, then closes the connection.
     ///
     /// Starts the session, writes every `send`, reads (waiting at most `idleTimeoutMillis` for each
@@ -63,13 +68,18 @@ public enum SessionRunner {
     ///   - helloTimeoutMillis: responder only: the longest the peer may take to identify itself (its
     ///     `hello`, which the session admits or refuses), however it trickles the bytes; nil: no limit
     ///     beyond the others.
+    ///   - admitted: responder only: called once on this thread when the session admits the peer
+    ///     (its `hello` accepted), before the answer is sent, e.g. to lift the limits a server
+    ///     keeps on a peer it has not admitted yet. Until then each read takes at most
+    ///     ``unadmittedReadBytesMax`` bytes.
     ///   - progress: called on this thread after each received chunk.
     ///   - readsMax: the most reads the session may take; past it, the session fails with a
     ///     transport error that says so.
     ///   - now: a monotonic clock in milliseconds (injected; only used for the total timeout).
     public static func run(_ session: SyncSession, over connection: any ByteStream, idleTimeoutMillis: Int = 15_000,
                            totalTimeoutMillis: Int = 600_000, helloTimeoutMillis: Int? = nil, readsMax: Int = readsMaxDefault,
-                           progress: ((SessionProgress) -> Void)? = nil, now: () -> Int64) -> SessionOutcome {
+                           admitted: (() -> Void)? = nil, progress: ((SessionProgress) -> Void)? = nil,
+                           now: () -> Int64) -> SessionOutcome {
         precondition(readsMax > 0, "a session needs at least one read")
         defer { connection.close() }
         let started = now()
@@ -138,6 +148,7 @@ public enum SessionRunner {
         }
 
         if let outcome = perform(session.start()) { return outcome }
+        var unadmitted = session.state == .awaitingHello
         // Each pass either receives at least one byte or waits out a timeout, and the total timeout
         // bounds both, so the loop ends; `readsMax` bounds it against a clock that stands still.
         for _ in 0..<readsMax {
@@ -146,7 +157,7 @@ public enum SessionRunner {
             }
             let chunk: [UInt8]
             do {
-                chunk = try connection.read(timeoutMillis: timeout)
+                chunk = try connection.read(maxBytes: unadmitted ? unadmittedReadBytesMax : readBytesMax, timeoutMillis: timeout)
             } catch {
                 if case .timeout = error, wait() == nil { return transportFailure(helloLate() ? helloExpired : totalExpired) }
                 return transportFailure("sync with \(connection.remote) failed: \(error)")
@@ -155,6 +166,10 @@ public enum SessionRunner {
                 return transportFailure("\(connection.remote) closed the connection before the sync finished")
             }
             let actions = session.receive(chunk)
+            if unadmitted && session.state != .awaitingHello && session.state != .failed {
+                unadmitted = false
+                admitted?()
+            }
             if let progress {
                 let s = session.summary
                 progress(SessionProgress(changesReceived: s.changesApplied + s.duplicatesReceived + s.gapsReceived,

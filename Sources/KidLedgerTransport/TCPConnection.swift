@@ -16,6 +16,9 @@ public final class TCPConnection: Sendable {
     private let handle: SocketHandle
     /// The numeric address of the other end, e.g. `127.0.0.1:4000` or `[::1]:4000`.
     public let remote: String
+    /// The numeric address of the other end without the port, e.g. `127.0.0.1` or `::1`: what a
+    /// server counts connections per address by.
+    public let remoteHost: String
     /// Bytes received on the socket so far (what crossed the wire: handshake and encryption included).
     public var bytesReceived: Int { received.load(ordering: .relaxed) }
     /// Bytes sent on the socket so far.
@@ -28,6 +31,15 @@ public final class TCPConnection: Sendable {
         handle = SocketHandle(fd)
         Sockets.configureConnected(fd)
         remote = Sockets.peerName(fd)
+        remoteHost = Self.host(of: remote)
+    }
+
+    /// The host of a numeric `host:port` or `[host]:port`.
+    static func host(of address: String) -> String {
+        if address.hasPrefix("["), let close = address.firstIndex(of: "]") {
+            return String(address[address.index(after: address.startIndex)..<close])
+        }
+        return address.lastIndex(of: ":").map { String(address[..<$0]) } ?? address
     }
 
     deinit { close() }

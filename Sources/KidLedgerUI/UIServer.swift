@@ -20,7 +20,8 @@ public final class UIServer: Sendable {
     let listener: TCPListener
     let app: UIApp
     let log: @Sendable (String) -> Void
-    let limiter = ConnectionLimiter(maximum: UIServer.connectionsMax)
+    let limiter = ConnectionLimiter(.init(connectionsMax: UIServer.connectionsMax, unadmittedMax: UIServer.connectionsMax,
+                                          perAddressMax: UIServer.connectionsMax))
     private let stopped = Atomic<Bool>(false)
     private let threads = Atomic<Int>(0)
     /// The longest a client may take to send its whole request (then 408).
@@ -71,14 +72,14 @@ public final class UIServer: Sendable {
                 continue
             }
             guard let connection else { continue }
-            guard limiter.tryAcquire() else {
+            guard case .success(let slot) = limiter.tryAcquire(address: connection.remoteHost) else {
                 try? connection.write(HTTPResponse.json(503, UIApp.errorJSON("busy: too many connections to the page; try again", exitCode: nil)).bytes(), timeoutMillis: 50)
                 connection.close()
                 continue
             }
             threads.add(1, ordering: .acquiringAndReleasing)
             Thread.detachNewThread { [self] in
-                defer { limiter.release(); threads.subtract(1, ordering: .acquiringAndReleasing) }
+                defer { limiter.release(slot); threads.subtract(1, ordering: .acquiringAndReleasing) }
                 serve(connection)
             }
         }

@@ -69,20 +69,21 @@ func listeningSocket() throws -> (fd: Int32, port: Int) {
 }
 
 /// A blocking TCP connection to 127.0.0.1:port, or -1. With `localPort`, the socket is first bound
-/// to 127.0.0.1:localPort (-1 when that port is taken).
-func connectLocal(_ port: Int, from localPort: Int? = nil) -> Int32 {
+/// to 127.0.0.1:localPort (-1 when that port is taken). With `source` (another loopback address,
+/// e.g. 127.0.0.2: all of 127/8 is this machine), the connection comes from there.
+func connectLocal(_ port: Int, from localPort: Int? = nil, source: String? = nil) -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return -1 }
-    func call(_ port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    func call(_ port: Int, host: String = "127.0.0.1", _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = UInt16(port).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_addr.s_addr = inet_addr(host)
         return withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
-    if let localPort, call(localPort, { bind(fd, $0, $1) }) != 0 { close(fd); return -1 }
+    if localPort != nil || source != nil, call(localPort ?? 0, host: source ?? "127.0.0.1", { bind(fd, $0, $1) }) != 0 { close(fd); return -1 }
     if call(port, { connect(fd, $0, $1) }) != 0 { close(fd); return -1 }
     return fd
 }

@@ -28,6 +28,29 @@ struct AdmissionAndChecksTests {
         #expect(try b.household()?.id == h)
     }
 
+    /// Until a peer's hello admits it, a responder buffers no frame longer than a hello: a longer
+    /// length prefix fails the session from its 4 bytes. The largest hello fits; after it, frames
+    /// up to frameBytesMax are taken again.
+    @Test func aResponderTakesOnlyHelloSizedFramesBeforeTheHello() throws {
+        let a = try Fixture.replica(1), b = try Fixture.replica(2)
+        let h = try Fixture.household([a])
+        let responder = SyncSession(role: .responder, replica: a, household: h)
+        _ = responder.start()
+        let actions = responder.receive([0, 0, 0x10, 0])
+        #expect(actions.contains(.failed(.frameTooLarge(4096, limit: helloFrameBytesMax))), "\(actions)")
+        #expect(responder.state == .failed)
+
+        let longest = Message.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
+                                    replica: b.replicaID, household: h, joinToken: [UInt8](repeating: 7, count: joinTokenBytesMax)).frame()
+        #expect(longest.count - 4 <= helloFrameBytesMax)
+        let second = SyncSession(role: .responder, replica: a, household: h)
+        _ = second.start()
+        _ = second.receive(longest)
+        #expect(second.state == .awaitingVector)
+        // Past the hello, a frame far above the hello's size is buffered (not refused).
+        #expect(second.receive([0, 0x10, 0, 0]).isEmpty && second.state == .awaitingVector)
+    }
+
     @Test func checksAgreeAfterASyncAndCountsAreReported() throws {
         let a = try Fixture.replica(1), b = try Fixture.replica(2)
         let h = try Fixture.household([a, b])

@@ -391,6 +391,35 @@ struct SecureChannelTests {
         #expect(ChannelPair.failure(ChannelPair.make().b.receive([0, 0, 0, 0])) == .badFrame("length 0"))
     }
 
+    /// A server keeps a peer it has not admitted yet to small data frames: a longer length prefix
+    /// fails the channel from its 4 bytes, before any body is buffered; lifted, the limit is 4 MiB.
+    @Test func aLoweredDataFrameLimitRefusesALargeFrameFromItsLengthPrefix() throws {
+        let p = ChannelPair.make(seed: 8)
+        p.b.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+        p.start()
+        #expect(p.establishedA && p.establishedB)
+        // A small frame passes (a sync hello is 98 bytes).
+        #expect(p.send(Seeds.bytes(4 << 10, seed: 1), fromA: true))
+        p.run()
+        #expect(p.plaintextB == Seeds.bytes(4 << 10, seed: 1) && p.failureB == nil)
+        // A frame announcing a byte more fails at its length prefix; nothing else was sent.
+        let announced = SecureChannel.unadmittedFrameBytesMax + 1
+        let prefix = [UInt8(announced >> 24), UInt8((announced >> 16) & 0xFF), UInt8((announced >> 8) & 0xFF), UInt8(announced & 0xFF)]
+        let actions = p.b.receive(prefix)
+        #expect(ChannelPair.failure(actions) == .badFrame("length \(announced) exceeds \(SecureChannel.unadmittedFrameBytesMax) bytes"))
+        #expect(!actions.contains { if case .send = $0 { true } else { false } }, "no refusal frame inside an established channel")
+
+        // Lifted (the peer admitted), a 1 MiB frame passes; the limit never exceeds frameBytesMax.
+        let q = ChannelPair.make(seed: 9)
+        q.b.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+        q.start()
+        q.b.dataFrameBytesMax = .max
+        #expect(q.b.dataFrameBytesMax == SecureChannel.frameBytesMax)
+        #expect(q.send(Seeds.bytes(1 << 20, seed: 2), fromA: true))
+        q.run()
+        #expect(q.plaintextB == Seeds.bytes(1 << 20, seed: 2) && q.failureB == nil)
+    }
+
     @Test func garbageNeverCrashesNorEstablishesNorDelivers() {
         var g = SplitMix64(seed: 0xF022)
         for round in 0..<600 {

@@ -51,29 +51,72 @@ import KidLedgerTestSupport
 }
 
 @Suite struct ConnectionLimiterTests {
-    @Test func refusesBeyondMaximum() {
-        let limiter = ConnectionLimiter(maximum: 3)
-        #expect(limiter.tryAcquire() && limiter.tryAcquire() && limiter.tryAcquire())
-        #expect(!limiter.tryAcquire())
+    static func limiter(_ total: Int, unadmitted: Int, perAddress: Int) -> ConnectionLimiter {
+        ConnectionLimiter(.init(connectionsMax: total, unadmittedMax: unadmitted, perAddressMax: perAddress))
+    }
+
+    @Test func refusesBeyondMaximum() throws {
+        let limiter = Self.limiter(3, unadmitted: 3, perAddress: 3)
+        var slots = try (0..<3).map { i in try limiter.tryAcquire(address: "10.0.0.\(i)").get() }
+        slots.forEach(limiter.admit)
+        #expect(limiter.tryAcquire(address: "10.0.0.9") == .failure(.full(3)))
         #expect(limiter.active == 3)
-        limiter.release()
-        #expect(limiter.tryAcquire())
-        #expect(!limiter.tryAcquire())
-        for _ in 0..<5 { limiter.release() }
+        limiter.release(slots.removeFirst())
+        slots.append(try limiter.tryAcquire(address: "10.0.0.9").get())
+        #expect(limiter.tryAcquire(address: "10.0.0.9") == .failure(.full(3)))
+        slots.forEach(limiter.release)
+        #expect(limiter.active == 0 && limiter.unadmitted == 0)
+    }
+
+    @Test func oneAddressGetsAtMostItsShare() throws {
+        let limiter = Self.limiter(16, unadmitted: 8, perAddress: 4)
+        let held = try (0..<4).map { _ in try limiter.tryAcquire(address: "192.168.1.66").get() }
+        let refusal = ConnectionLimiter.Refusal.address("192.168.1.66", 4)
+        #expect(limiter.tryAcquire(address: "192.168.1.66") == .failure(refusal))
+        #expect(refusal.reason == "busy: too many connections from 192.168.1.66 (4 at most); try again later")
+        // Admitted or not, they count against their address; another address is served.
+        held.forEach(limiter.admit)
+        #expect(limiter.tryAcquire(address: "192.168.1.66") == .failure(refusal))
+        let other = try limiter.tryAcquire(address: "192.168.1.20").get()
+        limiter.release(held[0])
+        let again = try limiter.tryAcquire(address: "192.168.1.66").get()
+        for slot in held.dropFirst() + [other, again] { limiter.release(slot) }
         #expect(limiter.active == 0)
     }
 
+    @Test func strangersCannotTakeTheSlotsOfAdmittedMembers() throws {
+        let limiter = Self.limiter(6, unadmitted: 3, perAddress: 2)
+        // Strangers from two addresses hold 3 unadmitted slots: a third address is refused for now
+        // (it would also start unadmitted)...
+        let strangers = try ["10.0.0.1", "10.0.0.1", "10.0.0.2"].map { try limiter.tryAcquire(address: $0).get() }
+        #expect(limiter.tryAcquire(address: "10.0.0.3") == .failure(.unadmittedFull(3)))
+        // ...but a member admitted before keeps its slot, and once one stranger is gone, members
+        // come in and, admitted, use the rest: the strangers never reach them.
+        limiter.release(strangers[2])
+        var members: [ConnectionLimiter.Slot] = []
+        for i in 0..<4 {
+            let member = try limiter.tryAcquire(address: "10.0.1.\(i)").get()
+            limiter.admit(member)
+            members.append(member)
+        }
+        #expect(limiter.unadmitted == 2 && limiter.active == 6)
+        #expect(limiter.tryAcquire(address: "10.0.0.2") == .failure(.full(6)))
+        for slot in strangers.prefix(2) + members { limiter.release(slot) }
+        #expect(limiter.active == 0 && limiter.unadmitted == 0)
+    }
+
     @Test func countsCorrectlyAcrossThreads() {
-        let limiter = ConnectionLimiter(maximum: 5)
+        let limiter = Self.limiter(5, unadmitted: 3, perAddress: 4)
         let granted = Background<Int> {
             let total = Atomic<Int>(0)
-            DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            DispatchQueue.concurrentPerform(iterations: 8) { thread in
                 var mine = 0
-                for _ in 0..<1000 {
-                    if limiter.tryAcquire() {
+                for i in 0..<1000 {
+                    if case .success(let slot) = limiter.tryAcquire(address: "10.0.0.\(thread % 2)") {
                         mine += 1
-                        #expect(limiter.active <= 5)
-                        limiter.release()
+                        #expect(limiter.active <= 5 && limiter.unadmitted <= 3)
+                        if i % 2 == 0 { limiter.admit(slot) }
+                        limiter.release(slot)
                     }
                 }
                 total.add(mine, ordering: .relaxed)
@@ -81,6 +124,6 @@ import KidLedgerTestSupport
             return total.load(ordering: .relaxed)
         }.wait()
         #expect(granted != nil && granted! > 0)
-        #expect(limiter.active == 0)
+        #expect(limiter.active == 0 && limiter.unadmitted == 0)
     }
 }

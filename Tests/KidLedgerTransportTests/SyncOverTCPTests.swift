@@ -179,8 +179,8 @@ import KidLedgerTestSupport
         private(set) var reads = 0
         func read(maxBytes: Int, timeoutMillis: Int) throws(TransportError) -> [UInt8] {
             reads += 1
-            // A frame header announcing 1000 bytes, then the payload one byte at a time.
-            return reads <= 4 ? [[0, 0, 3, 232][reads - 1]] : [0]
+            // A frame header announcing 200 bytes (a hello may take 256), then the payload one byte at a time.
+            return reads <= 4 ? [[0, 0, 0, 200][reads - 1]] : [0]
         }
         func write(_ bytes: [UInt8], timeoutMillis: Int) throws(TransportError) {}
         func close() {}
