@@ -43,6 +43,18 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     /// Chance, in per mille per operation tick, that a replica switches to another account (it
     /// freezes: no local changes, no sync) until it switches back (or the faults heal).
     public var accountChangePerMille: Int
+    /// The hostile member's replica (never the owner's, 0), or nil for a run of honest members
+    /// only (``HostileStrategy``; `--hostile`).
+    public var hostileReplica: Int? = nil
+    /// What the hostile member does (drawn from the seed: ``HostileStrategy/draw(seed:)``).
+    public var hostileStrategies: [HostileStrategy] = []
+
+    /// Makes one member replica hostile, with the strategy mix drawn from the seed (`--hostile`).
+    public mutating func makeHostile() {
+        var g = SplitMix64(seed: seed ^ 0x4057_11E)
+        hostileReplica = Int.random(in: 1...max(1, replicaCount - 1), using: &g)
+        hostileStrategies = HostileStrategy.draw(seed: seed)
+    }
 
     /// Draws parameters from `seed`, with a replica count in `replicas`.
     public static func draw(seed: UInt64, replicas: ClosedRange<Int> = 2...5, lmdbPerMille: Int = 0) -> SimulationParameters {
@@ -94,6 +106,6 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
         crash=\(crashPerMille)‰ staleRestore=\(staleRestorePerMille)‰ skewMillisMax=\(skewMillisMax) \
         line=\(lineTopology) weights=\(operationWeights.map(String.init).joined(separator: ",")) store=\(usesLMDB ? "lmdb" : "memory") \
         revocation=\(revocationPerMille)‰ accountChange=\(accountChangePerMille)‰
-        """
+        """ + (hostileReplica.map { " hostile=r\($0):" + hostileStrategies.map(\.rawValue).joined(separator: ",") } ?? "")
     }
 }

@@ -25,6 +25,7 @@ extension Simulator {
             for checker in checkers.all { failures += try checker.finalCheck(stage, run) }
         }
         failures += try stoppedChecks(run)
+        failures += try hostileChecks(run)
         log("final digest \(run.digests.first?.description ?? "-") checks \(failures.isEmpty ? "passed" : "FAILED")")
     }
 
@@ -59,6 +60,28 @@ extension Simulator {
             failures += try run.verifyOnce(replica).problems.prefix(3).map { "\(node.name) (stopped) verify: \($0)" }
         }
         if !stopped.isEmpty { log("stopped: \(stopped.sorted().map { "r\($0)" }.joined(separator: ",")) in attentionRequired, holding their revocations") }
+        return failures
+    }
+}
+
+extension Simulator {
+    /// With a hostile member: every honest replica lists exactly one owner, a member the run
+    /// made (never the hostile member, which cannot recover ownership: ``recover()``), not
+    /// revoked; and nobody the hostile member granted is a member (``HostileStrategy/forgedHousehold``).
+    func hostileChecks(_ run: FinalRun) throws -> [String] {
+        guard let hostile else { return [] }
+        var failures: [String] = []
+        let hostileKey = nodes[hostile.node].member.publicKey.bytes
+        let known = Set(nodes.map(\.member.publicKey.bytes))
+        for node in run.nodes {
+            guard let replica = node.replica else { continue }
+            let members = try replica.members()
+            let owners = members.filter(\.isOwner)
+            if owners.count != 1 || owners[0].key == hostileKey || owners[0].isRevoked || !known.contains(owners[0].key) {
+                failures.append("\(node.name): the owner was displaced (\(owners.count) owners\(owners.first.map { $0.key == hostileKey ? ", the hostile member's" : "" } ?? ""))")
+            }
+            if members.contains(where: { !known.contains($0.key) }) { failures.append("\(node.name) lists a member the hostile member granted") }
+        }
         return failures
     }
 }

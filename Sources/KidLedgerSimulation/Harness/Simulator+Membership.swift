@@ -123,7 +123,9 @@ extension Simulator {
     func recover() throws {
         var candidates: [SimNode] = []
         let stopped = stoppedNodes
-        for node in nodes where node.index != currentOwner && !revokedNodes.contains(node.index) && node.isUp && !node.isFrozen {
+        // The hostile member never gets the recovery secret (it would be the owner, and its grants valid).
+        for node in nodes where node.index != currentOwner && !revokedNodes.contains(node.index) && node.isUp && !node.isFrozen
+            && node.index != hostile?.node {
             let vector = try node.versionVector()
             let held = revocationChanges.filter { stopped.contains($0.target) }
             if held.allSatisfy({ (vector[$0.origin] ?? 0) >= $0.sequence }) { candidates.append(node) }

@@ -197,6 +197,8 @@ extension Simulator {
         let other = 1 - side
         for action in actions {
             switch action {
+            case .send(let bytes) where hostile?.node == from.index:
+                for frame in hostileFrames(bytes, connection: c) { send(frame, connection: c, to: other) }
             case .send(let bytes):
                 send(bytes, connection: c, to: other)
             case .finished(let summary):

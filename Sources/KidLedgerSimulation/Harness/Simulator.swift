@@ -81,12 +81,14 @@ public final class Simulator {
             nodes.contains { (try? $0.revokedKeys().contains(nodes[i].member.publicKey.bytes)) ?? false }
         }
     }
-    /// The nodes that are not stopped, in order: they must converge.
+    /// The nodes that are not stopped, in order, nor the hostile member's: they must converge.
     var honestNodes: [SimNode] {
-        if revokedNodes.isEmpty { return nodes }
+        if revokedNodes.isEmpty && hostile == nil { return nodes }
         let stopped = stoppedNodes
-        return nodes.filter { !stopped.contains($0.index) }
+        return nodes.filter { !stopped.contains($0.index) && $0.index != hostile?.node }
     }
+    /// The hostile member, when the run has one (``HostileStrategy``).
+    @exclusivity(unchecked) var hostile: HostileState?
     @exclusivity(unchecked) var failures: [String] = []
     /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
     let checkers = RunCheckers()
@@ -207,6 +209,10 @@ public final class Simulator {
         }
         // Replica 0 founds the household as its owner and grants every other replica's account; the
         // others start as joined members holding the genesis (creation, claim, grants).
+        if let h = parameters.hostileReplica, h > 0, h < nodes.count {
+            hostile = HostileState(node: h, strategies: parameters.hostileStrategies)
+            for strategy in parameters.hostileStrategies { count(strategy.countKey + ".drawn") }
+        }
         let owner = nodes[0]
         let founder = owner.replica!
         recovery = try Self.recoveryIdentity(seed: parameters.seed, share: share)
@@ -324,7 +330,12 @@ public final class Simulator {
         // it (it serves nobody, and asks in only to be refused). One that some replica would let
         // in (a recovery voided its revocation there) is not: it gets in and learns why.
         let stopped = stoppedNodes
-        let honest = stopped.isEmpty ? nodes : nodes.filter { !stopped.contains($0.index) }
+        let honest = stopped.isEmpty && hostile == nil ? nodes : nodes.filter { !stopped.contains($0.index) && $0.index != hostile?.node }
+        // The honest ones hold what the hostile member wrote itself (what it crafted may be refused).
+        if let h = hostile?.node, !stopped.contains(h), let own = nodes[h].replica?.replicaID {
+            let made = (try? nodes[h].versionVector()[own]) ?? nil
+            guard honest.allSatisfy({ ((try? $0.versionVector()[own]) ?? nil) == made }) else { return false }
+        }
         for i in stopped {
             guard (try? nodes[i].listsItselfRevoked()) ?? false else { return false }
             let key = nodes[i].member.publicKey.bytes

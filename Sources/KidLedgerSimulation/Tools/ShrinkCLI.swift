@@ -9,7 +9,7 @@ extension SimulatorCLI {
     static func shrinkCommand(_ arguments: [String], program: String = defaultProgram, replicas: ClosedRange<Int>, svg: String?, plantedBug: PlantedBug?,
                               output: (String) -> Void) -> Int32 {
         var args = arguments
-        let lmdb = flag("--lmdb", &args), membership = flag("--membership", &args)
+        let lmdb = flag("--lmdb", &args), membership = flag("--membership", &args), hostile = flag("--hostile", &args)
         let out = value("--out", &args)
         let maxRunsText = value("--max-runs", &args)
         guard let seed = value("--seed", &args).flatMap({ UInt64($0) }), args.isEmpty else {
@@ -20,7 +20,7 @@ extension SimulatorCLI {
         guard maxRuns >= 1 else { output("kidledger-sim: --max-runs takes a positive number"); return 64 }
         let path = out ?? "Simulations/shrunk-seed-\(seed).scenario"
 
-        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, record: true, plantedBug: plantedBug, adjust: adjustment(membership))
+        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, record: true, plantedBug: plantedBug, adjust: adjustment(membership, hostile))
         guard let failure = result.failures.first else {
             output("seed \(seed) passes every check: nothing to shrink (no file written)")
             return 0
@@ -39,7 +39,7 @@ extension SimulatorCLI {
             }
         }
         guard let replayed else {
-            output("FAILED to reproduce: the explicit event list passes (or fails otherwise) when replayed with engine seeds \(seed)…\(seed + replaySeedsTried - 1); nothing written. Reproduce the seed itself: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug))
+            output("FAILED to reproduce: the explicit event list passes (or fails otherwise) when replayed with engine seeds \(seed)…\(seed + replaySeedsTried - 1); nothing written. Reproduce the seed itself: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile))
             return 1
         }
         if events.seed != seed { output("the event list fails the same way when replayed with engine seed \(events.seed)") }
@@ -48,7 +48,7 @@ extension SimulatorCLI {
         let s = shrunk.scenario
         let bug = plantedBug.map { " --plant-bug \($0.rawValue)" } ?? ""
         let text = s.text(comments: [
-            "Shrunk by `kidledger-sim shrink --seed \(seed)\(options(replicas, lmdb, membership, plantedBug))`:",
+            "Shrunk by `kidledger-sim shrink --seed \(seed)\(options(replicas, lmdb, membership, plantedBug, hostile: hostile))`:",
             "\(events.steps.count) steps on \(events.replicas) replicas down to \(s.steps.count) on \(s.replicas), in \(shrunk.runs) runs\(shrunk.budgetExhausted ? " (run budget used up: maybe not minimal)" : "").",
             "Fails: \(shrunk.failure)",
             "Reproduce: \(program) run \(path)\(bug) --svg /tmp/shrunk.svg",

@@ -5,10 +5,10 @@ import KidLedgerDomain
 /// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
 public enum SimulatorCLI {
     static let usage = """
-    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--trace] [--svg OUT]
-           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership] [--no-rerun]
+    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--trace] [--svg OUT]
+           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership] [--hostile] [--no-rerun]
            kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose]
-           kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--out FILE] [--max-runs K] [--svg OUT]
+           kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--out FILE] [--max-runs K] [--svg OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
            (--trace prints the whole timeline). Exit 0 when every check holds, 1 otherwise.
@@ -29,6 +29,8 @@ public enum SimulatorCLI {
            is written); 1 when the event list does not reproduce the failure; 73 when FILE can't be written.
     --svg OUT  writes the run as a space-time diagram (SVG): a lane per replica, deliveries as
            arrows, partitions shaded, crashes and restarts marked, the failing check in red.
+    --hostile     makes one member replica (not the owner) hostile, with a strategy mix drawn from
+                  the seed (docs/SIMULATOR.md, "Hostile member")
     --membership  forces revocations (both slots) and account changes (30 per mille) on, whatever
            the seed draws.
     --lmdb, --lmdb-every  keep replicas in LMDB files, in a temporary directory under $TMPDIR
@@ -71,16 +73,17 @@ public enum SimulatorCLI {
             return shrinkCommand(args, program: program, replicas: replicas, svg: svg, plantedBug: plantedBug, output: output)
         case "seed":
             let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args), membership = flag("--membership", &args)
+            let hostile = flag("--hostile", &args)
             guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }
             let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace, record: svg != nil,
-                                 plantedBug: plantedBug, adjust: adjustment(membership))
+                                 plantedBug: plantedBug, adjust: adjustment(membership, hostile))
             if trace { result.trace.forEach(output) } else { output("params \(result.parameters)") }
             output("events=\(result.events) virtualMillis=\(result.virtualMillis) trace=\(result.traceHash.prefix(16)) digest=\(result.digest.prefix(16))")
             for f in result.failures { output("FAILED: \(f)") }
             if let svg, let code = writeDiagram(result, to: svg, title: "kidledger-sim seed \(seed)", output: output) { return code }
             if !result.passed {
-                output("reproduce: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug))
-                output("shrink:    " + shrinkLine(program, seed, replicas, lmdb, membership, plantedBug))
+                output("reproduce: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile))
+                output("shrink:    " + shrinkLine(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile))
             }
             return result.passed ? 0 : 1
         case "fuzz":
@@ -88,18 +91,22 @@ public enum SimulatorCLI {
             let start = value("--start", &args).flatMap { UInt64($0) } ?? 1
             let every = value("--lmdb-every", &args).flatMap { Int($0) } ?? 10
             let membership = flag("--membership", &args)
+            let hostile = flag("--hostile", &args)
             let jobs = value("--jobs", &args).flatMap { Int($0) } ?? 1
             let rerun = !flag("--no-rerun", &args)
             guard jobs >= 1, jobs <= 64 else { output("kidledger-sim: --jobs takes 1 to 64"); return 64 }
             guard args.isEmpty else { output("kidledger-sim: unexpected \(args.joined(separator: " "))"); return 64 }
             let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, membership: membership,
-                               jobs: jobs, rerun: rerun, program: program, output: output)
+                               hostile: hostile, jobs: jobs, rerun: rerun, program: program, output: output)
             let seconds = max(elapsedSeconds(), 1e-9)
             output("seeds=\(n) failures=\(summary.failed.count) events=\(summary.events) eventsPerSecond=\(Int(Double(summary.events) / seconds)) virtualToWall=\(Int(Double(summary.virtualMillis) / 1000 / seconds))x runsPerSeed=\(rerun ? 2 : 1)")
             output("faults injected: " + summary.faults.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
             // Swarm testing is only as good as what it injects: a kind never drawn is a failure.
             var kinds = ["loss", "duplication", "reorder", "partition", "crash", "staleRestore", "skew", "timeout"]
             if membership { kinds += ["revocation", "accountChange"] }
+            // With a hostile member, every strategy must have been used (drawn and applied) too,
+            // once the batch is large enough to draw them all (each is drawn at even chance).
+            if hostile && n >= Self.hostileBatchMin { kinds += HostileStrategy.allCases.map(\.countKey) }
             let missing = kinds.filter { summary.faults[$0, default: 0] == 0 }
             if !missing.isEmpty { output("FAILED: fault kinds never injected in this batch: \(missing.joined(separator: ", ")) (run more seeds)") }
             return summary.failed.isEmpty && missing.isEmpty ? 0 : 1
@@ -115,10 +122,17 @@ public enum SimulatorCLI {
         parameters.accountChangePerMille = 30
     }
 
-    static func adjustment(_ membership: Bool) -> (inout SimulationParameters) -> Void {
-        if membership { return forceMembership }
-        return { _ in }
+    static func adjustment(_ membership: Bool, _ hostile: Bool = false) -> (inout SimulationParameters) -> Void {
+        switch (membership, hostile) {
+        case (true, true): return { forceMembership(&$0); $0.makeHostile() }
+        case (true, false): return forceMembership
+        case (false, true): return { $0.makeHostile() }
+        case (false, false): return { _ in }
+        }
     }
+
+    /// The smallest `fuzz --hostile` batch that fails when a strategy was never used.
+    public static let hostileBatchMin = 20
 
     /// Runs one seed; `adjust` may override what the seed drew (scenario tests).
     /// `record` keeps the drawn events and the diagram; `plantedBug` is for testing the shrinker only.
@@ -152,7 +166,7 @@ public enum SimulatorCLI {
     /// Runs `seeds`, each twice (determinism self-check, ``runTwice(_:replicas:lmdb:membership:plantedBug:)``),
     /// or once when `rerun` is false.
     public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int, membership: Bool = false,
-                            jobs: Int = 1, rerun: Bool = true, program: String = defaultProgram,
+                            hostile: Bool = false, jobs: Int = 1, rerun: Bool = true, program: String = defaultProgram,
                             output: (String) -> Void) -> FuzzSummary {
         // Each simulation is single-threaded and deterministic; with `jobs` > 1, independent
         // seeds run side by side and their reports are printed in seed order.
@@ -164,8 +178,8 @@ public enum SimulatorCLI {
             while let index = results.take() {
                 let seed = list[index]
                 let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
-                let (first, failures) = rerun ? runTwice(seed, replicas: replicas, lmdb: lmdb, membership: membership)
-                    : runOnce(seed, replicas: replicas, lmdb: lmdb, membership: membership)
+                let (first, failures) = rerun ? runTwice(seed, replicas: replicas, lmdb: lmdb, membership: membership, hostile: hostile)
+                    : runOnce(seed, replicas: replicas, lmdb: lmdb, membership: membership, hostile: hostile)
                 results.set(index, SeedReport(seed: seed, lmdb: lmdb, result: first, failures: failures))
             }
         }
@@ -177,8 +191,8 @@ public enum SimulatorCLI {
             if let failure = report.failures.first {
                 summary.failed.append(report.seed)
                 output("seed \(report.seed) FAILED: \(failure)")
-                output("  reproduce: " + reproduction(program, report.seed, replicas, report.lmdb, membership))
-                output("  shrink:    " + shrinkLine(program, report.seed, replicas, report.lmdb, membership, nil))
+                output("  reproduce: " + reproduction(program, report.seed, replicas, report.lmdb, membership, hostile: hostile))
+                output("  shrink:    " + shrinkLine(program, report.seed, replicas, report.lmdb, membership, nil, hostile: hostile))
             }
         }
         return summary
@@ -189,8 +203,8 @@ public enum SimulatorCLI {
     /// (pure functions of the final state): the same loop trace, digest and failures mean the
     /// same outcome. A failing one is replayed whole, so its failure is shown to reproduce.
     static func runTwice(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
-                         plantedBug: PlantedBug? = nil) -> (result: SimulationResult, failures: [String]) {
-        let adjust = adjustment(membership)
+                         plantedBug: PlantedBug? = nil, hostile: Bool = false) -> (result: SimulationResult, failures: [String]) {
+        let adjust = adjustment(membership, hostile)
         // Both runs derive, sign and prepare the same: the rerun finds it in the first run's share.
         let share = SeedShare()
         let first = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, share: share, adjust: adjust)
@@ -199,15 +213,15 @@ public enum SimulatorCLI {
         var failures = first.failures
         if !sameRun(first, second) {
             failures.append("not deterministic: " + firstDifference(seed, replicas: replicas, lmdb: lmdb, membership: membership,
-                                                                   plantedBug: plantedBug))
+                                                                   plantedBug: plantedBug, hostile: hostile))
         }
         return (first, failures)
     }
 
     /// Runs a seed once, without the determinism check: its result and failures.
     static func runOnce(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
-                        plantedBug: PlantedBug? = nil) -> (result: SimulationResult, failures: [String]) {
-        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, adjust: adjustment(membership))
+                        plantedBug: PlantedBug? = nil, hostile: Bool = false) -> (result: SimulationResult, failures: [String]) {
+        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, adjust: adjustment(membership, hostile))
         return (result, result.failures)
     }
 
@@ -222,9 +236,10 @@ public enum SimulatorCLI {
 
     /// Runs a seed twice more with traces kept and names the first event where they differ.
     static func firstDifference(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
-                                plantedBug: PlantedBug? = nil) -> String {
-        let a = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjustment(membership)).trace
-        let b = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjustment(membership)).trace
+                                plantedBug: PlantedBug? = nil, hostile: Bool = false) -> String {
+        let adjust = adjustment(membership, hostile)
+        let a = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjust).trace
+        let b = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjust).trace
         for i in 0..<min(a.count, b.count) where a[i] != b[i] {
             return "traces differ first at event \(i + 1): \"\(a[i])\" vs \"\(b[i])\""
         }
@@ -255,18 +270,20 @@ public enum SimulatorCLI {
     }
 
     static func reproduction(_ program: String, _ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false,
-                             _ plantedBug: PlantedBug? = nil) -> String {
-        "\(program) seed \(seed)" + options(replicas, lmdb, membership, plantedBug) + " --trace"
+                             _ plantedBug: PlantedBug? = nil, hostile: Bool = false) -> String {
+        "\(program) seed \(seed)" + options(replicas, lmdb, membership, plantedBug, hostile: hostile) + " --trace"
     }
 
     /// The command that shrinks a failing seed to a scenario.
     static func shrinkLine(_ program: String, _ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool,
-                           _ plantedBug: PlantedBug?) -> String {
-        "\(program) shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug)
+                           _ plantedBug: PlantedBug?, hostile: Bool = false) -> String {
+        "\(program) shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug, hostile: hostile)
     }
 
-    static func options(_ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool, _ plantedBug: PlantedBug?) -> String {
+    static func options(_ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool, _ plantedBug: PlantedBug?,
+                        hostile: Bool = false) -> String {
         " --replicas \(replicas.lowerBound)..\(replicas.upperBound)" + (lmdb ? " --lmdb" : "") + (membership ? " --membership" : "")
+            + (hostile ? " --hostile" : "")
             + (plantedBug.map { " --plant-bug \($0.rawValue)" } ?? "")
     }
 
