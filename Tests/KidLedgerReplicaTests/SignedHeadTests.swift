@@ -169,6 +169,26 @@ struct SignedHeadTests {
         #expect(try target.balance(of: ava.id) == 125)
     }
 
+    @Test("a member's version of an older change of another origin (below its head), signed by itself, is refused and the origin's own change kept (hostile seed 326)")
+    func forgedOlderVersionUnderAnothersOrigin() throws {
+        let r = try ownerReplica()
+        for name in ["Ava", "Ben", "Cleo"] { try r.addChild(name: name) }
+        let laptop = try copy(of: r, seed: 3)
+        let origin = r.replicaID
+        let held = try #require(try r.versionVector()[origin])
+        let before = try r.digest()
+        for sequence in [held - 1, held - 2] {
+            let forged = h.change(origin, sequence, millis: 60, [h.give(UInt64(sequence) + 70, 100_000)])
+            for target in [r, laptop] {
+                let report = try target.applyRemote([forged], heads: [try forgedHead(forged, after: target, key: h.spouseKey)])
+                #expect(report.unauthenticated == 1 && report.applied == 0 && !report.rotatedReplicaID)
+                #expect(try target.digest() == before)
+                #expect(try target.verify().isIntact)
+            }
+        }
+        #expect(r.replicaID == origin)
+    }
+
     @Test("a change forged under this device's own origin makes it take no new replica id")
     func forgedOwnOriginDoesNotRotate() throws {
         let r = try ownerReplica()

@@ -140,6 +140,7 @@ extension Simulator {
             origin = victim.replicaID
             sequence = ((try? replica.versionVector()[origin]) ?? nil).map { $0 + 1 } ?? 1
             if sequence > 1 { previous = ((try? replica.chain(origin, at: sequence - 1)) ?? nil) ?? previous }
+            log("\(node.name) forges \(origin):\(sequence) under r\(v)'s origin (r\(v) holds \(((try? victim.versionVector()[origin]) ?? nil) ?? 0))")
             var claim = signer.claim(household: household, nonce: state.nextNonce)
             claim.origin = origin
             state.nextNonce += 1

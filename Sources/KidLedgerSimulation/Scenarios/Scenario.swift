@@ -91,6 +91,10 @@ public struct Scenario: Sendable, Equatable {
     public var lineTopology = false
     /// Whether replicas keep their state in LMDB files (`store lmdb`) rather than in memory.
     public var usesLMDB = false
+    /// The hostile member's replica (`hostile rN [STRATEGY ...]`; never r0, the owner), or nil.
+    public var hostileReplica: Int?
+    /// What it does (every strategy when the directive names none).
+    public var hostileStrategies: [HostileStrategy] = []
     public var steps: [Step] = []
     public var expectations: [Expectation] = []
 
@@ -132,6 +136,19 @@ public struct Scenario: Sendable, Equatable {
             case "store":
                 guard words.count == 2, ["lmdb", "memory"].contains(words[1]) else { throw fail("expected: store lmdb|memory") }
                 s.usesLMDB = words[1] == "lmdb"
+            case "hostile":
+                guard words.count >= 2, words[1].hasPrefix("r"), let r = Int(words[1].dropFirst()), (1..<s.replicas).contains(r) else {
+                    throw fail("expected: hostile rN [STRATEGY ...] with N from 1 to replicas - 1 (r0 is the owner; after `replicas`)")
+                }
+                var strategies: [HostileStrategy] = []
+                for name in words.dropFirst(2) {
+                    guard let strategy = HostileStrategy(name: name) else {
+                        throw fail("unknown hostile strategy \(name) (one of: \(HostileStrategy.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    }
+                    strategies.append(strategy)
+                }
+                s.hostileReplica = r
+                s.hostileStrategies = strategies.isEmpty ? HostileStrategy.allCases : strategies
             case "at":
                 guard words.count >= 3, let t = Int64(words[1]), t >= 0 else { throw fail("expected: at TIME (ms, >= 0) ...") }
                 if let last = s.steps.last, t < last.at { throw fail("steps must be in time order (\(t) < \(last.at))") }

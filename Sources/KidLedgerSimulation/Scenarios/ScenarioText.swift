@@ -12,6 +12,7 @@ extension Scenario {
         if gossipMillis != Self.defaultGossipMillis { lines.append("gossip \(gossipMillis)") }
         if lineTopology { lines.append("topology line") }
         if usesLMDB { lines.append("store lmdb") }
+        if let hostileReplica { lines.append((["hostile", "r\(hostileReplica)"] + hostileStrategies.map(\.rawValue)).joined(separator: " ")) }
         for step in steps {
             lines.append("at \(step.at) " + Self.join(step.action.words(replica: step.replica, replicas: replicas)))
         }
@@ -44,6 +45,8 @@ extension Scenario {
         s.gossipMillis = min(max(p.gossipIntervalMillis, 10), 60_000)
         s.lineTopology = p.lineTopology
         s.usesLMDB = p.usesLMDB
+        s.hostileReplica = p.hostileReplica
+        s.hostileStrategies = p.hostileStrategies
         var setup: [Action] = [.delay(1...max(1, p.delayMillisMax))]
         if p.lossPerMille > 0 { setup.append(.loss(perMille: p.lossPerMille)) }
         if p.duplicationPerMille > 0 { setup.append(.duplicate(perMille: p.duplicationPerMille)) }

@@ -68,7 +68,8 @@ extension Simulator {
                              delayMillisMax: scenarioDelayMillisMax, lossPerMille: 0, duplicationPerMille: 0,
                              reorderPerMille: 0, partitionPerMille: 0, crashPerMille: 0, staleRestorePerMille: 0,
                              skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 7),
-                             usesLMDB: scenario.usesLMDB, revocationPerMille: 0, accountChangePerMille: 0)
+                             usesLMDB: scenario.usesLMDB, revocationPerMille: 0, accountChangePerMille: 0,
+                             hostileReplica: scenario.hostileReplica, hostileStrategies: scenario.hostileStrategies)
     }
 
     /// Runs a scripted scenario: the engine's replicas, gossip and network, the script's steps
