@@ -46,7 +46,10 @@ final class AcknowledgedChangesChecker: Checker {
         let staleLog = ChangeIndex(try restore.stale.encodedChanges(notCoveredBy: [:]))
         let otherLogs = try restore.others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
         for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
-            guard currentLog.contains(made.logged), !staleLog.contains(made.logged) else { continue }
+            // Lost by this restore, or earlier (by an earlier restore, while a replica revoked
+            // since still held it: refused, it can never bring it back): no replica that is not
+            // revoked holds it now (hostile seed 326).
+            guard currentLog.contains(made.logged) || made.node == restore.node, !staleLog.contains(made.logged) else { continue }
             if otherLogs.allSatisfy({ !$0.contains(made.logged) }) { lostChanges.insert(i) }
         }
     }

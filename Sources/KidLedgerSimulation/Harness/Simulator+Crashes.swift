@@ -57,7 +57,10 @@ extension Simulator {
             try Replica(store: store, clock: FixedClock(millis: 0), random: SplitMix64(seed: 0))
         }
         var others: [Replica] = []
-        for other in nodes where other.index != node.index {
+        // A replica revoked where some replica holds its revocation is refused (stopped): what
+        // only it holds never comes back, even before it has learned it (hostile seed 759).
+        let stopped = stoppedNodes
+        for other in nodes where other.index != node.index && !stopped.contains(other.index) {
             let replica = try reader(other.store)  // read even while the node is down
             let key = other.member.publicKey.bytes
             if try !replica.members().contains(where: { $0.key == key && $0.isRevoked }) { others.append(replica) }
