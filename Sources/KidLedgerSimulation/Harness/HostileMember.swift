@@ -102,7 +102,7 @@ extension Simulator {
             }
             if !out.isEmpty {
                 count(strategy.countKey)
-                log("\(nodes[state.node].name) hostile \(strategy.rawValue) on c\(c.id)")
+                log("\(nodes[state.node].name) hostile \(strategy.rawValue) on c\(c.id) (\(message?.name ?? "a frame it cannot read"))")
             }
         }
         // An altered frame replaces the real one; a crafted or replayed one goes before it.
