@@ -1,6 +1,6 @@
 import Foundation
 
-/// `kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--out FILE] [--max-runs K] [--svg OUT]`.
+/// `kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--out FILE] [--max-runs K] [--svg OUT]`.
 extension SimulatorCLI {
     /// Other engine seeds tried when the explicit event list, replayed with the run's own seed,
     /// does not fail: the replay draws network delays and gossip partners afresh.
@@ -13,7 +13,7 @@ extension SimulatorCLI {
         let out = value("--out", &args)
         let maxRunsText = value("--max-runs", &args)
         guard let seed = value("--seed", &args).flatMap({ UInt64($0) }), args.isEmpty else {
-            output("kidledger-sim: shrink needs --seed N (and takes --replicas A..B, --lmdb, --membership, --out FILE, --max-runs K, --svg OUT)")
+            output("kidledger-sim: shrink needs --seed N (and takes --replicas A..B, --lmdb, --membership, --hostile, --out FILE, --max-runs K, --svg OUT)")
             return 64
         }
         let maxRuns = maxRunsText.flatMap { Int($0) } ?? 400
