@@ -169,7 +169,7 @@ struct SignedHeadTests {
         #expect(try target.balance(of: ava.id) == 125)
     }
 
-    @Test("a member's version of an older change of another origin (below its head), signed by itself, is refused and the origin's own change kept (hostile seed 326)")
+    @Test("a member's version of an older change of another origin (below its head), signed by itself, is refused and the origin's own change kept")
     func forgedOlderVersionUnderAnothersOrigin() throws {
         let r = try ownerReplica()
         for name in ["Ava", "Ben", "Cleo"] { try r.addChild(name: name) }

@@ -20,6 +20,12 @@ struct HostileMemberTests {
         expectPassed(result, "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed)\(seed % 8 == 0 ? " --lmdb" : "") --hostile --trace")
     }
 
+    @Test("hostile campaign seeds whose own change was held only by a revoked replica pass (the checks counted it lost too late)",
+          arguments: [326 as UInt64, 759])
+    func campaignRegressions(seed: UInt64) {
+        expectPassed(SimulatorCLI.runSeed(seed, adjust: Self.makeHostile), "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --hostile --trace")
+    }
+
     @Test("the hostile set uses every strategy")
     func everyStrategyIsUsed() {
         var used: [String: Int] = [:]
