@@ -20,6 +20,7 @@ extension Simulator {
     /// and the connection events dropped. No random numbers are drawn for it. Scenario runs only:
     /// a seeded run's gossip ticks draw partitions during the fault phase, and it ends when quiet.
     /// Returns whether it skipped (the tick due at `now` is then queued again at its new time).
+    @inline(never)
     func skipIdle(now: Int64, tick: Event) throws -> Bool {
         guard skipsIdle, scenario != nil, connections.isEmpty, !(faultsOn && parameters.partitionPerMille > 0) else { return false }
         let period = max(1, parameters.gossipIntervalMillis)

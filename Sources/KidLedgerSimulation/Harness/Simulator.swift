@@ -259,7 +259,7 @@ public final class Simulator {
                 failures.append(ConvergenceChecker.notQuiet(within: Self.quietMillisMax))
                 return
             }
-            if case .gossip = event, try skipIdle(now: at, tick: event) { continue }
+            if scenario != nil, case .gossip = event, try skipIdle(now: at, tick: event) { continue }
             try handle(event)
             if !failures.isEmpty { noteFailureTime(); return }
             if !faultsOn && isQuiet() { log("quiet"); return }
