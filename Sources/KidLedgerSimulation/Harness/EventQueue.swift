@@ -61,4 +61,30 @@ struct EventQueue<Event> {
     private static func less(_ a: (time: Int64, order: UInt64, slot: Int), _ b: (time: Int64, order: UInt64, slot: Int)) -> Bool {
         (a.time, a.order) < (b.time, b.order)
     }
+
+    /// The earliest time of a queued event for which `matches` holds, nil when none does (a scan
+    /// of the whole queue: for rare decisions, such as skipping idle time).
+    func earliest(where matches: (Event) -> Bool) -> Int64? {
+        var best: Int64?
+        for entry in heap where matches(slots[entry.slot]!) { best = min(best ?? entry.time, entry.time) }
+        return best
+    }
+
+    /// Moves every queued event to the time `transform` gives it, or drops it when it gives nil.
+    /// Events keep their insertion order among equal times.
+    mutating func retime(_ transform: (Int64, Event) -> Int64?) {
+        var kept: [(time: Int64, order: UInt64, slot: Int)] = []
+        kept.reserveCapacity(heap.count)
+        for entry in heap {
+            if let time = transform(entry.time, slots[entry.slot]!) {
+                kept.append((time: time, order: entry.order, slot: entry.slot))
+            } else {
+                slots[entry.slot] = nil
+                freeSlots.append(entry.slot)
+            }
+        }
+        // A sorted array is a heap.
+        kept.sort { Self.less($0, $1) }
+        heap = kept
+    }
 }

@@ -107,6 +107,11 @@ public final class Simulator {
     @exclusivity(unchecked) var diagram: DiagramLog?
     /// When the first check failed.
     @exclusivity(unchecked) var failureMillis: Int64?
+    /// Whether idle stretches are skipped (``skipIdle(now:tick:)``); off only to test that
+    /// skipping changes no outcome.
+    @exclusivity(unchecked) var skipsIdle = true
+    /// Virtual time the gossip ticks skipped, in all.
+    @exclusivity(unchecked) var idleSkippedMillis: Int64 = 0
 
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
@@ -233,7 +238,7 @@ public final class Simulator {
             queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(node.index))
         }
         queue.schedule(at: startMillis + parameters.faultPhaseMillis, .heal)
-        queue.schedule(at: time.millis + 500, .check)
+        queue.schedule(at: time.millis + Self.checkMillis, .check)
         // At most two revocations, at random times of the fault phase.
         for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille) {
             queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .revoke)
@@ -243,6 +248,9 @@ public final class Simulator {
             queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .recover)
         }
     }
+
+    /// Virtual time between two checkpoints of the run's checkers.
+    static let checkMillis: Int64 = 500
 
     /// Virtual time after the fault phase within which everything must have converged.
     static let quietMillisMax: Int64 = 600_000
@@ -257,6 +265,7 @@ public final class Simulator {
                 failures.append(ConvergenceChecker.notQuiet(within: Self.quietMillisMax))
                 return
             }
+            if scenario != nil, case .gossip = event, try skipIdle(now: at, tick: event) { continue }
             try handle(event)
             if !failures.isEmpty { noteFailureTime(); return }
             if !faultsOn && isQuiet() { log("quiet"); return }
@@ -299,7 +308,7 @@ public final class Simulator {
             for node in nodes where !node.isUp { queue.schedule(at: time.millis + 1, .restart(node.index)) }
         case .check:
             try checkpoint()
-            queue.schedule(at: time.millis + 500, .check)
+            queue.schedule(at: time.millis + Self.checkMillis, .check)
         case .revoke:
             try revoke()
         case .recover:

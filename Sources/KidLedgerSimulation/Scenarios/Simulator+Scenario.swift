@@ -77,13 +77,20 @@ extension Simulator {
     /// fuzz run's fault phase), the run continues until quiet, then the engine's checks and the
     /// scenario's expectations run. `seed` overrides the scenario's own.
     /// `record` keeps the run's diagram; `plantedBug` is for testing the shrinker only; `verbose`
-    /// keeps no-op session ends in the timeline.
+    /// keeps no-op session ends in the timeline; `skipIdle` off plays every idle gossip tick (for
+    /// testing that skipping them changes no outcome).
     public static func runScenario(_ scenario: Scenario, seed: UInt64? = nil, keepTrace: Bool = false, record: Bool = false,
                                    plantedBug: PlantedBug? = nil, verbose: Bool = false) -> ScenarioResult {
+        runScenario(scenario, seed: seed, keepTrace: keepTrace, record: record, plantedBug: plantedBug, verbose: verbose, skipIdle: true)
+    }
+
+    static func runScenario(_ scenario: Scenario, seed: UInt64?, keepTrace: Bool, record: Bool,
+                            plantedBug: PlantedBug?, verbose: Bool, skipIdle: Bool) -> ScenarioResult {
         let base = scenario.usesLMDB ? TemporaryDirectory.make() : nil
         defer { if let base { TemporaryDirectory.remove(base) } }
         let simulator = Simulator(parameters: scenarioParameters(scenario, seed: seed ?? scenario.seed), keepTrace: keepTrace,
                                   lmdbBase: base, record: record, plantedBug: plantedBug)
+        simulator.skipsIdle = skipIdle
         let state = ScenarioState(scenario, verbose: verbose)
         simulator.scenario = state
         var outcomes: [ScenarioResult.Outcome] = []
