@@ -90,8 +90,8 @@ public struct PlainPreparer: ChangePreparer {
 public struct PreparedChange: Sendable {
     /// `RecordCodec.encode(change)`.
     var encoded: [UInt8]
-    /// `Keys.version(encoded)`.
-    var version: [UInt8]
+    /// `Keys.version(encoded)`: the 8-byte version hash its chain link takes.
+    public internal(set) var version: [UInt8]
     /// Its key in the change log.
     var logKey: [UInt8]
     /// For a change of one operation that adds a transaction or writes a register.

@@ -29,9 +29,6 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     /// The histogram key this strategy is counted under (beside the fault kinds).
     public var countKey: String { "hostile.\(rawValue)" }
 
-    /// A strategy named `text`, if any.
-    public init?(name text: String) { self.init(rawValue: text) }
-
     /// The strategy mix of `seed`: each strategy with even chance, at least one.
     public static func draw(seed: UInt64) -> [HostileStrategy] {
         var g = SplitMix64(seed: seed ^ 0x0B57_11E0_B57_11E)
@@ -48,8 +45,6 @@ struct HostileState {
     let strategies: [HostileStrategy]
     var sent: [[UInt8]] = []
     var nextNonce: UInt64 = 1 << 40
-    /// Whether the frame being sent was replaced by an altered one.
-    var replaced = false
     static let keptFrames = 24
 }
 
@@ -59,6 +54,7 @@ extension Simulator {
         guard var state = hostile, faultsOn, let replica = nodes[state.node].replica else { return [frame] }
         defer { hostile = state }
         var out: [[UInt8]] = []
+        var replaced = false  // whether an altered frame takes the real one's place
         var decoder = FrameDecoder()
         decoder.push(frame)
         let message: Message? = (try? decoder.next()).flatMap { $0 }.flatMap { try? Message.decode(type: $0.type, payload: $0.payload) }
@@ -75,11 +71,11 @@ extension Simulator {
                     for key in summary.vector.keys.sorted() where Bool.random(using: &g) { summary.vector[key] = hugeSequence() }
                     summary.vector[ReplicaID(g.next())] = hugeSequence()
                     out.append(Message.vector(summary).frame())
-                    state.replaced = true
+                    replaced = true
                 case .ack(var vector)?:
                     for key in vector.keys.sorted() { vector[key] = hugeSequence() }
                     out.append(Message.ack(vector).frame())
-                    state.replaced = true
+                    replaced = true
                 case .changes?:
                     let stamp = chance(100) ? HLC(millis: .max, counter: .max) : HLC(millis: HLC.millisMax, counter: .max)
                     let claim = nodes[state.node].member.signer.claim(household: household, nonce: state.nextNonce)
@@ -95,7 +91,7 @@ extension Simulator {
                 changes[i].hlc.counter &+= 1
                 changes[i].operations.reverse()
                 out.append(Message.changes(changes, isLast: isLast, heads: heads).frame())
-                state.replaced = true
+                replaced = true
             case .forgedHousehold, .farFutureStamps, .claimOthersOrigin:
                 guard case .changes? = message, let crafted = craftedChange(strategy, &state, replica) else { break }
                 out.append(Message.changes([crafted.change], isLast: false, heads: [crafted.head]).frame())
@@ -106,8 +102,7 @@ extension Simulator {
             }
         }
         // An altered frame replaces the real one; a crafted or replayed one goes before it.
-        if !state.replaced { out.append(frame) }
-        state.replaced = false
+        if !replaced { out.append(frame) }
         state.sent.append(frame)
         if state.sent.count > HostileState.keptFrames { state.sent.removeFirst() }
         return out
@@ -164,10 +159,8 @@ extension Simulator {
             return nil
         }
         let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-        var hasher = SHA256Hasher()
-        hasher.update(RecordCodec.encode(change))
-        let version = Array(hasher.finalize().prefix(8))
-        let link = PlainPreparer().link(after: previous, onlyVersion: version)
+        let preparer = PlainPreparer()
+        let link = preparer.link(after: previous, onlyVersion: preparer.prepare(change, received: nil).version)
         return (change, signer.head(household: household, origin: origin, sequence: sequence, chain: link))
     }
 }

@@ -84,10 +84,14 @@ public final class Simulator {
     /// The nodes that are not stopped, in order, nor the hostile member's: they must converge.
     var honestNodes: [SimNode] {
         if revokedNodes.isEmpty && hostile == nil { return nodes }
-        let stopped = stoppedNodes
-        return nodes.filter { !stopped.contains($0.index) && $0.index != hostile?.node }
+        return honestNodes(stopped: stoppedNodes)
     }
-    /// The hostile member, when the run has one (``HostileStrategy``).
+    /// ``honestNodes`` when the stopped nodes are `stopped` (for a caller that needs both).
+    func honestNodes(stopped: Set<Int>) -> [SimNode] {
+        stopped.isEmpty && hostile == nil ? nodes : nodes.filter { !stopped.contains($0.index) && $0.index != hostile?.node }
+    }
+    /// The hostile member, when the run has one (``HostileStrategy``). Unchecked like the state
+    /// above: it is read on every frame a session sends.
     @exclusivity(unchecked) var hostile: HostileState?
     @exclusivity(unchecked) var failures: [String] = []
     /// The run's checkers: they watch the run through the hooks it calls (``Checker``).
@@ -109,9 +113,9 @@ public final class Simulator {
     @exclusivity(unchecked) var failureMillis: Int64?
     /// Whether idle stretches are skipped (``skipIdle(now:tick:)``); off only to test that
     /// skipping changes no outcome.
-    @exclusivity(unchecked) var skipsIdle = true
+    var skipsIdle = true
     /// Virtual time the gossip ticks skipped, in all.
-    @exclusivity(unchecked) var idleSkippedMillis: Int64 = 0
+    var idleSkippedMillis: Int64 = 0
 
     /// Whether a run ends with the final checks.
     public enum FinalChecks: Sendable {
@@ -339,7 +343,7 @@ public final class Simulator {
         // it (it serves nobody, and asks in only to be refused). One that some replica would let
         // in (a recovery voided its revocation there) is not: it gets in and learns why.
         let stopped = stoppedNodes
-        let honest = stopped.isEmpty && hostile == nil ? nodes : nodes.filter { !stopped.contains($0.index) && $0.index != hostile?.node }
+        let honest = honestNodes(stopped: stopped)
         // The honest ones hold what the hostile member wrote itself (what it crafted may be refused).
         if let h = hostile?.node, !stopped.contains(h), let own = nodes[h].replica?.replicaID {
             let made = (try? nodes[h].versionVector()[own]) ?? nil

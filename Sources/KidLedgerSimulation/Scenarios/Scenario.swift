@@ -142,7 +142,7 @@ public struct Scenario: Sendable, Equatable {
                 }
                 var strategies: [HostileStrategy] = []
                 for name in words.dropFirst(2) {
-                    guard let strategy = HostileStrategy(name: name) else {
+                    guard let strategy = HostileStrategy(rawValue: name) else {
                         throw fail("unknown hostile strategy \(name) (one of: \(HostileStrategy.allCases.map(\.rawValue).joined(separator: ", ")))")
                     }
                     strategies.append(strategy)
