@@ -93,10 +93,13 @@ extension Replica {
             .filter { !known.contains(RecordCodec.encodeOperation($0)) }
         try commitMembership(missing + [.revoke(revocation)])
         if try self.revocation(of: member) != nil { return .recorded }
-        // Signed by the new owner of a recovery that lost its epoch here to another one (two
-        // recoveries at once; judged with its transfer recorded): that key never owned, so its
-        // revocation does not hold. This side answers with the winning transfers.
-        if let now = try store.read({ r in try Self.ownership(r, queryCache) }), lostEpoch(revocation, recovered, now) != nil {
+        // Judged with the transfers it carried recorded: signed by the new owner of a recovery
+        // that lost its epoch here to another one (two recoveries at once: that key never owned),
+        // or by a former owner after a transfer held here ended its term (a recovery the refusing
+        // side has not heard of). Either way it does not hold, and this side answers with the
+        // transfers that void it.
+        if let now = try store.read({ r in try Self.ownership(r, queryCache) }),
+           lostEpoch(revocation, recovered, now) != nil || formerOwnerSigning(revocation, now) != nil {
             return .void
         }
         return .forged("the refusal's revocation does not hold here")

@@ -269,6 +269,29 @@ struct OwnershipTests {
         #expect(try loser.verify().isIntact)
     }
 
+    /// A recovery's new owner revokes a member; a second recovery, not having seen that
+    /// revocation, ends its term (hostile seed 900493). The revoked member, holding the second
+    /// transfer, is refused by a laptop that holds only the first: the refusal carries the first
+    /// transfer with the revocation, and the member holds it void (before: forged) and answers.
+    @Test func aRevocationByAnOwnerWhoseTermALaterRecoveryEndedIsVoidWhenItsTransferTravelsWithIt() throws {
+        let first = h.change(spouse, 2, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 2, spouse: 1])])
+        let revocation = h.change(spouse, 3, millis: 11, [h.revoke(h.ownerKey, seen: [owner: 2], signer: h.spouseKey)])
+        let second = h.change(newLaptop, 1, millis: 12, [h.claim(newLaptop, key: rh.newKey),
+                                                          rh.transfer(to: rh.newKey, epoch: 2, seen: [owner: 2, spouse: 2], millis: 22)])
+        let refusing = try h.replica(1)
+        try refusing.applySigned(start() + [first, revocation])
+        let evidence = try #require(try refusing.revocation(of: h.ownerKey))
+        let member = try h.replica(2)
+        try member.applySigned(start() + [first, second])
+        #expect(try member.learnRevocation(evidence, of: h.ownerKey) == .void)
+        #expect(try member.revocation(of: h.ownerKey) == nil)
+        let answer = try #require(try member.transfersVoiding(evidence, of: h.ownerKey))
+        #expect(try refusing.learnTransfers(answer) == .recorded(1))
+        #expect(try refusing.ownership()?.owner == rh.newKey)
+        #expect(try refusing.revocation(of: h.ownerKey) == nil)
+        #expect(try refusing.verify().isIntact && member.verify().isIntact)
+    }
+
     /// The owner's laptop is stolen: the thief keeps using the owner's key and origin with a
     /// modified client. The spouse recovers with the paper secret (through the product API),
     /// revokes the stolen laptop's key, and every replica, whatever it received first, rejects
