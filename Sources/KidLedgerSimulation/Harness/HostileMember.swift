@@ -84,7 +84,7 @@ extension Simulator {
         let message: Message? = (try? decoder.next()).flatMap { $0 }.flatMap { try? Message.decode(type: $0.type, payload: $0.payload) }
         // At most one strategy a frame (a frame the peer cannot decode ends the session, and would
         // hide whatever else was tried on it).
-        if let cut = state.cut, case .changes(let changes, _, _)? = message,
+        if state.ignoresRevocation, let cut = state.cut, case .changes(let changes, _, _)? = message,
            changes.contains(where: { $0.origin == replica.replicaID && $0.sequence > cut[$0.origin] ?? 0 }) {
             count(HostileStrategy.writeAfterRevocation.countKey)
             log("\(nodes[state.node].name) hostile writeAfterRevocation on c\(c.id): its changes beyond its revocation's cut")
@@ -252,7 +252,7 @@ extension Simulator {
         hostile.map { $0.node == index && $0.ignoresRevocation } ?? false
     }
 
-    /// ``HostileStrategy/writeAfterRevocation``: the owner revokes the hostile member, through the
+    /// ``HostileStrategy/writeAfterRevocation`` (and ``SimulationParameters/hostileRevoked``): the owner revokes the hostile member, through the
     /// product's revocation path (``revoke(_:by:)``), while a member next to it lags: the two are
     /// partitioned from the rest for a while first, so the lagging one takes the hostile member's
     /// later changes and carries them to the others after the partition ends. When the owner

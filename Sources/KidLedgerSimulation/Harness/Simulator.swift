@@ -253,7 +253,7 @@ public final class Simulator {
         for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille / 2) {
             queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .recover)
         }
-        if let hostile, hostile.ignoresRevocation {
+        if let hostile, parameters.hostileRevoked || hostile.ignoresRevocation {
             let phase = parameters.faultPhaseMillis
             queue.schedule(at: startMillis + Int64.random(in: max(1, phase / 4)...max(1, phase * 3 / 4), using: &g), .hostileRevocation)
         }
