@@ -37,6 +37,12 @@ struct HostileMemberTests {
         }
     }
 
+    @Test("hostile campaign seeds where two recoveries raced: a refused member holding the winning transfer rightly rejects the loser's revocation (the checks called it forged evidence)",
+          arguments: [300372 as UInt64, 301579])
+    func recoveryRaceRegressions(seed: UInt64) {
+        expectPassed(SimulatorCLI.runSeed(seed, adjust: Self.makeHostile), "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --hostile --trace")
+    }
+
     /// Makes the hostile member use `strategy` only.
     static func only(_ strategy: HostileStrategy) -> (inout SimulationParameters) -> Void {
         { p in
