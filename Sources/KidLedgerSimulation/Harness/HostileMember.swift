@@ -67,6 +67,10 @@ struct HostileState {
     /// The crafted batches of ``HostileStrategy/originFlood`` and ``HostileStrategy/childFlood``,
     /// made once and sent again each time (so the flood is over the limit once, not without end).
     var floods: [HostileStrategy: [(change: Change, head: SignedHead)]] = [:]
+    /// How often each flood was sent: at most ``floodSendsMax`` (the honest replicas pass it on
+    /// among themselves; each resend costs every receiver a batch of 256 changes).
+    var floodSends: [HostileStrategy: Int] = [:]
+    static let floodSendsMax = 3
 
     /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
     var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
@@ -125,9 +129,10 @@ extension Simulator {
                 guard case .changes? = message, let crafted = craftedChange(strategy, &state, replica) else { break }
                 out.append(Message.changes([crafted.change], isLast: false, heads: [crafted.head]).frame())
             case .originFlood, .childFlood:
-                guard case .changes? = message else { break }
+                guard case .changes? = message, state.floodSends[strategy, default: 0] < HostileState.floodSendsMax else { break }
                 let flood = state.floods[strategy] ?? floodChanges(strategy, &state)
                 state.floods[strategy] = flood
+                state.floodSends[strategy, default: 0] += 1
                 out.append(Message.changes(flood.map { $0.change }, isLast: false, heads: flood.map { $0.head }).frame())
             case .writeAfterRevocation:
                 break
