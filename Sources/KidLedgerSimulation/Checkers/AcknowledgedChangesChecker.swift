@@ -15,6 +15,9 @@ final class AcknowledgedChangesChecker: Checker {
     private(set) var madeChanges: [(node: Int, logged: LoggedChange)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
     private var lostChanges = Set<Int>()
+    /// For each replica restored from a stale copy, how many changes were made before its last
+    /// restore (a prefix of `madeChanges`).
+    private var madeBeforeRestore: [Int: Int] = [:]
     /// The problems found, by content (``HeldTransactions/content``).
     private var problems: [Int: [String]] = [:]
 
@@ -42,6 +45,7 @@ final class AcknowledgedChangesChecker: Checker {
         lost = try notHeld(by: restore.stale, lost)
         for other in restore.others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
         mayBeLost.formUnion(lost)
+        madeBeforeRestore[restore.node] = madeChanges.count
         let currentLog = ChangeIndex(try restore.current.encodedChanges(notCoveredBy: [:]))
         let staleLog = ChangeIndex(try restore.stale.encodedChanges(notCoveredBy: [:]))
         let otherLogs = try restore.others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
@@ -78,7 +82,10 @@ final class AcknowledgedChangesChecker: Checker {
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
                 let change = made.logged
                 origins.insert(change.origin)
-                if !own.contains(change) {
+                // Lost with the maker's restore though another replica held it then: one revoked
+                // (or the hostile member) since, refused, so no honest replica holds it now
+                // (hostile seeds 302074, 302938).
+                if !own.contains(change), i >= madeBeforeRestore[node.index, default: 0] || run.logs.held.contains(change) {
                     failures.append("\(node.name) lost its own change \(String(change.origin.rawValue, radix: 16)):\(change.sequence)")
                     break
                 }

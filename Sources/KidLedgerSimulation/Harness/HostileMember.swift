@@ -270,7 +270,10 @@ extension Simulator {
             queue.schedule(at: time.millis + Self.checkMillis, .hostileRevocation)
             return
         }
-        let lagging = nodes.indices.filter { $0 != h && $0 != currentOwner && adjacent($0, h) && nodes[$0].isUp }
+        // A member that lags: not the owner, not revoked (a revoked one takes nothing from it), next to it.
+        let lagging = nodes.indices.filter {
+            $0 != h && $0 != currentOwner && !revokedNodes.contains($0) && adjacent($0, h) && nodes[$0].isUp
+        }
         if let l = lagging.randomElement(using: &g) {
             hostile!.lagUntil = time.millis + Int64.random(in: 1_000...5_000, using: &g)
             log("r\(l) lags behind with the hostile r\(h): partitioned from \(owner.name) until +\(hostile!.lagUntil - startMillis) ms at least")
