@@ -26,7 +26,9 @@ final class Daemon: Sendable {
     /// How often the store is checked for changes made by other processes.
     static let pollMillis: Int64 = 200
     /// The product's connection limits (``limits``): at most 16 sessions at once, at most 8 of
-    /// them not admitted yet, and at most 4 from one address; more are refused at accept.
+    /// them not admitted yet, and at most 4 from one address. Past 4 from an address a connection
+    /// is refused at accept; past 8 not admitted (or 16 in all) it takes the place of one not
+    /// admitted yet, whose connection is closed (``ConnectionLimiter``).
     static let limitsDefault = ConnectionLimiter.Limits(connectionsMax: 16, unadmittedMax: 8, perAddressMax: 4)
     /// A serving session drops its resident map pages after sending this many changes.
     static let changesPerPageRelease = 32_768
@@ -51,6 +53,8 @@ final class Daemon: Sendable {
     let attention: (@Sendable (Replica) -> String?)?
     /// The accept loop and the session threads still running.
     private let activeThreads = Atomic<Int>(0)
+    /// Connections closed before admission to make room for newer ones, so far.
+    private let evictions = Atomic<Int>(0)
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
@@ -123,8 +127,14 @@ final class Daemon: Sendable {
             }
             guard let connection else { continue }
             let slot: ConnectionLimiter.Slot
-            switch limiter.tryAcquire(address: connection.remoteHost) {
-            case .success(let taken): slot = taken
+            let evictedBefore = evictions.load(ordering: .relaxed)
+            switch limiter.tryAcquire(address: connection.remoteHost, evict: { [self] in
+                evictions.add(1, ordering: .relaxed)
+                connection.close()
+            }) {
+            case .success(let taken):
+                slot = taken
+                if evictions.load(ordering: .relaxed) != evictedBefore, let line = refusals.evicted(now: monotonicMillis()) { log(line) }
             case .failure(let refusal):
                 if let line = refusals.refused(connection.remote, address: connection.remoteHost, refusal.reason, now: monotonicMillis()) {
                     log(line)
@@ -182,6 +192,7 @@ final class Daemon: Sendable {
             channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
             let stream: SecureStream
             do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: monotonicMillis) } catch {
+                if limiter.wasEvicted(slot) { return }  // closed to make room: counted by the accept loop
                 // What the refusal taught is recorded before the connection closes: a refused peer
                 // that answered waits for the close before it tries again.
                 defer { connection.close() }
@@ -227,7 +238,7 @@ final class Daemon: Sendable {
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
-            } else {
+            } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
             }
         } catch {
@@ -325,6 +336,17 @@ struct RefusalLog {
         return "refused \(remote): \(reason)"
     }
 
+    /// The line to log for closing a connection not admitted yet to make room for a newer one,
+    /// or nil when it is only counted (one line per interval, like refusals of one address).
+    mutating func evicted(now: Int64) -> String? {
+        refused("", address: Self.evictionsKey, "", now: now).map { _ in
+            "closed a connection not admitted yet to make room for a newer one (the oldest from the address holding the most)"
+        }
+    }
+
+    /// The key evictions are counted under (no address looks like it).
+    static let evictionsKey = "(evictions)"
+
     /// The addresses tracked now.
     var tracked: Int { quiet.count }
 
@@ -334,6 +356,10 @@ struct RefusalLog {
         for (address, entry) in quiet where now - entry.since >= Self.intervalMillis {
             quiet[address] = nil
             guard entry.count > 0 else { continue }
+            if address == Self.evictionsKey {
+                lines.append("closed \(entry.count) more \(entry.count == 1 ? "connection" : "connections") not admitted yet within \(Self.intervalMillis / 1000) s to make room for newer ones")
+                continue
+            }
             lines.append("refused \(entry.count) more \(entry.count == 1 ? "connection" : "connections") from \(address) within \(Self.intervalMillis / 1000) s (not logged one by one): \(entry.reason)")
         }
         return lines

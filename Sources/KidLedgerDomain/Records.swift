@@ -38,6 +38,14 @@ public enum Limits {
     /// (counted whether the rule lets them count or not) is flooding the household: every ledger
     /// change it made is rejected on every replica, as for ``originsPerMemberMax``.
     public static let childrenPerMemberMax = 1_000
+    /// Most versions of one change (one origin and sequence) that count as a fork. A laptop forks
+    /// a sequence once each time its files are restored from an older copy before it syncs again
+    /// (then it takes a fresh replica id); an origin with more versions at a sequence belongs to
+    /// a member forking on purpose, whose every ledger change is then rejected on every replica,
+    /// as for ``originsPerMemberMax``. A replica keeps one version more than this at a sequence,
+    /// as the evidence: the ones with the smallest version hashes, so every replica ends holding
+    /// the same ones, and each version costs a receiver one rechain at most this often.
+    public static let forkVersionsPerSequenceMax = 8
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)

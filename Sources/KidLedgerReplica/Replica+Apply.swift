@@ -33,12 +33,26 @@ extension Replica {
         let w = context.store
         let held = try context.heldSequence(change.origin)
         let outcome: ApplyOutcome
+        var crossedForkLimit = false
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
             var versions: [[UInt8]] = []
             try w.scan(Tables.changes, prefix: Keys.change(change.origin, change.sequence)) { key, _ in
                 versions.append(Array(key.suffix(8)))
                 return true
+            }
+            // Past ``Limits/forkVersionsPerSequenceMax``: the versions with the smallest hashes
+            // are kept, one more than the limit (the evidence). A version above them all changes
+            // nothing (its member's ledger changes are rejected already): like a duplicate.
+            if versions.count > Limits.forkVersionsPerSequenceMax {
+                let version = Array(prepared.logKey.suffix(8))
+                guard let largest = versions.max(by: { $0.lexicographicallyPrecedes($1) }),
+                      version.lexicographicallyPrecedes(largest) else { return .duplicate }
+                try dropVersion(largest, of: change.origin, at: change.sequence, in: context)
+                versions.removeAll { $0 == largest }
+            } else if versions.count == Limits.forkVersionsPerSequenceMax {
+                try w.put(Tables.forkFloods, Keys.origin(change.origin), [])
+                crossedForkLimit = true
             }
             try noteFork(of: change.origin, at: change.sequence, held: versions, in: w)
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
@@ -68,7 +82,7 @@ extension Replica {
         var digest = try context.stateDigest()
         // Membership first: a change's own claim names the author of the children it creates.
         let membershipChanged = try applyMembership(of: change, version: prepared.version, in: context, digest: &digest)
-        if try noteChildCreations(of: change, in: context) || membershipChanged {
+        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit {
             context.setStateDigest(digest)
             // A revocation, an owner transfer or a member crossing a per-member limit changes
             // which past changes and owner-signed records count: recompute the merged state.
@@ -120,6 +134,29 @@ extension Replica {
             try apply(op, stamp: Stamp(hlc: change.hlc, origin: change.origin), prepared: prepared.operation(at: i),
                       in: context, digest: &digest)
         }
+    }
+
+    /// Removes the version `version` of `origin`'s change at `sequence` from the log, for a version
+    /// with a smaller hash (``Limits/forkVersionsPerSequenceMax``): the change, the heads stored at
+    /// it or choosing it there (their branch is gone), and what the rule stored of it. Its
+    /// member's ledger changes were rejected already, so only a version holding membership
+    /// records changed the merged state: then it is recomputed without it.
+    static func dropVersion(_ version: [UInt8], of origin: ReplicaID, at sequence: UInt64, in context: ApplyContext) throws {
+        let w = context.store
+        let key = Keys.change(origin, sequence, version: version)
+        guard let encoded = try w.get(Tables.changes, key) else { throw LedgerError.corrupted("a forked version to drop is missing") }
+        let dropped = try RecordCodec.decodeChange(encoded)
+        try w.delete(Tables.changes, key)
+        try w.delete(Tables.rejected, key)
+        var stale: [[UInt8]] = []
+        try w.scan(Tables.heads, prefix: Keys.origin(origin), from: Keys.change(origin, sequence), reverse: false) { headKey, value in
+            let head = try StoredHead.decode(key: headKey, value: value)
+            let choosesIt = head.choices.contains { $0.sequence == sequence && $0.version == Bytes.u64(at: 0, version) }
+            if headKey == key || choosesIt { stale.append(headKey) }
+            return true
+        }
+        for headKey in stale { try w.delete(Tables.heads, headKey) }
+        if dropped.operations.contains(where: \.isMembership) { try rebuild(in: context) }
     }
 
     /// Recomputes the hash chain of `origin` for sequences `from...through` from the versions in

@@ -11,6 +11,11 @@ extension Tables {
     /// Forked origins: origin (8) → the lowest sequence at which the log holds several versions
     /// (u64). Below it every replica's hash chain is every branch's.
     public static let forks = Table("forks")
+    /// Origins that forked a sequence into more than ``Limits/forkVersionsPerSequenceMax``
+    /// versions: origin (8) → empty. Part of the log like ``forks`` (written when the log first
+    /// holds one version too many, never removed): every ledger change of the member whose claim
+    /// names such an origin is rejected (``RejectedReason/overForkLimit``).
+    public static let forkFloods = Table("forkFloods")
 }
 
 /// A signed head as the heads table holds it.
@@ -260,13 +265,15 @@ extension SignedHead {
     public static func sent(with changes: ArraySlice<EncodedChange>) -> [SignedHead] {
         var lastSequence: [ReplicaID: UInt64] = [:]
         for change in changes { lastSequence[change.origin] = max(lastSequence[change.origin] ?? 0, change.sequence) }
-        func forked(_ i: Int) -> Bool {
-            let same = { (j: Int) in changes.indices.contains(j) && changes[j].origin == changes[i].origin && changes[j].sequence == changes[i].sequence }
-            return same(i - 1) || same(i + 1)
+        // An origin with several versions at a sequence in the slice: all its heads, since each
+        // reaches only its own branch's versions (``Replica/appendForkedPart``).
+        var forked: Set<ReplicaID> = []
+        for i in changes.indices.dropFirst() where changes[i - 1].origin == changes[i].origin && changes[i - 1].sequence == changes[i].sequence {
+            forked.insert(changes[i].origin)
         }
         return changes.indices.compactMap { i in
             guard let head = changes[i].head,
-                  head.sequence == lastSequence[head.origin] || head.sequence % Membership.headInterval == 0 || forked(i)
+                  head.sequence == lastSequence[head.origin] || head.sequence % Membership.headInterval == 0 || forked.contains(head.origin)
             else { return nil }
             return head
         }

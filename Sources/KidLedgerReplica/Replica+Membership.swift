@@ -276,11 +276,26 @@ extension Replica {
             if try context.childCount(of: member) > Limits.childrenPerMemberMax {
                 return Standing(cut: [:], reason: RejectedReason.overChildLimit)
             }
+            if try forksFlooded(by: member, in: context) {
+                return Standing(cut: [:], reason: RejectedReason.overForkLimit)
+            }
             return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
         }
         guard let standing else { return nil }
         if change.sequence > (standing.cut[change.origin] ?? 0) { return standing.reason }
         return nil
+    }
+
+    /// Whether an origin `member`'s claim names forked a sequence into too many versions
+    /// (``Tables/forkFloods``: usually empty, so one cursor step).
+    static func forksFlooded(by member: [UInt8], in context: ApplyContext) throws -> Bool {
+        var flooded = false
+        try context.store.scan(Tables.forkFloods) { key, _ in
+            guard let raw = Bytes.u64(key) else { throw LedgerError.corrupted("fork flood key") }
+            flooded = try context.claim(ReplicaID(raw)) == member
+            return !flooded
+        }
+        return flooded
     }
 
     /// Recomputes the merged state from the change log: membership first (the genesis, then the
@@ -421,6 +436,7 @@ enum RejectedReason {
     static let notMember = "made by a key that is neither the owner nor granted"
     static let overOriginLimit = "made by a member that claims more than \(Limits.originsPerMemberMax) origins"
     static let overChildLimit = "made by a member whose changes create more than \(Limits.childrenPerMemberMax) children"
+    static let overForkLimit = "made by a member that forked a change into more than \(Limits.forkVersionsPerSequenceMax) versions"
 }
 
 /// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those

@@ -9,8 +9,10 @@ public enum LearnedRevocation: Equatable, Sendable {
     /// verified and was known here. Nothing changed.
     case alreadyKnown
     /// It verified under a former owner's key, but an owner transfer this replica holds ended that
-    /// owner's term before the revocation: it does not hold here. Nothing changed; this side
-    /// answers the refusal with those transfers (``Replica/transfersVoiding(_:of:)``).
+    /// owner's term before the revocation (nothing changed); or under the new owner of a recovery
+    /// that lost its epoch here to another (the records are kept, valid and void, as a sync would
+    /// bring them): it does not hold here. This side answers the refusal with the transfers that
+    /// void it (``Replica/transfersVoiding(_:of:)``).
     case void
     /// It did not verify (or names another member, or is not a revocation): ignored, counted.
     case forged(String)
@@ -90,7 +92,14 @@ extension Replica {
         let missing = recovered.filter { $0.epoch <= signerEpoch }.map { Operation.transferOwner($0) }
             .filter { !known.contains(RecordCodec.encodeOperation($0)) }
         try commitMembership(missing + [.revoke(revocation)])
-        return try self.revocation(of: member) != nil ? .recorded : .forged("the refusal's revocation does not hold here")
+        if try self.revocation(of: member) != nil { return .recorded }
+        // Signed by the new owner of a recovery that lost its epoch here to another one (two
+        // recoveries at once; judged with its transfer recorded): that key never owned, so its
+        // revocation does not hold. This side answers with the winning transfers.
+        if let now = try store.read({ r in try Self.ownership(r, queryCache) }), lostEpoch(revocation, recovered, now) != nil {
+            return .void
+        }
+        return .forged("the refusal's revocation does not hold here")
     }
 
     /// The owner transfers to answer a refusal of `member` with when the refusal's revocation
@@ -102,10 +111,27 @@ extension Replica {
     public func transfersVoiding(_ encoded: [UInt8], of member: [UInt8]) throws -> [UInt8]? {
         guard case .success(let evidence) = Self.decodeEvidence(encoded, of: member),
               try revocation(of: member) == nil,
-              let ownership = try store.read({ r in try Self.ownership(r, queryCache) }),
-              let term = formerOwnerSigning(evidence.revocation, ownership) else { return nil }
-        let transfers = ownership.terms[term...].compactMap(\.endedBy).prefix(Self.evidenceTransfersMax)
+              let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else { return nil }
+        let transfers: ArraySlice<OwnerTransfer>
+        if let epoch = lostEpoch(evidence.revocation, recoveryTransfers(evidence.transfers, ownership), ownership) {
+            transfers = ownership.terms.compactMap(\.endedBy).filter { $0.epoch >= epoch }.prefix(Self.evidenceTransfersMax)
+        } else if let term = formerOwnerSigning(evidence.revocation, ownership) {
+            transfers = ownership.terms[term...].compactMap(\.endedBy).prefix(Self.evidenceTransfersMax)
+        } else {
+            return nil
+        }
         return transfers.flatMap { RecordCodec.encodeOperation(.transferOwner($0)) }
+    }
+
+    /// The epoch of a transfer among `recovered` (valid ones a refusal carried) whose new owner
+    /// signed `revocation`, when another transfer won that epoch here and that key never owned the
+    /// household here: what it signed as owner does not hold. Nil otherwise.
+    private func lostEpoch(_ revocation: MemberRevocation, _ recovered: [OwnerTransfer], _ ownership: Ownership) -> UInt64? {
+        let winners = ownership.terms.compactMap(\.endedBy)
+        return recovered.first { t in
+            !ownership.terms.contains { $0.owner == t.newOwner } && revocation.member != t.newOwner
+                && signed(revocation, by: t.newOwner, ownership) && winners.contains { $0.epoch == t.epoch && $0.newOwner != t.newOwner }
+        }?.epoch
     }
 
     /// A refused peer answered this replica's refusal with owner transfers (`encoded`: encoded

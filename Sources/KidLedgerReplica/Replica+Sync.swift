@@ -145,6 +145,10 @@ extension Replica {
                     }
                     continue
                 }
+                if try r.get(Tables.forks, Keys.origin(origin)) != nil {
+                    try Self.appendForkedPart(of: origin, from: startSequence, room: limit - result.count, in: r, to: &result)
+                    continue
+                }
                 // The part ends at the highest head that fits, or, as a page's first part, at the
                 // first head (a replica holds one at every ``Membership/headInterval``-th sequence
                 // and at the end of what it received): changes no head covers are not sent.
@@ -177,6 +181,67 @@ extension Replica {
             }
             return result
         }
+    }
+
+    /// The part of a forked origin (one that holds several versions at some sequence) from
+    /// `start`: what ``encodedChanges(notCoveredBy:limit:)`` sends of it. A receiver takes a
+    /// batch of an origin only when the batch's heads reach every version in it, and a head
+    /// reaches a version at a forked sequence only when its branch chooses that version there
+    /// (or it is that version's own head). So here a batch may end only after a head that leaves
+    /// no version before it unreached, and the part runs on to such a point however far it is
+    /// (up to the origin's last head; forks are rare: restores from stale copies, or a member
+    /// forking on purpose). A version that no head this replica holds reaches is not sent:
+    /// no receiver could authenticate it, and it would hold back the rest of the origin.
+    static func appendForkedPart(of origin: ReplicaID, from start: UInt64, room: Int, in r: any KeyValueReader,
+                                 to result: inout [EncodedChange]) throws {
+        struct Held { var sequence: UInt64; var version: UInt64; var bytes: [UInt8]; var head: SignedHead? }
+        var heads: [UInt64: [(version: UInt64, head: SignedHead)]] = [:]
+        var lastHead: UInt64?
+        try r.scan(Tables.heads, prefix: Keys.origin(origin), from: Keys.change(origin, start), reverse: false) { key, value in
+            let head = try StoredHead.decode(key: key, value: value)
+            heads[head.sequence, default: []].append((Bytes.u64(at: 16, key), head))
+            lastHead = head.sequence
+            return true
+        }
+        guard let lastHead else { return }
+        var held: [Held] = []
+        var versionsAt: [UInt64: Int] = [:]
+        try r.scan(Tables.changes, prefix: Keys.origin(origin), from: Keys.change(origin, start), reverse: false) { key, value in
+            guard key.count == 24 else { throw LedgerError.corrupted("change log key") }
+            let sequence = Bytes.u64(at: 8, key), version = Bytes.u64(at: 16, key)
+            guard sequence <= lastHead else { return false }
+            held.append(Held(sequence: sequence, version: version, bytes: value, head: heads[sequence]?.first { $0.version == version }?.head))
+            versionsAt[sequence, default: 0] += 1
+            return true
+        }
+        // Whether `head` (stored at the version `tip` of its sequence) reaches the version of `c`.
+        func reaches(_ head: SignedHead, tip: UInt64, _ c: Held) -> Bool {
+            guard c.sequence <= head.sequence else { return false }
+            if c.sequence == head.sequence { return c.version == tip }
+            if versionsAt[c.sequence] == 1 { return true }
+            return head.choices.contains { $0.sequence == c.sequence && $0.version == c.version }
+        }
+        let allHeads = heads.flatMap { entry in entry.value.map { (sequence: entry.key, version: $0.version, head: $0.head) } }
+        held.removeAll { c in
+            versionsAt[c.sequence]! > 1 && !allHeads.contains { reaches($0.head, tip: $0.version, c) }
+        }
+        versionsAt = [:]
+        for c in held { versionsAt[c.sequence, default: 0] += 1 }
+        // Walk the part: the versions of forked sequences not yet reached by a head at or before
+        // each point; a batch may end at a head once that set is empty.
+        var unreached: [Held] = []
+        var part: [EncodedChange] = []
+        for (i, c) in held.enumerated() {
+            if versionsAt[c.sequence]! > 1 { unreached.append(c) }
+            if let head = c.head { unreached.removeAll { reaches(head, tip: c.version, $0) } }
+            let lastAtSequence = i + 1 == held.count || held[i + 1].sequence != c.sequence
+            let mayEnd = c.head != nil && lastAtSequence && unreached.isEmpty
+            part.append(EncodedChange(origin: origin, sequence: c.sequence, bytes: c.bytes, head: c.head, mayEndBatch: mayEnd))
+            if mayEnd && part.count >= room { break }
+        }
+        // What follows the last point a batch may end at could not be authenticated: left out.
+        guard let end = part.lastIndex(where: \.mayEndBatch) else { return }
+        result += part[...end]
     }
 
     /// Applies received changes in one write transaction, idempotently. Each change is applied

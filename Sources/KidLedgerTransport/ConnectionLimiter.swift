@@ -9,6 +9,13 @@ import Synchronization
 /// against ``Limits/unadmittedMax``); and calls ``release(_:)`` exactly once when done with it.
 /// So strangers, who are never admitted, hold at most ``Limits/unadmittedMax`` slots in all and
 /// ``Limits/perAddressMax`` from one address, and admitted members keep the rest.
+///
+/// When the not-admitted share (or the whole) is full, a new connection does not wait behind the
+/// strangers holding it: it takes the place of one of them, if their connections can be closed
+/// (a slot taken with an `evict` action). The one evicted is from the address holding the most
+/// not-admitted slots (counting the new one), the oldest of those: strangers from many addresses
+/// must keep opening connections faster than a member's handshake takes to keep it out, and
+/// strangers from a few displace themselves first.
 public final class ConnectionLimiter: Sendable {
     /// The limits (each at least 1; ``unadmittedMax`` and ``perAddressMax`` at most ``connectionsMax``).
     public struct Limits: Equatable, Sendable {
@@ -55,7 +62,11 @@ public final class ConnectionLimiter: Sendable {
 
     private struct State {
         var next = 0
-        var unadmitted: Set<Int> = []
+        /// The slots not admitted yet, with the action that closes each one's connection (nil: it
+        /// cannot be evicted).
+        var unadmitted: [Int: (address: String, evict: (@Sendable () -> Void)?)] = [:]
+        /// Evicted slots: no longer counted, released later by their holder.
+        var evicted: Set<Int> = []
         var total = 0
         var perAddress: [String: Int] = [:]
     }
@@ -70,30 +81,64 @@ public final class ConnectionLimiter: Sendable {
     }
 
     /// Takes a slot, not yet admitted, for a connection from `address` (a host, without the port),
-    /// or says why not (taking nothing).
-    public func tryAcquire(address: String) -> Result<Slot, Refusal> {
-        state.withLock { s in
-            guard s.total < limits.connectionsMax else { return .failure(.full(limits.connectionsMax)) }
-            guard s.unadmitted.count < limits.unadmittedMax else { return .failure(.unadmittedFull(limits.unadmittedMax)) }
+    /// or says why not (taking nothing). With `evict`, the action that closes this connection, the
+    /// slot may later be given to a newer connection while it is not admitted (the action is then
+    /// called, once, on the thread of that newer ``tryAcquire(address:evict:)``); ``release(_:)``
+    /// is still called for it by its holder.
+    public func tryAcquire(address: String, evict: (@Sendable () -> Void)? = nil) -> Result<Slot, Refusal> {
+        let (result, victim): (Result<Slot, Refusal>, (@Sendable () -> Void)?) = state.withLock { s in
             let fromAddress = s.perAddress[address] ?? 0
-            guard fromAddress < limits.perAddressMax else { return .failure(.address(address, limits.perAddressMax)) }
+            guard fromAddress < limits.perAddressMax else { return (.failure(.address(address, limits.perAddressMax)), nil) }
+            var victim: (@Sendable () -> Void)?
+            if s.total >= limits.connectionsMax || s.unadmitted.count >= limits.unadmittedMax {
+                guard let evicted = Self.evict(for: address, &s) else {
+                    return (.failure(s.total >= limits.connectionsMax ? .full(limits.connectionsMax) : .unadmittedFull(limits.unadmittedMax)), nil)
+                }
+                victim = evicted
+            }
             s.next += 1
             s.total += 1
-            s.perAddress[address] = fromAddress + 1
-            s.unadmitted.insert(s.next)
-            return .success(Slot(address: address, number: s.next))
+            s.perAddress[address, default: 0] += 1
+            s.unadmitted[s.next] = (address, evict)
+            return (.success(Slot(address: address, number: s.next)), victim)
         }
+        victim?()
+        return result
     }
 
-    /// Marks the slot's peer admitted. Idempotent; ignored for a released slot.
+    /// Takes one evictable not-admitted slot out of the count for a new connection from `address`
+    /// (see the type's comment); returns its action, or nil when none can be evicted.
+    private static func evict(for address: String, _ s: inout State) -> (@Sendable () -> Void)? {
+        var counts: [String: Int] = [address: 1]
+        for entry in s.unadmitted.values { counts[entry.address, default: 0] += 1 }
+        let candidates = s.unadmitted.filter { $0.value.evict != nil }
+        guard let (number, entry) = candidates.min(by: { a, b in
+            let (ca, cb) = (counts[a.value.address]!, counts[b.value.address]!)
+            return ca != cb ? ca > cb : a.key < b.key
+        }) else { return nil }
+        s.unadmitted[number] = nil
+        s.evicted.insert(number)
+        s.total -= 1
+        let left = s.perAddress[entry.address]! - 1
+        s.perAddress[entry.address] = left > 0 ? left : nil
+        return entry.evict
+    }
+
+    /// Marks the slot's peer admitted. Idempotent; ignored for a released or evicted slot.
     public func admit(_ slot: Slot) {
-        _ = state.withLock { $0.unadmitted.remove(slot.number) }
+        _ = state.withLock { $0.unadmitted.removeValue(forKey: slot.number) }
     }
 
-    /// Returns a slot taken by ``tryAcquire(address:)``. Call it exactly once per slot.
+    /// Whether the slot was given to a newer connection (its connection closed to make room).
+    public func wasEvicted(_ slot: Slot) -> Bool {
+        state.withLock { $0.evicted.contains(slot.number) }
+    }
+
+    /// Returns a slot taken by ``tryAcquire(address:evict:)``. Call it exactly once per slot.
     public func release(_ slot: Slot) {
         state.withLock { s in
-            s.unadmitted.remove(slot.number)
+            if s.evicted.remove(slot.number) != nil { return }  // out of the count already
+            s.unadmitted[slot.number] = nil
             precondition(s.total > 0, "a connection slot released more often than taken")
             s.total -= 1
             let left = (s.perAddress[slot.address] ?? 1) - 1

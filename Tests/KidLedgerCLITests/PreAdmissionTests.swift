@@ -174,4 +174,38 @@ struct PreAdmissionTests {
         try ok(b, "sync", daemon.address)
         #expect(try digest(a) == digest(b))
     }
+
+    /// Strangers from two addresses hold every slot not admitted yet (4 each): a member's
+    /// connection takes the place of the oldest of them, so the member keeps syncing (before, it
+    /// was refused "busy" until a stranger let go); the closing is logged.
+    @Test func strangersFillingThePoolNotAdmittedDoNotKeepAMemberOut() throws {
+        let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        let (daemon, household) = try #require(try Self.household(a, b, group))
+        var random = SplitMix64(seed: 0x21_05_02)
+        var strangers: [Int32] = []
+        defer { strangers.forEach { close($0) } }
+        for source in ["127.0.0.2", "127.0.0.3"] {
+            for i in 0..<Daemon.limitsDefault.perAddressMax {
+                if i % 2 == 0 {
+                    strangers.append(try Self.establishedStranger(daemon.port, source: source, household: household, &random).fd)
+                } else {
+                    let fd = connectLocal(daemon.port, source: source)
+                    try #require(fd >= 0)
+                    strangers.append(fd)
+                }
+            }
+        }
+        #expect(Daemon.limitsDefault.unadmittedMax == strangers.count)
+        for round in 0..<3 {
+            try ok(b, "give", "Ava", "1.00", "--note", "round \(round)")
+            try ok(b, "sync", daemon.address)
+        }
+        #expect(try digest(a) == digest(b))
+        // The first session took the place of one stranger; the later ones found that place free.
+        let closed = strangers.filter { HostilePeerTests.drain($0, timeout: 0.5).closed }.count
+        #expect(closed == 1, "\(closed) stranger connections closed")
+        #expect(eventually(timeout: 20) { daemon.log.contains("closed a connection not admitted yet to make room") }, "\(daemon.log)")
+        #expect(!daemon.background.hasExited)
+    }
 }

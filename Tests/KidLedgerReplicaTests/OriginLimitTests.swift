@@ -90,4 +90,66 @@ struct OriginLimitTests {
         #expect(try shuffled.digest() == r.digest())
         #expect(try shuffled.verify().isIntact)
     }
+
+    /// The spouse's version `i` of its change at sequence 2: a give of one cent (id 3000 + i).
+    func spouseVersion(_ i: UInt64) -> Change {
+        h.change(h.origin(h.spouseKey), 2, millis: 30 + Int64(i), [h.give(3_000 + i, 1)])
+    }
+
+    /// The versions of (spouse origin, 2) that `r` holds, as their version hashes.
+    func heldVersions(_ r: Replica) throws -> Set<[UInt8]> {
+        Set(try r.encodedChanges(notCoveredBy: [:]).filter { $0.origin == h.origin(h.spouseKey) && $0.sequence == 2 }
+            .map { Keys.version($0.bytes) })
+    }
+
+    @Test("a member forking a change into more versions than the limit is rejected whole; every replica keeps the same smallest ones", arguments: UInt64(0)..<3)
+    func aMemberForkingPastTheLimitIsRejectedWhole(seed: UInt64) throws {
+        let base = h.founding() + [h.change(owner, 3, millis: 5, [h.give(2, 500)])]
+        let limit = UInt64(Limits.forkVersionsPerSequenceMax)
+        let r = try h.replica(1)
+        try r.applySigned(base)
+        for i in 0..<limit { try r.applySigned([spouseVersion(i)]) }
+        #expect(try heldVersions(r).count == Limits.forkVersionsPerSequenceMax)
+        #expect(try r.balance(of: OwnedHousehold.ava) == 500 + 100 + Int128(limit))
+        #expect(try r.membershipCounts().rejected == 0)
+
+        // One version more: every ledger change of the spouse is rejected, the owner's stay.
+        try r.applySigned([spouseVersion(limit)])
+        #expect(try r.balance(of: OwnedHousehold.ava) == 500)
+        #expect(try r.membershipCounts().rejected == Limits.forkVersionsPerSequenceMax + 2)
+        #expect(try r.verify().isIntact)
+
+        // Twelve versions in three orders: each replica keeps the nine with the smallest hashes.
+        let versions = (0..<limit + 4).map(spouseVersion)
+        let smallest = Set(versions.map { Keys.version(RecordCodec.encode($0)) }.sorted { $0.lexicographicallyPrecedes($1) }
+            .prefix(Limits.forkVersionsPerSequenceMax + 1))
+        var rng = SplitMix64(seed: seed)
+        let orders = [versions, versions.reversed(), versions.shuffled(using: &rng)]
+        var replicas: [Replica] = []
+        for (n, order) in orders.enumerated() {
+            let replica = try h.replica(10 + UInt64(n))
+            try replica.applySigned(base)
+            for version in order { try replica.applySigned([version]) }
+            #expect(try heldVersions(replica) == smallest)
+            #expect(try replica.balance(of: OwnedHousehold.ava) == 500)
+            #expect(try replica.verify().isIntact)
+            replicas.append(replica)
+        }
+        for replica in replicas.dropFirst() {
+            #expect(try replica.digest() == replicas[0].digest())
+            #expect(try replica.chains(at: replica.versionVector()) == replicas[0].chains(at: replicas[0].versionVector()))
+        }
+
+        // A replica that syncs from empty takes the same versions, authenticated by the heads passed on.
+        let fresh = try h.replica(20)
+        try fresh.pinHousehold(h.id, owner: h.ownerKey)
+        for _ in 0..<20 {
+            let batch = try replicas[2].batch(notCoveredBy: try fresh.versionVector(), limit: 2)
+            if batch.changes.isEmpty { break }
+            #expect(try fresh.applyRemote(batch).unauthenticated == 0)
+        }
+        #expect(try heldVersions(fresh) == smallest)
+        #expect(try fresh.digest() == replicas[0].digest())
+        #expect(try fresh.verify().isIntact)
+    }
 }

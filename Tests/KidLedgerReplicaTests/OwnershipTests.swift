@@ -235,6 +235,40 @@ struct OwnershipTests {
         #expect(try r.ownership()?.epoch == 2)
     }
 
+    /// Two recoveries at once (standard seeds 500139, 500379): the losing one's new owner, not
+    /// knowing it lost, revokes a member; that member, holding both transfers, holds the
+    /// revocation void (it was counted as forged evidence), answers with the winning transfer,
+    /// and the loser, recording it, lists the member again.
+    @Test func theLoserOfTwoRecoveriesAtOnceLearnsItLostFromTheRevokedMember() throws {
+        let spouseTransfer = rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 2, spouse: 1])
+        let newTransfer = rh.transfer(to: rh.newKey, epoch: 1, seen: [owner: 2, spouse: 1], millis: 21)
+        let hash = { (op: Operation) in SHA256.hash(RecordCodec.encodeOperation(op)) }
+        let spouseWins = KeyBytes.compare(hash(spouseTransfer), hash(newTransfer)) < 0
+        let spouseChange = h.change(spouse, 2, millis: 10, [spouseTransfer])
+        let newChange = h.change(newLaptop, 1, millis: 11, [h.claim(newLaptop, key: rh.newKey), newTransfer])
+        // The loser revokes the former owner, as the owner it believes it is.
+        let (loserKey, loserChanges): ([UInt8], [Change]) = spouseWins
+            ? (rh.newKey, [newChange, h.change(newLaptop, 2, millis: 12, [h.revoke(h.ownerKey, seen: [owner: 2], signer: rh.newKey)])])
+            : (h.spouseKey, [spouseChange, h.change(spouse, 3, millis: 12, [h.revoke(h.ownerKey, seen: [owner: 2], signer: h.spouseKey)])])
+        let loser = try h.replica(1)
+        try loser.applySigned(start() + loserChanges)
+        #expect(try loser.ownership()?.owner == loserKey)
+        let evidence = try #require(try loser.revocation(of: h.ownerKey))
+
+        let member = try h.replica(2)
+        try member.applySigned(start() + [spouseChange, newChange])
+        let owner = try member.ownership()?.owner
+        #expect(try member.learnRevocation(evidence, of: h.ownerKey) == .void)
+        #expect(try member.ownership()?.owner == owner)
+        #expect(try member.revocation(of: h.ownerKey) == nil)
+        #expect(try member.device.setting(Replica.forgedRefusalsSetting) == nil)
+        let answer = try #require(try member.transfersVoiding(evidence, of: h.ownerKey))
+        #expect(try loser.learnTransfers(answer) == .recorded(1))
+        #expect(try loser.ownership()?.owner == (spouseWins ? h.spouseKey : rh.newKey))
+        #expect(try loser.revocation(of: h.ownerKey) == nil)
+        #expect(try loser.verify().isIntact)
+    }
+
     /// The owner's laptop is stolen: the thief keeps using the owner's key and origin with a
     /// modified client. The spouse recovers with the paper secret (through the product API),
     /// revokes the stolen laptop's key, and every replica, whatever it received first, rejects

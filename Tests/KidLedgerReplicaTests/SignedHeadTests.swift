@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
 
@@ -202,5 +203,48 @@ struct SignedHeadTests {
             #expect(r.replicaID == me)
         }
         #expect(try r.verify().isIntact)
+    }
+    /// Issue 21 (hostile seed 933): a replica holding two versions at a sequence (a restore from a
+    /// stale copy) must hand the origin whole to a replica that syncs from empty, however the sync
+    /// cuts it into batches. Before, a batch could end at one version's head with the other
+    /// version unreached, and the receiver refused the whole origin on every try.
+    @Test("a forked origin reaches an empty replica whole in batches of any size, each authenticated", arguments: [1, 2, 3, 4, 6, 100])
+    func forkedOriginSyncsFromEmpty(limit: Int) throws {
+        let store = MemoryStore()
+        let r = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 1), verifier: TestVerifier())
+        r.signer = h.signer(h.ownerKey)
+        try r.createHousehold(name: "Home", owner: h.ownerKey, salt: h.salt) { TestVerifier.sign($0, key: h.ownerKey) }
+        try r.addChild(name: "Ava")
+        for cents in [1, 2] as [Int64] { try r.post("Ava", signedCents: cents, note: "", source: "give") }
+        let snapshot = store.clone()
+        for cents in [10, 11, 12] as [Int64] { try r.post("Ava", signedCents: cents, note: "", source: "give") }
+        let origin = r.replicaID
+        let holder = try copy(of: r)
+        let restored = try Replica(store: snapshot, clock: FixedClock(millis: 2_000_000), random: SplitMix64(seed: 99),
+                                   verifier: TestVerifier())
+        restored.signer = h.signer(h.ownerKey)
+        for cents in [20, 21] as [Int64] { try restored.post("Ava", signedCents: cents, note: "", source: "give") }
+        // The restored copy's versions of sequences 5 and 6 reach the holder, which now holds both.
+        let forked = try holder.applyRemote(try restored.batch(notCoveredBy: [origin: 4]))
+        #expect(forked.forkedVersions == 2 && forked.unauthenticated == 0)
+        #expect(try holder.counts().changes == 9)
+
+        // An empty replica takes the holder's log in the smallest batches a session would send:
+        // each ends at the first change of the queue that may end one.
+        let fresh = try h.replica(5)
+        try fresh.pinHousehold(h.id, owner: h.ownerKey)
+        var batches = 0
+        while batches < 100 {
+            let queue = try holder.encodedChanges(notCoveredBy: try fresh.versionVector(), limit: limit)
+            guard let end = queue.firstIndex(where: { $0.mayEndBatch }) else { break }
+            let batch = queue[...end]
+            let report = try fresh.applyRemote(try batch.map { try RecordCodec.decodeChange($0.bytes) }, heads: SignedHead.sent(with: batch))
+            #expect(report.unauthenticated == 0, "batch \(batches): \(batch.map { "\($0.sequence)" })")
+            batches += 1
+        }
+        #expect(try fresh.versionVector() == holder.versionVector())
+        #expect(try fresh.counts().changes == holder.counts().changes)
+        #expect(try fresh.digest() == holder.digest())
+        #expect(try fresh.verify().isIntact)
     }
 }

@@ -37,7 +37,7 @@ struct HostileMemberTests {
         }
     }
 
-    @Test("hostile campaign seeds where two recoveries raced: a refused member holding the winning transfer rightly rejects the loser's revocation (the checks called it forged evidence)",
+    @Test("hostile campaign seeds where two recoveries raced and the loser revoked the winner: void there, answered with the winning transfers",
           arguments: [300372 as UInt64, 301579])
     func recoveryRaceRegressions(seed: UInt64) {
         expectPassed(SimulatorCLI.runSeed(seed, adjust: Self.makeHostile), "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --hostile --trace")

@@ -105,6 +105,39 @@ import KidLedgerTestSupport
         #expect(limiter.active == 0 && limiter.unadmitted == 0)
     }
 
+    @Test func aNewConnectionTakesThePlaceOfTheOldestStrangerFromTheBusiestAddress() throws {
+        let limiter = Self.limiter(5, unadmitted: 3, perAddress: 2)
+        let closed = Mutex<[String]>([])
+        func acquire(_ address: String, _ name: String) throws -> ConnectionLimiter.Slot {
+            try limiter.tryAcquire(address: address, evict: { closed.withLock { $0.append(name) } }).get()
+        }
+        let a1 = try acquire("10.0.0.1", "a1"), a2 = try acquire("10.0.0.1", "a2"), b = try acquire("10.0.0.2", "b")
+        // Full: a member from a third address takes the place of the oldest from the address
+        // holding the most (10.0.0.1, two).
+        let member = try acquire("10.0.1.1", "member")
+        #expect(closed.withLock { $0 } == ["a1"])
+        #expect(limiter.wasEvicted(a1) && !limiter.wasEvicted(a2))
+        #expect(limiter.unadmitted == 3 && limiter.active == 3)
+        limiter.admit(member)
+        // Admitted, the member left the share not admitted: the next one fits without closing any.
+        let c = try acquire("10.0.0.3", "c")
+        #expect(closed.withLock { $0 } == ["a1"])
+        // Full again, each address holding one: the oldest goes (a2), never the admitted member.
+        let d = try acquire("10.0.0.4", "d")
+        #expect(closed.withLock { $0 } == ["a1", "a2"])
+        // Released by their holders later: counted once.
+        limiter.release(a1)
+        limiter.release(a2)
+        #expect(limiter.unadmitted == 3 && limiter.active == 4)
+        // A slot taken without an action that closes it is never evicted.
+        let plain = try limiter.tryAcquire(address: "10.0.0.5").get()
+        let e = try acquire("10.0.0.6", "e")
+        #expect(closed.withLock { $0 } == ["a1", "a2", "b", "c"])
+        #expect(!limiter.wasEvicted(plain) && limiter.active == 4)
+        for slot in [b, c, member, d, plain, e] { limiter.release(slot) }
+        #expect(limiter.active == 0 && limiter.unadmitted == 0)
+    }
+
     @Test func countsCorrectlyAcrossThreads() {
         let limiter = Self.limiter(5, unadmitted: 3, perAddress: 4)
         let granted = Background<Int> {

@@ -15,9 +15,9 @@ final class AcknowledgedChangesChecker: Checker {
     private(set) var madeChanges: [(node: Int, logged: LoggedChange)] = []
     /// Indexes into `madeChanges` of changes only a restored replica's lost files held.
     private var lostChanges = Set<Int>()
-    /// For each replica restored from a stale copy, how many changes were made before its last
-    /// restore (a prefix of `madeChanges`).
-    private var madeBeforeRestore: [Int: Int] = [:]
+    /// Indexes into `madeChanges` of changes a restore of their maker took from its files (other
+    /// replicas may still hold them, and give them back).
+    private var droppedByRestore = Set<Int>()
     /// The problems found, by content (``HeldTransactions/content``).
     private var problems: [Int: [String]] = [:]
 
@@ -45,10 +45,12 @@ final class AcknowledgedChangesChecker: Checker {
         lost = try notHeld(by: restore.stale, lost)
         for other in restore.others where !lost.isEmpty { lost = try notHeld(by: other, lost) }
         mayBeLost.formUnion(lost)
-        madeBeforeRestore[restore.node] = madeChanges.count
         let currentLog = ChangeIndex(try restore.current.encodedChanges(notCoveredBy: [:]))
         let staleLog = ChangeIndex(try restore.stale.encodedChanges(notCoveredBy: [:]))
         let otherLogs = try restore.others.map { ChangeIndex(try $0.encodedChanges(notCoveredBy: [:])) }
+        for (i, made) in madeChanges.enumerated() where made.node == restore.node && !staleLog.contains(made.logged) {
+            droppedByRestore.insert(i)
+        }
         for (i, made) in madeChanges.enumerated() where !lostChanges.contains(i) {
             // Lost by this restore, or earlier (by an earlier restore, while a replica revoked
             // since still held it: refused, it can never bring it back): no replica that is not
@@ -73,19 +75,23 @@ final class AcknowledgedChangesChecker: Checker {
     /// No change a replica made is lost: every one is in its own log (but those only a stale
     /// restore's lost files held), under an origin claimed for its account. Converged replicas
     /// usually hold equal logs: each distinct log is made a set once (``ChangeLogs``).
+    ///
+    /// A change a restore took from its maker's files, which only replicas revoked since then
+    /// hold, is lost too: the maker refuses them, so they can never give it back (hostile seed
+    /// 842: the owner restores an old copy, then revokes the only member holding its last change).
     func ownChanges(_ run: FinalRun) throws -> [String] {
         var failures: [String] = []
         let members = try run.members()
+        let revoked = Set(members.filter(\.isRevoked).map(\.key))
+        let trusted = run.nodes.indices.filter { !revoked.contains(run.nodes[$0].member.publicKey.bytes) }
         for (position, node) in run.nodes.enumerated() {
             let own = run.logs.set(position)
             var origins = Set<ReplicaID>()
             for (i, made) in madeChanges.enumerated() where made.node == node.index && !lostChanges.contains(i) {
                 let change = made.logged
                 origins.insert(change.origin)
-                // Lost with the maker's restore though another replica held it then: one revoked
-                // (or the hostile member) since, refused, so no honest replica holds it now
-                // (hostile seeds 302074, 302938).
-                if !own.contains(change), i >= madeBeforeRestore[node.index, default: 0] || run.logs.held.contains(change) {
+                if !own.contains(change) {
+                    if droppedByRestore.contains(i) && trusted.allSatisfy({ !run.logs.set($0).contains(change) }) { continue }
                     failures.append("\(node.name) lost its own change \(String(change.origin.rawValue, radix: 16)):\(change.sequence)")
                     break
                 }
