@@ -21,7 +21,7 @@ struct HostileMemberTests {
     }
 
     @Test("hostile campaign seeds whose own change was held only by a revoked replica pass (the checks counted it lost too late)",
-          arguments: [326 as UInt64, 759])
+          arguments: [326 as UInt64, 759, 302938])
     func campaignRegressions(seed: UInt64) {
         expectPassed(SimulatorCLI.runSeed(seed, adjust: Self.makeHostile), "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --hostile --trace")
     }
@@ -35,6 +35,91 @@ struct HostileMemberTests {
         for strategy in HostileStrategy.allCases {
             #expect(used[strategy.countKey, default: 0] > 0, "no seed used \(strategy.rawValue)")
         }
+    }
+
+    @Test("hostile campaign seeds where two recoveries raced and the loser revoked the winner: void there, answered with the winning transfers",
+          arguments: [300372 as UInt64, 301579])
+    func recoveryRaceRegressions(seed: UInt64) {
+        expectPassed(SimulatorCLI.runSeed(seed, adjust: Self.makeHostile), "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --hostile --trace")
+    }
+
+    /// Makes the hostile member use `strategy` only.
+    static func only(_ strategy: HostileStrategy) -> (inout SimulationParameters) -> Void {
+        { p in
+            p.makeHostile()
+            p.hostileStrategies = [strategy]
+        }
+    }
+
+    /// Runs `seeds` (3 to 5 replicas) with the hostile member using `strategy` only: each passes
+    /// every check; returns their results.
+    static func runOnly(_ strategy: HostileStrategy, _ seeds: ClosedRange<UInt64>, keepTrace: Bool = false) -> [SimulationResult] {
+        seeds.map { seed in
+            let result = SimulatorCLI.runSeed(seed, replicas: 3...5, keepTrace: keepTrace, adjust: only(strategy))
+            expectPassed(result, "seed \(seed), hostile \(strategy.rawValue) only (replicas 3...5)")
+            return result
+        }
+    }
+
+    @Test("writeAfterRevocation: the owner revokes the hostile member while a member lags; what it wrote beyond the cut counts nowhere, the rest everywhere")
+    func writeAfterRevocation() {
+        let results = Self.runOnly(.writeAfterRevocation, 1...6, keepTrace: true)
+        for result in results {
+            #expect(result.faults["revocation", default: 0] >= 1, "seed \(result.parameters.seed): the hostile member was not revoked")
+        }
+        // A member lags when one can (not the owner, not revoked, next to it in a line).
+        let lagged = results.filter { $0.trace.contains { $0.contains("lags behind with the hostile") } }
+        #expect(lagged.count >= results.count - 2, "lagged: \(lagged.map(\.parameters.seed))")
+        // Its changes beyond the cut went out (to the lagging member) and reached the honest
+        // replicas, which all reject them alike (the membership check compares their counts).
+        #expect(results.reduce(0) { $0 + $1.faults[HostileStrategy.writeAfterRevocation.countKey, default: 0] } > 0)
+        #expect(results.contains { $0.rejectedChanges > 0 })
+    }
+
+    @Test("originFlood and childFlood: the member over its limit has every ledger change rejected on every honest replica; the others still converge",
+          arguments: [HostileStrategy.originFlood, .childFlood])
+    func floods(strategy: HostileStrategy) {
+        let results = Self.runOnly(strategy, 1...6)
+        #expect(results.reduce(0) { $0 + $1.faults[strategy.countKey, default: 0] } > 0)
+        #expect(results.contains { $0.rejectedChanges > 0 })
+    }
+
+    @Test("the membership the log says restates the per-member limits: one origin over, or one child over, and the member's origins are cut at 0")
+    func logMembershipLimits() {
+        // Claims' signatures are the apply path's to check; the log's membership reads who claims.
+        let founder = MemberSigner(key: [UInt8](repeating: 1, count: 32)) { _ in [UInt8](repeating: 0, count: 64) }
+        let flooder = MemberSigner(key: [UInt8](repeating: 2, count: 32)) { _ in [UInt8](repeating: 0, count: 64) }
+        let household = RecordID(high: 1, low: 2)
+        let genesis = Household(id: household, createdAtMillis: 0, owner: founder.key, salt: [], name: "h",
+                                recovery: [], signature: [])
+        let ownerClaim = founder.claim(household: household, nonce: 0)
+        var log = [Change(origin: ownerClaim.origin, sequence: 1, hlc: HLC(millis: 1),
+                          operations: [.createHousehold(genesis), .claim(ownerClaim)])]
+        func claims(_ n: Int, from first: UInt64) -> [Change] {
+            (0..<UInt64(n)).map { i in
+                let c = flooder.claim(household: household, nonce: first + i)
+                return Change(origin: c.origin, sequence: 1, hlc: HLC(millis: 2), operations: [.claim(c)])
+            }
+        }
+        log += claims(Limits.originsPerMemberMax, from: 1)
+        let verifier = CachingVerifier.sodium()
+        let atLimit = LogMembership(log, verifier: verifier)
+        #expect(atLimit.flooding.isEmpty)
+        log += claims(1, from: 10_000)
+        let over = LogMembership(log, verifier: verifier)
+        #expect(over.flooding == [flooder.key])
+        #expect(over.cuts[log.last!.origin] == 0 && over.cuts[ownerClaim.origin] == nil)
+
+        let children = (0..<UInt64(Limits.childrenPerMemberMax)).map { Operation.createChild(ChildRecord(id: RecordID(high: 9, low: $0), createdAtMillis: 3)) }
+        var childLog = Array(log.prefix(2))
+        childLog.append(Change(origin: log[1].origin, sequence: 2, hlc: HLC(millis: 3), operations: children))
+        #expect(LogMembership(childLog, verifier: verifier).flooding.isEmpty)
+        // The same child again does not count twice; one more does.
+        childLog.append(Change(origin: log[1].origin, sequence: 3, hlc: HLC(millis: 4), operations: [children[0]]))
+        #expect(LogMembership(childLog, verifier: verifier).flooding.isEmpty)
+        childLog.append(Change(origin: log[1].origin, sequence: 4, hlc: HLC(millis: 5),
+                               operations: [.createChild(ChildRecord(id: RecordID(high: 10, low: 0), createdAtMillis: 5))]))
+        #expect(LogMembership(childLog, verifier: verifier).flooding == [flooder.key])
     }
 
     @Test("the strategy mix and the hostile replica are drawn from the seed, deterministically")
@@ -70,6 +155,8 @@ struct HostileMemberTests {
         let again = try Scenario.parse(s.text())
         #expect(again.hostileReplica == 2 && again.hostileStrategies == s.hostileStrategies && again.text() == s.text())
         #expect(try Scenario.parse("replicas 2\nhostile r1\nat 0 r0 add-child Ava\n").hostileStrategies == HostileStrategy.allCases)
+        #expect(try Scenario.parse("replicas 3\nhostile r1 writeAfterRevocation originFlood childFlood\nat 0 r0 add-child Ava\n")
+            .hostileStrategies == [.writeAfterRevocation, .originFlood, .childFlood])
         #expect(throws: Scenario.ParseError.self) { try Scenario.parse("replicas 2\nhostile r0\nat 0 r0 add-child Ava\n") }
         #expect(throws: Scenario.ParseError.self) { try Scenario.parse("replicas 2\nhostile r1 bribery\nat 0 r0 add-child Ava\n") }
         let run = Simulator.runScenario(s)

@@ -25,9 +25,13 @@ struct LogMembership {
     /// For each revoked member, the pointwise minimum of its counting revocations' `seen` vectors.
     var revokedSeen: [[UInt8]: VersionVector] = [:]
     /// Where each origin's changes stop counting: the revoked claimant's cut; 0 in an owned
-    /// household for an origin no claim names or whose claimant never owned it and is not
-    /// granted; none for the others.
+    /// household for an origin no claim names, whose claimant never owned it and is not
+    /// granted, or whose claimant floods (``flooding``); none for the others.
     var cuts: [ReplicaID: UInt64] = [:]
+    /// The member keys over a per-member limit: claimants of more than
+    /// `Limits.originsPerMemberMax` origins, or whose changes create more than
+    /// `Limits.childrenPerMemberMax` distinct children (whether the rule lets them count or not).
+    var flooding = Set<[UInt8]>()
 
     var isOwned: Bool { !owners.isEmpty }
 
@@ -88,25 +92,37 @@ struct LogMembership {
                         forged += 1
                         continue
                     }
-                    guard let current = revokedSeen[rv.member] else { revokedSeen[rv.member] = rv.seen; continue }
-                    var merged: VersionVector = [:]
-                    for origin in Set(current.keys).union(rv.seen.keys) {
-                        let v = min(current[origin] ?? 0, rv.seen[origin] ?? 0)
-                        if v > 0 { merged[origin] = v }
-                    }
-                    revokedSeen[rv.member] = merged
+                    revokedSeen[rv.member] = revokedSeen[rv.member].map { Self.pointwiseMinimum($0, rv.seen) } ?? rv.seen
                 default: break
                 }
             }
         }
+        var originCounts: [[UInt8]: Int] = [:]
+        for key in claimant.values { originCounts[key, default: 0] += 1 }
+        var created: [[UInt8]: Set<RecordID>] = [:]
+        for change in log {
+            guard let key = claimant[change.origin] else { continue }
+            for case .createChild(let child) in change.operations { created[key, default: []].insert(child.id) }
+        }
+        flooding = Set(originCounts.filter { $0.value > Limits.originsPerMemberMax }.keys)
+            .union(created.filter { $0.value.count > Limits.childrenPerMemberMax }.keys)
         for origin in origins {
             guard let key = claimant[origin] else {
                 if isOwned { cuts[origin] = 0 }
                 continue
             }
             if isOwned, !owners.contains(key), !granted.contains(key) { cuts[origin] = 0; continue }
+            if isOwned, flooding.contains(key) { cuts[origin] = 0; continue }
             if let cut = revokedSeen[key] { cuts[origin] = cut[origin] ?? 0 }
         }
+    }
+
+    /// The cut of two revocations of one member: the smaller entry of each origin (an origin one
+    /// of them lacks is cut at 0, and left out).
+    static func pointwiseMinimum(_ a: VersionVector, _ b: VersionVector) -> VersionVector {
+        var merged: VersionVector = [:]
+        for (origin, v) in a { if let w = b[origin], min(v, w) > 0 { merged[origin] = min(v, w) } }
+        return merged
     }
 
     /// Whether `change` comes after its origin's cut (it counts nowhere).

@@ -25,6 +25,19 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     case farFutureStamps
     /// Frames it sent before, sent again (in this session or another).
     case replay
+    /// The owner revokes it while a member lags (partitioned from the owner with it, not yet
+    /// knowing); it ignores its revocation (no attentionRequired: it keeps writing real changes)
+    /// and syncs them to the lagging member, which carries them to the others after the heal.
+    /// Counted on each frame carrying its own changes beyond the revocation's cut.
+    case writeAfterRevocation
+    /// Claims of more origins than `Limits.originsPerMemberMax`, signed by itself, in one batch.
+    case originFlood
+    /// More children than `Limits.childrenPerMemberMax` created in two changes under a fresh
+    /// origin it claims.
+    case childFlood
+
+    /// Whether it alters or adds frames (``writeAfterRevocation`` writes real changes instead).
+    var altersFrames: Bool { self != .writeAfterRevocation }
 
     /// The histogram key this strategy is counted under (beside the fault kinds).
     public var countKey: String { "hostile.\(rawValue)" }
@@ -46,6 +59,21 @@ struct HostileState {
     var sent: [[UInt8]] = []
     var nextNonce: UInt64 = 1 << 40
     static let keptFrames = 24
+    /// The cut of its revocations so far (the pointwise minimum of their `seen`), once revoked.
+    var cut: VersionVector?
+    /// Until when the partition of ``HostileStrategy/writeAfterRevocation`` (it and the lagging
+    /// member) holds: random partition changes wait.
+    var lagUntil: Int64 = .min
+    /// The crafted batches of ``HostileStrategy/originFlood`` and ``HostileStrategy/childFlood``,
+    /// made once and sent again each time (so the flood is over the limit once, not without end).
+    var floods: [HostileStrategy: [(change: Change, head: SignedHead)]] = [:]
+    /// How often each flood was sent: at most ``floodSendsMax`` (the honest replicas pass it on
+    /// among themselves; each resend costs every receiver a batch of 256 changes).
+    var floodSends: [HostileStrategy: Int] = [:]
+    static let floodSendsMax = 3
+
+    /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
+    var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
 }
 
 extension Simulator {
@@ -60,7 +88,12 @@ extension Simulator {
         let message: Message? = (try? decoder.next()).flatMap { $0 }.flatMap { try? Message.decode(type: $0.type, payload: $0.payload) }
         // At most one strategy a frame (a frame the peer cannot decode ends the session, and would
         // hide whatever else was tried on it).
-        if chance(300), let strategy = state.strategies.randomElement(using: &g) {
+        if state.ignoresRevocation, let cut = state.cut, case .changes(let changes, _, _)? = message,
+           changes.contains(where: { $0.origin == replica.replicaID && $0.sequence > cut[$0.origin] ?? 0 }) {
+            count(HostileStrategy.writeAfterRevocation.countKey)
+            log("\(nodes[state.node].name) hostile writeAfterRevocation on c\(c.id): its changes beyond its revocation's cut")
+        }
+        if chance(300), let strategy = state.strategies.filter(\.altersFrames).randomElement(using: &g) {
             switch strategy {
             case .replay:
                 guard !state.sent.isEmpty else { break }
@@ -95,6 +128,14 @@ extension Simulator {
             case .forgedHousehold, .farFutureStamps, .claimOthersOrigin:
                 guard case .changes? = message, let crafted = craftedChange(strategy, &state, replica) else { break }
                 out.append(Message.changes([crafted.change], isLast: false, heads: [crafted.head]).frame())
+            case .originFlood, .childFlood:
+                guard case .changes? = message, state.floodSends[strategy, default: 0] < HostileState.floodSendsMax else { break }
+                let flood = state.floods[strategy] ?? floodChanges(strategy, &state)
+                state.floods[strategy] = flood
+                state.floodSends[strategy, default: 0] += 1
+                out.append(Message.changes(flood.map { $0.change }, isLast: false, heads: flood.map { $0.head }).frame())
+            case .writeAfterRevocation:
+                break
             }
             if !out.isEmpty {
                 count(strategy.countKey)
@@ -159,8 +200,87 @@ extension Simulator {
             return nil
         }
         let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
+        return (change, signedHead(of: change, after: previous, by: signer).head)
+    }
+
+    /// `signer`'s head of `change`, whose origin's chain is `previous` before it, and the chain
+    /// at `change`.
+    func signedHead(of change: Change, after previous: [UInt8], by signer: MemberSigner) -> (head: SignedHead, chain: [UInt8]) {
         let preparer = PlainPreparer()
         let link = preparer.link(after: previous, onlyVersion: preparer.prepare(change, received: nil).version)
-        return (change, signer.head(household: household, origin: origin, sequence: sequence, chain: link))
+        return (signer.head(household: household, origin: change.origin, sequence: change.sequence, chain: link), link)
+    }
+
+    /// The crafted changes of a flood, each with its signed head: for ``HostileStrategy/originFlood``,
+    /// `Limits.originsPerMemberMax` claims of fresh origins (with its own origin, one over the
+    /// limit); for ``HostileStrategy/childFlood``, a fresh origin's claim and
+    /// `Limits.childrenPerMemberMax + 1` child creations in two changes.
+    func floodChanges(_ strategy: HostileStrategy, _ state: inout HostileState) -> [(change: Change, head: SignedHead)] {
+        let node = nodes[state.node]
+        let signer = node.member.signer
+        let now = time.millis + node.skew
+        let zero = [UInt8](repeating: 0, count: 16)
+        var flood: [(change: Change, head: SignedHead)] = []
+        if strategy == .originFlood {
+            for _ in 0..<Limits.originsPerMemberMax {
+                let claim = signer.claim(household: household, nonce: state.nextNonce)
+                state.nextNonce += 1
+                let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: [.claim(claim)])
+                flood.append((change, signedHead(of: change, after: zero, by: signer).head))
+            }
+        } else {
+            let claim = signer.claim(household: household, nonce: state.nextNonce)
+            state.nextNonce += 1
+            let children = (0...Limits.childrenPerMemberMax).map { _ in
+                Operation.createChild(ChildRecord(id: RecordID(high: g.next(), low: g.next()), createdAtMillis: now))
+            }
+            let split = children.count * 3 / 5
+            var previous = zero
+            let batches: [[Operation]] = [[.claim(claim)] + children[..<split], Array(children[split...])]
+            for (i, operations) in batches.enumerated() {
+                let change = Change(origin: claim.origin, sequence: UInt64(i + 1), hlc: HLC(millis: now, counter: UInt32(i)),
+                                    operations: operations)
+                let signed = signedHead(of: change, after: previous, by: signer)
+                previous = signed.chain
+                flood.append((change, signed.head))
+            }
+        }
+        log("\(node.name) crafts its \(strategy.rawValue): \(flood.count) changes under \(Set(flood.map { $0.change.origin }).count) origins it claims")
+        return flood
+    }
+}
+
+extension Simulator {
+    /// Whether node `index` is the hostile member and ignores its revocation
+    /// (``HostileStrategy/writeAfterRevocation``): it keeps writing and syncing, never in attentionRequired.
+    func ignoresRevocation(_ index: Int) -> Bool {
+        hostile.map { $0.node == index && $0.ignoresRevocation } ?? false
+    }
+
+    /// ``HostileStrategy/writeAfterRevocation`` (and ``SimulationParameters/hostileRevoked``): the owner revokes the hostile member, through the
+    /// product's revocation path (``revoke(_:by:)``), while a member next to it lags: the two are
+    /// partitioned from the rest for a while first, so the lagging one takes the hostile member's
+    /// later changes and carries them to the others after the partition ends. When the owner
+    /// cannot revoke now (down, switched away, not yet the owner on its replica) it tries again later.
+    func revokeHostile() throws {
+        guard faultsOn, let h = hostile?.node else { return }
+        let owner = nodes[currentOwner]
+        guard let replica = owner.replica, !owner.isFrozen, try replica.ownership()?.owner == owner.member.publicKey.bytes else {
+            log("\(owner.name) cannot revoke the hostile r\(h) now; again in \(Self.checkMillis) ms")
+            queue.schedule(at: time.millis + Self.checkMillis, .hostileRevocation)
+            return
+        }
+        // A member that lags: not the owner, not revoked (a revoked one takes nothing from it), next to it.
+        let lagging = nodes.indices.filter {
+            $0 != h && $0 != currentOwner && !revokedNodes.contains($0) && adjacent($0, h) && nodes[$0].isUp
+        }
+        if let l = lagging.randomElement(using: &g) {
+            hostile!.lagUntil = time.millis + Int64.random(in: 1_000...5_000, using: &g)
+            log("r\(l) lags behind with the hostile r\(h): partitioned from \(owner.name) until +\(hostile!.lagUntil - startMillis) ms at least")
+            partition([h, l])
+        } else {
+            log("no member can lag behind with the hostile r\(h)")
+        }
+        try revoke(h, by: currentOwner)
     }
 }

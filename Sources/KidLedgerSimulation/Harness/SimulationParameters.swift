@@ -48,12 +48,17 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     public var hostileReplica: Int? = nil
     /// What the hostile member does (drawn from the seed: ``HostileStrategy/draw(seed:)``).
     public var hostileStrategies: [HostileStrategy] = []
+    /// Whether the owner revokes the hostile member during the fault phase, while a member lags
+    /// (``Simulator/revokeHostile()``): with ``HostileStrategy/writeAfterRevocation`` always, else
+    /// in one seed in four, whatever the mix (then it learns its revocation from a refusal, and stops).
+    public var hostileRevoked = false
 
     /// Makes one member replica hostile, with the strategy mix drawn from the seed (`--hostile`).
     public mutating func makeHostile() {
         var g = SplitMix64(seed: seed ^ 0x4057_11E)
         hostileReplica = Int.random(in: 1...max(1, replicaCount - 1), using: &g)
         hostileStrategies = HostileStrategy.draw(seed: seed)
+        hostileRevoked = Int.random(in: 0..<4, using: &g) == 0 || hostileStrategies.contains(.writeAfterRevocation)
     }
 
     /// Draws parameters from `seed`, with a replica count in `replicas`.
@@ -107,5 +112,6 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
         line=\(lineTopology) weights=\(operationWeights.map(String.init).joined(separator: ",")) store=\(usesLMDB ? "lmdb" : "memory") \
         revocation=\(revocationPerMille)‰ accountChange=\(accountChangePerMille)‰
         """ + (hostileReplica.map { " hostile=r\($0):" + hostileStrategies.map(\.rawValue).joined(separator: ",") } ?? "")
+            + (hostileRevoked && !hostileStrategies.contains(.writeAfterRevocation) ? "+revoked" : "")
     }
 }

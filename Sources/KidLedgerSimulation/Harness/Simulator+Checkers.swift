@@ -55,6 +55,7 @@ extension Simulator {
             let node = nodes[i]
             guard let replica = node.replica else { continue }
             if !revoked.contains(node.member.publicKey.bytes) { failures.append("\(node.name) was revoked but the others do not list it revoked") }
+            if ignoresRevocation(i) { continue }  // the hostile member: it ignores its revocation
             if try !node.listsItselfRevoked() { failures.append("\(node.name) is revoked but not in attentionRequired") }
             if try replica.revocation(of: node.member.publicKey.bytes) == nil { failures.append("\(node.name) does not hold its revocation") }
             failures += try run.verifyOnce(replica).problems.prefix(3).map { "\(node.name) (stopped) verify: \($0)" }

@@ -92,14 +92,15 @@ extension Simulator {
         let owner = nodes[signer]
         guard let replica = owner.replica, !owner.isFrozen, try replica.ownership()?.owner == owner.member.publicKey.bytes else { return nil }
         let seen = try replica.versionVector()
-        let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes,
-                                          seen: try replica.cut(of: nodes[target].member.publicKey.bytes),
+        let cut = try replica.cut(of: nodes[target].member.publicKey.bytes)
+        let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: cut,
                                           household: household, atMillis: time.millis + owner.skew)
         try replica.commitMembership([.revoke(revocation)])
         if let carrier = try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0) {
             revocationChanges.append((target, carrier.origin, carrier.sequences.upperBound))
         }
         revokedNodes.insert(target)
+        if target == hostile?.node { hostile!.cut = hostile!.cut.map { LogMembership.pointwiseMinimum($0, cut) } ?? cut }
         count("revocation")
         log("\(owner.name) revokes r\(target) having seen \(Self.describe(seen))")
         record(signer, .revoke(target))

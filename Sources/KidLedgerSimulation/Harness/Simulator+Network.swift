@@ -46,23 +46,30 @@ extension Simulator {
     }
 
     func changePartition() {
+        // A member lagging with the hostile one stays partitioned a while (``revokeHostile()``).
+        if let until = hostile?.lagUntil, time.millis < until { return }
         if partitioned.isEmpty {
             let size = Int.random(in: 1...max(1, nodes.count - 1), using: &g)
             var members = Array(0..<nodes.count)
             members.shuffle(using: &g)
-            partitioned = Set(members.prefix(size))
-            count("partition")
-            record(nil, .partition(partitioned.sorted()))
-            log("partition \(partitioned.sorted().map { "r\($0)" }.joined(separator: ",")) | rest")
-            for id in connections.keys.sorted() {
-                let c = connections[id]!
-                if !canTalk(c.ends[0], c.ends[1]) { drop(connection: id, reason: "partition") }
-            }
+            partition(Set(members.prefix(size)))
         } else {
             partitioned.removeAll()
             count("heal")
             record(nil, .heal)
             log("partition healed")
+        }
+    }
+
+    /// Cuts `members` off from the rest (dropping the connections across).
+    func partition(_ members: Set<Int>) {
+        partitioned = members
+        count("partition")
+        record(nil, .partition(partitioned.sorted()))
+        log("partition \(partitioned.sorted().map { "r\($0)" }.joined(separator: ",")) | rest")
+        for id in connections.keys.sorted() {
+            let c = connections[id]!
+            if !canTalk(c.ends[0], c.ends[1]) { drop(connection: id, reason: "partition") }
         }
     }
 
@@ -102,7 +109,7 @@ extension Simulator {
     /// authorises the responder's key first, then the responder the initiator's, and a revoked
     /// member is refused with the revocation (``refuses(_:_:)``).
     func handshake(_ initiator: SimNode, _ responder: SimNode) throws -> String? {
-        if try responder.listsItselfRevoked() {
+        if try responder.listsItselfRevoked(), !ignoresRevocation(responder.index) {
             return "refused: \(responder.name) is in attentionRequired (it knows it is revoked)"
         }
         for (judge, peer) in [(initiator, responder), (responder, initiator)] where try refuses(judge, peer) {
@@ -123,6 +130,10 @@ extension Simulator {
         let key = peer.identity.publicKey.bytes
         guard let replica = judge.replica, let refused = peer.replica, try judge.revokedKeys().contains(key) else { return false }
         count("refusal")
+        if ignoresRevocation(peer.index) {
+            log("\(judge.name) refuses \(peer.name): its membership was revoked; the hostile \(peer.name) ignores it")
+            return true
+        }
         guard let evidence = try replica.revocation(of: key) else {
             log("\(judge.name) refuses \(peer.name): its membership was revoked (no evidence to send)")
             return true

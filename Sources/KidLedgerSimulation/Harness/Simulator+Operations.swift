@@ -92,7 +92,7 @@ extension Simulator {
     /// Whether the replica has learnt that its own account is revoked: it is then in
     /// attentionRequired (no local changes, no sync; its data kept).
     func knowsItIsRevoked(_ node: SimNode) throws -> Bool {
-        guard faults["revocation", default: 0] > 0, node.replica != nil else { return false }
+        guard faults["revocation", default: 0] > 0, node.replica != nil, !ignoresRevocation(node.index) else { return false }
         return try node.listsItselfRevoked()
     }
 }

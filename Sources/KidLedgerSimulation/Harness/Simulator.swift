@@ -20,6 +20,8 @@ public final class Simulator {
         case revoke
         /// A member recovers ownership with the recovery secret (``Simulator/recover()``).
         case recover
+        /// The owner revokes the hostile member while a member lags (``HostileStrategy/writeAfterRevocation``).
+        case hostileRevocation
         /// A scenario's scripted step (its index in the script).
         case scripted(Int)
     }
@@ -251,6 +253,10 @@ public final class Simulator {
         for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille / 2) {
             queue.schedule(at: startMillis + Int64.random(in: 1..<max(2, parameters.faultPhaseMillis), using: &g), .recover)
         }
+        if let hostile, parameters.hostileRevoked || hostile.ignoresRevocation {
+            let phase = parameters.faultPhaseMillis
+            queue.schedule(at: startMillis + Int64.random(in: max(1, phase / 4)...max(1, phase * 3 / 4), using: &g), .hostileRevocation)
+        }
     }
 
     /// Virtual time between two checkpoints of the run's checkers.
@@ -317,6 +323,10 @@ public final class Simulator {
             try revoke()
         case .recover:
             try recover()
+        case .hostileRevocation where scenario != nil:
+            break  // a scenario scripts the partition and the revocation itself
+        case .hostileRevocation:
+            try revokeHostile()
         }
     }
 
@@ -344,13 +354,20 @@ public final class Simulator {
         // in (a recovery voided its revocation there) is not: it gets in and learns why.
         let stopped = stoppedNodes
         let honest = honestNodes(stopped: stopped)
-        // The honest ones hold what the hostile member wrote itself (what it crafted may be refused).
-        if let h = hostile?.node, !stopped.contains(h), let own = nodes[h].replica?.replicaID {
-            let made = (try? nodes[h].versionVector()[own]) ?? nil
-            guard honest.allSatisfy({ ((try? $0.versionVector()[own]) ?? nil) == made }) else { return false }
+        // The honest ones hold what the hostile member wrote itself (what it crafted may be refused);
+        // once it is revoked and ignores it, what it wrote up to its revocation's cut (its later
+        // changes get through only while a member lags, and count nowhere).
+        if let state = hostile, let own = nodes[state.node].replica?.replicaID {
+            let made = (try? nodes[state.node].versionVector()[own]) ?? nil
+            if !stopped.contains(state.node) {
+                guard honest.allSatisfy({ ((try? $0.versionVector()[own]) ?? nil) == made }) else { return false }
+            } else if state.ignoresRevocation {
+                let due = min(made ?? 0, state.cut?[own] ?? 0)
+                guard honest.allSatisfy({ (((try? $0.versionVector()[own]) ?? nil) ?? 0) >= due }) else { return false }
+            }
         }
         for i in stopped {
-            guard (try? nodes[i].listsItselfRevoked()) ?? false else { return false }
+            guard ignoresRevocation(i) || ((try? nodes[i].listsItselfRevoked()) ?? false) else { return false }
             let key = nodes[i].member.publicKey.bytes
             guard honest.allSatisfy({ (try? $0.revokedKeys().contains(key)) ?? false }) else { return false }
         }
