@@ -43,8 +43,9 @@ public enum Limits {
     /// (then it takes a fresh replica id); an origin with more versions at a sequence belongs to
     /// a member forking on purpose, whose every ledger change is then rejected on every replica,
     /// as for ``originsPerMemberMax``. A replica keeps one version more than this at a sequence,
-    /// as the evidence: the ones with the smallest version hashes, so every replica ends holding
-    /// the same ones, and each version costs a receiver one rechain at most this often.
+    /// the first it receives (the evidence), and takes no more; the chain link there then names
+    /// the flood instead of the versions, so replicas holding different ones agree. Each version
+    /// costs a receiver one rechain at most this often.
     public static let forkVersionsPerSequenceMax = 8
 }
 

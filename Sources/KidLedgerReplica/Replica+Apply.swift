@@ -36,21 +36,17 @@ extension Replica {
         var crossedForkLimit = false
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
-            var versions: [[UInt8]] = []
+            var versions: [[UInt8]] = []  // at most one more than the limit
             try w.scan(Tables.changes, prefix: Keys.change(change.origin, change.sequence)) { key, _ in
                 versions.append(Array(key.suffix(8)))
                 return true
             }
-            // Past ``Limits/forkVersionsPerSequenceMax``: the versions with the smallest hashes
-            // are kept, one more than the limit (the evidence). A version above them all changes
-            // nothing (its member's ledger changes are rejected already): like a duplicate.
-            if versions.count > Limits.forkVersionsPerSequenceMax {
-                let version = Array(prepared.logKey.suffix(8))
-                guard let largest = versions.max(by: { $0.lexicographicallyPrecedes($1) }),
-                      version.lexicographicallyPrecedes(largest) else { return .duplicate }
-                try dropVersion(largest, of: change.origin, at: change.sequence, in: context)
-                versions.removeAll { $0 == largest }
-            } else if versions.count == Limits.forkVersionsPerSequenceMax {
+            // Past ``Limits/forkVersionsPerSequenceMax`` one version more is kept (the evidence)
+            // and the rest change nothing (its member's ledger changes are rejected already, and
+            // the chain there no longer depends on which versions are held: ``chainLink``): like
+            // a duplicate.
+            if versions.count > Limits.forkVersionsPerSequenceMax { return .duplicate }
+            if versions.count == Limits.forkVersionsPerSequenceMax {
                 try w.put(Tables.forkFloods, Keys.origin(change.origin), [])
                 crossedForkLimit = true
             }
@@ -136,29 +132,6 @@ extension Replica {
         }
     }
 
-    /// Removes the version `version` of `origin`'s change at `sequence` from the log, for a version
-    /// with a smaller hash (``Limits/forkVersionsPerSequenceMax``): the change, the heads stored at
-    /// it or choosing it there (their branch is gone), and what the rule stored of it. Its
-    /// member's ledger changes were rejected already, so only a version holding membership
-    /// records changed the merged state: then it is recomputed without it.
-    static func dropVersion(_ version: [UInt8], of origin: ReplicaID, at sequence: UInt64, in context: ApplyContext) throws {
-        let w = context.store
-        let key = Keys.change(origin, sequence, version: version)
-        guard let encoded = try w.get(Tables.changes, key) else { throw LedgerError.corrupted("a forked version to drop is missing") }
-        let dropped = try RecordCodec.decodeChange(encoded)
-        try w.delete(Tables.changes, key)
-        try w.delete(Tables.rejected, key)
-        var stale: [[UInt8]] = []
-        try w.scan(Tables.heads, prefix: Keys.origin(origin), from: Keys.change(origin, sequence), reverse: false) { headKey, value in
-            let head = try StoredHead.decode(key: headKey, value: value)
-            let choosesIt = head.choices.contains { $0.sequence == sequence && $0.version == Bytes.u64(at: 0, version) }
-            if headKey == key || choosesIt { stale.append(headKey) }
-            return true
-        }
-        for headKey in stale { try w.delete(Tables.heads, headKey) }
-        if dropped.operations.contains(where: \.isMembership) { try rebuild(in: context) }
-    }
-
     /// Recomputes the hash chain of `origin` for sequences `from...through` from the versions in
     /// the log: chain(s) = SHA-256(chain(s − 1) ‖ sorted version hashes at s), first 16 bytes.
     static func rechain(_ origin: ReplicaID, from: UInt64, through: UInt64, in context: ApplyContext) throws {
@@ -177,14 +150,27 @@ extension Replica {
     static let zeroLink = [UInt8](repeating: 0, count: 16)
 
     static func chainLink(_ origin: ReplicaID, _ sequence: UInt64, previous: [UInt8], _ r: any KeyValueReader) throws -> [UInt8] {
+        var versions: [[UInt8]] = []
+        try r.scan(Tables.changes, prefix: Keys.change(origin, sequence)) { key, _ in
+            versions.append(Array(key.suffix(8)))
+            return true
+        }
         var hasher = SHA256Hasher()
         hasher.update(previous)
-        try r.scan(Tables.changes, prefix: Keys.change(origin, sequence)) { key, _ in
-            hasher.update(Array(key.suffix(8)))
-            return true
+        // A sequence forked past the limit: replicas may hold different versions there (each
+        // keeps the first one more than the limit it received), so the link names the flood
+        // instead of them, and their chains agree once each holds that many.
+        if versions.count > Limits.forkVersionsPerSequenceMax {
+            hasher.update(Self.forkFloodLink)
+        } else {
+            for version in versions { hasher.update(version) }
         }
         return Array(hasher.finalize().prefix(16))
     }
+
+    /// What a chain link hashes in place of the versions at a sequence forked past
+    /// ``Limits/forkVersionsPerSequenceMax``.
+    static let forkFloodLink = Array("kidledger fork flood".utf8)
 
     /// Applies one operation; `prepared` is its prepared form (present for every transaction
     /// and register write).

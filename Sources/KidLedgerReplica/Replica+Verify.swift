@@ -220,8 +220,15 @@ extension Replica {
         var openOrigin = ReplicaID(0), openSequence: UInt64 = 0
         var previous = [UInt8](repeating: 0, count: 16)
         var hasher = SHA256Hasher()
+        var versionsAtOpen = 0
         func closeLink() throws {
             guard open else { return }
+            // A sequence forked past the limit links the flood, not its versions (``chainLink``).
+            if versionsAtOpen > Limits.forkVersionsPerSequenceMax {
+                hasher = SHA256Hasher()
+                hasher.update(previous)
+                hasher.update(Self.forkFloodLink)
+            }
             let link = hasher.finalizeWords().prefix(16)  // resets the hasher
             if try r.get(Tables.chains, Keys.change(openOrigin, openSequence)) != link {
                 problem("hash chain of \(openOrigin) at \(openSequence) does not match the change log")
@@ -247,8 +254,10 @@ extension Replica {
                 open = true
                 openOrigin = change.origin
                 openSequence = change.sequence
+                versionsAtOpen = 0
                 hasher.update(previous)
             }
+            versionsAtOpen += 1
             key.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[16...])) }  // the version
             let rejected = try r.get(Tables.rejected, key) != nil
             for op in change.operations where !rejected || op.isMembership {

@@ -104,8 +104,14 @@ struct LogMembership {
             guard let key = claimant[change.origin] else { continue }
             for case .createChild(let child) in change.operations { created[key, default: []].insert(child.id) }
         }
+        // Versions of one change past `Limits.forkVersionsPerSequenceMax` (every replica keeps
+        // one more than the limit, the same ones): the origin's claimant floods.
+        var versions: [ReplicaID: [UInt64: Int]] = [:]
+        for change in log { versions[change.origin, default: [:]][change.sequence, default: 0] += 1 }
+        let forkFlooders = versions.filter { $0.value.values.contains { $0 > Limits.forkVersionsPerSequenceMax } }.keys.compactMap { claimant[$0] }
         flooding = Set(originCounts.filter { $0.value > Limits.originsPerMemberMax }.keys)
             .union(created.filter { $0.value.count > Limits.childrenPerMemberMax }.keys)
+            .union(forkFlooders)
         for origin in origins {
             guard let key = claimant[origin] else {
                 if isOwned { cuts[origin] = 0 }

@@ -35,6 +35,10 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     /// More children than `Limits.childrenPerMemberMax` created in two changes under a fresh
     /// origin it claims.
     case childFlood
+    /// Other versions of one of its own changes (same origin and sequence, another stamp), each
+    /// under a head it signs itself over that version's chain: a fork only its key can make, up
+    /// to six versions a use, so it may pass `Limits.forkVersionsPerSequenceMax`.
+    case signedFork
 
     /// Whether it alters or adds frames (``writeAfterRevocation`` writes real changes instead).
     var altersFrames: Bool { self != .writeAfterRevocation }
@@ -71,6 +75,10 @@ struct HostileState {
     /// among themselves; each resend costs every receiver a batch of 256 changes).
     var floodSends: [HostileStrategy: Int] = [:]
     static let floodSendsMax = 3
+    /// The change ``HostileStrategy/signedFork`` forks (the first of its own it sent), and how
+    /// many versions of it it made.
+    var forkTarget: Change?
+    var forkVersions: UInt64 = 0
 
     /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
     var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
@@ -134,6 +142,22 @@ extension Simulator {
                 state.floods[strategy] = flood
                 state.floodSends[strategy, default: 0] += 1
                 out.append(Message.changes(flood.map { $0.change }, isLast: false, heads: flood.map { $0.head }).frame())
+            case .signedFork:
+                guard case .changes(let changes, _, _)? = message,
+                      let target = state.forkTarget ?? changes.first(where: { $0.origin == replica.replicaID }) else { break }
+                state.forkTarget = target
+                let previous = target.sequence == 1 ? [UInt8](repeating: 0, count: 16) : ((try? replica.chain(target.origin, at: target.sequence - 1)) ?? nil)
+                guard let previous else { break }
+                for _ in 0..<Int.random(in: 1...6, using: &g) {
+                    state.forkVersions += 1
+                    var version = target
+                    version.hlc.counter &+= UInt32(truncatingIfNeeded: state.forkVersions)
+                    let preparer = PlainPreparer()
+                    let link = preparer.link(after: previous, onlyVersion: preparer.prepare(version, received: nil).version)
+                    let head = nodes[state.node].member.signer.head(household: household, origin: version.origin,
+                                                                   sequence: version.sequence, chain: link)
+                    out.append(Message.changes([version], isLast: false, heads: [head]).frame())
+                }
             case .writeAfterRevocation:
                 break
             }
