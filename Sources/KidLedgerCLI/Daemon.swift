@@ -322,30 +322,39 @@ struct RefusalLog {
     /// The most addresses tracked at once.
     static let addressesMax = 1_024
 
-    private var quiet: [String: (since: Int64, count: Int, reason: String)] = [:]
+    /// Per address (or ``evictionsKey``): when its interval began, how many more were only
+    /// counted since, and what the counting line says: "VERB N more connections COUNTED".
+    private var quiet: [String: (since: Int64, count: Int, verb: String, counted: String)] = [:]
 
     /// The line to log for refusing a connection from `remote` (`address` and port) for `reason`,
     /// or nil when it is only counted.
     mutating func refused(_ remote: String, address: String, _ reason: String, now: Int64) -> String? {
-        if let entry = quiet[address], now - entry.since < Self.intervalMillis {
-            quiet[address] = (entry.since, entry.count + 1, reason)
-            return nil
-        }
-        if quiet.count >= Self.addressesMax { quiet.removeAll() }
-        quiet[address] = (now, 0, reason)
-        return "refused \(remote): \(reason)"
+        let within = "within \(Self.intervalMillis / 1000) s"
+        return isFirst(address, now: now, verb: "refused", counted: "from \(address) \(within) (not logged one by one): \(reason)")
+            ? "refused \(remote): \(reason)" : nil
     }
 
     /// The line to log for closing a connection not admitted yet to make room for a newer one,
     /// or nil when it is only counted (one line per interval, like refusals of one address).
     mutating func evicted(now: Int64) -> String? {
-        refused("", address: Self.evictionsKey, "", now: now).map { _ in
-            "closed a connection not admitted yet to make room for a newer one (the oldest from the address holding the most)"
-        }
+        isFirst(Self.evictionsKey, now: now, verb: "closed", counted: "not admitted yet within \(Self.intervalMillis / 1000) s to make room for newer ones")
+            ? "closed a connection not admitted yet to make room for a newer one (the oldest from the address holding the most)" : nil
     }
 
     /// The key evictions are counted under (no address looks like it).
     static let evictionsKey = "(evictions)"
+
+    /// Whether an event under `key` is the first of its interval (to log); else it is counted,
+    /// for the line `verb` and `counted` make when the interval ends.
+    private mutating func isFirst(_ key: String, now: Int64, verb: String, counted: String) -> Bool {
+        if let entry = quiet[key], now - entry.since < Self.intervalMillis {
+            quiet[key] = (entry.since, entry.count + 1, verb, counted)
+            return false
+        }
+        if quiet.count >= Self.addressesMax { quiet.removeAll() }
+        quiet[key] = (now, 0, verb, counted)
+        return true
+    }
 
     /// The addresses tracked now.
     var tracked: Int { quiet.count }
@@ -353,14 +362,10 @@ struct RefusalLog {
     /// Lines for the addresses whose interval ended with refusals counted (which ends tracking them).
     mutating func due(now: Int64) -> [String] {
         var lines: [String] = []
-        for (address, entry) in quiet where now - entry.since >= Self.intervalMillis {
-            quiet[address] = nil
+        for (key, entry) in quiet where now - entry.since >= Self.intervalMillis {
+            quiet[key] = nil
             guard entry.count > 0 else { continue }
-            if address == Self.evictionsKey {
-                lines.append("closed \(entry.count) more \(entry.count == 1 ? "connection" : "connections") not admitted yet within \(Self.intervalMillis / 1000) s to make room for newer ones")
-                continue
-            }
-            lines.append("refused \(entry.count) more \(entry.count == 1 ? "connection" : "connections") from \(address) within \(Self.intervalMillis / 1000) s (not logged one by one): \(entry.reason)")
+            lines.append("\(entry.verb) \(entry.count) more \(entry.count == 1 ? "connection" : "connections") \(entry.counted)")
         }
         return lines
     }

@@ -98,8 +98,7 @@ extension Replica {
         // or by a former owner after a transfer held here ended its term (a recovery the refusing
         // side has not heard of). Either way it does not hold, and this side answers with the
         // transfers that void it.
-        if let now = try store.read({ r in try Self.ownership(r, queryCache) }),
-           lostEpoch(revocation, recovered, now) != nil || formerOwnerSigning(revocation, now) != nil {
+        if let now = try store.read({ r in try Self.ownership(r, queryCache) }), voidedFrom(revocation, recovered, now) != nil {
             return .void
         }
         return .forged("the refusal's revocation does not hold here")
@@ -115,26 +114,23 @@ extension Replica {
         guard case .success(let evidence) = Self.decodeEvidence(encoded, of: member),
               try revocation(of: member) == nil,
               let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else { return nil }
-        let transfers: ArraySlice<OwnerTransfer>
-        if let epoch = lostEpoch(evidence.revocation, recoveryTransfers(evidence.transfers, ownership), ownership) {
-            transfers = ownership.terms.compactMap(\.endedBy).filter { $0.epoch >= epoch }.prefix(Self.evidenceTransfersMax)
-        } else if let term = formerOwnerSigning(evidence.revocation, ownership) {
-            transfers = ownership.terms[term...].compactMap(\.endedBy).prefix(Self.evidenceTransfersMax)
-        } else {
-            return nil
-        }
+        guard let epoch = voidedFrom(evidence.revocation, recoveryTransfers(evidence.transfers, ownership), ownership) else { return nil }
+        let transfers = ownership.terms.compactMap(\.endedBy).filter { $0.epoch >= epoch }.prefix(Self.evidenceTransfersMax)
         return transfers.flatMap { RecordCodec.encodeOperation(.transferOwner($0)) }
     }
 
-    /// The epoch of a transfer among `recovered` (valid ones a refusal carried) whose new owner
-    /// signed `revocation`, when another transfer won that epoch here and that key never owned the
-    /// household here: what it signed as owner does not hold. Nil otherwise.
-    private func lostEpoch(_ revocation: MemberRevocation, _ recovered: [OwnerTransfer], _ ownership: Ownership) -> UInt64? {
+    /// The epoch of the first winning transfer here that voids `revocation`, or nil when none
+    /// does: the one that ended the term of the former owner who signed it
+    /// (``formerOwnerSigning(_:_:)``), or the one that won the epoch of a transfer among `recovered`
+    /// (valid ones a refusal carried) whose new owner signed it and never owned the household
+    /// here (two recoveries at once).
+    private func voidedFrom(_ revocation: MemberRevocation, _ recovered: [OwnerTransfer], _ ownership: Ownership) -> UInt64? {
         let winners = ownership.terms.compactMap(\.endedBy)
-        return recovered.first { t in
+        let lost = recovered.first { t in
             !ownership.terms.contains { $0.owner == t.newOwner } && revocation.member != t.newOwner
                 && signed(revocation, by: t.newOwner, ownership) && winners.contains { $0.epoch == t.epoch && $0.newOwner != t.newOwner }
-        }?.epoch
+        }
+        return lost?.epoch ?? formerOwnerSigning(revocation, ownership).flatMap { ownership.terms[$0].endedBy?.epoch }
     }
 
     /// A refused peer answered this replica's refusal with owner transfers (`encoded`: encoded

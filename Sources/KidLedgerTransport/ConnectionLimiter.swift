@@ -69,6 +69,14 @@ public final class ConnectionLimiter: Sendable {
         var evicted: Set<Int> = []
         var total = 0
         var perAddress: [String: Int] = [:]
+
+        /// Takes a slot from `address` out of the counts.
+        mutating func uncount(from address: String) {
+            precondition(total > 0, "a connection slot released more often than taken")
+            total -= 1
+            let left = (perAddress[address] ?? 1) - 1
+            perAddress[address] = left > 0 ? left : nil
+        }
     }
 
     private let state = Mutex(State())
@@ -118,9 +126,7 @@ public final class ConnectionLimiter: Sendable {
         }) else { return nil }
         s.unadmitted[number] = nil
         s.evicted.insert(number)
-        s.total -= 1
-        let left = s.perAddress[entry.address]! - 1
-        s.perAddress[entry.address] = left > 0 ? left : nil
+        s.uncount(from: entry.address)
         return entry.evict
     }
 
@@ -139,10 +145,7 @@ public final class ConnectionLimiter: Sendable {
         state.withLock { s in
             if s.evicted.remove(slot.number) != nil { return }  // out of the count already
             s.unadmitted[slot.number] = nil
-            precondition(s.total > 0, "a connection slot released more often than taken")
-            s.total -= 1
-            let left = (s.perAddress[slot.address] ?? 1) - 1
-            s.perAddress[slot.address] = left > 0 ? left : nil
+            s.uncount(from: slot.address)
         }
     }
 

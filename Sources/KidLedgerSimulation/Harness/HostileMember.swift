@@ -152,10 +152,7 @@ extension Simulator {
                     state.forkVersions += 1
                     var version = target
                     version.hlc.counter &+= UInt32(truncatingIfNeeded: state.forkVersions)
-                    let preparer = PlainPreparer()
-                    let link = preparer.link(after: previous, onlyVersion: preparer.prepare(version, received: nil).version)
-                    let head = nodes[state.node].member.signer.head(household: household, origin: version.origin,
-                                                                   sequence: version.sequence, chain: link)
+                    let head = signedHead(of: version, after: previous, by: nodes[state.node].member.signer).head
                     out.append(Message.changes([version], isLast: false, heads: [head]).frame())
                 }
             case .writeAfterRevocation:
