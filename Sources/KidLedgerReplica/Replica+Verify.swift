@@ -25,6 +25,22 @@ public struct VerifyReport: Equatable, Sendable {
 
     /// Whether nothing is wrong.
     public var isIntact: Bool { problems.isEmpty }
+
+    /// This report of ``Replica/verifyReads()`` with the recomputation's findings added.
+    package func adding(_ recomputation: Recomputation) -> VerifyReport {
+        var report = self
+        for problem in recomputation.problems where report.problems.count < 100 { report.problems.append(problem) }
+        report.recomputationSkipped = recomputation.skipped
+        return report
+    }
+}
+
+/// What ``Replica/verifyRecomputation()`` found.
+package struct Recomputation: Equatable, Sendable {
+    /// Where the stored state differs from the one recomputed from the change log.
+    package var problems: [String]
+    /// Why the recomputation could not run (``VerifyReport/recomputationSkipped``), or nil.
+    package var skipped: String?
 }
 
 extension Replica {
@@ -34,11 +50,20 @@ extension Replica {
     /// back, but only after clearing them (the pin it writes there comes from `households`).
     public static let verifiedTables: [Table] = [
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
-        Tables.deferred, Tables.aggregates, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.changes,
-        Tables.chains, Tables.rejected, Tables.forged, Tables.vector, Tables.heads,
+        Tables.deferred, Tables.aggregates, Tables.conflicts, Tables.claims, Tables.grants, Tables.revocations,
+        Tables.transfers, Tables.changes, Tables.chains, Tables.rejected, Tables.forged, Tables.vector, Tables.heads,
+        Tables.forkFloods,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
     public static let verifiedMetaKey = Keys.digest
+    /// What the second half of ``verify()`` (``verifyRecomputation()``) reads of the stored state,
+    /// with the stored digest: the log, the household record (for the pin) and the stored tables it
+    /// compares with the recomputation. Whatever else it reads it has cleared and rewritten first.
+    /// Replicas that hold the same log and agree on these get the same answer
+    /// (`ListingAndVerifyTests` checks the list).
+    public static let recomputedFrom: [Table] = [
+        Tables.changes, Tables.forkFloods, Tables.households, Tables.forged, Tables.rejected,
+    ]
 
     /// A full integrity check: every record decodes and validates, every index and per-child total
     /// matches the transactions, the stored digest matches one recomputed from the records, the
@@ -46,23 +71,29 @@ extension Replica {
     /// in the log is reflected in the merged state, and every signed head is its origin's member's
     /// signature over a change of the log. Then it recomputes the membership, the
     /// rejection set and the digest from the change log alone, in a write transaction that it
-    /// rolls back (``recomputationProblems(_:)``), and reports where the stored state differs.
+    /// rolls back (``verifyRecomputation()``), and reports where the stored state differs.
     /// Changes nothing.
     public func verify() throws -> VerifyReport {
-        var report = try readVerify()
+        try verifyReads().adding(verifyRecomputation())
+    }
+
+    /// The second half of ``verify()``: the recomputation from the change log and where the stored
+    /// state differs from it (``recomputationProblems()``). A function of ``recomputedFrom`` alone,
+    /// so a caller verifying many replicas that hold one log (the simulator's final checks) can
+    /// compute it once; `verify` is the product's one entry.
+    package func verifyRecomputation() throws -> Recomputation {
         do {
-            for problem in try recomputationProblems() where report.problems.count < 100 { report.problems.append(problem) }
+            return Recomputation(problems: try recomputationProblems(), skipped: nil)
         } catch let error as LedgerError {
             throw error
         } catch {
             // The store's own failure to write (the scratch transaction needs free pages).
-            report.recomputationSkipped = "\(error)"
+            return Recomputation(problems: [], skipped: "\(error)")
         }
-        return report
     }
 
-    /// The checks of ``verify()`` that read the store in one read transaction.
-    private func readVerify() throws -> VerifyReport {
+    /// The first half of ``verify()``: the checks that read the store in one read transaction.
+    package func verifyReads() throws -> VerifyReport {
         try store.read { r in
             var report = VerifyReport()
             func problem(_ text: String) { if report.problems.count < 100 { report.problems.append(text) } }
@@ -221,10 +252,12 @@ extension Replica {
         var previous = [UInt8](repeating: 0, count: 16)
         var hasher = SHA256Hasher()
         var versionsAtOpen = 0
+        var flooded = Set<ReplicaID>()  // origins holding a sequence forked past the limit
         func closeLink() throws {
             guard open else { return }
             // A sequence forked past the limit links the flood, not its versions (``chainLink``).
             if versionsAtOpen > Limits.forkVersionsPerSequenceMax {
+                flooded.insert(openOrigin)
                 hasher = SHA256Hasher()
                 hasher.update(previous)
                 hasher.update(Self.forkFloodLink)
@@ -266,6 +299,15 @@ extension Replica {
             return true
         }
         try closeLink()
+        // An origin is noted as a fork flood exactly when it holds a sequence with more versions
+        // than the limit (the apply keeps one more than the limit, then notes it).
+        var noted = Set<ReplicaID>()
+        try r.scan(Tables.forkFloods) { key, _ in
+            if let raw = Bytes.u64(key), key.count == 8 { noted.insert(ReplicaID(raw)) } else { problem("fork flood entry is damaged") }
+            return true
+        }
+        for origin in flooded.subtracting(noted).sorted() { problem("\(origin) forked a change past the limit but is not noted as a fork flood") }
+        for origin in noted.subtracting(flooded).sorted() { problem("\(origin) is noted as a fork flood but forked no change past the limit") }
         if try r.count(Tables.chains) != lastByOrigin.values.reduce(0, { $0 + Int($1) }) {
             problem("hash chains table does not match the change log")
         }

@@ -117,6 +117,43 @@ struct ListingAndVerifyTests {
         #expect(recording.metaKeys == [Array("digest".utf8)])
     }
 
+    @Test("verify's recomputation answers alike on stores alike in recomputedFrom and the stored digest, whatever else they hold")
+    func recomputationDependsOnlyOnRecomputedFrom() throws {
+        let r = try busyReplica()
+        let memory = r.store as! MemoryStore
+        func recomputation(_ store: MemoryStore) throws -> Recomputation {
+            try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 1)).verifyRecomputation()
+        }
+        let intact = try recomputation(memory)
+        #expect(intact.problems.isEmpty && intact.skipped == nil, "\(intact)")
+        let others = Tables.all.filter { !Replica.recomputedFrom.contains($0) && $0 != Tables.meta }
+        // Every other table emptied, or holding an entry more and every entry's value changed.
+        let emptied = memory.clone(), scrambled = memory.clone()
+        try emptied.write { w in
+            for table in others {
+                var keys: [[UInt8]] = []
+                try w.scan(table) { key, _ in keys.append(key); return true }
+                for key in keys { try w.delete(table, key) }
+            }
+        }
+        try scrambled.write { w in
+            for table in others {
+                var entries: [([UInt8], [UInt8])] = []
+                try w.scan(table) { key, value in entries.append((key, value)); return true }
+                for (key, value) in entries { try w.put(table, key, value + [0xA5]) }
+                try w.put(table, [0xFE, 0xED], [1, 2, 3])
+            }
+        }
+        #expect(try Replica.recomputesAlike(Replica.verifiedContent(of: memory), emptied))
+        #expect(try recomputation(emptied) == intact)
+        #expect(try recomputation(scrambled) == intact)
+        // One entry more in a table it names does change the answer (so this test can fail).
+        let rejectedMore = memory.clone()
+        try rejectedMore.write { w in try w.put(Tables.rejected, [UInt8](repeating: 7, count: 24), []) }
+        #expect(try !Replica.recomputesAlike(Replica.verifiedContent(of: memory), rejectedMore))
+        #expect(try recomputation(rejectedMore) != intact)
+    }
+
     @Test("verifiesAlike: equal in what verify reads, whatever else differs")
     func verifiesAlike() throws {
         let r = try busyReplica()

@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerSecurity
 @testable import KidLedgerSimulation
 import Testing
 
@@ -102,7 +103,7 @@ struct HostileMemberTests {
             }
         }
         log += claims(Limits.originsPerMemberMax, from: 1)
-        let verifier = CachingVerifier.sodium()
+        let verifier = CachingVerifier(SodiumVerifier())
         let atLimit = LogMembership(log, verifier: verifier)
         #expect(atLimit.flooding.isEmpty)
         log += claims(1, from: 10_000)

@@ -3,13 +3,15 @@ import KidLedgerSecurity
 import Synchronization
 
 /// A ``SignatureVerifier`` that remembers its answers: the same signed membership records (the
-/// genesis grants, every claim) are verified by every replica, again at every restart and in the
-/// equivalence check's fresh replica. Verification is a pure function of (key, message,
-/// signature), so the cache changes only the cost, never an answer.
+/// genesis grants, every claim) and signed heads are verified by every replica, again at every
+/// restart, in `verify` and in the equivalence check's fresh replica. Verification is a pure
+/// function of (key, message, signature), so the cache changes only the cost, never an answer.
 ///
-/// ``sodium()`` verifiers share one table of answers across runs in the process (thread-safe): a
-/// fuzz runs every seed twice, and the second run verifies exactly what the first did. Any other
-/// base verifier gets a table of its own.
+/// A seed's runs share one (``SeedShare/verifier``): a fuzz runs every seed twice, and the second
+/// run verifies exactly what the first did. The simulator's signer tells it every signature it
+/// makes (``noteSigned(signature:message:key:)``), so a head or claim an honest replica signs is
+/// not verified again by the replicas it reaches; whatever else a replica is sent (a hostile
+/// member's forgeries, a tampered or replayed record) is verified by libsodium.
 final class CachingVerifier: SignatureVerifier {
     /// One remembered answer: the rest of the query (the signature is the table's key).
     private struct Entry {
@@ -18,43 +20,39 @@ final class CachingVerifier: SignatureVerifier {
         var answer: Bool
     }
 
-    /// Answers by signature (64 bytes: cheaper to hash than the message, and almost always unique).
-    private final class Answers: Sendable {
-        let table = Mutex<[[UInt8]: [Entry]]>([:])
-    }
-
-    /// At most this many signatures are remembered in one table; past it the table starts over.
-    private static let signaturesMax = 4096
-    /// The table of every ``sodium()`` verifier.
-    private static let sodiumAnswers = Answers()
+    /// At most this many signatures are remembered; past it the table starts over (a seed makes
+    /// a few thousand).
+    private static let signaturesMax = 1 << 16
 
     private let base: any SignatureVerifier
-    private let answers: Answers
+    /// Answers by signature (64 bytes: cheaper to hash than the message, and almost always unique).
+    /// A seed's runs follow each other on one thread, but a lock costs nothing next to a lookup.
+    private let answers = Mutex<[[UInt8]: [Entry]]>([:])
 
-    /// A cache of `base`'s answers, of its own.
-    init(_ base: any SignatureVerifier) {
-        self.base = base
-        answers = Answers()
-    }
-
-    private init(_ base: any SignatureVerifier, answers: Answers) {
-        self.base = base
-        self.answers = answers
-    }
-
-    /// A cache of ``SodiumVerifier``'s answers, sharing its table with every other one.
-    static func sodium() -> CachingVerifier { CachingVerifier(SodiumVerifier(), answers: sodiumAnswers) }
+    /// A cache of `base`'s answers.
+    init(_ base: any SignatureVerifier) { self.base = base }
 
     func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool {
-        let known = answers.table.withLock { table in
+        let known = answers.withLock { table in
             table[signature]?.first { $0.message == message && $0.key == key }?.answer
         }
         if let known { return known }
         let answer = base.isValid(signature: signature, message: message, key: key)
-        answers.table.withLock { table in
+        remember(signature: signature, message: message, key: key, answer: answer)
+        return answer
+    }
+
+    /// Remembers as valid a signature just made over `message` with the secret key of `key` (by
+    /// libsodium, which the base verifier checks with): Ed25519 verifies every signature it makes.
+    func noteSigned(signature: [UInt8], message: [UInt8], key: [UInt8]) {
+        remember(signature: signature, message: message, key: key, answer: true)
+    }
+
+    private func remember(signature: [UInt8], message: [UInt8], key: [UInt8], answer: Bool) {
+        answers.withLock { table in
+            if table[signature]?.contains(where: { $0.message == message && $0.key == key }) == true { return }
             if table.count >= Self.signaturesMax && table[signature] == nil { table.removeAll() }
             table[signature, default: []].append(Entry(message: message, key: key, answer: answer))
         }
-        return answer
     }
 }

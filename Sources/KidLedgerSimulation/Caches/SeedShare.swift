@@ -16,6 +16,9 @@ public final class SeedShare: @unchecked Sendable {
     /// The prepared changes of every replica of the runs (the equivalence check's fresh replica
     /// does without).
     let preparations = PreparationCache()
+    /// Every replica's signature verifier in the runs: it remembers answers, and every
+    /// signature ``sign(_:by:)`` makes (``CachingVerifier``).
+    let verifier = CachingVerifier(SodiumVerifier())
     /// What each function was asked (the signer's seed first) and answered.
     private var identities: [[UInt8]: Identity] = [:]
     private struct SignatureQuestion: Hashable { let signer: [UInt8], message: [UInt8] }
@@ -55,7 +58,11 @@ public final class SeedShare: @unchecked Sendable {
     /// `identity.sign(message)`.
     func sign(_ message: [UInt8], by identity: Identity) -> [UInt8] {
         thread.check()
-        return Self.remembered(&signatures, SignatureQuestion(signer: identity.seed, message: message)) { identity.sign(message) }
+        return Self.remembered(&signatures, SignatureQuestion(signer: identity.seed, message: message)) {
+            let signature = identity.sign(message)
+            verifier.noteSigned(signature: signature, message: message, key: identity.publicKey.bytes)
+            return signature
+        }
     }
 
     /// `identity.grant(_:name:household:atMillis:)`.

@@ -27,7 +27,7 @@ final class FinalRun {
     /// ``FinalStage/revocationRule``): they may be absent.
     var rejected = Set<RecordID>()
     /// The `verify` reports so far, each with a copy of the store content it was computed on.
-    private var verified: [(content: MemoryStore, report: VerifyReport)] = []
+    private var verified: [(content: MemoryStore, report: VerifyReport, recomputation: Recomputation)] = []
     private var held = PerContent<HeldTransactions>(tables: Replica.allTransactionsTables)
     private var heldByReplica: [Int: HeldTransactions] = [:]
     private var firstMembers: [MemberSummary]?
@@ -70,11 +70,22 @@ final class FinalRun {
         index == 0 ? first : try verifyOnce(replicas[index])
     }
 
-    private static func verify(_ replica: Replica, known: inout [(content: MemoryStore, report: VerifyReport)])
+    /// `replica.verify()`, from the reports in `known`: the whole report of one with the same
+    /// verified content, or else its read checks (``Replica/verifyReads()``) with the
+    /// recomputation of one that recomputes alike (the same log: converged replicas usually differ
+    /// only in the signed heads they hold), computed only when none does.
+    private static func verify(_ replica: Replica, known: inout [(content: MemoryStore, report: VerifyReport, recomputation: Recomputation)])
         throws -> VerifyReport {
         for entry in known where try Replica.verifiesAlike(entry.content, replica.store) { return entry.report }
-        let report = try replica.verify()
-        known.append((try Replica.verifiedContent(of: replica.store), report))  // a copy: the store may change later
+        let reads = try replica.verifyReads()
+        var recomputation: Recomputation?
+        for entry in known where try Replica.recomputesAlike(entry.content, replica.store) {
+            recomputation = entry.recomputation
+            break
+        }
+        let recomputed = try recomputation ?? replica.verifyRecomputation()
+        let report = reads.adding(recomputed)
+        known.append((try Replica.verifiedContent(of: replica.store), report, recomputed))  // a copy: the store may change later
         return report
     }
 

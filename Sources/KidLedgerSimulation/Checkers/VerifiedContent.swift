@@ -6,18 +6,32 @@ extension Replica {
     /// entries in everything it reads (``verifiedTables`` and the stored digest). A simulation
     /// whose replicas converged verifies each distinct content once.
     public static func verifiesAlike(_ a: MemoryStore, _ b: MemoryStore) throws -> Bool {
-        guard a.hasSameEntries(as: b, in: verifiedTables) else { return false }
-        return try a.read { try $0.get(Tables.meta, verifiedMetaKey) } == b.read { try $0.get(Tables.meta, verifiedMetaKey) }
+        try holdAlike(a, b, in: verifiedTables)
     }
 
     /// ``verifiesAlike(_:_:)`` for a store of any kind (an LMDB replica's): `b` is read entry by
     /// entry and compared with `a` in key order, which costs a scan, not the hashing `verify` does.
     public static func verifiesAlike(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
-        if let memory = b as? MemoryStore { return try verifiesAlike(a, memory) }
+        try holdAlike(a, b, in: verifiedTables)
+    }
+
+    /// Whether ``verifyRecomputation()`` must find the same on the two stores: they hold the
+    /// same entries in ``recomputedFrom`` and the same stored digest (the same log, usually, on
+    /// replicas whose signed heads differ). `a` is a ``verifiedContent(of:)`` copy.
+    public static func recomputesAlike(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
+        try holdAlike(a, b, in: recomputedFrom)
+    }
+
+    /// Whether the two stores hold the same entries in `tables` and the same stored digest.
+    private static func holdAlike(_ a: MemoryStore, _ b: any KeyValueStore, in tables: [Table]) throws -> Bool {
+        if let memory = b as? MemoryStore {
+            guard a.hasSameEntries(as: memory, in: tables) else { return false }
+            return try a.read { try $0.get(Tables.meta, verifiedMetaKey) } == memory.read { try $0.get(Tables.meta, verifiedMetaKey) }
+        }
         return try a.read { mine in
             try b.read { theirs in
                 guard try mine.get(Tables.meta, verifiedMetaKey) == theirs.get(Tables.meta, verifiedMetaKey) else { return false }
-                for table in verifiedTables {
+                for table in tables {
                     var expected: [(key: [UInt8], value: [UInt8])] = []
                     try mine.scan(table) { key, value in expected.append((key, value)); return true }
                     var i = 0, same = true

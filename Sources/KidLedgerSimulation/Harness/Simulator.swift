@@ -29,9 +29,8 @@ public final class Simulator {
     /// The drawn parameters (a scenario changes the network's loss and delay as it goes).
     public internal(set) var parameters: SimulationParameters
     let time = SimTime()
-    /// Every replica's signature verifier in this run; it remembers answers, shared with the
-    /// other runs in the process (``CachingVerifier``).
-    let verifier = CachingVerifier.sodium()
+    /// Every replica's signature verifier in this run: the seed's (``SeedShare/verifier``).
+    var verifier: CachingVerifier { share.verifier }
     /// Every replica's prepared changes in this run (``PreparationCache``): each change reaches
     /// every replica, and is hashed once. The final checks' fresh replica does without, so the
     /// equivalence check recomputes every hash. With them the identities and signed membership
