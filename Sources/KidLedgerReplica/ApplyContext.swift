@@ -216,6 +216,10 @@ final class ApplyContext {
         return true
     }
 
+    /// Forgets the standings computed so far: an origin's lowest forked sequence moved, and it
+    /// bounds what a revocation's cut covers there (``Replica/covered(_:_:seenUpTo:forkedFrom:)``).
+    func forgetStandings() { horizons = FewMap() }
+
     /// The standing of the member who claimed `origin` (nil: every change of it counts),
     /// computed by `compute` at most once while no claim, grant or revocation is written.
     func horizon(ofOrigin origin: ReplicaID, _ compute: () throws -> Standing?) rethrows -> Standing? {

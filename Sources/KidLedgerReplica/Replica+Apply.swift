@@ -34,6 +34,7 @@ extension Replica {
         let held = try context.heldSequence(change.origin)
         let outcome: ApplyOutcome
         var crossedForkLimit = false
+        var forkMovesCover = false
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
             var versions: [[UInt8]] = []  // at most one more than the limit
@@ -50,7 +51,10 @@ extension Replica {
                 try w.put(Tables.forkFloods, Keys.origin(change.origin), [])
                 crossedForkLimit = true
             }
-            try noteFork(of: change.origin, at: change.sequence, held: versions, in: w)
+            if try noteFork(of: change.origin, at: change.sequence, held: versions, in: w) {
+                context.forgetStandings()
+                forkMovesCover = try forkUncovers(change.origin, from: change.sequence, in: context)
+            }
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             try rechain(change.origin, from: change.sequence, through: held, in: context)
             outcome = .forkedVersion
@@ -78,16 +82,30 @@ extension Replica {
         var digest = try context.stateDigest()
         // Membership first: a change's own claim names the author of the children it creates.
         let membershipChanged = try applyMembership(of: change, version: prepared.version, in: context, digest: &digest)
-        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit {
+        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover {
             context.setStateDigest(digest)
-            // A revocation, an owner transfer or a member crossing a per-member limit changes
-            // which past changes and owner-signed records count: recompute the merged state.
+            // A revocation, an owner transfer, a member crossing a per-member limit or a fork
+            // below what a revocation or transfer saw changes which past changes and owner-signed
+            // records count: recompute the merged state.
             try rebuild(in: context)
         } else {
             try applyLedger(of: change, prepared, version: prepared.version, in: context, digest: &digest)
             context.setStateDigest(digest)
         }
         return outcome
+    }
+
+    /// Whether `origin`'s new lowest fork at `sequence` takes changes it already judged out of
+    /// what a version vector covers (``covered(_:_:seenUpTo:forkedFrom:)``): its member is revoked
+    /// with a cut at or above it there, or an owner transfer saw it (a former owner's grant or
+    /// revocation carried there may no longer count).
+    static func forkUncovers(_ origin: ReplicaID, from sequence: UInt64, in context: ApplyContext) throws -> Bool {
+        if let member = try context.claim(origin), let cut = try revokedSeen(member, context.store),
+           (cut[origin] ?? 0) >= sequence {
+            return true
+        }
+        guard let ownership = try ownership(context.store, context.queries) else { return false }
+        return ownership.terms.contains { ($0.endedBy?.seen[origin] ?? 0) >= sequence }
     }
 
     /// What breaks a domain rule in `op` (a register value that does not fit its field, an invalid

@@ -140,10 +140,13 @@ extension Replica {
     /// Records that `origin` forks at `sequence` (a version other than the `held` ones arrives
     /// there), before the new version is written: a head stored at or above a sequence that held
     /// one version until now chooses that version there, so its branch stays known.
-    static func noteFork(of origin: ReplicaID, at sequence: UInt64, held: [[UInt8]], in w: any KeyValueWriter) throws {
+    /// Returns whether `sequence` is the origin's new lowest forked sequence.
+    @discardableResult
+    static func noteFork(of origin: ReplicaID, at sequence: UInt64, held: [[UInt8]], in w: any KeyValueWriter) throws -> Bool {
         let forkedFrom = Bytes.u64(try w.get(Tables.forks, Keys.origin(origin))) ?? .max
-        if sequence < forkedFrom { try w.put(Tables.forks, Keys.origin(origin), Bytes.u64(sequence)) }
-        guard held.count == 1 else { return }  // several already: the heads above choose there
+        let lowered = sequence < forkedFrom
+        if lowered { try w.put(Tables.forks, Keys.origin(origin), Bytes.u64(sequence)) }
+        guard held.count == 1 else { return lowered }  // several already: the heads above choose there
         var rewritten: [([UInt8], [UInt8])] = []
         try w.scan(Tables.heads, prefix: Keys.origin(origin), from: Keys.change(origin, sequence), reverse: false) { key, value in
             var head = try StoredHead.decode(key: key, value: value)
@@ -153,6 +156,7 @@ extension Replica {
             return true
         }
         for (key, value) in rewritten { try w.put(Tables.heads, key, value) }
+        return lowered
     }
 
     /// The origins of a just-applied batch (in `context`, which wrote it) whose new versions are

@@ -111,7 +111,7 @@ extension Replica {
                 guard try !parkedBeforeHousehold(opKey()) else { continue }
                 // Signed by the owner whose term covers the change: a former owner's key signs
                 // nothing after the transfer that ended its term.
-                guard let ownership = try ownership(w, queries), ownership.signedByOwner(of: change, {
+                guard let ownership = try ownership(w, queries), ownership.signedByOwner(of: change, forkedFrom: try forkedFrom(change.origin, w), {
                     verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: ownership.household, g), key: $0)
                 }) else {
                     try forged("grant not signed by the owner"); continue
@@ -122,7 +122,8 @@ extension Replica {
                 }
             case .revoke(let rv):
                 guard try !parkedBeforeHousehold(opKey()) else { continue }
-                guard let ownership = try ownership(w, queries), rv.member != ownership.current, ownership.signedByOwner(of: change, {
+                guard let ownership = try ownership(w, queries), rv.member != ownership.current,
+                      ownership.signedByOwner(of: change, forkedFrom: try forkedFrom(change.origin, w), {
                     verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: ownership.household, rv), key: $0)
                 }) else {
                     try forged("revocation not signed by the owner"); continue
@@ -279,11 +280,32 @@ extension Replica {
             if try forksFlooded(by: member, in: context) {
                 return Standing(cut: [:], reason: RejectedReason.overForkLimit)
             }
-            return try revokedSeen(member, context.store).map { Standing(cut: $0, reason: RejectedReason.revoked) }
+            guard var cut = try revokedSeen(member, context.store) else { return nil }
+            // What the cut covers of this origin: not a forked sequence, nor any after it.
+            if let forkedFrom = try forkedFrom(change.origin, context.store) {
+                cut[change.origin] = min(cut[change.origin] ?? 0, forkedFrom - 1)
+            }
+            return Standing(cut: cut, reason: RejectedReason.revoked)
         }
         guard let standing else { return nil }
         if change.sequence > (standing.cut[change.origin] ?? 0) { return standing.reason }
         return nil
+    }
+
+    /// The lowest sequence at which the log holds several versions of `origin`'s change
+    /// (``Tables/forks``), or nil when it never forked.
+    static func forkedFrom(_ origin: ReplicaID, _ r: any KeyValueReader) throws -> UInt64? {
+        Bytes.u64(try r.get(Tables.forks, Keys.origin(origin)))
+    }
+
+    /// Whether a version vector entry `seen` (a revocation's cut, an owner transfer's `seen`)
+    /// covers `origin`'s change at `sequence`: at or below the entry, and below the lowest
+    /// sequence where the origin forked (`forkedFrom`). At and after a fork a vector cannot tell
+    /// which version was seen, so none is: otherwise a revoked member's modified client (or a
+    /// former owner's key) could write a new version of a change its revocation (or the transfer
+    /// ending its term) saw, and have it count (`RevokedForkTests`).
+    static func covered(_ sequence: UInt64, _ origin: ReplicaID, seenUpTo seen: [ReplicaID: UInt64], forkedFrom: UInt64?) -> Bool {
+        sequence <= min(seen[origin] ?? 0, (forkedFrom ?? .max) - 1)
     }
 
     /// Whether an origin `member`'s claim names forked a sequence into too many versions

@@ -32,10 +32,13 @@ struct Ownership {
     var current: [UInt8] { terms[terms.count - 1].owner }
 
     /// Whether an owner whose term covers `change` made `isSignedBy`'s signature: the current
-    /// owner, or a former owner whose term's ending transfer has seen the change.
-    func signedByOwner(of change: Change, _ isSignedBy: ([UInt8]) -> Bool) -> Bool {
+    /// owner, or a former owner whose term's ending transfer has seen the change
+    /// (``Replica/covered(_:_:seenUpTo:forkedFrom:)``: where the change's origin forked, from
+    /// `forkedFrom` on, a version vector cannot tell which version it saw).
+    func signedByOwner(of change: Change, forkedFrom: UInt64?, _ isSignedBy: ([UInt8]) -> Bool) -> Bool {
         for term in terms {
-            if let end = term.endedBy, change.sequence > (end.seen[change.origin] ?? 0) { continue }
+            if let end = term.endedBy,
+               !Replica.covered(change.sequence, change.origin, seenUpTo: end.seen, forkedFrom: forkedFrom) { continue }
             if isSignedBy(term.owner) { return true }
         }
         return false

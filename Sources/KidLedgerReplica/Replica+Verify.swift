@@ -52,7 +52,7 @@ extension Replica {
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
         Tables.deferred, Tables.aggregates, Tables.conflicts, Tables.claims, Tables.grants, Tables.revocations,
         Tables.transfers, Tables.changes, Tables.chains, Tables.rejected, Tables.forged, Tables.vector, Tables.heads,
-        Tables.forkFloods,
+        Tables.forks, Tables.forkFloods,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
     public static let verifiedMetaKey = Keys.digest
@@ -62,7 +62,7 @@ extension Replica {
     /// Replicas that hold the same log and agree on these get the same answer
     /// (`ListingAndVerifyTests` checks the list).
     public static let recomputedFrom: [Table] = [
-        Tables.changes, Tables.forkFloods, Tables.households, Tables.forged, Tables.rejected,
+        Tables.changes, Tables.forks, Tables.forkFloods, Tables.households, Tables.forged, Tables.rejected,
     ]
 
     /// A full integrity check: every record decodes and validates, every index and per-child total
@@ -253,8 +253,10 @@ extension Replica {
         var hasher = SHA256Hasher()
         var versionsAtOpen = 0
         var flooded = Set<ReplicaID>()  // origins holding a sequence forked past the limit
+        var lowestFork: [ReplicaID: UInt64] = [:]  // each forked origin's lowest forked sequence
         func closeLink() throws {
             guard open else { return }
+            if versionsAtOpen > 1 && lowestFork[openOrigin] == nil { lowestFork[openOrigin] = openSequence }
             // A sequence forked past the limit links the flood, not its versions (``chainLink``).
             if versionsAtOpen > Limits.forkVersionsPerSequenceMax {
                 flooded.insert(openOrigin)
@@ -308,6 +310,13 @@ extension Replica {
         }
         for origin in flooded.subtracting(noted).sorted() { problem("\(origin) forked a change past the limit but is not noted as a fork flood") }
         for origin in noted.subtracting(flooded).sorted() { problem("\(origin) is noted as a fork flood but forked no change past the limit") }
+        // The forks table names each forked origin's lowest forked sequence, and no other.
+        var forks: [ReplicaID: UInt64] = [:]
+        try r.scan(Tables.forks) { key, value in
+            if let raw = Bytes.u64(key), key.count == 8, let sequence = Bytes.u64(value) { forks[ReplicaID(raw)] = sequence } else { problem("fork entry is damaged") }
+            return true
+        }
+        if forks != lowestFork { problem("the forks table names \(forks.count) forked origins, the change log \(lowestFork.count) (or other sequences)") }
         if try r.count(Tables.chains) != lastByOrigin.values.reduce(0, { $0 + Int($1) }) {
             problem("hash chains table does not match the change log")
         }

@@ -67,13 +67,21 @@ struct LogMembership {
                 lastEpoch = Array(t.key.prefix(8))
             }
         }
+        // Versions of each change, and each origin's lowest sequence holding several: a version
+        // vector entry (a transfer's `seen`, a revocation's cut) covers the origin only below it.
+        var versions: [ReplicaID: [UInt64: Int]] = [:]
+        for change in log { versions[change.origin, default: [:]][change.sequence, default: 0] += 1 }
+        let lowestFork = versions.compactMapValues { counts in counts.filter { $0.value > 1 }.keys.min() }
+        func covers(_ seen: VersionVector, _ origin: ReplicaID) -> UInt64 {
+            min(seen[origin] ?? 0, lowestFork[origin].map { $0 - 1 } ?? .max)
+        }
         // A grant or revocation counts when the owner of a term that covers its change signed it:
         // the current term, or one whose ending transfer saw the change. A revocation of the
         // current owner never counts. The rest are forged on every replica (Ownership.signedByOwner).
         let owners = owners, termEnds = termEnds, household = household
         func signedInTerm(_ change: Change, _ message: [UInt8], _ signature: [UInt8]) -> Bool {
             owners.indices.contains { i in
-                (i >= termEnds.count || change.sequence <= (termEnds[i][change.origin] ?? 0))
+                (i >= termEnds.count || change.sequence <= covers(termEnds[i], change.origin))
                     && verifier.isValid(signature: signature, message: message, key: owners[i])
             }
         }
@@ -106,8 +114,6 @@ struct LogMembership {
         }
         // Versions of one change past `Limits.forkVersionsPerSequenceMax` (every replica keeps
         // one more than the limit, the same ones): the origin's claimant floods.
-        var versions: [ReplicaID: [UInt64: Int]] = [:]
-        for change in log { versions[change.origin, default: [:]][change.sequence, default: 0] += 1 }
         let forkFlooders = versions.filter { $0.value.values.contains { $0 > Limits.forkVersionsPerSequenceMax } }.keys.compactMap { claimant[$0] }
         flooding = Set(originCounts.filter { $0.value > Limits.originsPerMemberMax }.keys)
             .union(created.filter { $0.value.count > Limits.childrenPerMemberMax }.keys)
@@ -119,7 +125,7 @@ struct LogMembership {
             }
             if isOwned, !owners.contains(key), !granted.contains(key) { cuts[origin] = 0; continue }
             if isOwned, flooding.contains(key) { cuts[origin] = 0; continue }
-            if let cut = revokedSeen[key] { cuts[origin] = cut[origin] ?? 0 }
+            if let cut = revokedSeen[key] { cuts[origin] = covers(cut, origin) }
         }
     }
 

@@ -79,6 +79,8 @@ struct HostileState {
     /// many versions of it it made.
     var forkTarget: Change?
     var forkVersions: UInt64 = 0
+    /// How many versions below its revocation's cut ``HostileStrategy/writeAfterRevocation`` wrote.
+    var forksBelowCut = 0
 
     /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
     var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
@@ -100,6 +102,16 @@ extension Simulator {
            changes.contains(where: { $0.origin == replica.replicaID && $0.sequence > cut[$0.origin] ?? 0 }) {
             count(HostileStrategy.writeAfterRevocation.countKey)
             log("\(nodes[state.node].name) hostile writeAfterRevocation on c\(c.id): its changes beyond its revocation's cut")
+        }
+        // It also writes a new version of a change its revocation saw (twice at most, once it knows
+        // its cut), giving 10,000.00: a version vector cannot tell versions apart, so no version at
+        // or above a fork counts (`Replica.covered`).
+        if state.ignoresRevocation, let cut = state.cut, state.forksBelowCut < 2, case .changes? = message, chance(250),
+           let fork = forkBelowCut(cut, state, replica) {
+            state.forksBelowCut += 1
+            out.append(fork)
+            count("\(HostileStrategy.writeAfterRevocation.countKey).forkBelowCut")
+            log("\(nodes[state.node].name) hostile writeAfterRevocation on c\(c.id): a new version of its change \(replica.replicaID):\(cut[replica.replicaID] ?? 0), below its revocation's cut")
         }
         if chance(300), let strategy = state.strategies.filter(\.altersFrames).randomElement(using: &g) {
             switch strategy {
@@ -168,6 +180,27 @@ extension Simulator {
         state.sent.append(frame)
         if state.sent.count > HostileState.keptFrames { state.sent.removeFirst() }
         return out
+    }
+
+    /// A frame with another version of the hostile replica's change at its revocation's cut,
+    /// giving 10,000.00 to a child, under a head it signs itself; nil when the cut names no
+    /// change of its origin or there is no child.
+    func forkBelowCut(_ cut: VersionVector, _ state: HostileState, _ replica: Replica) -> [UInt8]? {
+        let origin = replica.replicaID
+        guard let sequence = cut[origin], sequence >= 1,
+              let encoded = ((try? replica.encodedChanges(of: origin, after: sequence - 1)) ?? nil)?.first,
+              let original = try? RecordCodec.decodeChange(encoded.bytes), original.sequence == sequence,
+              let child = ((try? replica.children()) ?? nil)?.first?.id else { return nil }
+        let previous = sequence == 1 ? [UInt8](repeating: 0, count: 16) : ((try? replica.chain(origin, at: sequence - 1)) ?? nil)
+        guard let previous else { return nil }
+        let signer = nodes[state.node].member.signer
+        let id = Membership.entryID(RecordID(high: g.next(), low: g.next()), madeBy: signer.key)
+        var version = original
+        version.hlc.counter &+= 1
+        version.operations = [.addTransaction(LedgerTransaction(id: id, childID: child, amountCents: 1_000_000,
+                                                                createdAtMillis: original.hlc.millis, source: "give"))]
+        let head = signedHead(of: version, after: previous, by: signer).head
+        return Message.changes([version], isLast: false, heads: [head]).frame()
     }
 
     /// A sequence number at the protocol's bound, just over it, or far over it.
