@@ -205,7 +205,16 @@ extension Replica {
         // The claim that takes its member over ``Limits/originsPerMemberMax``: the member's
         // changes judged so far counted, and now none does.
         let overLimit = try context.claimCount(of: c.member) == Limits.originsPerMemberMax + 1
-        return try replaced || overLimit || claimTouchesConflicts(c.origin, in: context)
+        return try replaced || overLimit || claimTouchesConflicts(c.origin, in: context) || judgedUnclaimed(c.origin, in: context)
+    }
+
+    /// Whether a change of `origin` was judged before its claim arrived (another version of the
+    /// claim's change, sent first by a member forking its origin's first change: rejected as
+    /// unclaimed, and the claim changes why). Usually one cursor step on an empty range.
+    static func judgedUnclaimed(_ origin: ReplicaID, in context: ApplyContext) throws -> Bool {
+        var any = false  // written straight to the store (``applyLedger``)
+        try context.store.scan(Tables.rejected, prefix: Keys.origin(origin)) { _, _ in any = true; return false }
+        return any
     }
 
     /// The cut a revocation of `member` carries: this replica's version vector on the origins

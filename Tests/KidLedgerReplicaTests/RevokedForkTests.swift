@@ -85,4 +85,33 @@ struct RevokedForkTests {
         #expect(try forkFirst.digest() == r.digest())
         #expect(try forkFirst.verify().isIntact)
     }
+
+    @Test("a version of a member's first change without its claim, sent before it, is judged again when the claim arrives")
+    func aClaimlessFirstVersionIsJudgedAgainWithTheClaim() throws {
+        let founding = h.founding(genesis: rh.genesis())
+        // A version of the spouse's first change without its claim, whose version hash sorts
+        // before the real one's, so a sync from empty sends it first.
+        let real = Keys.version(RecordCodec.encode(founding[2]))
+        let claimless = (0..<64).lazy.map { self.h.change(self.spouse, 1, millis: 50 + $0, [self.h.give(4_000, 5)]) }
+            .first { Keys.version(RecordCodec.encode($0)).lexicographicallyPrecedes(real) }!
+        let a = try h.replica(1)
+        try a.applySigned(founding)
+        let previous = Replica.zeroLink
+        let link = PlainPreparer().link(after: previous, onlyVersion: Keys.version(RecordCodec.encode(claimless)))
+        let message = Membership.headMessage(household: h.id, origin: spouse, sequence: 1, chain: link)
+        _ = try a.applyRemote([claimless], heads: [SignedHead(origin: spouse, sequence: 1, signature: TestVerifier.sign(message, key: h.spouseKey))])
+        // The spouse is granted and not revoked: both versions count.
+        #expect(try a.balance(of: ava) == 105)
+        #expect(try a.verify().isIntact)
+
+        let b = try h.replica(2)
+        for _ in 0..<100 {
+            let batch = try a.batch(notCoveredBy: try b.versionVector())
+            if batch.changes.isEmpty { break }
+            #expect(try b.applyRemote(batch).unauthenticated == 0)
+        }
+        #expect(try b.digest() == a.digest())
+        #expect(try b.membershipCounts() == a.membershipCounts())
+        #expect(try b.verify().isIntact)
+    }
 }
