@@ -130,7 +130,8 @@ enum NetworkCommands {
         name: "invite", synopsis: "[--address HOST:PORT] [--minutes N]", summary: "print a one-time code another device joins with",
         details: """
         The code carries where to reach this device's daemon (the address of the `kidledger serve` running for this
-        home, or --address), the household and a secret. It works once and expires after N minutes (default 60).
+        home, or --address; for a daemon on every interface, this laptop's LAN addresses), the household and a
+        secret. It works once and expires after N minutes (default 60).
         Keep `kidledger serve` running. Warns on standard error (and in --json `warnings`) when the address is a
         loopback one (127.0.0.0/8, ::1, localhost: another laptop can't reach it) or when no daemon runs here.
         """, valueOptions: ["address", "minutes"])) { ctx, args in
@@ -158,17 +159,25 @@ enum NetworkCommands {
         } else {
             throw CLIError.usage("no daemon runs for this home: start `kidledger serve --listen HOST:PORT` first, or pass --address HOST:PORT")
         }
-        if address.hasPrefix("0.0.0.0:") || address.hasPrefix("[::]:") {
-            throw CLIError.usage("the daemon listens on every interface (\(address)); pass --address with this device's LAN address")
+        // A daemon on every interface is reached on this laptop's LAN addresses (an --address
+        // given as a wildcard is refused: the code must name a reachable address).
+        var addresses = [address]
+        if isWildcard(address) {
+            let lan = args.values["address"] == nil ? lanAddresses(for: address, hosts: LocalInterfaces.hosts()) : []
+            guard !lan.isEmpty else {
+                throw CLIError.usage("the daemon listens on every interface (\(address)); pass --address with this device's LAN address")
+            }
+            addresses = lan
         }
-        let warnings = inviteWarnings(address: address, daemonRunning: live != nil)
+        let warnings = inviteWarnings(address: addresses[0], daemonRunning: live != nil)
         for warning in warnings { ctx.console.err("kidledger: warning: \(TextEscaping.terminal(warning))\n") }
         var random = SystemRandomNumberGenerator()
         let secret = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         let expires = SystemClock().nowMillis() + Int64(minutes) * 60_000
         try replica.device.addInvite(secret: secret, expiresAtMillis: expires)
-        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: [address]).text
-        ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(address)),
+        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: addresses).text
+        ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(addresses[0])),
+                          ("addresses", .array(addresses.map(JSON.string))),
                           ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string)))]))
         ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(Timestamp.short(millis: expires)) UTC.")
     }
@@ -264,6 +273,27 @@ enum NetworkCommands {
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
                           ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
                           ("backup", backup.map(JSON.string) ?? .null)]))
+    }
+
+    /// Whether `address` is a wildcard (every interface): 0.0.0.0:PORT or [::]:PORT.
+    static func isWildcard(_ address: String) -> Bool {
+        address.hasPrefix("0.0.0.0:") || address.hasPrefix("[::]:")
+    }
+
+    /// The addresses a daemon listening on the wildcard `address` is reached on: this laptop's
+    /// interface `hosts` that another laptop can reach (not loopback, not link-local; IPv6 only for
+    /// `[::]`), IPv4 first, at most 4, with the daemon's port.
+    static func lanAddresses(for address: String, hosts: [String]) -> [String] {
+        guard isWildcard(address), let port = address.split(separator: ":").last.flatMap({ UInt16($0) }) else { return [] }
+        let ipv6 = address.hasPrefix("[::]:")
+        var seen = Set<String>()
+        let usable = hosts.filter { host in
+            let lower = host.lowercased()
+            guard !isLoopback(host: lower), !lower.hasPrefix("169.254."), !lower.hasPrefix("fe80:"), seen.insert(lower).inserted else { return false }
+            return ipv6 || !lower.contains(":")
+        }
+        let ordered = usable.filter { !$0.contains(":") } + usable.filter { $0.contains(":") }
+        return ordered.prefix(4).map { PeerAddress(host: $0, port: port).description }
     }
 
     /// What `invite` warns about: an address another laptop can't reach, or no daemon to answer.
@@ -362,5 +392,29 @@ final class ProgressMeter {
         if drawn { console.err("\n") }
         drawn = false
         started = monotonicMillis()
+    }
+}
+
+/// This machine's interface addresses (getifaddrs(3)).
+enum LocalInterfaces {
+    /// The numeric hosts of the interfaces that are up, in the system's order (loopback included).
+    static func hosts() -> [String] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return [] }
+        defer { freeifaddrs(list) }
+        var hosts: [String] = []
+        var next = list
+        while let entry = next {
+            next = entry.pointee.ifa_next
+            let up: UInt32 = 0x1  // IFF_UP
+            guard entry.pointee.ifa_flags & up != 0, let address = entry.pointee.ifa_addr else { continue }
+            let family = Int32(address.pointee.sa_family)
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            var name = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            guard getnameinfo(address, length, &name, socklen_t(name.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            hosts.append(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return hosts
     }
 }

@@ -97,6 +97,17 @@ struct ServiceProcessTests {
         }
     }
 
+    @Test func aDaemonOnEveryInterfaceIsInvitedToOnItsLANAddresses() {
+        let hosts = ["127.0.0.1", "::1", "192.168.1.20", "fe80::1", "169.254.3.4", "2001:db8::7", "10.0.0.5", "192.168.1.20"]
+        #expect(NetworkCommands.lanAddresses(for: "0.0.0.0:4717", hosts: hosts) == ["192.168.1.20:4717", "10.0.0.5:4717"])
+        #expect(NetworkCommands.lanAddresses(for: "[::]:4717", hosts: hosts) == ["192.168.1.20:4717", "10.0.0.5:4717", "[2001:db8::7]:4717"])
+        #expect(NetworkCommands.lanAddresses(for: "0.0.0.0:4717", hosts: ["127.0.0.1", "::1"]).isEmpty)
+        #expect(NetworkCommands.lanAddresses(for: "127.0.0.1:4717", hosts: hosts).isEmpty)
+        #expect(NetworkCommands.lanAddresses(for: "0.0.0.0:1", hosts: (1...9).map { "10.0.0.\($0)" }).count == 4)
+        // The loopback interface is up on any machine that runs these tests.
+        #expect(LocalInterfaces.hosts().contains("127.0.0.1"), "\(LocalInterfaces.hosts())")
+    }
+
     @Test func inviteWarnsOnStandardErrorAndInJSON() {
         let l = TestLedger()
         defer { l.remove() }
