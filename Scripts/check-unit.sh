@@ -29,7 +29,10 @@ if [ -z "$bin" ]; then
 fi
 [ -x "$bin" ] || { echo "check-unit: $bin is not an executable" >&2; exit 1; }
 
-tmp="$(mktemp -d /tmp/kidledger-check-unit.XXXXXX)"
+# Outside /tmp when it can (a home under /tmp makes the unit leave PrivateTmp= out).
+scratch=/tmp
+if mkdir -p "$root/.build" 2>/dev/null && [ -w "$root/.build" ]; then scratch="$root/.build"; fi
+tmp="$(mktemp -d "$scratch/kidledger-check-unit.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -m 700 "$tmp/runtime"
 status=0
@@ -41,6 +44,7 @@ for home in "$tmp/home" "$tmp/a home 100%"; do
     unit="$tmp/$name"
     HOME="$tmp" "$bin" --home "$home" service install --dry-run --listen "$listen" >"$unit" 2>/dev/null
     grep -q '^ExecStart=' "$unit" || { echo "check-unit: the dry run printed no unit" >&2; exit 1; }
+    case "$tmp" in /tmp/*) ;; *) grep -q '^PrivateTmp=yes$' "$unit" || { echo "check-unit: no PrivateTmp=yes in $name" >&2; exit 1; } ;; esac
     # --user needs a runtime directory even offline; verify changes nothing on the system.
     if output="$(XDG_RUNTIME_DIR="$tmp/runtime" systemd-analyze --user verify "$unit" 2>&1)" && [ -z "$output" ]; then
       echo "check-unit: ok: $name (home \"$home\", --listen $listen)"

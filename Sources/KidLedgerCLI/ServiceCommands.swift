@@ -155,6 +155,10 @@ struct ServiceUnit {
         }
         let command = [binary, "--home", home, "serve", "--listen", listen] + (ui.map { ["--ui", $0] } ?? [])
         let label = household.isEmpty ? "" : " (\(Render.safe(household)))"
+        // A private /tmp would hide a home that lives under /tmp.
+        let underTmp = ["/tmp", "/var/tmp"].contains { home == $0 || home.hasPrefix($0 + "/") }
+        let privateTmp = underTmp ? "# PrivateTmp=yes is left out: the home is under /tmp, which a private /tmp would hide."
+                                  : "PrivateTmp=yes"
         return """
         # Written by `kidledger service install`; remove it with `kidledger service uninstall`.
         [Unit]
@@ -171,7 +175,7 @@ struct ServiceUnit {
         ProtectSystem=strict
         ProtectHome=read-only
         ReadWritePaths=\(quote(home))
-        PrivateTmp=yes
+        \(privateTmp)
         ProtectKernelTunables=yes
         ProtectKernelModules=yes
         ProtectControlGroups=yes

@@ -185,12 +185,17 @@ struct ServiceProcessTests {
         #expect(unit == dry.stdout, "the dry run prints what install writes")
         let lines = Set(unit.split(separator: "\n").map(String.init))
         for expected in ["ExecStart=\(exe) --home \(home) serve --listen :4717", "Restart=on-failure", "NoNewPrivileges=yes",
-                         "ProtectSystem=strict", "ReadWritePaths=\(home)", "PrivateTmp=yes", "ProtectKernelTunables=yes",
+                         "ProtectSystem=strict", "ReadWritePaths=\(home)", "ProtectKernelTunables=yes",
                          "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK", "LockPersonality=yes",
                          "MemoryDenyWriteExecute=yes", "RestrictRealtime=yes", "SystemCallArchitectures=native",
                          "WantedBy=default.target", "[Unit]", "[Service]", "[Install]"] {
             #expect(lines.contains(expected), "missing \(expected) in\n\(unit)")
         }
+        // This home is under /tmp, which a private /tmp would hide; elsewhere the unit has one.
+        #expect(lines.contains("# PrivateTmp=yes is left out: the home is under /tmp, which a private /tmp would hide.") == home.hasPrefix("/tmp/"))
+        let elsewhere = try ServiceUnit.text(binary: "/usr/bin/kidledger", home: "/home/parent/.kidledger", listen: ":4717", ui: "off", household: "Smiths")
+        #expect(elsewhere.contains("\nPrivateTmp=yes\n") && elsewhere.contains("\nExecStart=/usr/bin/kidledger --home /home/parent/.kidledger serve --listen :4717 --ui off\n")
+                && elsewhere.contains("\nDescription=kidledger daemon for /home/parent/.kidledger (Smiths)\n"), "\(elsewhere)")
         let again = try fake.run(l, "service", "install", "--listen", "127.0.0.1:4800")
         #expect(again.code == 0 && again.stdout.contains("Updated \(path)."), "\(again)")
         #expect(try String(contentsOfFile: path, encoding: .utf8).contains("serve --listen 127.0.0.1:4800\n"))
