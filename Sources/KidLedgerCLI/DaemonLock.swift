@@ -39,10 +39,14 @@ enum DaemonLock {
     final class Held: Sendable {
         let fd: Int32
         let path: String
+        /// Why the file could not be locked (a file system without such locks), nil when it is:
+        /// the daemon runs, but a second one on this home would not be refused.
+        let unlocked: String?
 
-        fileprivate init(fd: Int32, path: String) {
+        fileprivate init(fd: Int32, path: String, unlocked: String? = nil) {
             self.fd = fd
             self.path = path
+            self.unlocked = unlocked
         }
 
         /// Records the address the daemon listens on (with its pid).
@@ -69,11 +73,13 @@ enum DaemonLock {
         lock.l_whence = Int16(SEEK_SET)
         if fcntl(fd, setLock, &lock) != 0 {
             let failure = errno
-            let holder = failure == EAGAIN || failure == EACCES ? parse(read(fd)) : nil
-            _ = Glibc.close(fd)
-            guard let holder else {
-                throw CLIError("cannot lock \(file): \(String(cString: strerror(failure)))", code: .ioError)
+            guard failure == EAGAIN || failure == EACCES else {
+                // No such locks here (EINVAL, ENOLCK: some network file systems): serve anyway.
+                write(fd, "pid \(getpid())\n")
+                return Held(fd: fd, path: file, unlocked: String(cString: strerror(failure)))
             }
+            let holder = parse(read(fd)) ?? Holder(pid: 0, address: nil)
+            _ = Glibc.close(fd)
             throw busy(holder, home: home)
         }
         write(fd, "pid \(getpid())\n")

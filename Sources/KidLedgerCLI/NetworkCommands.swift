@@ -15,10 +15,11 @@ enum NetworkCommands {
     static let serve = CLI.Command(spec: CommandSpec(
         name: "serve", synopsis: "--listen HOST:PORT [--ui ADDRESS]", summary: "run the peer daemon",
         details: """
-        Accepts peers on HOST:PORT (port 0 picks a free one; `:PORT` alone means every interface, 0.0.0.0:PORT), syncs with every known peer every 30 s and within
-        about a second after a local change (also one made by another kidledger process on this home), and logs
-        one line per session to standard error. Stops cleanly on SIGINT or SIGTERM. One daemon per home: a second
-        `serve` on the same home is refused (exit 75) while the first runs (HOME/daemon.lock).
+        Accepts peers on HOST:PORT (port 0 picks a free one; `:PORT` alone means every interface, 0.0.0.0:PORT),
+        syncs with every known peer every 30 s and within about a second after a local change (also one made by
+        another kidledger process on this home), and logs one line per session to standard error. Stops cleanly
+        on SIGINT or SIGTERM. One daemon per home: a second `serve` on the same home is refused (exit 75) while
+        the first runs (HOME/daemon.lock).
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
                                for none); `kidledger ui` prints its address with the key (docs/UI.md)
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
@@ -47,6 +48,7 @@ enum NetworkCommands {
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(TextEscaping.terminal(line))\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
+        if let reason = lock.unlocked { log("warning: cannot lock \(lock.path) (\(reason)): a second daemon on this home would not be refused") }
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
