@@ -20,7 +20,7 @@ enum ServiceCommands {
         Writes a systemd user unit, $XDG_CONFIG_HOME/systemd/user/kidledger-HASH.service (else
         ~/.config/systemd/user/; HASH names this home), that runs `kidledger --home HOME serve --listen ADDRESS`
         with absolute paths, restarts it on failure and sandboxes it (read-only system, writes only to the home,
-        private /tmp, no new privileges, IP and Unix sockets only). Then, when `systemctl --user` works here, it
+        private /tmp, no new privileges, only IP, Unix and netlink sockets). Then, when `systemctl --user` works here, it
         runs `systemctl --user daemon-reload` and `systemctl --user enable --now` for the unit; otherwise it says so
         and prints those commands. To keep the service running after you log out: `loginctl enable-linger $USER`.
           --listen HOST:PORT   the daemon's address (default :4717, every interface)
