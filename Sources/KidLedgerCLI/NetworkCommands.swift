@@ -15,9 +15,11 @@ enum NetworkCommands {
     static let serve = CLI.Command(spec: CommandSpec(
         name: "serve", synopsis: "--listen HOST:PORT [--ui ADDRESS]", summary: "run the peer daemon",
         details: """
-        Accepts peers on HOST:PORT (port 0 picks a free one), syncs with every known peer every 30 s and within
-        about a second after a local change (also one made by another kidledger process on this home), and logs
-        one line per session to standard error. Stops cleanly on SIGINT or SIGTERM.
+        Accepts peers on HOST:PORT (port 0 picks a free one; `:PORT` alone means every interface, 0.0.0.0:PORT),
+        syncs with every known peer every 30 s and within about a second after a local change (also one made by
+        another kidledger process on this home), and logs one line per session to standard error. Stops cleanly
+        on SIGINT or SIGTERM. One daemon per home: a second `serve` on the same home is refused (exit 75) while
+        the first runs (HOME/daemon.lock).
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
                                for none); `kidledger ui` prints its address with the key (docs/UI.md)
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
@@ -30,18 +32,23 @@ enum NetworkCommands {
         let household = try LedgerCommands.requireHousehold(replica)
         guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
         guard let environment = replica.store as? LMDBEnvironment else { throw CLIError("internal: store is not LMDB", code: .software) }
+        // One daemon per home (docs/SYNC.md): held until this process ends, however it ends.
+        let lock = try DaemonLock.acquire(home: ctx.home)
+        defer { lock.release() }
         let listener: TCPListener
         do { listener = try TCPListener(address: address) } catch {
             throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
         }
         let bound = PeerAddress(host: address.host, port: listener.port).description
         try replica.device.setSetting("listen", bound)
+        lock.record(address: bound)
         Daemon.installSignalHandlers()
         let console = ctx.console
         let log: @Sendable (String) -> Void = { line in
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(TextEscaping.terminal(line))\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
+        if let reason = lock.unlocked { log("warning: cannot lock \(lock.path) (\(reason)): a second daemon on this home would not be refused") }
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
@@ -53,6 +60,8 @@ enum NetworkCommands {
 
     /// A listening address for `option` ("HOST:PORT"; port 0 asks the system for a free one).
     static func listenAddress(_ text: String, option: String) throws -> PeerAddress {
+        // ":4717" means every interface (IPv4), as in Syncthing's and Go's listen addresses.
+        if text.hasPrefix(":") { return try listenAddress("0.0.0.0" + text, option: option) }
         do {
             // PeerAddress itself wants a real port.
             if text.hasSuffix(":0") {
@@ -65,7 +74,7 @@ enum NetworkCommands {
 
     static let sync = CLI.Command(spec: CommandSpec(
         name: "sync", synopsis: "[HOST:PORT]", summary: "sync now with one or all known peers",
-        details: "One session with each peer; exits when both sides are up to date. Exit 69 when no peer could be reached.\nShows progress on a terminal for large transfers.\nA laptop whose revocation it learned still asks its peers in (exit 77 while they refuse it): a peer that lets it in holds the revocation void (an ownership recovery the revoking owner had not seen), and the sync brings the transfer that clears it here.",
+        details: "One session with each peer; exits when both sides are up to date. Exit 69 when no peer could be reached.\nA HOST:PORT that is not a known peer becomes one only when the sync with it succeeds; a failed one stores nothing.\nShows progress on a terminal for large transfers.\nA laptop whose revocation it learned still asks its peers in (exit 77 while they refuse it): a peer that lets it in holds the revocation void (an ownership recovery the revoking owner had not seen), and the sync brings the transfer that clears it here.",
         arguments: 0...1)) { ctx, args in
         let replica = try ctx.openReplica()
         let household = try LedgerCommands.requireHousehold(replica)
@@ -75,9 +84,12 @@ enum NetworkCommands {
         }
         ctx.configure(replica, identity: identity)
         var targets = try replica.device.peers().map(\.address)
+        // A new address is remembered only once a sync with it succeeded: a typo or a dead
+        // address stores nothing (no peer, no address).
+        var unknown: String?
         if let one = args.positionals.first {
             let address = try PeerCommands.validAddress(one)
-            if !targets.contains(address) { try replica.device.addPeer(address) }
+            if !targets.contains(address) { unknown = address }
             targets = [address]
         }
         guard !targets.isEmpty else { throw CLIError("no peers to sync with: `kidledger peer add HOST:PORT` first", code: .unavailable) }
@@ -88,6 +100,10 @@ enum NetworkCommands {
                 meter.update(label: address, done: p.changesReceived, total: total)
             }
             meter.finish()
+            if address == unknown && result.succeeded {
+                try replica.device.addPeer(address)
+                SyncDriver.record(result, in: replica)
+            }
             results.append(result)
             ctx.say(SyncDriver.line(result))
         }
@@ -115,8 +131,11 @@ enum NetworkCommands {
     static let invite = CLI.Command(spec: CommandSpec(
         name: "invite", synopsis: "[--address HOST:PORT] [--minutes N]", summary: "print a one-time code another device joins with",
         details: """
-        The code carries where to reach this device's daemon (its --listen address, or --address), the household
-        and a secret. It works once and expires after N minutes (default 60). Keep `kidledger serve` running.
+        The code carries where to reach this device's daemon (the address of the `kidledger serve` running for this
+        home, or --address; for a daemon on every interface, this laptop's LAN addresses), the household and a
+        secret. It works once and expires after N minutes (default 60).
+        Keep `kidledger serve` running. Warns on standard error (and in --json `warnings`) when the address is a
+        loopback one (127.0.0.0/8, ::1, localhost: another laptop can't reach it) or when no daemon runs here.
         """, valueOptions: ["address", "minutes"])) { ctx, args in
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
@@ -129,23 +148,39 @@ enum NetworkCommands {
             guard let n = Int(raw), (1...10_080).contains(n) else { throw CLIError.usage("--minutes takes 1 to 10080, got \"\(raw)\"") }
             minutes = n
         }
+        // The live daemon is the one holding the home's lock (docs/SYNC.md); its address is the
+        // one it bound, never a stale one a killed daemon left behind.
+        let live = DaemonLock.holder(home: ctx.home)
         let address: String
         if let given = args.values["address"] {
             address = try PeerCommands.validAddress(given)
-        } else if let listening = try replica.device.setting("listen") {
+        } else if let listening = live?.address {
             address = listening
+        } else if let live {
+            throw CLIError("the daemon of this home (pid \(live.pid)) is still starting; try again in a moment, or pass --address HOST:PORT", code: .temporaryFailure)
         } else {
-            throw CLIError.usage("no daemon address known: start `kidledger serve --listen HOST:PORT` first, or pass --address HOST:PORT")
+            throw CLIError.usage("no daemon runs for this home: start `kidledger serve --listen HOST:PORT` first, or pass --address HOST:PORT")
         }
-        if address.hasPrefix("0.0.0.0:") || address.hasPrefix("[::]:") {
-            throw CLIError.usage("the daemon listens on every interface (\(address)); pass --address with this device's LAN address")
+        // A daemon on every interface is reached on this laptop's LAN addresses (an --address
+        // given as a wildcard is refused: the code must name a reachable address).
+        var addresses = [address]
+        if isWildcard(address) {
+            let lan = args.values["address"] == nil ? lanAddresses(for: address, hosts: LocalInterfaces.hosts()) : []
+            guard !lan.isEmpty else {
+                throw CLIError.usage("the daemon listens on every interface (\(address)); pass --address with this device's LAN address")
+            }
+            addresses = lan
         }
+        let warnings = inviteWarnings(address: addresses[0], daemonRunning: live != nil)
+        for warning in warnings { ctx.console.err("kidledger: warning: \(TextEscaping.terminal(warning))\n") }
         var random = SystemRandomNumberGenerator()
         let secret = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         let expires = SystemClock().nowMillis() + Int64(minutes) * 60_000
         try replica.device.addInvite(secret: secret, expiresAtMillis: expires)
-        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: [address]).text
-        ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(address))]))
+        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: addresses).text
+        ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(addresses[0])),
+                          ("addresses", .array(addresses.map(JSON.string))),
+                          ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string)))]))
         ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(Timestamp.short(millis: expires)) UTC.")
     }
 
@@ -242,6 +277,52 @@ enum NetworkCommands {
                           ("backup", backup.map(JSON.string) ?? .null)]))
     }
 
+    /// Whether `address` is a wildcard (every interface): 0.0.0.0:PORT or [::]:PORT.
+    static func isWildcard(_ address: String) -> Bool {
+        address.hasPrefix("0.0.0.0:") || address.hasPrefix("[::]:")
+    }
+
+    /// The addresses a daemon listening on the wildcard `address` is reached on: this laptop's
+    /// interface `hosts` that another laptop can reach (not loopback, not link-local; IPv6 only for
+    /// `[::]`), IPv4 first, at most 4, with the daemon's port.
+    static func lanAddresses(for address: String, hosts: [String]) -> [String] {
+        guard isWildcard(address), let port = address.split(separator: ":").last.flatMap({ UInt16($0) }) else { return [] }
+        let ipv6 = address.hasPrefix("[::]:")
+        var seen = Set<String>()
+        let usable = hosts.filter { host in
+            let lower = host.lowercased()
+            guard !isLoopback(host: lower), !lower.hasPrefix("169.254."), !lower.hasPrefix("fe80:"), seen.insert(lower).inserted else { return false }
+            return ipv6 || !lower.contains(":")
+        }
+        let ordered = usable.filter { !$0.contains(":") } + usable.filter { $0.contains(":") }
+        return ordered.prefix(4).map { PeerAddress(host: $0, port: port).description }
+    }
+
+    /// What `invite` warns about: an address another laptop can't reach, or no daemon to answer.
+    static func inviteWarnings(address: String, daemonRunning: Bool) -> [String] {
+        var warnings: [String] = []
+        if let parsed = try? PeerAddress(parsing: address), isLoopback(host: parsed.host) {
+            warnings.append("\(address) is a loopback address: another laptop can't reach it. Serve on every interface (`kidledger serve --listen :4717`) or pass --address with this laptop's LAN address (`ip -brief address` lists them)")
+        }
+        if !daemonRunning {
+            warnings.append("no daemon runs for this home now: the code works only while `kidledger serve` (or `kidledger service install`) runs here")
+        }
+        return warnings
+    }
+
+    /// Whether `host` names this machine only: 127.0.0.0/8, ::1, an IPv4-mapped 127.x address, or `localhost`.
+    static func isLoopback(host: String) -> Bool {
+        let name = host.lowercased()
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, name, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, name, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        if bytes == [UInt8](repeating: 0, count: 15) + [1] { return true }
+        return Array(bytes.prefix(12)) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] && bytes[12] == 127
+    }
+
     /// `join` on a home that already belongs to the household: sync instead of spending the code.
     static func syncAsMember(_ replica: Replica, code: InviteCode, ctx: Context) throws {
         if let reason = try ctx.attentionReason(replica) { throw CLIError("attention required: \(reason)", code: .notPermitted) }
@@ -313,5 +394,29 @@ final class ProgressMeter {
         if drawn { console.err("\n") }
         drawn = false
         started = monotonicMillis()
+    }
+}
+
+/// This machine's interface addresses (getifaddrs(3)).
+enum LocalInterfaces {
+    /// The numeric hosts of the interfaces that are up, in the system's order (loopback included).
+    static func hosts() -> [String] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return [] }
+        defer { freeifaddrs(list) }
+        var hosts: [String] = []
+        var next = list
+        while let entry = next {
+            next = entry.pointee.ifa_next
+            let up: UInt32 = 0x1  // IFF_UP
+            guard entry.pointee.ifa_flags & up != 0, let address = entry.pointee.ifa_addr else { continue }
+            let family = Int32(address.pointee.sa_family)
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            var name = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            guard getnameinfo(address, length, &name, socklen_t(name.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            hosts.append(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return hosts
     }
 }

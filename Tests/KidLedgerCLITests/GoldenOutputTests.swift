@@ -180,6 +180,9 @@ struct GoldenOutputTests {
           ui [--open]                                  print the address of this home's page (served by `serve`)
           quick show                                   this device's quick amounts (the page's buttons)
           quick set AMOUNT...                          set this device's quick amounts (1 to 6, unique)
+          service install [--listen ADDR] [--dry-run]  run the daemon as a systemd user service for this home
+          service status                               whether this home's service is installed, enabled and running
+          service uninstall                            stop, disable and remove this home's service
 
         Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
         A child is named by name (any case) or by an id prefix.
@@ -203,7 +206,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 35)
+            #expect(CLI.commands.count == 38)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

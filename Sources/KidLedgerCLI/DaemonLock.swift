@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One daemon per home: `kidledger serve` holds an exclusive lock on `HOME/daemon.lock` for its
+/// whole life, and the file says which process holds it and where it listens.
+///
+/// The lock is an open-file-description lock (fcntl `F_OFD_SETLK`, Linux 3.15+): the kernel drops
+/// it when the daemon's last descriptor of the file closes, so a daemon that crashes or is killed
+/// with SIGKILL leaves no stale lock; the file itself stays and is simply rewritten by the next
+/// daemon. Other commands test the lock with `F_OFD_GETLK`, which never takes it, so a reader
+/// can't make a daemon that is starting at that moment fail. The file's text is trusted only while
+/// the lock is held.
+///
+/// File format, one `KEY VALUE` per line: `pid 1234`, then `listen 127.0.0.1:4717` once the daemon
+/// has bound its address.
+enum DaemonLock {
+    /// The lock file of a home.
+    static func path(home: String) -> String { home + "/daemon.lock" }
+
+    /// The daemon holding a home's lock.
+    struct Holder: Sendable, Equatable {
+        /// Its process id (0 when the file does not say yet).
+        var pid: Int32
+        /// Where it listens (nil while it is still starting).
+        var address: String?
+
+        /// "pid 1234, listening on 127.0.0.1:4717" (or "... still starting").
+        var description: String {
+            "pid \(pid), " + (address.map { "listening on \($0)" } ?? "still starting")
+        }
+    }
+
+    // fcntl commands for open-file-description locks (<fcntl.h> defines them only with _GNU_SOURCE).
+    private static let getLock: Int32 = 36  // F_OFD_GETLK
+    private static let setLock: Int32 = 37  // F_OFD_SETLK
+
+    /// A lock this process holds; released when ``release()`` is called or the process ends.
+    final class Held: Sendable {
+        let fd: Int32
+        let path: String
+        /// Why the file could not be locked (a file system without such locks), nil when it is:
+        /// the daemon runs, but a second one on this home would not be refused.
+        let unlocked: String?
+
+        fileprivate init(fd: Int32, path: String, unlocked: String? = nil) {
+            self.fd = fd
+            self.path = path
+            self.unlocked = unlocked
+        }
+
+        /// Records the address the daemon listens on (with its pid).
+        func record(address: String) {
+            DaemonLock.write(fd, "pid \(getpid())\nlisten \(address)\n")
+        }
+
+        /// Releases the lock (closing the descriptor releases it).
+        func release() {
+            DaemonLock.write(fd, "")
+            _ = Glibc.close(fd)
+        }
+    }
+
+    /// Takes the home's lock for this process, or throws (exit 75) naming the daemon that holds it.
+    static func acquire(home: String) throws -> Held {
+        let file = path(home: home)
+        let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CLIError("cannot open the daemon lock \(file): \(String(cString: strerror(errno)))", code: .ioError)
+        }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        if fcntl(fd, setLock, &lock) != 0 {
+            let failure = errno
+            guard failure == EAGAIN || failure == EACCES else {
+                // No such locks here (EINVAL, ENOLCK: some network file systems): serve anyway.
+                write(fd, "pid \(getpid())\n")
+                return Held(fd: fd, path: file, unlocked: String(cString: strerror(failure)))
+            }
+            let holder = parse(read(fd)) ?? Holder(pid: 0, address: nil)
+            _ = Glibc.close(fd)
+            throw busy(holder, home: home)
+        }
+        write(fd, "pid \(getpid())\n")
+        return Held(fd: fd, path: file)
+    }
+
+    /// The refusal of a second daemon on one home.
+    static func busy(_ holder: Holder, home: String) -> CLIError {
+        CLIError("another `kidledger serve` already runs for this home (\(holder.description)); one daemon per home: stop that one first (`kidledger service status` says whether it runs as a service)", code: .temporaryFailure)
+    }
+
+    /// The daemon holding `home`'s lock now, or nil when none does (no file, or nobody holds it).
+    static func holder(home: String) -> Holder? {
+        let fd = open(path(home: home), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { _ = Glibc.close(fd) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        guard fcntl(fd, getLock, &lock) == 0, lock.l_type != Int16(F_UNLCK) else { return nil }
+        return parse(read(fd)) ?? Holder(pid: 0, address: nil)
+    }
+
+    /// The holder a lock file's text names (nil for text that names no pid).
+    static func parse(_ text: String) -> Holder? {
+        var holder = Holder(pid: 0, address: nil)
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { continue }
+            switch parts[0] {
+            case "pid": holder.pid = Int32(parts[1]) ?? 0
+            case "listen": holder.address = parts[1].isEmpty ? nil : parts[1]
+            default: continue
+            }
+        }
+        return holder.pid > 0 ? holder : nil
+    }
+
+    private static func read(_ fd: Int32) -> String {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : ""
+    }
+
+    fileprivate static func write(_ fd: Int32, _ text: String) {
+        _ = ftruncate(fd, 0)
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    }
+}
