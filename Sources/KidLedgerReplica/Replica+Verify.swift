@@ -26,11 +26,17 @@ public struct VerifyReport: Equatable, Sendable {
     /// Whether nothing is wrong.
     public var isIntact: Bool { problems.isEmpty }
 
-    /// This report of ``Replica/verifyReads()`` with the recomputation's findings added.
+    /// This report of ``Replica/verifyReads(headsToo:)`` with the recomputation's findings added.
     package func adding(_ recomputation: Recomputation) -> VerifyReport {
-        var report = self
-        for problem in recomputation.problems where report.problems.count < 100 { report.problems.append(problem) }
+        var report = adding(problems: recomputation.problems)
         report.recomputationSkipped = recomputation.skipped
+        return report
+    }
+
+    /// This report with `problems` added after its own (at most 100 in all, as ``Replica/verify()`` keeps).
+    package func adding(problems: [String]) -> VerifyReport {
+        var report = self
+        for problem in problems where report.problems.count < 100 { report.problems.append(problem) }
         return report
     }
 }
@@ -92,8 +98,10 @@ extension Replica {
         }
     }
 
-    /// The first half of ``verify()``: the checks that read the store in one read transaction.
-    package func verifyReads() throws -> VerifyReport {
+    /// The first half of ``verify()``: the checks that read the store in one read transaction,
+    /// the signed heads' last (``verifyHeadProblems()``; `headsToo` false leaves them out: what is
+    /// left depends only on ``verifiedTables`` but the heads).
+    package func verifyReads(headsToo: Bool = true) throws -> VerifyReport {
         try store.read { r in
             var report = VerifyReport()
             func problem(_ text: String) { if report.problems.count < 100 { report.problems.append(text) } }
@@ -173,8 +181,18 @@ extension Replica {
             // would overlap with it (a fatal exclusivity violation as soon as a problem is found).
             let changes = try verifyChangeLog(r, problem: problem)
             report.changes = changes
-            try verifyHeads(r, problem: problem)
+            if headsToo { try verifyHeads(r, problem: problem) }
             return report
+        }
+    }
+
+    /// The last checks of ``verifyReads(headsToo:)``: every signed head is its origin's member's
+    /// signature over a change of the log.
+    package func verifyHeadProblems() throws -> [String] {
+        try store.read { r in
+            var problems: [String] = []
+            try verifyHeads(r) { problems.append($0) }
+            return problems
         }
     }
 

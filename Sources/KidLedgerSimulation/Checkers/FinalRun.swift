@@ -27,7 +27,7 @@ final class FinalRun {
     /// ``FinalStage/revocationRule``): they may be absent.
     var rejected = Set<RecordID>()
     /// The `verify` reports so far, each with a copy of the store content it was computed on.
-    private var verified: [(content: MemoryStore, report: VerifyReport, recomputation: Recomputation)] = []
+    private var verified: [Verified] = []
     private var held = PerContent<HeldTransactions>(tables: Replica.allTransactionsTables)
     private var heldByReplica: [Int: HeldTransactions] = [:]
     private var firstMembers: [MemberSummary]?
@@ -74,19 +74,29 @@ final class FinalRun {
     /// verified content, or else its read checks (``Replica/verifyReads()``) with the
     /// recomputation of one that recomputes alike (the same log: converged replicas usually differ
     /// only in the signed heads they hold), computed only when none does.
-    private static func verify(_ replica: Replica, known: inout [(content: MemoryStore, report: VerifyReport, recomputation: Recomputation)])
-        throws -> VerifyReport {
+    private static func verify(_ replica: Replica, known: inout [Verified]) throws -> VerifyReport {
         for entry in known where try Replica.verifiesAlike(entry.content, replica.store) { return entry.report }
-        let reads = try replica.verifyReads()
-        var recomputation: Recomputation?
-        for entry in known where try Replica.recomputesAlike(entry.content, replica.store) {
-            recomputation = entry.recomputation
-            break
+        var readsButHeads: VerifyReport?, recomputation: Recomputation?
+        for entry in known {
+            if readsButHeads == nil, try Replica.readsAlikeButHeads(entry.content, replica.store) { readsButHeads = entry.readsButHeads }
+            if recomputation == nil, try Replica.recomputesAlike(entry.content, replica.store) { recomputation = entry.recomputation }
         }
+        let reads = try readsButHeads ?? replica.verifyReads(headsToo: false)
         let recomputed = try recomputation ?? replica.verifyRecomputation()
-        let report = reads.adding(recomputed)
-        known.append((try Replica.verifiedContent(of: replica.store), report, recomputed))  // a copy: the store may change later
+        let report = try reads.adding(problems: replica.verifyHeadProblems()).adding(recomputed)
+        // A copy of the content: the store may change later.
+        known.append(Verified(content: try Replica.verifiedContent(of: replica.store), report: report,
+                              readsButHeads: reads, recomputation: recomputed))
         return report
+    }
+
+    /// A `verify` report with the content it was computed on and its parts.
+    private struct Verified {
+        let content: MemoryStore
+        let report: VerifyReport
+        /// ``Replica/verifyReads(headsToo:)`` without the heads, and the recomputation.
+        let readsButHeads: VerifyReport
+        let recomputation: Recomputation
     }
 
     /// The transactions of the replica at `index`, read once per distinct content of the

@@ -22,6 +22,13 @@ extension Replica {
         try holdAlike(a, b, in: recomputedFrom)
     }
 
+    /// Whether ``verifyReads(headsToo:)`` without the heads must report the same on the two
+    /// stores: the same entries in every verified table but the signed heads, and the same
+    /// stored digest. `a` is a ``verifiedContent(of:)`` copy.
+    public static func readsAlikeButHeads(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
+        try holdAlike(a, b, in: verifiedTables.filter { $0 != Tables.heads })
+    }
+
     /// Whether the two stores hold the same entries in `tables` and the same stored digest.
     private static func holdAlike(_ a: MemoryStore, _ b: any KeyValueStore, in tables: [Table]) throws -> Bool {
         if let memory = b as? MemoryStore {
