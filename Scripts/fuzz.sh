@@ -26,7 +26,7 @@ targets=(frame message record handshake csv invite amount http session)
 # CLMDB are system modules (Sources/*/module.modulemap).
 modules=(KidLedgerDomain KidLedgerReplica KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB KidLedgerSimulation
          KidLedgerTransport KidLedgerUI)
-flags=(-swift-version 6 -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
+flags=(-swift-version 6 -package-name kidledger -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
        -I "$root/Sources/CLMDB"
        -I "$root/Sources/CSHA256/include")
 
