@@ -208,8 +208,7 @@ struct ServiceUnit {
 
     /// The first 8 hex digits of SHA-256 of the home's absolute path.
     static func hash(_ home: String) -> String {
-        let digits = Array("0123456789abcdef")
-        return String(SHA256.hash(Array(home.utf8)).prefix(4).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
+        hexString(Array(SHA256.hash(Array(home.utf8)).prefix(4)))
     }
 
     /// `path` made absolute and free of symbolic links (it must exist).

@@ -291,9 +291,7 @@ extension Replica {
             }
             guard var cut = try revokedSeen(member, context.store) else { return nil }
             // What the cut covers of this origin: not a forked sequence, nor any after it.
-            if let forkedFrom = try forkedFrom(change.origin, context.store) {
-                cut[change.origin] = min(cut[change.origin] ?? 0, forkedFrom - 1)
-            }
+            cut[change.origin] = coveredThrough(cut, change.origin, forkedFrom: try forkedFrom(change.origin, context.store))
             return Standing(cut: cut, reason: RejectedReason.revoked)
         }
         guard let standing else { return nil }
@@ -314,7 +312,12 @@ extension Replica {
     /// former owner's key) could write a new version of a change its revocation (or the transfer
     /// ending its term) saw, and have it count (`RevokedForkTests`).
     static func covered(_ sequence: UInt64, _ origin: ReplicaID, seenUpTo seen: [ReplicaID: UInt64], forkedFrom: UInt64?) -> Bool {
-        sequence <= min(seen[origin] ?? 0, (forkedFrom ?? .max) - 1)
+        sequence <= coveredThrough(seen, origin, forkedFrom: forkedFrom)
+    }
+
+    /// The last sequence of `origin` that `seen` covers (``covered(_:_:seenUpTo:forkedFrom:)``).
+    static func coveredThrough(_ seen: [ReplicaID: UInt64], _ origin: ReplicaID, forkedFrom: UInt64?) -> UInt64 {
+        min(seen[origin] ?? 0, (forkedFrom ?? .max) - 1)
     }
 
     /// Whether an origin `member`'s claim names forked a sequence into too many versions

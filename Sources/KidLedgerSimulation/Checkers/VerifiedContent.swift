@@ -5,12 +5,10 @@ extension Replica {
     /// Whether ``verify()`` must report the same on the two stores because they hold the same
     /// entries in everything it reads (``verifiedTables`` and the stored digest). A simulation
     /// whose replicas converged verifies each distinct content once.
-    public static func verifiesAlike(_ a: MemoryStore, _ b: MemoryStore) throws -> Bool {
-        try holdAlike(a, b, in: verifiedTables)
-    }
-
-    /// ``verifiesAlike(_:_:)`` for a store of any kind (an LMDB replica's): `b` is read entry by
-    /// entry and compared with `a` in key order, which costs a scan, not the hashing `verify` does.
+    ///
+    /// For a store of any kind: an in-memory one is compared table by table, another (an LMDB
+    /// replica's) read entry by entry and compared with `a` in key order, which costs a scan, not
+    /// the hashing `verify` does.
     public static func verifiesAlike(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
         try holdAlike(a, b, in: verifiedTables)
     }
