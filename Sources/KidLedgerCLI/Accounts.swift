@@ -52,7 +52,7 @@ extension Context {
         }
         let members = try replica.members()
         if let mine = members.first(where: { $0.key == me.publicKey.bytes }) {
-            if mine.isRevoked { return "this laptop's membership was revoked by the owner; its data is kept (reads and export work) but changes and sync are stopped and the ledger here is stale" }
+            if try mine.isRevoked || replica.isRevokedHere(mine.key) { return "this laptop's membership was revoked by the owner; its data is kept (reads and export work) but changes and sync are stopped and the ledger here is stale" }
             return nil
         }
         return "account \"\(accountName)\" is not a member of this household"

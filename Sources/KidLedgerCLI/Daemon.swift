@@ -247,9 +247,9 @@ final class Daemon: Sendable {
         }
     }
 
-    /// Whether this laptop's member key is revoked in its own ledger (it learned so).
+    /// Whether this laptop's member key is revoked as its own ledger knows it (``Replica/isRevokedHere(_:)``).
     static func listsItselfRevoked(_ replica: Replica, _ identity: Identity) throws -> Bool {
-        try replica.members().first { $0.key == identity.publicKey.bytes }?.isRevoked ?? false
+        try replica.isRevokedHere(identity.publicKey.bytes)
     }
 
     /// Syncs with every known peer when due: on the interval, soon after a local change, and with

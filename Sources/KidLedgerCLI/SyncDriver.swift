@@ -101,6 +101,7 @@ enum SyncDriver {
         case .recorded: "recorded"
         case .alreadyKnown: "alreadyKnown"
         case .void: "void"
+        case .placed: "placed"
         case .forged: "forged"
         }
     }
@@ -112,6 +113,8 @@ enum SyncDriver {
             "it sent the owner's signed revocation of this device's membership, now recorded here: changes and sync are stopped; the data here is kept"
         case .void:
             "it sent a revocation a former owner signed after an owner transfer this device holds ended that owner's term: void here (nothing changed); this device answered with the owner transfers, so the other device can let it in"
+        case .placed:
+            "it sent the revocation of this device's membership with proof of where the owner's log holds it, before the owner transfer that ended the signer's term: it holds, and is kept here; changes and sync are stopped; the data here is kept"
         case .forged(let why): "it sent a revocation that does not verify (ignored, nothing changed): \(why)"
         }
     }

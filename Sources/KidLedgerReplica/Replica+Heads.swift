@@ -101,7 +101,8 @@ extension Replica {
     /// stored chain; from there one link per sequence, over the version the head chooses, else the
     /// one `preferred` names (the version a batch brought at that sequence, when it brought one),
     /// else the only one held. Nil when the log lacks a sequence, or a forked sequence has no
-    /// choice, or a choice names a version the log does not hold.
+    /// choice, or a choice names a version the log does not hold (at a sequence forked past
+    /// ``Limits/forkVersionsPerSequenceMax``, the choice's hash is the version).
     static func branch(of head: SignedHead, preferred: [UInt64: [UInt8]] = [:], in r: any KeyValueReader) throws -> Branch? {
         let forkedFrom = Bytes.u64(try r.get(Tables.forks, Keys.origin(head.origin))) ?? .max
         guard head.sequence >= forkedFrom else {
@@ -120,7 +121,12 @@ extension Replica {
             }
             let chosen: [UInt8]?
             if let choice = choices[sequence] {
+                // At a sequence forked past the limit, replicas keep different versions (each the
+                // first ones it received): the head's choice there names its version by hash, and
+                // the chain through it needs no more. Otherwise a replica that kept others could
+                // never take the origin's later changes (hostile seed 4001288).
                 chosen = held.first { Bytes.u64(at: 0, $0) == choice }
+                    ?? (held.count > Limits.forkVersionsPerSequenceMax ? Bytes.u64(choice) : nil)
             } else if let batch = preferred[sequence], held.contains(batch) {
                 chosen = batch
             } else {
@@ -208,7 +214,9 @@ extension Replica {
             }
             if !covered { refused.insert(origin) }
         }
+        // A head at a version the log did not keep (one over the fork limit) names no change.
         for (key, value) in verified where !refused.contains(ReplicaID(Bytes.u64(at: 0, key))) {
+            guard try context.store.get(Tables.changes, key) != nil else { continue }
             try context.store.put(Tables.heads, key, value)
         }
         return refused

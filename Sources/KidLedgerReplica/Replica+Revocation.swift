@@ -14,6 +14,13 @@ public enum LearnedRevocation: Equatable, Sendable {
     /// bring them): it does not hold here. This side answers the refusal with the transfers that
     /// void it (``Replica/transfersVoiding(_:of:)``).
     case void
+    /// It verified under a former owner's key, and here the transfer that ended that owner's term
+    /// voids this replica's own copy of it, but the refusal proved where the owner's log holds
+    /// it (``RevocationPlacement``: a change that transfer had seen, in the hash chain the
+    /// origin's member signed): this device now knows its member is revoked
+    /// (``Replica/isRevokedHere(_:)``). Kept in its device state, and judged again, by the
+    /// owner's log's rule, whenever asked.
+    case placed
     /// It did not verify (or names another member, or is not a revocation): ignored, counted.
     case forged(String)
 }
@@ -45,8 +52,14 @@ extension Replica {
                 return false
             }
             guard let revocation = found else { return nil }
-            let transfers = try Self.ownership(r, queryCache)?.terms.compactMap(\.endedBy) ?? []
-            return transfers.suffix(Self.evidenceTransfersMax).flatMap { RecordCodec.encodeOperation(.transferOwner($0)) } + revocation
+            let ownership = try Self.ownership(r, queryCache)
+            let transfers = ownership?.terms.compactMap(\.endedBy) ?? []
+            let evidence = transfers.suffix(Self.evidenceTransfersMax).flatMap { RecordCodec.encodeOperation(.transferOwner($0)) } + revocation
+            var reader = ByteReader(revocation)
+            guard let ownership, case .revoke(let rv)? = try? RecordCodec.decodeOperation(&reader),
+                  let placement = try Self.placement(of: rv, ownership, r)?.encoded(),
+                  evidence.count + placement.count <= Self.evidenceBytesMax else { return evidence }
+            return evidence + placement
         }
     }
 
@@ -65,22 +78,22 @@ extension Replica {
     /// counted in ``forgedRefusalsSetting``. When this replica already lists `member` revoked, the
     /// answer is ``LearnedRevocation/alreadyKnown`` before any signature is checked.
     public func learnRevocation(_ encoded: [UInt8], of member: [UInt8]) throws -> LearnedRevocation {
-        let evidence: (transfers: [OwnerTransfer], revocation: MemberRevocation)
+        let evidence: Evidence
         switch Self.decodeEvidence(encoded, of: member) {
         case .failure(let why): return try countForged(why.reason)
         case .success(let decoded): evidence = decoded
         }
-        let (transfers, revocation) = evidence
-        // Revoked here already (by a revocation that holds in this log): the refusal agrees,
-        // whoever signed the copy it carries (a former owner, in its term, for a replica that has
-        // since heard of the transfer that ended it).
-        if try self.revocation(of: member) != nil { return .alreadyKnown }
+        let (transfers, revocation) = (evidence.transfers, evidence.revocation)
+        // Revoked here already (by a revocation that holds in this log, or where a refusal
+        // placed it): the refusal agrees, whoever signed the copy it carries (a former owner, in
+        // its term, for a replica that has since heard of the transfer that ended it).
+        if try self.revocation(of: member) != nil || holdsPlacedRevocation(of: member) { return .alreadyKnown }
         let ownership = try store.read { r in try Self.ownership(r, queryCache) }
         guard let ownership else { return try countForged("the refusal's revocation is not signed by this household's owner") }
         let recovered = recoveryTransfers(transfers, ownership)
         let signers = [ownership.current] + recovered.map(\.newOwner)
         guard let signer = signers.first(where: { signed(revocation, by: $0, ownership) }), revocation.member != signer else {
-            if formerOwnerSigning(revocation, ownership) != nil { return .void }
+            if formerOwnerSigning(revocation, ownership) != nil { return try place(evidence, of: member) ? .placed : .void }
             return try countForged("the refusal's revocation is not signed by this household's owner")
         }
         let known = try knownTransfers()
@@ -92,14 +105,18 @@ extension Replica {
         let missing = recovered.filter { $0.epoch <= signerEpoch }.map { Operation.transferOwner($0) }
             .filter { !known.contains(RecordCodec.encodeOperation($0)) }
         try commitMembership(missing + [.revoke(revocation)])
-        if try self.revocation(of: member) != nil { return .recorded }
+        if try self.revocation(of: member) != nil {
+            // Kept for the day a recovery this replica has not heard of voids its own copy.
+            _ = try place(evidence, of: member)
+            return .recorded
+        }
         // Judged with the transfers it carried recorded: signed by the new owner of a recovery
         // that lost its epoch here to another one (two recoveries at once: that key never owned),
         // or by a former owner after a transfer held here ended its term (a recovery the refusing
         // side has not heard of). Either way it does not hold, and this side answers with the
         // transfers that void it.
         if let now = try store.read({ r in try Self.ownership(r, queryCache) }), voidedFrom(revocation, recovered, now) != nil {
-            return .void
+            return try place(evidence, of: member) ? .placed : .void
         }
         return .forged("the refusal's revocation does not hold here")
     }
@@ -112,7 +129,7 @@ extension Replica {
     /// too. Nil otherwise. Reads only.
     public func transfersVoiding(_ encoded: [UInt8], of member: [UInt8]) throws -> [UInt8]? {
         guard case .success(let evidence) = Self.decodeEvidence(encoded, of: member),
-              try revocation(of: member) == nil,
+              try revocation(of: member) == nil, try !holdsPlacedRevocation(of: member), try !placementHolds(evidence),
               let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else { return nil }
         guard let epoch = voidedFrom(evidence.revocation, recoveryTransfers(evidence.transfers, ownership), ownership) else { return nil }
         let transfers = ownership.terms.compactMap(\.endedBy).filter { $0.epoch >= epoch }.prefix(Self.evidenceTransfersMax)
@@ -169,13 +186,27 @@ extension Replica {
         return .recorded(missing.count)
     }
 
-    /// A refusal's evidence: owner transfers, then one revocation of `member`; or why it is not.
-    static func decodeEvidence(_ encoded: [UInt8], of member: [UInt8])
-        -> Result<(transfers: [OwnerTransfer], revocation: MemberRevocation), EvidenceError> {
+    /// A refusal's evidence: owner transfers, then one revocation, then where it sits in the
+    /// owner's log when the refusing side could say (``RevocationPlacement``).
+    struct Evidence {
+        var transfers: [OwnerTransfer]
+        var revocation: MemberRevocation
+        var placement: RevocationPlacement?
+    }
+
+    /// A refusal's evidence of `member`'s revocation; or why it is not one.
+    static func decodeEvidence(_ encoded: [UInt8], of member: [UInt8]) -> Result<Evidence, EvidenceError> {
         var reader = ByteReader(encoded)
         var operations: [Operation] = []
+        var placement: RevocationPlacement?
         while !reader.isAtEnd && operations.count <= Self.evidenceTransfersMax {
-            do { operations.append(try RecordCodec.decodeOperation(&reader)) } catch {
+            do {
+                if reader.bytes[reader.offset] == RevocationPlacement.marker {
+                    placement = try RevocationPlacement.decode(&reader)
+                } else {
+                    operations.append(try RecordCodec.decodeOperation(&reader))
+                }
+            } catch {
                 return .failure(EvidenceError("the refusal's revocation does not decode: \(error)"))
             }
         }
@@ -188,7 +219,7 @@ extension Replica {
             transfers.append(t)
         }
         guard revocation.member == member else { return .failure(EvidenceError("the refusal's revocation names another member")) }
-        return .success((transfers, revocation))
+        return .success(Evidence(transfers: transfers, revocation: revocation, placement: placement))
     }
 
     /// Why a refusal's evidence does not decode.
@@ -225,6 +256,48 @@ extension Replica {
             try r.scan(Tables.transfers) { _, value in keys.insert(value); return true }
             return keys
         }
+    }
+
+    /// Whether this device's member `member` is revoked as this replica knows it: `members()`
+    /// lists it revoked, or a refusal placed its revocation in the owner's log and it holds there
+    /// by this log's ownership (``LearnedRevocation/placed``). What attentionRequired asks.
+    public func isRevokedHere(_ member: [UInt8]) throws -> Bool {
+        try members().contains { $0.key == member && $0.isRevoked } || holdsPlacedRevocation(of: member)
+    }
+
+    /// Whether the revocation of `member` that a refusal placed (kept in the device state)
+    /// holds by this log's ownership now (``placedRevocationHolds(_:version:key:_:_:_:_:)``). Its
+    /// head was checked when it was kept.
+    public func holdsPlacedRevocation(of member: [UInt8]) throws -> Bool {
+        guard let stored = try device.setting(Self.placementSetting(member)), let bytes = Hex.decode(stored),
+              case .success(let evidence) = Self.decodeEvidence(bytes, of: member) else { return false }
+        return try placementHolds(evidence, checkingHead: false)
+    }
+
+    /// Whether `evidence` places its revocation where it holds in this log, with a head that
+    /// verifies (unless `checkingHead` is false: a placement this replica checked and kept).
+    private func placementHolds(_ evidence: Evidence, checkingHead: Bool = true) throws -> Bool {
+        guard let placement = evidence.placement, let household = try store.read({ try Self.pinnedHousehold($0)?.id }),
+              let carrier = checkingHead ? provenCarrier(placement, of: evidence.revocation, household: household)
+                                         : Self.placedCarrier(placement, of: evidence.revocation, household: household)
+        else { return false }
+        return try store.read { r in
+            try Self.placedRevocationHolds(carrier.change, version: carrier.version, key: placement.key, evidence.revocation, r, queryCache, verifier)
+        }
+    }
+
+    /// Keeps `evidence` in the device state when its placement holds here
+    /// (``placementHolds(_:)``); returns whether it does.
+    private func place(_ evidence: Evidence, of member: [UInt8]) throws -> Bool {
+        guard let placement = evidence.placement, try placementHolds(evidence) else { return false }
+        let encoded = RecordCodec.encodeOperation(.revoke(evidence.revocation)) + placement.encoded()
+        try device.setSetting(Self.placementSetting(member), Hex.encode(encoded))
+        return true
+    }
+
+    /// The device setting that keeps the placed revocation of `member`, hex-encoded.
+    static func placementSetting(_ member: [UInt8]) -> String {
+        "placedRevocation." + Hex.encode(member)
     }
 
     private func countForged(_ reason: String) throws -> LearnedRevocation {

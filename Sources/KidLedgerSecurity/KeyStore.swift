@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KidLedgerDomain
 
 /// Device identities kept as one file per account in a private directory (e.g. `HOME/identities`).
 ///

@@ -152,4 +152,33 @@ struct OriginLimitTests {
         #expect(try fresh.digest() == replicas[0].digest())
         #expect(try fresh.verify().isIntact)
     }
+
+    /// Hostile seed 4001288: past the limit each replica keeps other versions of the forked
+    /// change, and the member's next change builds on one that some replica did not keep. Its
+    /// head names that version by hash, which is all the chain needs: the replica takes the next
+    /// change, and the two converge (before, it refused it at every session, for ever).
+    @Test func aReplicaThatKeptOtherVersionsPastTheLimitTakesTheChangesAfterThem() throws {
+        let base = h.founding() + [h.change(owner, 3, millis: 5, [h.give(2, 500)])]
+        let limit = UInt64(Limits.forkVersionsPerSequenceMax)
+        let spouse = h.origin(h.spouseKey)
+        let next = h.change(spouse, 3, millis: 40, [h.give(4_000, 1)])
+        let keeper = try h.replica(1)
+        try keeper.applySigned(base + [spouseVersion(0)])
+        try keeper.applySigned([next])
+        for i in 1...limit { try keeper.applySigned([spouseVersion(i)]) }
+        let other = try h.replica(2)
+        try other.applySigned(base)
+        for i in 3...(limit + 3) { try other.applySigned([spouseVersion(i)]) }
+        #expect(try heldVersions(keeper).count == Int(limit) + 1 && heldVersions(other).count == Int(limit) + 1)
+        #expect(try !heldVersions(other).contains(Keys.version(RecordCodec.encode(spouseVersion(0)))))
+        #expect(try keeper.chains(at: [spouse: 2]) == other.chains(at: [spouse: 2]))
+
+        let batch = try keeper.batch(notCoveredBy: try other.versionVector())
+        #expect(batch.changes == [next])
+        #expect(try other.applyRemote(batch).unauthenticated == 0)
+        #expect(try other.versionVector() == keeper.versionVector())
+        #expect(try other.chains(at: other.versionVector()) == keeper.chains(at: keeper.versionVector()))
+        #expect(try other.digest() == keeper.digest())
+        #expect(try other.verify().isIntact && keeper.verify().isIntact)
+    }
 }

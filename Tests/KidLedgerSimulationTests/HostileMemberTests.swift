@@ -44,6 +44,18 @@ struct HostileMemberTests {
         expectPassed(SimulatorCLI.runSeed(seed, adjust: Self.makeHostile), "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --hostile --trace")
     }
 
+    /// The hostile campaign of 4,000 seeds from 4000000 at 9391317: 4002315, a revoked laptop whose
+    /// copy of its revocation a recovery voided (now placed by the refusal); 4001288, a replica
+    /// that kept other versions of a change forked past the limit refused the origin's later
+    /// changes for ever (now named by hash); 4000828, the checks counted a transaction lost with
+    /// its carrier though the same-id version held it below the cut.
+    @Test("hostile campaign seeds of issue 21's last stop: a placed revocation, a fork flood's later changes, a same-id carrier",
+          arguments: [4002315 as UInt64, 4001288, 4000828])
+    func placementAndFloodRegressions(seed: UInt64) {
+        expectPassed(SimulatorCLI.runSeed(seed, replicas: 2...5, adjust: Self.makeHostile),
+                     "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --replicas 2..5 --hostile --trace")
+    }
+
     /// Makes the hostile member use `strategy` only.
     static func only(_ strategy: HostileStrategy) -> (inout SimulationParameters) -> Void {
         { p in

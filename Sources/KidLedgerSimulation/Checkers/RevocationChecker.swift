@@ -89,14 +89,25 @@ final class RevocationChecker: Checker {
     /// The rule on transactions: those only revoked members' changes beyond the cut carried are
     /// absent everywhere; they, and those a change straddling the cut carried, are the run's
     /// ``FinalRun/rejected``. A carrier change that no replica holds any more was lost with a
-    /// stale restore's files.
+    /// stale restore's files, unless another version at its position carries the transaction.
     func rule(_ run: FinalRun) throws -> [String] {
         var failures: [String] = []
         let held = run.logs.held
         var rejected = Set<RecordID>()
+        let cuts = cuts
+        /// Whether another version at one of `c`'s positions that the cut lets count carries
+        /// `id`: the hostile member's same-id conflict sends its change with the operations in
+        /// another order in place of the one it made (which a stale restore may then lose).
+        func anotherVersionCarries(_ id: RecordID, _ c: Carrier) -> Bool {
+            run.logs.union.contains { change in
+                change.origin == c.origin && c.sequences.contains(change.sequence)
+                    && (cuts[change.origin].map { change.sequence <= $0 } ?? true)
+                    && change.operations.contains { if case .addTransaction(let t) = $0 { t.id == id } else { false } }
+            }
+        }
         for id in order {
             let statuses = carriers[id, default: []].map { c -> Bool? in
-                if c.changes.allSatisfy({ !held.contains($0) }) { return true }
+                if c.changes.allSatisfy({ !held.contains($0) }) { return !anotherVersionCarries(id, c) }
                 guard let v = cuts[c.origin] else { return false }
                 if c.sequences.lowerBound > v { return true }
                 if c.sequences.upperBound <= v { return false }

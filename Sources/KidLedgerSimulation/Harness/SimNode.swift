@@ -116,10 +116,12 @@ final class SimNode {
         try replica?.versionVector() ?? [:]
     }
 
-    /// Whether `replica.members()` lists this device's member account as revoked: it is then in
+    /// Whether `replica.members()` lists this device's member account as revoked, or a refusal
+    /// placed its revocation where it holds (``Replica/isRevokedHere(_:)``): it is then in
     /// attentionRequired (no local changes, no sync), like the CLI's laptop.
     func listsItselfRevoked() throws -> Bool {
-        try revokedKeys().contains(member.publicKey.bytes)
+        let key = member.publicKey.bytes
+        return try revokedKeys().contains(key) || replica?.holdsPlacedRevocation(of: key) == true
     }
 
     /// The member keys `replica.members()` lists as revoked (empty while down): the keys the

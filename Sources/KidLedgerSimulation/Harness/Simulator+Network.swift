@@ -145,7 +145,7 @@ extension Simulator {
             failures.append("\(peer.name) lost changes learning its revocation from \(judge.name)'s refusal")
         }
         log("\(judge.name) refuses \(peer.name): its membership was revoked; \(peer.name) learns it from the refusal: \(learned)")
-        if learned == .recorded { learnedFromRefusal.insert(peer.index) }
+        if learned == .recorded || learned == .placed { learnedFromRefusal.insert(peer.index) }
         if case .forged(let why) = learned { failures.append("\(peer.name) rejects \(judge.name)'s refusal evidence: \(why)") }
         try recordLocalChanges(peer, after: before[refused.replicaID] ?? 0)
         if learned == .void, let answer = try refused.transfersVoiding(evidence, of: key) {
