@@ -70,6 +70,8 @@ public final class Context: Sendable {
     public let home: String
     /// Whether `--json` was given.
     public let json: Bool
+    /// Whether `--utc` was given: text shows times in UTC instead of the local zone.
+    public let utc: Bool
     /// Where output goes.
     public let console: Console
     let clock: any WallClock
@@ -81,8 +83,9 @@ public final class Context: Sendable {
     /// Where ``say(_:)`` writes in JSON mode too (the page shows a command's message beside its JSON).
     let messages: Console?
 
-    init(home: String, json: Bool, console: Console, clock: any WallClock, environment: [String: String] = [:],
+    init(home: String, json: Bool, utc: Bool = false, console: Console, clock: any WallClock, environment: [String: String] = [:],
          sharedStore: LMDBEnvironment? = nil, messages: Console? = nil) {
+        self.utc = utc
         self.sharedStore = sharedStore
         self.messages = messages
         self.environment = environment

@@ -36,12 +36,12 @@ enum DataCommands {
         ]))
         if journal.isEmpty { ctx.say("No concurrent edits lost.") }
         for c in journal {
-            ctx.say("\(names[c.entity] ?? Render.shortID(c.entity)): \(c.field) \"\(c.loserValue)\" (device \(c.loserStamp.origin.description.prefix(8)), \(Timestamp.short(millis: c.loserStamp.hlc.millis))) lost to \"\(c.winnerValue)\" (device \(c.winnerStamp.origin.description.prefix(8)), \(Timestamp.short(millis: c.winnerStamp.hlc.millis)))")
+            ctx.say("\(names[c.entity] ?? Render.shortID(c.entity)): \(c.field) \"\(c.loserValue)\" (device \(c.loserStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.loserStamp.hlc.millis))) lost to \"\(c.winnerValue)\" (device \(c.winnerStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.winnerStamp.hlc.millis)))")
         }
         if counts.conflicts > 0 {
             ctx.say("\(Render.plural(counts.conflicts, "transaction copy", "transaction copies")) with a reused id and different contents lost; the same copy was kept on every device.")
         }
-        for c in sameID { ctx.say(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser)) }
+        for c in sameID { ctx.say(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser, time: ctx.time)) }
     }
 
     static let digest = CLI.Command(spec: CommandSpec(
@@ -82,7 +82,12 @@ enum DataCommands {
 
     static let export = CLI.Command(spec: CommandSpec(
         name: "export", synopsis: "--csv FILE", summary: "write every transaction to a CSV file",
-        details: "One row per transaction, oldest first, with a header (columns: docs/CSV.md). FILE - writes to stdout.",
+        details: """
+        One row per transaction, oldest first, with a header, RFC 4180 quoting, CRLF line ends, UTF-8. FILE - writes
+        to stdout. Columns: id, createdAt (ISO 8601 UTC with milliseconds), child, childId, amountCents (signed
+        integer cents), amount ($1.25, -$0.25), note, source (give, take, give-all, take-all, undo, import),
+        reverses (for an undo entry, the id of the transaction it compensates).
+        """,
         valueOptions: ["csv"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("export needs --csv FILE") }
         let replica = try ctx.openReplica()
