@@ -98,6 +98,16 @@ public final class Context: Sendable {
     /// The LMDB environment directory inside the home.
     public var storePath: String { home + "/ledger" }
 
+    /// Where `join` builds the joined ledger before it becomes ``storePath``: present while a join
+    /// runs, and after one was interrupted (killed before it finished); the next join starts it afresh.
+    var joinStagingPath: String { home + "/ledger.joining" }
+
+    /// Whether a join into this home was interrupted (or is still running).
+    var joinInterrupted: Bool { FileSystem.exists(joinStagingPath) }
+
+    /// The message for a home whose join did not finish.
+    static let joinInterruptedMessage = "a join into this home did not finish (it was interrupted, or is still running): run the same `kidledger join CODE` again (ask the owner for a new code if that one has expired or was used)"
+
     /// Opens the replica. With `creating` false, a home without a store is "no household yet"
     /// and nothing is created on disk.
     public func openReplica(creating: Bool = false) throws -> Replica {
@@ -106,7 +116,10 @@ public final class Context: Sendable {
 
     /// Opens the replica stored in `path` (a directory inside the home).
     func openReplica(at path: String, creating: Bool) throws -> Replica {
-        if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
+        if !creating && !FileSystem.exists(path + "/data.mdb") {
+            if path == storePath && joinInterrupted { throw CLIError(Self.joinInterruptedMessage, code: .temporaryFailure) }
+            throw LedgerError.noHousehold
+        }
         if creating { try FileSystem.makeDirectory(home) }
         let limit = try mapSizeMax()
         let environment = try (path == storePath ? sharedStore : nil)

@@ -218,7 +218,7 @@ enum NetworkCommands {
         }
         // Join into a fresh store beside the home's; it replaces the home's only on success.
         let homeExisted = FileSystem.exists(ctx.home)
-        let staging = ctx.home + "/ledger.joining"
+        let staging = ctx.joinStagingPath
         try? FileSystem.removeTree(staging)
         let replica = try ctx.openReplica(at: staging, creating: true)
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
@@ -249,7 +249,7 @@ enum NetworkCommands {
             let failure = Render.safe(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint)", code: .unavailable)
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint); nothing was changed here: run this `kidledger join` again once it is reachable", code: .unavailable)
         }
         var backup: String?
         if let old = replacing {

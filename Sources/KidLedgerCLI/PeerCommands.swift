@@ -67,6 +67,7 @@ enum PeerCommands {
             report.state = "attentionRequired"
             report.attention = reason
         }
+        report.joinInterrupted = ctx.joinInterrupted
         ctx.emit(report.jsonDocument())
         ctx.say(report.text())
     }
@@ -89,6 +90,8 @@ struct StatusReport {
     var attention: String?
     /// How times are shown (the local zone, or UTC with --utc).
     var time = LocalTime.utc
+    /// Whether a `join` into this home (a `join --replace`) did not finish.
+    var joinInterrupted = false
 
     init(replica: Replica) throws {
         vector = try replica.versionVector()
@@ -163,6 +166,7 @@ struct StatusReport {
 
     func text() -> String {
         var lines = ["status: \(state)"]
+        if joinInterrupted { lines.append(Context.joinInterruptedMessage + "; this home's ledger is the one it had before") }
         if let attention {
             lines.append("changes and sync are stopped: \(attention)")
             lines.append("the balances below are this laptop's last known state and may be stale")
@@ -202,6 +206,6 @@ struct StatusReport {
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
-                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
+                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description)), ("joinInterrupted", .bool(joinInterrupted))])
     }
 }
