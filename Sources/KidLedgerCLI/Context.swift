@@ -207,6 +207,30 @@ enum FileSystem {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Copies the file `source` to `destination` (created with mode 0600).
+    static func copyFile(_ source: String, to destination: String) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw CLIError("cannot read \(source): \(String(cString: strerror(errno)))", code: .ioError) }
+        defer { close(input) }
+        let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw CLIError("cannot write \(destination): \(String(cString: strerror(errno)))", code: .ioError) }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw CLIError("cannot read \(source): \(String(cString: strerror(errno)))", code: .ioError) }
+            if n == 0 { return }
+            var done = 0
+            while done < n {
+                let w = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + done, n - done) }
+                if w < 0 && errno == EINTR { continue }
+                guard w > 0 else { throw CLIError("cannot write \(destination): \(String(cString: strerror(errno)))", code: .ioError) }
+                done += w
+            }
+        }
+    }
+
     /// Writes `text` to `path` atomically (temporary file, fsync, rename).
     static func writeFile(_ path: String, _ text: String) throws {
         let temporary = path + ".tmp-\(getpid())"

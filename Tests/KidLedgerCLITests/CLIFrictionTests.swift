@@ -312,3 +312,90 @@ struct AccountFrictionTests {
         }
     }
 }
+
+/// Issue 23 point 5: `import --dry-run`, and plain dates in an imported CSV.
+@Suite("CLI frictions: import")
+struct ImportFrictionTests {
+    static let csv = "createdAt,child,amountCents,note\n2026-11-20,Ava,100,\"two\nlines\"\n2026-11-21T10:00:00Z,Ben,50,x\n"
+
+    @Test func dryRunStoresNothing() throws {
+        try withLedger { l in
+            l.ok("init", "Home")
+            l.ok("child", "add", "Ava")
+            let path = l.file("in.csv")
+            try Self.csv.write(toFile: path, atomically: true, encoding: .utf8)
+            let before = l.state()
+            let digest = l.ok("digest")
+            #expect(l.masked(l.ok("import", "--csv", path, "--dry-run"))
+                    == "Would import 2 transactions from $TMP/in.csv; would add Ben. Nothing was stored (--dry-run).\n")
+            let json = checkJSON(l, "import", "--csv", path, "--dry-run") as? [String: Any]
+            #expect(json?["added"] as? Int == 2 && json?["dryRun"] as? Bool == true && json?["childrenCreated"] as? [String] == ["Ben"])
+            #expect(l.ok("digest") == digest && l.state() == before, "a dry run changed the ledger")
+            let entries = try FileManager.default.contentsOfDirectory(atPath: l.home).sorted()
+            #expect(entries == ["identities", "ledger"], "the dry run's copy is removed: \(entries)")
+            // The real import does what the dry run said; a second dry run then finds everything present.
+            #expect(l.masked(l.ok("import", "--csv", path)) == "Imported 2 transactions from $TMP/in.csv; added Ben.\n")
+            #expect(l.ok("digest") != digest)
+            let after = l.state()
+            #expect(l.masked(l.ok("import", "--csv", path, "--dry-run"))
+                    == "Would import 0 transactions from $TMP/in.csv (2 already present). Nothing was stored (--dry-run).\n")
+            #expect(l.state() == after)
+            #expect((checkJSON(l, "import", "--csv", path) as? [String: Any])?["dryRun"] as? Bool == false)
+        }
+    }
+
+    /// A dry run refuses what the import would refuse, with the same message, and stores nothing.
+    @Test func dryRunRefusesLikeTheImport() throws {
+        try withLedger { l in
+            l.ok("init", "Home")
+            l.ok("child", "add", "Ava")
+            l.ok("give", "Ava", "92233720368547758.07")
+            let path = l.file("big.csv")
+            try "createdAt,child,amountCents\n2026-11-20,Ava,1\n".write(toFile: path, atomically: true, encoding: .utf8)
+            let before = l.state()
+            let dry = l.run("import", "--csv", path, "--dry-run")
+            let real = l.run("import", "--csv", path)
+            #expect(dry.code == 65 && dry.stderr == "kidledger: that would take Ava's balance out of range\n", "\(dry)")
+            #expect(real.code == dry.code && real.stderr == dry.stderr)
+            #expect(l.state() == before)
+        }
+    }
+
+    /// A plain date is 12:00 UTC that day: the same transaction (and id) on every laptop, whatever its zone.
+    @Test func plainDates() throws {
+        try withLedger { l in
+            l.ok("init", "Home")
+            let path = l.file("dates.csv")
+            try "createdAt,child,amountCents\n2026-11-20,Ava,100\n\n 2026-11-21 ,Ava,-25\n".write(toFile: path, atomically: true, encoding: .utf8)
+            l.timeZone = "America/Los_Angeles"
+            #expect(l.masked(l.ok("import", "--csv", path)) == "Imported 2 transactions from $TMP/dates.csv; added Ava.\n")
+            let history = checkJSON(l, "history") as? [String: Any]
+            let times = (history?["transactions"] as? [[String: Any]] ?? []).compactMap { ($0["transaction"] as? [String: Any])?["createdAtMillis"] as? Int64 }
+            #expect(times == [1_795_262_400_000, 1_795_176_000_000], "2026-11-21 and 2026-11-20 at 12:00 UTC")
+            #expect(l.ok("history").contains("2026-11-20 04:00  Ava"), "noon UTC is 04:00 in Los Angeles")
+            // Importing the file again, in another zone, adds nothing.
+            l.timeZone = "Asia/Tokyo"
+            #expect(l.masked(l.ok("import", "--csv", path)) == "Imported 0 transactions from $TMP/dates.csv (2 already present).\n")
+            // Not a calendar date: the import's own error, on the file's own line.
+            for (text, message) in [("createdAt,child,amountCents\n2026-02-30,Ava,1\n", "kidledger: line 2: createdAt \"2026-02-30\" is not an ISO 8601 time like 2026-11-29T18:02:00.000Z\n"),
+                                    ("createdAt,child,amountCents\n2026-11-20,Ava,1\n\n2026-11-22,Ava,x\n", "kidledger: line 4: amountCents \"x\" is not a non-zero whole number of cents\n"),
+                                    ("createdAt,child,amountCents\n2026-11-20,Ava,1\n\"two\nlines\",Ava,2\n", "kidledger: line 3: createdAt \"two\nlines\" is not an ISO 8601 time like 2026-11-29T18:02:00.000Z\n")] {
+                try text.write(toFile: path, atomically: true, encoding: .utf8)
+                let outcome = l.run("import", "--csv", path)
+                #expect(outcome.code == 65 && outcome.stderr == message, "\(outcome)")
+            }
+        }
+    }
+
+    @Test func noonOfADate() {
+        #expect(ImportDates.noon("2026-11-20") == "2026-11-20T12:00:00.000Z")
+        #expect(ImportDates.noon("2024-02-29") == "2024-02-29T12:00:00.000Z")
+        for bad in ["2026-02-29", "2026-13-01", "2026-1-01", "20261120", "2026-11-20T", "２０２６-11-20", "", "abcd-ef-gh"] {
+            #expect(ImportDates.noon(bad) == nil, "\(bad)")
+        }
+        let text = "id,createdAt\r\nx,2026-11-20\r\n"
+        #expect(ImportDates.withPlainDates(text) == "id,createdAt\nx,2026-11-20T12:00:00.000Z\n")
+        #expect(ImportDates.withPlainDates("createdAt\n2026-11-20T01:00:00Z\n") == "createdAt\n2026-11-20T01:00:00Z\n")
+        #expect(ImportDates.withPlainDates("\"unterminated") == "\"unterminated")
+    }
+}

@@ -162,7 +162,7 @@ struct GoldenOutputTests {
           digest                                       print the replica's state digest
           verify                                       check the replica's integrity
           export --csv FILE                            write every transaction to a CSV file
-          import --csv FILE                            add transactions from a CSV file (idempotent)
+          import --csv FILE [--dry-run]                add transactions from a CSV file (idempotent)
           peer add HOST:PORT                           remember a peer to sync with
           peer remove HOST:PORT                        forget a peer
           peers                                        list known peers and their last sync
