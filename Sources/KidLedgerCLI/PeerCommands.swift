@@ -67,7 +67,7 @@ enum PeerCommands {
             report.state = "attentionRequired"
             report.attention = reason
         }
-        report.joinInterrupted = ctx.joinInterrupted
+        report.interruptedJoin = ctx.joinInterrupted ? ctx.joinStagingPath : nil
         ctx.emit(report.jsonDocument())
         ctx.say(report.text())
     }
@@ -90,8 +90,8 @@ struct StatusReport {
     var attention: String?
     /// How times are shown (the local zone, or UTC with --utc).
     var time = LocalTime.utc
-    /// Whether a `join` into this home (a `join --replace`) did not finish.
-    var joinInterrupted = false
+    /// The staging ledger a `join` into this home (a `join --replace`) left when it did not finish.
+    var interruptedJoin: String?
 
     init(replica: Replica) throws {
         vector = try replica.versionVector()
@@ -166,7 +166,9 @@ struct StatusReport {
 
     func text() -> String {
         var lines = ["status: \(state)"]
-        if joinInterrupted { lines.append(Context.joinInterruptedMessage + "; this home's ledger is the one it had before") }
+        if let interruptedJoin {
+            lines.append(Context.joinInterruptedMessage + "; this home's ledger is the one it had before (to keep it and forget that join, remove \(interruptedJoin))")
+        }
         if let attention {
             lines.append("changes and sync are stopped: \(attention)")
             lines.append("the balances below are this laptop's last known state and may be stale")
@@ -206,6 +208,6 @@ struct StatusReport {
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
-                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description)), ("joinInterrupted", .bool(joinInterrupted))])
+                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])
     }
 }
