@@ -17,6 +17,11 @@ extension Context {
         return name.isEmpty ? "default" : name
     }
 
+    /// The accounts with a key on this laptop, sorted.
+    func accounts() throws -> [String] {
+        do { return try keyStore.accounts() } catch { throw CLIError("\(error)", code: .ioError) }
+    }
+
     /// Signs in as `name` (writes `HOME/account`).
     func setAccount(_ name: String) throws {
         try FileSystem.makeDirectory(home)
@@ -78,7 +83,7 @@ extension Context {
 
 /// `account show`, `account switch`, `account rename`, `members`, `revoke`.
 enum AccountCommands {
-    static let all: [CLI.Command] = [accountShow, accountSwitch, Names.accountRename, members, revoke]
+    static let all: [CLI.Command] = [accountShow, accountList, accountSwitch, Names.accountRename, members, revoke]
 
     static let accountShow = CLI.Command(spec: CommandSpec(
         name: "account show", synopsis: "", summary: "show this device's signed-in identity", details: "")) { ctx, _ in
@@ -101,11 +106,23 @@ enum AccountCommands {
     }
 
     static let accountSwitch = CLI.Command(spec: CommandSpec(
-        name: "account switch", synopsis: "NAME", summary: "sign this device in as another account",
-        details: "Creates the account's key if it has none. If it is not the member this home joined the household\nwith, the ledger enters attentionRequired: reads work, changes and sync stop, queued changes are kept;\nswitching back resumes.",
-        arguments: 1...1)) { ctx, args in
+        name: "account switch", synopsis: "NAME [--create]", summary: "sign this device in as another account",
+        details: """
+        NAME must be an account this laptop has a key for (`kidledger account list`); a new account needs
+        --create, which makes its key (so a typo does not sign you in as a stranger). If NAME is not the
+        member this home joined the household with, the ledger enters attentionRequired: reads work, changes
+        and sync stop, queued changes are kept; switching back resumes.
+          --create   make the account (a new key) when this laptop has none of that name
+        """,
+        flagOptions: ["create"], arguments: 1...1)) { ctx, args in
         let name = Text.trimmed(args.positionals[0])
         do { try KeyStore.validate(account: name) } catch { throw CLIError.usage("\(error)") }
+        let known = try ctx.accounts()
+        if !known.contains(name) && !args.has("create") {
+            let near = Suggestions.nearest(name, in: known).map { "did you mean \($0)? " } ?? ""
+            let list = known.isEmpty ? "none yet" : known.joined(separator: ", ")
+            throw CLIError("this laptop has no account \"\(name)\" (accounts: \(list)); \(near)pass --create to make a new account with a new key", code: .dataError)
+        }
         try ctx.setAccount(name)
         let me = try ctx.identity(creating: true)
         var attention: String?
@@ -117,6 +134,27 @@ enum AccountCommands {
         if let attention { ctx.say("attention required: \(attention)") }
         ctx.emit(.object([("account", .string(name)), ("key", me.map { .string($0.publicKey.hex) } ?? .null),
                           ("attentionRequired", .bool(attention != nil))]))
+    }
+
+    static let accountList = CLI.Command(spec: CommandSpec(
+        name: "account list", synopsis: "", summary: "list the accounts this laptop has a key for",
+        details: "One line per account (a key file in HOME/identities): its name, its key's fingerprint, and `*`\nfor the signed-in one.")) { ctx, _ in
+        let current = ctx.accountName
+        let names = try ctx.accounts()
+        let identities = try names.map { name -> (String, Identity?) in
+            do { return (name, try ctx.keyStore.load(account: name)) } catch let e as SecurityError {
+                throw CLIError("identity \"\(name)\": \(e)", code: .notPermitted)
+            }
+        }
+        ctx.emit(.object([("current", .string(current)), ("accounts", .array(identities.map { name, me in
+            .object([("name", .string(name)), ("fingerprint", me.map { .string($0.publicKey.fingerprint) } ?? .null),
+                     ("key", me.map { .string($0.publicKey.hex) } ?? .null), ("current", .bool(name == current))])
+        }))]))
+        if identities.isEmpty { ctx.say("No accounts on this laptop yet (`kidledger init` or `kidledger join` makes one)."); return }
+        ctx.say(Render.table(header: ["", "ACCOUNT", "KEY"], rightAligned: [], rows: identities.map { name, me in
+            [name == current ? "*" : "", name, me?.publicKey.fingerprint ?? "?"]
+        }))
+        if !names.contains(current) { ctx.say("signed in as \(current), which has no key yet") }
     }
 
     static let members = CLI.Command(spec: CommandSpec(
@@ -134,7 +172,7 @@ enum AccountCommands {
         ctx.say(Render.table(header: ["NAME", "KEY", "DEVICES", ""], rightAligned: [], rows: list.map { m in
             [m.name, Names.fingerprint(m.key), "\(m.devices.count)",
              m.isOwner ? "owner" : [m.isFormerOwner ? "former owner" : "", m.isRevoked ? "revoked" : ""].filter { !$0.isEmpty }.joined(separator: ", ")]
-        }))
+        }, truncated: [0: Render.nameWidthMax]))
     }
 
     static let revoke = CLI.Command(spec: CommandSpec(

@@ -32,8 +32,7 @@ public struct CommandSpec: Sendable {
     public var help: String {
         var text = "usage: kidledger \(name)\(synopsis.isEmpty ? "" : " " + synopsis)\n\n\(summary)\n"
         if !details.isEmpty { text += "\n\(details)\n" }
-        text += "\nGlobal options:\n  --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)\n"
-        text += "  --json       machine-readable output\n  --help       show this help\n"
+        text += ArgumentParser.globalOptionsHelp
         return text
     }
 }
@@ -41,13 +40,33 @@ public struct CommandSpec: Sendable {
 /// Splits raw arguments for one command. Global options (`--home DIR`, `--json`, `--help`) are
 /// accepted anywhere; `--name=value` and `--name value` both work; `--` ends options.
 public enum ArgumentParser {
+    /// Options every command accepts that take a value.
+    static let globalValueOptions = ["home"]
+    /// Flags every command accepts.
+    static let globalFlags = ["json", "utc", "help"]
+
+    /// The "Global options" part of every command's help.
+    static let globalOptionsHelp = """
+
+        Global options:
+          --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
+          --json       machine-readable output (an error is a JSON object on standard error)
+          --utc        show times in UTC (default: the local time zone, from $TZ)
+          --help       show this help
+
+        """
+
     /// Parses `words` (the words after the command name) against `spec`.
     ///
     /// - Throws: a usage ``CLIError`` naming the problem.
     public static func parse(_ words: [String], spec: CommandSpec) throws(CLIError) -> ParsedArguments {
         var parsed = ParsedArguments()
-        let valueOptions = Set(spec.valueOptions + ["home"])
-        let flagOptions = Set(spec.flagOptions + ["json", "help"])
+        let valueOptions = Set(spec.valueOptions + globalValueOptions)
+        let flagOptions = Set(spec.flagOptions + globalFlags)
+        let known = (spec.valueOptions + spec.flagOptions + globalValueOptions + globalFlags).map { "--" + $0 }
+        func unknown(_ word: String) -> CLIError {
+            .usage("unknown option \(word) for `\(spec.name)`\(Suggestions.didYouMean(word, in: known, quoted: false)) (see `kidledger \(spec.name) --help`)")
+        }
         var i = 0
         var optionsEnded = false
         while i < words.count {
@@ -59,7 +78,7 @@ public enum ArgumentParser {
             }
             if word == "--" { optionsEnded = true; continue }
             if word == "-h" { parsed.flags.insert("help"); continue }
-            guard word.hasPrefix("--") else { throw .usage("unknown option \(word) for `\(spec.name)` (see `kidledger \(spec.name) --help`)") }
+            guard word.hasPrefix("--") else { throw unknown(word) }
             var name = String(word.dropFirst(2))
             var inlineValue: String?
             if let eq = name.firstIndex(of: "=") {
@@ -67,6 +86,7 @@ public enum ArgumentParser {
                 name = String(name[..<eq])
             }
             if valueOptions.contains(name) {
+                guard parsed.values[name] == nil else { throw .usage("--\(name) is given twice; give it once") }
                 if let inlineValue {
                     parsed.values[name] = inlineValue
                 } else {
@@ -76,9 +96,10 @@ public enum ArgumentParser {
                 }
             } else if flagOptions.contains(name) {
                 guard inlineValue == nil else { throw .usage("--\(name) takes no value") }
+                guard name == "help" || !parsed.flags.contains(name) else { throw .usage("--\(name) is given twice; give it once") }
                 parsed.flags.insert(name)
             } else {
-                throw .usage("unknown option --\(name) for `\(spec.name)` (see `kidledger \(spec.name) --help`)")
+                throw unknown("--" + name)
             }
         }
         if parsed.has("help") { return parsed }

@@ -24,9 +24,101 @@ public enum CLI {
             return try dispatch(arguments, environment: environment, console: console, clock: clock).rawValue
         } catch {
             let failure = CLIError.from(error)
-            console.err("kidledger: \(TextEscaping.terminal(failure.message, keepingNewlines: true))\n")
+            if givesFlag("json", arguments) {
+                console.err(failure.json.rendered() + "\n")
+            } else {
+                console.err("kidledger: \(TextEscaping.terminal(failure.message, keepingNewlines: true))\n")
+            }
             return failure.code.rawValue
         }
+    }
+
+    /// Whether the flag `--name` is among `arguments` as an option (not as an option's value, not
+    /// after `--`).
+    static func givesFlag(_ name: String, _ arguments: [String]) -> Bool {
+        var i = 0
+        while i < arguments.count {
+            let word = arguments[i]
+            i += 1
+            if word == "--" { return false }
+            if word == "--" + name { return true }
+            if word.hasPrefix("--") && valueOptionNames.contains(String(word.dropFirst(2))) { i += 1 }
+        }
+        return false
+    }
+
+    /// Options and flags accepted without a command (`kidledger --help`, `kidledger --version`).
+    static let topLevelOptions = (ArgumentParser.globalValueOptions + ArgumentParser.globalFlags + ["version"]).map { "--" + $0 }
+
+    /// The first option before `--` that no command accepts at the top level, e.g. `--bogus` or
+    /// `-x` in `kidledger --bogus`.
+    static func unknownTopLevelOption(_ arguments: [String]) -> String? {
+        var i = 0
+        while i < arguments.count {
+            let word = arguments[i]
+            i += 1
+            if word == "--" { return nil }
+            guard word.hasPrefix("-"), word != "-", !ArgumentParser.isNegativeNumber(word), word != "-h" else { continue }
+            let name = String(word.split(separator: "=", maxSplits: 1).first ?? "")
+            if ArgumentParser.globalValueOptions.contains(String(name.dropFirst(2))) {
+                if !word.contains("=") { i += 1 }
+                continue
+            }
+            if !topLevelOptions.contains(name) { return name }
+        }
+        return nil
+    }
+
+    /// The first words of every command, and `help`.
+    static var commandFirstWords: [String] {
+        var seen: [String] = []
+        for c in commands {
+            let first = String(c.spec.name.split(separator: " ")[0])
+            if !seen.contains(first) { seen.append(first) }
+        }
+        return seen + ["help"]
+    }
+
+    /// The error for command words that name no command, with the nearest command.
+    static func unknownCommand(_ words: [String]) -> CLIError {
+        let group = commands.filter { $0.spec.name.hasPrefix(words[0] + " ") }
+        var typed = words[0]
+        var suggestion: String?
+        if !group.isEmpty && words.count > 1 {
+            typed = words.prefix(2).joined(separator: " ")
+            let seconds = group.map { String($0.spec.name.split(separator: " ")[1]) }
+            suggestion = Suggestions.nearest(words[1], in: seconds).map { words[0] + " " + $0 }
+        } else {
+            suggestion = Suggestions.nearest(words[0], in: commandFirstWords)
+        }
+        let near = suggestion.map { "; did you mean `\($0)`?" } ?? ""
+        return CLIError.usage("unknown command `\(typed)`\(near)\nRun `kidledger --help` to list the commands.")
+    }
+
+    /// `kidledger help [COMMAND]`: the overview, a group's subcommands or a command's help.
+    static func help(_ words: [String], console: Console) throws -> ExitCode {
+        if words.isEmpty {
+            console.out(overview())
+            return .ok
+        }
+        if let command = match(words), command.spec.name.split(separator: " ").count == words.count {
+            console.out(command.spec.help)
+            return .ok
+        }
+        if words.count == 1, let text = groupUsage(words[0]) {
+            console.out(text)
+            return .ok
+        }
+        throw unknownCommand(words)
+    }
+
+    /// The usage of a command group (`kidledger child`), or nil when `word` is not one.
+    static func groupUsage(_ word: String) -> String? {
+        let group = commands.filter { $0.spec.name.hasPrefix(word + " ") }
+        guard !group.isEmpty else { return nil }
+        var text = "usage: kidledger \(word) SUBCOMMAND\n\nSubcommands:\n"
+        for c in group { text += "  kidledger \(c.spec.name) \(c.spec.synopsis)".trimmingSuffixSpaces() + "\n" }
+        return text
     }
 
     static func dispatch(_ arguments: [String], environment: [String: String], console: Console,
@@ -39,18 +131,21 @@ public enum CLI {
             return .ok
         }
         guard let command = match(words) else {
-            let groups = commands.filter { $0.spec.name.hasPrefix((words.first ?? "") + " ") }
-            if !groups.isEmpty && words.count <= 1 {
-                var text = "usage: kidledger \(words[0]) SUBCOMMAND\n\nSubcommands:\n"
-                for c in groups { text += "  kidledger \(c.spec.name) \(c.spec.synopsis)".trimmingSuffixSpaces() + "\n" }
+            if words.first == "help" { return try help(Array(words.dropFirst()), console: console) }
+            let wantsHelp = arguments.contains("--help") || arguments.contains("-h")
+            if !wantsHelp, let option = unknownTopLevelOption(arguments) {
+                let near = Suggestions.didYouMean(option, in: topLevelOptions, quoted: false)
+                throw CLIError.usage("unknown option \(option)\(near)\nusage: kidledger [--home DIR] [--json] [--utc] COMMAND [ARGS]; `kidledger --help` lists the commands")
+            }
+            if words.count <= 1, let text = groupUsage(words.first ?? "") {
                 console.out(text)
-                return arguments.contains("--help") || arguments.contains("-h") ? .ok : .usage
+                return wantsHelp ? .ok : .usage
             }
             if words.isEmpty {
                 console.out(overview())
-                return arguments.contains("--help") || arguments.contains("-h") ? .ok : .usage
+                return wantsHelp ? .ok : .usage
             }
-            throw CLIError.usage("unknown command `\(words.prefix(2).joined(separator: " "))`\n\n" + overview())
+            throw unknownCommand(words)
         }
         // Remove the command words at their positions (not an option value that happens to be
         // spelled like one) and parse the rest.
@@ -63,7 +158,7 @@ public enum CLI {
         }
         let home = parsed.values["home"] ?? environment["KIDLEDGER_HOME"] ?? ((environment["HOME"] ?? ".") + "/.kidledger")
         guard !home.isEmpty else { throw CLIError.usage("--home needs a directory") }
-        let context = Context(home: home, json: parsed.has("json"), console: console, clock: clock, environment: environment,
+        let context = Context(home: home, json: parsed.has("json"), utc: parsed.has("utc"), console: console, clock: clock, environment: environment,
                               sharedStore: sharedStore, messages: messages)
         try command.run(context, parsed)
         return .ok
@@ -108,15 +203,20 @@ public enum CLI {
 
     /// The list of commands.
     static func overview() -> String {
-        var text = "usage: kidledger [--home DIR] [--json] COMMAND [ARGS]\n\nA local-first family allowance ledger.\n\nCommands:\n"
-        let width = commands.map { $0.spec.name.count + 1 + $0.spec.synopsis.count }.max() ?? 20
-        for c in commands {
-            let left = c.spec.name + (c.spec.synopsis.isEmpty ? "" : " " + c.spec.synopsis)
-            text += "  " + left + String(repeating: " ", count: max(2, width - left.count + 2)) + c.spec.summary + "\n"
+        var text = "usage: kidledger [--home DIR] [--json] [--utc] COMMAND [ARGS]\n\nA local-first family allowance ledger.\n\nCommands:\n"
+        let lines = commands.map { ($0.spec.name + ($0.spec.synopsis.isEmpty ? "" : " " + $0.spec.synopsis), $0.spec.summary) }
+            + [("help [COMMAND]", "this overview, or a command's help")]
+        let width = lines.map(\.0.count).max() ?? 20
+        for (left, summary) in lines {
+            text += "  " + left + String(repeating: " ", count: max(2, width - left.count + 2)) + summary + "\n"
         }
-        text += "\nAmounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).\n"
+        text += "\nAmounts: dollars ('$1.25', '$0.10', 5) or coins (penny, nickel, dime, quarter, half, dollar);\n"
+        text += "quote an amount with $ ('$1.25'): unquoted, the shell replaces $1 before kidledger sees it.\n"
         text += "A child is named by name (any case) or by an id prefix.\n"
-        text += "Run `kidledger COMMAND --help` for details. Exit codes: docs/ERRORS.md.\n"
+        text += "Times are shown in the local time zone ($TZ); --utc shows UTC; --json gives Unix milliseconds.\n"
+        text += "Run `kidledger help COMMAND` (or `kidledger COMMAND --help`) for details.\n"
+        text += "Exit codes: 0 ok, 64 usage, 65 bad data, 69 no peer reachable, 70 internal error or damaged store,\n"
+        text += "74 file error, 75 temporary failure (retry), 77 not permitted.\n"
         return text
     }
 }

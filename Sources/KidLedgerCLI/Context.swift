@@ -70,6 +70,8 @@ public final class Context: Sendable {
     public let home: String
     /// Whether `--json` was given.
     public let json: Bool
+    /// Whether `--utc` was given: text shows times in UTC instead of the local zone.
+    public let utc: Bool
     /// Where output goes.
     public let console: Console
     let clock: any WallClock
@@ -81,8 +83,9 @@ public final class Context: Sendable {
     /// Where ``say(_:)`` writes in JSON mode too (the page shows a command's message beside its JSON).
     let messages: Console?
 
-    init(home: String, json: Bool, console: Console, clock: any WallClock, environment: [String: String] = [:],
+    init(home: String, json: Bool, utc: Bool = false, console: Console, clock: any WallClock, environment: [String: String] = [:],
          sharedStore: LMDBEnvironment? = nil, messages: Console? = nil) {
+        self.utc = utc
         self.sharedStore = sharedStore
         self.messages = messages
         self.environment = environment
@@ -95,6 +98,16 @@ public final class Context: Sendable {
     /// The LMDB environment directory inside the home.
     public var storePath: String { home + "/ledger" }
 
+    /// Where `join` builds the joined ledger before it becomes ``storePath``: present while a join
+    /// runs, and after one was interrupted (killed before it finished); the next join starts it afresh.
+    var joinStagingPath: String { home + "/ledger.joining" }
+
+    /// Whether a join into this home was interrupted (or is still running).
+    var joinInterrupted: Bool { FileSystem.exists(joinStagingPath) }
+
+    /// The message for a home whose join did not finish.
+    static let joinInterruptedMessage = "a join into this home did not finish (it was interrupted, or is still running): run the same `kidledger join CODE` again (ask the owner for a new code if that one has expired or was used)"
+
     /// Opens the replica. With `creating` false, a home without a store is "no household yet"
     /// and nothing is created on disk.
     public func openReplica(creating: Bool = false) throws -> Replica {
@@ -103,7 +116,10 @@ public final class Context: Sendable {
 
     /// Opens the replica stored in `path` (a directory inside the home).
     func openReplica(at path: String, creating: Bool) throws -> Replica {
-        if !creating && !FileSystem.exists(path + "/data.mdb") { throw LedgerError.noHousehold }
+        if !creating && !FileSystem.exists(path + "/data.mdb") {
+            if path == storePath && joinInterrupted { throw CLIError(Self.joinInterruptedMessage, code: .temporaryFailure) }
+            throw LedgerError.noHousehold
+        }
         if creating { try FileSystem.makeDirectory(home) }
         let limit = try mapSizeMax()
         let environment = try (path == storePath ? sharedStore : nil)
@@ -189,6 +205,30 @@ enum FileSystem {
         }
         if ferror(file) != 0 { throw CLIError("cannot read \(path)", code: .ioError) }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Copies the file `source` to `destination` (created with mode 0600).
+    static func copyFile(_ source: String, to destination: String) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw CLIError("cannot read \(source): \(String(cString: strerror(errno)))", code: .ioError) }
+        defer { close(input) }
+        let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw CLIError("cannot write \(destination): \(String(cString: strerror(errno)))", code: .ioError) }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw CLIError("cannot read \(source): \(String(cString: strerror(errno)))", code: .ioError) }
+            if n == 0 { return }
+            var done = 0
+            while done < n {
+                let w = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + done, n - done) }
+                if w < 0 && errno == EINTR { continue }
+                guard w > 0 else { throw CLIError("cannot write \(destination): \(String(cString: strerror(errno)))", code: .ioError) }
+                done += w
+            }
+        }
     }
 
     /// Writes `text` to `path` atomically (temporary file, fsync, rename).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
@@ -36,12 +39,12 @@ enum DataCommands {
         ]))
         if journal.isEmpty { ctx.say("No concurrent edits lost.") }
         for c in journal {
-            ctx.say("\(names[c.entity] ?? Render.shortID(c.entity)): \(c.field) \"\(c.loserValue)\" (device \(c.loserStamp.origin.description.prefix(8)), \(Timestamp.short(millis: c.loserStamp.hlc.millis))) lost to \"\(c.winnerValue)\" (device \(c.winnerStamp.origin.description.prefix(8)), \(Timestamp.short(millis: c.winnerStamp.hlc.millis)))")
+            ctx.say("\(names[c.entity] ?? Render.shortID(c.entity)): \(c.field) \"\(c.loserValue)\" (device \(c.loserStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.loserStamp.hlc.millis))) lost to \"\(c.winnerValue)\" (device \(c.winnerStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.winnerStamp.hlc.millis)))")
         }
         if counts.conflicts > 0 {
             ctx.say("\(Render.plural(counts.conflicts, "transaction copy", "transaction copies")) with a reused id and different contents lost; the same copy was kept on every device.")
         }
-        for c in sameID { ctx.say(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser)) }
+        for c in sameID { ctx.say(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser, time: ctx.time)) }
     }
 
     static let digest = CLI.Command(spec: CommandSpec(
@@ -82,7 +85,12 @@ enum DataCommands {
 
     static let export = CLI.Command(spec: CommandSpec(
         name: "export", synopsis: "--csv FILE", summary: "write every transaction to a CSV file",
-        details: "One row per transaction, oldest first, with a header (columns: docs/CSV.md). FILE - writes to stdout.",
+        details: """
+        One row per transaction, oldest first, with a header, RFC 4180 quoting, CRLF line ends, UTF-8. FILE - writes
+        to stdout. Columns: id, createdAt (ISO 8601 UTC with milliseconds), child, childId, amountCents (signed
+        integer cents), amount ($1.25, -$0.25), note, source (give, take, give-all, take-all, undo, import),
+        reverses (for an undo entry, the id of the transaction it compensates).
+        """,
         valueOptions: ["csv"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("export needs --csv FILE") }
         let replica = try ctx.openReplica()
@@ -101,19 +109,84 @@ enum DataCommands {
     }
 
     static let importCSV = CLI.Command(spec: CommandSpec(
-        name: "import", synopsis: "--csv FILE", summary: "add transactions from a CSV file (idempotent)",
-        details: "Accepts what export writes. Every row is checked before anything is written; re-importing a file adds\nnothing. Children are matched by id, then by name; missing ones are created.",
-        valueOptions: ["csv"])) { ctx, args in
+        name: "import", synopsis: "--csv FILE [--dry-run]", summary: "add transactions from a CSV file (idempotent)",
+        details: """
+        Accepts what export writes. Every row is checked before anything is written; re-importing a file adds
+        nothing. Children are matched by id, then by name; missing ones are created. createdAt is an ISO 8601
+        time (2026-11-20T18:02:00.000Z, or with an offset such as +02:00), or a plain date (2026-11-20), which
+        means 12:00 UTC that day: the same instant on every laptop (so importing the file on two laptops adds
+        the same transactions), shown as that date in any time zone from UTC-11 to UTC+11.
+          --dry-run   check the file and say what would be imported (counts, children to create); store nothing
+        """,
+        valueOptions: ["csv"], flagOptions: ["dry-run"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("import needs --csv FILE") }
+        let dryRun = args.has("dry-run")
         let replica = try ctx.openReplicaForChanges()
         _ = try LedgerCommands.requireHousehold(replica)
-        let rows = try LedgerCSV.parse(try FileSystem.readFile(path))
-        let result = try replica.importTransactions(rows)
-        var text = "Imported \(result.added) transaction\(result.added == 1 ? "" : "s") from \(path)"
+        let rows = try LedgerCSV.parse(ImportDates.withPlainDates(try FileSystem.readFile(path)))
+        let result = dryRun ? try dryRunImport(rows, from: replica, ctx: ctx) : try replica.importTransactions(rows)
+        let (verb, children) = dryRun ? ("Would import", "would add") : ("Imported", "added")
+        var text = "\(verb) \(result.added) transaction\(result.added == 1 ? "" : "s") from \(path)"
         if result.alreadyPresent > 0 { text += " (\(result.alreadyPresent) already present)" }
-        if !result.childrenCreated.isEmpty { text += "; added \(result.childrenCreated.joined(separator: ", "))" }
-        ctx.say(text + ".")
+        if !result.childrenCreated.isEmpty { text += "; \(children) \(result.childrenCreated.joined(separator: ", "))" }
+        ctx.say(text + (dryRun ? ". Nothing was stored (--dry-run)." : "."))
         ctx.emit(.object([("file", .string(path)), ("added", .int(result.added)), ("alreadyPresent", .int(result.alreadyPresent)),
-                          ("childrenCreated", .array(result.childrenCreated.map(JSON.string)))]))
+                          ("childrenCreated", .array(result.childrenCreated.map(JSON.string))), ("dryRun", .bool(dryRun))]))
+    }
+
+    /// What importing `rows` would do, found by the real import on a copy of the store (taken while
+    /// holding the store's write lock, so it is one committed state) that is deleted afterwards: the
+    /// home's ledger is not written.
+    static func dryRunImport(_ rows: [ImportRow], from replica: Replica, ctx: Context) throws -> ImportResult {
+        guard let environment = replica.store as? LMDBEnvironment else { throw CLIError("no store to copy", code: .software) }
+        let copy = ctx.home + "/import-dry-run-\(getpid())"
+        try? FileSystem.removeTree(copy)
+        try FileSystem.makeDirectory(copy)
+        defer { try? FileSystem.removeTree(copy) }
+        try environment.write { _ in try FileSystem.copyFile(ctx.storePath + "/data.mdb", to: copy + "/data.mdb") }
+        let scratch = try ctx.openReplica(at: copy, creating: false)
+        defer { (scratch.store as? LMDBEnvironment)?.close() }
+        scratch.signer = replica.signer
+        return try scratch.importTransactions(rows)
+    }
+}
+
+/// Plain dates in an imported CSV's `createdAt` column.
+enum ImportDates {
+    /// `text` with every `createdAt` field that is a plain date (`2026-11-20`, a real calendar date)
+    /// written as 12:00 UTC that day (`2026-11-20T12:00:00.000Z`); unchanged when there is none, or
+    /// when the text is not CSV (the import then reports the error). Records stay on their lines, so
+    /// errors name the file's own line numbers.
+    static func withPlainDates(_ text: String) -> String {
+        guard let records = try? CSV.parse(text), let header = records.first,
+              let column = header.fields.firstIndex(where: { Text.trimmed($0) == "createdAt" }) else { return text }
+        var changed = false
+        var rewritten = records
+        for i in rewritten.indices.dropFirst() where column < rewritten[i].fields.count {
+            if let noon = noon(Text.trimmed(rewritten[i].fields[column])) {
+                rewritten[i].fields[column] = noon
+                changed = true
+            }
+        }
+        guard changed else { return text }
+        var out = ""
+        var line = 1
+        for record in rewritten {
+            while line < record.line { out += "\n"; line += 1 }
+            let row = CSV.encodeRow(record.fields)
+            out += row + "\n"
+            line += 1 + row.utf8.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+        }
+        return out
+    }
+
+    /// "2026-11-20T12:00:00.000Z" for "2026-11-20", or nil when `date` is not a plain date.
+    static func noon(_ date: String) -> String? {
+        let b = Array(date.utf8)
+        guard b.count == 10, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
+              b.enumerated().allSatisfy({ $0.offset == 4 || $0.offset == 7 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0.element) })
+        else { return nil }
+        let text = date + "T12:00:00.000Z"
+        return Timestamp.parseISO8601(text) == nil ? nil : text
     }
 }

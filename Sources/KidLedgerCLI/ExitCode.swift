@@ -19,6 +19,20 @@ public enum ExitCode: Int32, Sendable {
     case temporaryFailure = 75
     /// EX_NOPERM: not permitted (revoked, attention required).
     case notPermitted = 77
+
+    /// The code's name in a `--json` error (`"code"`): camelCase, like the case.
+    public var name: String {
+        switch self {
+        case .ok: "ok"
+        case .usage: "usage"
+        case .dataError: "dataError"
+        case .unavailable: "unavailable"
+        case .software: "software"
+        case .ioError: "ioError"
+        case .temporaryFailure: "temporaryFailure"
+        case .notPermitted: "notPermitted"
+        }
+    }
 }
 
 /// A failure the CLI reports: a message and an exit code.
@@ -39,6 +53,12 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
 
     /// The message.
     public var description: String { message }
+
+    /// The error as `--json` prints it (one line on standard error):
+    /// `{"error":{"code":"dataError","exitCode":65,"message":"..."}}`.
+    public var json: JSON {
+        .object([("error", .object([("code", .string(code.name)), ("exitCode", .int(code.rawValue)), ("message", .string(message))]))])
+    }
 
     /// Maps any error thrown by the layers below to a message and exit code.
     public static func from(_ error: any Error) -> CLIError {

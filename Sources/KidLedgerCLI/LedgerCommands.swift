@@ -74,19 +74,28 @@ enum LedgerCommands {
         if list.isEmpty { ctx.say("No children yet: `kidledger child add NAME`."); return }
         ctx.say(Render.table(header: ["NAME", "BALANCE", "ID", ""], rightAligned: [1], rows: list.map {
             [$0.name, Money.format(cents: $0.balanceCents), Render.shortID($0.id), $0.isArchived ? "archived" : ""]
-        }))
+        }, truncated: [0: Render.nameWidthMax]))
     }
 
     static func amountCommand(_ name: String, sign: Int64, summary: String, verb: String, preposition: String) -> CLI.Command {
         CLI.Command(spec: CommandSpec(
             name: name, synopsis: "CHILD AMOUNT [--note T]", summary: summary,
-            details: "AMOUNT is positive: dollars (1.25, $0.10, 5) or a coin (penny, nickel, dime, quarter, half, dollar).\n  --note T   a note kept with the transaction",
+            details: """
+            AMOUNT is positive: dollars ('$1.25', '$0.10', 5) or a coin (penny, nickel, dime, quarter, half, dollar).
+            Quote an amount with $ in single quotes ('$1.25'): unquoted or in double quotes, the shell eats $1 and
+            kidledger sees .25.
+            \(sign < 0 ? "A take may leave a balance below zero (the child owes money): it is written, and a warning\nsays so (`warnings` in --json).\n" : "")  --note T   a note kept with the transaction
+            """,
             valueOptions: ["note"], arguments: 2...2)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[1])
             let p = try ctx.openReplicaForChanges().post(args.positionals[0], signedCents: sign * cents,
                                                note: args.values["note"] ?? "", source: name)
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(Render.safe(p.childName)). Balance: \(Money.format(cents: p.balanceCents))")
-            ctx.emit(Render.posting(p))
+            let warnings = negativeWarnings([p], sign: sign)
+            warn(ctx, warnings)
+            guard case .object(var fields) = Render.posting(p) else { preconditionFailure("a posting renders as an object") }
+            fields.append(("warnings", .array(warnings.map(JSON.string))))
+            ctx.emit(.object(fields))
         }
     }
 
@@ -96,15 +105,22 @@ enum LedgerCommands {
     static func allCommand(_ name: String, sign: Int64, summary: String, verb: String, preposition: String) -> CLI.Command {
         CLI.Command(spec: CommandSpec(
             name: name, synopsis: "AMOUNT [--note T]", summary: summary,
-            details: "One atomic batch over every active child: if any balance would go out of range, nothing is written.\n  --note T   a note kept with each transaction",
+            details: """
+            One atomic batch over every active child: if any balance would go out of range, nothing is written.
+            AMOUNT is positive: dollars ('$1.25', '$0.10', 5) or a coin; quote an amount with $ in single quotes:
+            unquoted, the shell eats $1 and kidledger sees .25.\(sign < 0 ? "\nA balance left below zero is written, with a warning for that child (`warnings` in --json)." : "")
+              --note T   a note kept with each transaction
+            """,
             valueOptions: ["note"], arguments: 1...1)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[0])
             let postings = try ctx.openReplicaForChanges().postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(postings.count) \(postings.count == 1 ? "child" : "children"):")
             ctx.say(Render.table(header: nil, rightAligned: [1], rows: postings.map {
                 ["  " + $0.childName, Money.format(cents: $0.balanceCents)]
-            }))
-            ctx.emit(.object([("postings", .array(postings.map(Render.posting)))]))
+            }, truncated: [0: 2 + Render.nameWidthMax]))
+            let warnings = negativeWarnings(postings, sign: sign)
+            warn(ctx, warnings)
+            ctx.emit(.object([("postings", .array(postings.map(Render.posting))), ("warnings", .array(warnings.map(JSON.string)))]))
         }
     }
 
@@ -123,7 +139,8 @@ enum LedgerCommands {
         }
         ctx.emit(.object([("children", .array(list.map(Render.child)))]))
         if list.isEmpty { ctx.say("No children yet: `kidledger child add NAME`."); return }
-        ctx.say(Render.table(header: nil, rightAligned: [1], rows: list.map { [$0.name, Money.format(cents: $0.balanceCents)] }))
+        ctx.say(Render.table(header: nil, rightAligned: [1], rows: list.map { [$0.name, Money.format(cents: $0.balanceCents)] },
+                             truncated: [0: Render.nameWidthMax]))
     }
 
     static let history = CLI.Command(spec: CommandSpec(
@@ -140,14 +157,16 @@ enum LedgerCommands {
         let entries = try replica.history(child: child?.id, limit: limit)
         ctx.emit(.object([("transactions", .array(entries.map(Render.entry)))]))
         if entries.isEmpty { ctx.say("No transactions yet."); return }
-        ctx.say(Render.table(header: ["WHEN (UTC)", "CHILD", "AMOUNT", "SOURCE", "BY", "NOTE"], rightAligned: [2], rows: entries.map { e in
+        let time = ctx.time
+        let zone = time.label(for: entries.map(\.transaction.createdAtMillis))
+        ctx.say(Render.table(header: ["WHEN (\(zone))", "CHILD", "AMOUNT", "SOURCE", "BY", "NOTE"], rightAligned: [2], rows: entries.map { e in
             let t = e.transaction
-            return [Timestamp.short(millis: t.createdAtMillis), e.childName, Render.signedAmount(t.amountCents), t.source,
+            return [time.short(t.createdAtMillis), e.childName, Render.signedAmount(t.amountCents), t.source,
                     e.author.key == nil ? "" : Names.label(e.author),
                     e.isReversed ? (t.note.isEmpty ? "(undone)" : t.note + " (undone)") : t.note]
-        }))
+        }, truncated: [1: Render.nameWidthMax]))
         for e in entries {
-            for lost in e.conflicting { ctx.say(Render.sameIDLine(kept: e.transaction, by: e.author, lost: lost)) }
+            for lost in e.conflicting { ctx.say(Render.sameIDLine(kept: e.transaction, by: e.author, lost: lost, time: time)) }
         }
     }
 
@@ -159,17 +178,32 @@ enum LedgerCommands {
             let replica = try ctx.openReplica()
             _ = try requireHousehold(replica)
             guard let e = try replica.undoCandidate() else { throw LedgerError.nothingToUndo }
-            ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(Timestamp.short(millis: e.transaction.createdAtMillis)) UTC), made by \(Names.label(e.author)).")
+            ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(ctx.time.stamped(e.transaction.createdAtMillis))), made by \(Names.label(e.author)).")
             ctx.emit(.object([("wouldUndo", Render.entry(e))]))
             return
         }
         let u = try ctx.openReplicaForChanges().undo()
         let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
-        ctx.say("Undid \(amount) for \(Render.safe(u.childName)) (\(Timestamp.short(millis: u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")
+        ctx.say("Undid \(amount) for \(Render.safe(u.childName)) (\(ctx.time.stamped(u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")
         ctx.emit(.object([("undo", Render.transaction(u.undo)), ("original", Render.transaction(u.original)),
                           ("originalAuthor", Names.json(u.originalAuthor)),
                           ("childName", .string(u.childName)), ("balanceCents", .integer(u.balanceCents))]))
+    }
+
+    /// A warning for each posting of a take that left its child's balance below zero (a take is
+    /// allowed to: a child may owe money, but the parent should know).
+    static func negativeWarnings(_ postings: [Posting], sign: Int64) -> [String] {
+        guard sign < 0 else { return [] }
+        return postings.filter { $0.balanceCents < 0 }.map {
+            "\($0.childName)'s balance is now negative (\(Money.format(cents: $0.balanceCents))): \($0.childName) owes that much"
+        }
+    }
+
+    /// Writes each warning on standard error as `kidledger: warning: ...` (in --json too, where
+    /// they are also in the document's `warnings`), as `invite` does.
+    static func warn(_ ctx: Context, _ warnings: [String]) {
+        for warning in warnings { ctx.console.err("kidledger: warning: \(TextEscaping.terminal(warning))\n") }
     }
 
     static func requireHousehold(_ replica: Replica) throws -> HouseholdSummary {

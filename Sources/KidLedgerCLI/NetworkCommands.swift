@@ -21,7 +21,7 @@ enum NetworkCommands {
         on SIGINT or SIGTERM. One daemon per home: a second `serve` on the same home is refused (exit 75) while
         the first runs (HOME/daemon.lock).
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
-                               for none); `kidledger ui` prints its address with the key (docs/UI.md)
+                               for none); `kidledger ui` prints its address with the key
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
         """, valueOptions: ["listen", "ui"], flagOptions: ["ui-any-interface"])) { ctx, args in
         guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
@@ -181,7 +181,7 @@ enum NetworkCommands {
         ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(addresses[0])),
                           ("addresses", .array(addresses.map(JSON.string))),
                           ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string)))]))
-        ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(Timestamp.short(millis: expires)) UTC.")
+        ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(ctx.time.stamped(expires)).")
     }
 
     static let join = CLI.Command(spec: CommandSpec(
@@ -199,7 +199,7 @@ enum NetworkCommands {
             throw CLIError("that is not a kidledger invitation code (it starts with KL1-)", code: .dataError)
         }
         if code.expiresAtMillis < SystemClock().nowMillis() {
-            throw CLIError("this invitation expired at \(Timestamp.short(millis: code.expiresAtMillis)) UTC; ask for a new one", code: .dataError)
+            throw CLIError("this invitation expired at \(ctx.time.stamped(code.expiresAtMillis)); ask for a new one", code: .dataError)
         }
         // Decide about an existing ledger first; change nothing until the join has succeeded.
         var replacing: Replica?
@@ -218,7 +218,7 @@ enum NetworkCommands {
         }
         // Join into a fresh store beside the home's; it replaces the home's only on success.
         let homeExisted = FileSystem.exists(ctx.home)
-        let staging = ctx.home + "/ledger.joining"
+        let staging = ctx.joinStagingPath
         try? FileSystem.removeTree(staging)
         let replica = try ctx.openReplica(at: staging, creating: true)
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
@@ -249,7 +249,7 @@ enum NetworkCommands {
             let failure = Render.safe(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint)", code: .unavailable)
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint); nothing was changed here: run this `kidledger join` again once it is reachable", code: .unavailable)
         }
         var backup: String?
         if let old = replacing {

@@ -26,7 +26,7 @@ enum PageCommands {
         details: """
         The address carries this home's page token (HOME/ui-token, mode 0600): anyone with it can use the page,
         so keep it to yourself. The page is served by `kidledger serve` (on 127.0.0.1:4718 unless --ui says
-        otherwise; docs/UI.md).
+        otherwise), on loopback only, so only this laptop's browser reaches it.
           --open   also open it in the browser (xdg-open)
         """, flagOptions: ["open"])) { ctx, args in
         let replica = try ctx.openReplica()

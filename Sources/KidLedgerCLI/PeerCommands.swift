@@ -40,7 +40,9 @@ enum PeerCommands {
     static let peersList = CLI.Command(spec: CommandSpec(
         name: "peers", synopsis: "", summary: "list known peers and their last sync", details: "")) { ctx, _ in
         let replica = try ctx.openReplica()
-        let report = try StatusReport(replica: replica)
+        var report = try StatusReport(replica: replica)
+        report.time = ctx.time
+        report.time = ctx.time
         ctx.emit(.object([("peers", .array(report.peers.map(report.json)))]))
         if report.peers.isEmpty { ctx.say("No peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`."); return }
         for p in report.peers { ctx.say(report.line(p)) }
@@ -52,15 +54,20 @@ enum PeerCommands {
         States: synced (every known peer has acknowledged, after its durable commit, everything this device
         holds), pending (some changes are not acknowledged yet, or there is no peer), offline (changes are
         pending and the last attempt to reach every peer failed), attentionRequired (mutations and sync are
-        stopped until the account or membership is sorted out; see docs/SYNC.md).
+        stopped until the account or membership is sorted out: switch back to the account this home joined
+        with (`kidledger account switch NAME`), or ask the owner if this laptop was revoked).
+        If a `join` was interrupted (the process killed before it finished), status says so: run the same
+        `kidledger join CODE` again.
         """)) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         var report = try StatusReport(replica: replica)
+        report.time = ctx.time
         if let reason = try ctx.attentionReason(replica) {
             report.state = "attentionRequired"
             report.attention = reason
         }
+        report.interruptedJoin = ctx.joinInterrupted ? ctx.joinStagingPath : nil
         ctx.emit(report.jsonDocument())
         ctx.say(report.text())
     }
@@ -81,6 +88,10 @@ struct StatusReport {
     var ownership: OwnershipSummary?
     var sameID: [SameIDConflict]
     var attention: String?
+    /// How times are shown (the local zone, or UTC with --utc).
+    var time = LocalTime.utc
+    /// The staging ledger a `join` into this home (a `join --replace`) left when it did not finish.
+    var interruptedJoin: String?
 
     init(replica: Replica) throws {
         vector = try replica.versionVector()
@@ -129,12 +140,12 @@ struct StatusReport {
         } else {
             let lack = Self.lacks(p.receipt, vector)
             let weLack = Self.lacks(vector, p.receipt)
-            text += lack == 0 ? ": has everything (last sync \(Timestamp.short(millis: p.lastSuccessMillis)) UTC)"
-                              : ": lacks \(Render.plural(lack, "change")) (last sync \(Timestamp.short(millis: p.lastSuccessMillis)) UTC)"
+            text += lack == 0 ? ": has everything (last sync \(time.stamped(p.lastSuccessMillis)))"
+                              : ": lacks \(Render.plural(lack, "change")) (last sync \(time.stamped(p.lastSuccessMillis)))"
             if weLack > 0 { text += "; it had \(Render.plural(weLack, "change")) this laptop lacks" }
         }
         if !p.lastError.isEmpty && p.lastAttemptMillis > p.lastSuccessMillis {
-            text += "; last attempt \(Timestamp.short(millis: p.lastAttemptMillis)) failed: \(Render.safe(p.lastError))"
+            text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(Render.safe(p.lastError))"
         }
         return text
     }
@@ -155,6 +166,9 @@ struct StatusReport {
 
     func text() -> String {
         var lines = ["status: \(state)"]
+        if let interruptedJoin {
+            lines.append(Context.joinInterruptedMessage + "; this home's ledger is the one it had before (to keep it and forget that join, remove \(interruptedJoin))")
+        }
         if let attention {
             lines.append("changes and sync are stopped: \(attention)")
             lines.append("the balances below are this laptop's last known state and may be stale")
@@ -171,7 +185,7 @@ struct StatusReport {
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
         // A few lines here (a hostile member can make many); `kidledger conflicts` lists them all.
         for c in sameID.prefix(Self.sameIDLinesMax) {
-            lines.append(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser))
+            lines.append(Render.sameIDLine(kind: c.kind == "child" ? "child" : "entry", id: c.id, kept: c.winner, lost: c.loser, time: time))
         }
         if sameID.count > Self.sameIDLinesMax { lines.append("and \(sameID.count - Self.sameIDLinesMax) more (see `kidledger conflicts`)") }
         if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
@@ -194,6 +208,6 @@ struct StatusReport {
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
-                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description))])
+                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])
     }
 }

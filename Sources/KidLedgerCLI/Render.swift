@@ -68,32 +68,38 @@ enum Render {
     }
 
     /// What a version shows in a conflict line: an amount and note, or a creation time.
-    static func summary(_ v: ConflictVersion) -> String {
+    static func summary(_ v: ConflictVersion, time: LocalTime) -> String {
         if let t = v.transaction { return signedAmount(t.amountCents) + (t.note.isEmpty ? "" : " \"\(safe(t.note))\"") }
-        if let c = v.child { return "created \(Timestamp.short(millis: c.createdAtMillis)) UTC" }
+        if let c = v.child { return "created \(time.stamped(c.createdAtMillis))" }
         return "?"
     }
 
     /// "conflict on entry 1a2b3c4d: kept +$5.00 by Mom (…), lost +$50.00 by Dad (…)".
-    static func sameIDLine(kind: String = "entry", id: RecordID, kept: ConflictVersion, lost: ConflictVersion) -> String {
-        "conflict on \(kind) \(shortID(id)): kept \(summary(kept)) by \(Names.label(kept.author)); lost \(summary(lost)) by \(Names.label(lost.author)) (same id, other contents)"
+    static func sameIDLine(kind: String = "entry", id: RecordID, kept: ConflictVersion, lost: ConflictVersion, time: LocalTime) -> String {
+        "conflict on \(kind) \(shortID(id)): kept \(summary(kept, time: time)) by \(Names.label(kept.author)); lost \(summary(lost, time: time)) by \(Names.label(lost.author)) (same id, other contents)"
     }
 
-    static func sameIDLine(kept: LedgerTransaction, by author: Author, lost: ConflictVersion) -> String {
-        sameIDLine(id: kept.id, kept: ConflictVersion(transaction: kept, author: author), lost: lost)
+    static func sameIDLine(kept: LedgerTransaction, by author: Author, lost: ConflictVersion, time: LocalTime) -> String {
+        sameIDLine(id: kept.id, kept: ConflictVersion(transaction: kept, author: author), lost: lost, time: time)
     }
 
-    /// Columns padded to their widest cell; `rightAligned` columns are padded on the left.
-    /// Trailing white space is trimmed from every line.
-    static func table(header: [String]?, rightAligned: Set<Int>, rows: [[String]]) -> String {
-        let all = ((header.map { [$0] } ?? []) + rows).map { $0.map(safe) }
+    /// The widest a name (of a child, in a table column) is shown; longer ones end in "…".
+    static let nameWidthMax = 24
+
+    /// Columns padded to their widest cell, by display width (``DisplayWidth``); `rightAligned`
+    /// columns are padded on the left; a cell of a column in `truncated` wider than its limit is cut
+    /// and ends in "…". Trailing white space is trimmed from every line.
+    static func table(header: [String]?, rightAligned: Set<Int>, rows: [[String]], truncated: [Int: Int] = [:]) -> String {
+        let all = ((header.map { [$0] } ?? []) + rows).map { row in
+            row.enumerated().map { i, cell in truncated[i].map { DisplayWidth.truncate(safe(cell), to: $0) } ?? safe(cell) }
+        }
         guard let columns = all.map(\.count).max() else { return "" }
         var widths = [Int](repeating: 0, count: columns)
-        for row in all { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        for row in all { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], DisplayWidth.of(cell)) } }
         let lines = all.map { row -> String in
             var line = ""
             for (i, cell) in row.enumerated() {
-                let pad = String(repeating: " ", count: widths[i] - cell.count)
+                let pad = String(repeating: " ", count: widths[i] - DisplayWidth.of(cell))
                 if i > 0 { line += "  " }
                 line += rightAligned.contains(i) ? pad + cell : cell + pad
             }

@@ -79,7 +79,7 @@ struct ExitCodeTests {
         bad("import missing file", ["import", "--csv", "{tmp}/missing.csv"], 74, "cannot read {tmp}/missing.csv"),
         bad("export to a missing directory", ["export", "--csv", "{tmp}/no/such/dir.csv"], 74, "cannot write {tmp}/no/such/dir.csv"),
         // Usage (64).
-        bad("unknown command", ["frobnicate"], 64, "kidledger: unknown command `frobnicate`", "usage: kidledger [--home DIR]"),
+        bad("unknown command", ["frobnicate"], 64, "kidledger: unknown command `frobnicate`", "Run `kidledger --help` to list the commands."),
         bad("unknown subcommand", ["child", "adopt", "Zoe"], 64, "unknown command `child adopt`"),
         bad("unknown option", ["give", "Ava", "1", "--bogus"], 64, "unknown option --bogus for `give` (see `kidledger give --help`)"),
         bad("unknown short option", ["children", "-x"], 64, "unknown option -x for `children`"),

@@ -76,7 +76,7 @@ struct GoldenOutputTests {
             l.ok("give", "Ava", "2", "--note", "birthday")            // 11:08
             l.ok("take", "Ava", "dime")                               // 11:09
             l.ok("give", "Ava", "0.75")                               // 11:10
-            #expect(maskFingerprints(l.ok("undo")) == "Undid +$0.75 for Ava (2026-11-18 11:10, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $1.90\n") // 11:11
+            #expect(maskFingerprints(l.ok("undo")) == "Undid +$0.75 for Ava (2026-11-18 11:10 UTC, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $1.90\n") // 11:11
             #expect(maskFingerprints(l.ok("history")) == """
                 WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
                 2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
@@ -85,14 +85,14 @@ struct GoldenOutputTests {
                 2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  birthday
 
                 """)                                                  // 11:12
-            #expect(maskFingerprints(l.ok("undo")) == "Undid -$0.10 for Ava (2026-11-18 11:09, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $2.00\n") // 11:13
+            #expect(maskFingerprints(l.ok("undo")) == "Undid -$0.10 for Ava (2026-11-18 11:09 UTC, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $2.00\n") // 11:13
             #expect(maskFingerprints(l.ok("history", "Ava", "--limit", "2")) == """
                 WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
                 2026-11-18 11:13  Ava    +$0.10  undo    member (xxxx-xxxx-xxxx-xxxx)  undo -$0.10
                 2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
 
                 """)                                                  // 11:14
-            #expect(maskFingerprints(l.ok("undo")) == "Undid +$2.00 for Ava (2026-11-18 11:08, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $0.00\n") // 11:15
+            #expect(maskFingerprints(l.ok("undo")) == "Undid +$2.00 for Ava (2026-11-18 11:08 UTC, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $0.00\n") // 11:15
             #expect(l.masked(l.ok("verify")) == "ok: 6 transactions, 1 child, 9 changes; digest <digest>\n")
             #expect(l.masked(l.ok("digest")) == "<digest>\n")
             let digest = l.ok("digest")
@@ -140,7 +140,7 @@ struct GoldenOutputTests {
     }
 
     static let overview = """
-        usage: kidledger [--home DIR] [--json] COMMAND [ARGS]
+        usage: kidledger [--home DIR] [--json] [--utc] COMMAND [ARGS]
 
         A local-first family allowance ledger.
 
@@ -162,7 +162,7 @@ struct GoldenOutputTests {
           digest                                       print the replica's state digest
           verify                                       check the replica's integrity
           export --csv FILE                            write every transaction to a CSV file
-          import --csv FILE                            add transactions from a CSV file (idempotent)
+          import --csv FILE [--dry-run]                add transactions from a CSV file (idempotent)
           peer add HOST:PORT                           remember a peer to sync with
           peer remove HOST:PORT                        forget a peer
           peers                                        list known peers and their last sync
@@ -172,7 +172,8 @@ struct GoldenOutputTests {
           invite [--address HOST:PORT] [--minutes N]   print a one-time code another device joins with
           join CODE [--replace] [--name DISPLAY]       join a household with a code from `kidledger invite`
           account show                                 show this device's signed-in identity
-          account switch NAME                          sign this device in as another account
+          account list                                 list the accounts this laptop has a key for
+          account switch NAME [--create]               sign this device in as another account
           account rename NAME                          change the display name the household knows this member by
           members                                      list the household's members: names, key fingerprints, devices, revocations
           revoke MEMBER [--yes]                        revoke a member (owner only; permanent)
@@ -183,10 +184,15 @@ struct GoldenOutputTests {
           service install [--listen ADDR] [--dry-run]  run the daemon as a systemd user service for this home
           service status                               whether this home's service is installed, enabled and running
           service uninstall                            stop, disable and remove this home's service
+          help [COMMAND]                               this overview, or a command's help
 
-        Amounts: dollars (1.25, $0.10, 5) or coins (penny, nickel, dime, quarter, half, dollar).
+        Amounts: dollars ('$1.25', '$0.10', 5) or coins (penny, nickel, dime, quarter, half, dollar);
+        quote an amount with $ ('$1.25'): unquoted, the shell replaces $1 before kidledger sees it.
         A child is named by name (any case) or by an id prefix.
-        Run `kidledger COMMAND --help` for details. Exit codes: docs/ERRORS.md.
+        Times are shown in the local time zone ($TZ); --utc shows UTC; --json gives Unix milliseconds.
+        Run `kidledger help COMMAND` (or `kidledger COMMAND --help`) for details.
+        Exit codes: 0 ok, 64 usage, 65 bad data, 69 no peer reachable, 70 internal error or damaged store,
+        74 file error, 75 temporary failure (retry), 77 not permitted.
 
         """
 
@@ -206,7 +212,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 38)
+            #expect(CLI.commands.count == 39)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)
@@ -220,7 +226,8 @@ struct GoldenOutputTests {
 
                         Global options:
                           --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
-                          --json       machine-readable output
+                          --json       machine-readable output (an error is a JSON object on standard error)
+                          --utc        show times in UTC (default: the local time zone, from $TZ)
                           --help       show this help
 
                         """), "\(arguments)")
@@ -232,12 +239,15 @@ struct GoldenOutputTests {
 
                 give money to a child
 
-                AMOUNT is positive: dollars (1.25, $0.10, 5) or a coin (penny, nickel, dime, quarter, half, dollar).
+                AMOUNT is positive: dollars ('$1.25', '$0.10', 5) or a coin (penny, nickel, dime, quarter, half, dollar).
+                Quote an amount with $ in single quotes ('$1.25'): unquoted or in double quotes, the shell eats $1 and
+                kidledger sees .25.
                   --note T   a note kept with the transaction
 
                 Global options:
                   --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
-                  --json       machine-readable output
+                  --json       machine-readable output (an error is a JSON object on standard error)
+                  --utc        show times in UTC (default: the local time zone, from $TZ)
                   --help       show this help
 
                 """)

@@ -79,7 +79,7 @@ struct JSONOutputTests {
             l.ok("child", "add", "Ava")
             l.ok("child", "add", "Ben")
             l.ok("give", "Ava", "92233720368547758.07")
-            l.ok("take", "Ben", "3 quarters")
+            #expect(l.run("take", "Ben", "3 quarters").code == 0) // warns: Ben's balance is negative
             l.ok("undo")
             l.ok("give", "Ben", "1")
             l.ok("child", "archive", "Ben")
@@ -122,14 +122,46 @@ struct JSONOutputTests {
         }
     }
 
-    /// In JSON mode errors still go to stderr as text, and stdout stays empty.
+    /// In JSON mode an error is one JSON object on stderr (code name, exit code, message), and
+    /// stdout stays empty.
     @Test func errorsInJSONMode() {
         withLedger { l in
             l.ok("init", "Home")
             let outcome = l.run("--json", "give", "Nobody", "1")
             #expect(outcome.code == 65)
             #expect(outcome.stdout == "")
-            #expect(outcome.stderr == "kidledger: no child named \"Nobody\" (see `kidledger children --all`)\n")
+            #expect(outcome.stderr == #"{"error":{"code":"dataError","exitCode":65,"message":"no child named \"Nobody\" (see `kidledger children --all`)"}}"# + "\n")
+            for (arguments, code, name) in [(["--json", "--bogus"], 64, "usage"), (["give", "Ava", "--json"], 64, "usage"),
+                                            (["--json", "frobnicate"], 64, "usage"), (["--json", "balance", "Zed"], 65, "dataError"),
+                                            (["--json", "--home", l.file("none"), "balance"], 65, "dataError")] {
+                let failed = l.run(arguments)
+                #expect(failed.code == Int32(code) && failed.stdout == "", "\(arguments): \(failed)")
+                #expect(failed.stderr.hasSuffix("}\n") && failed.stderr.filter { $0 == "\n" }.count == 1, "\(arguments): \(failed)")
+                let error = (parseJSON(failed.stderr) as? [String: Any])?["error"] as? [String: Any]
+                #expect(error?["code"] as? String == name && error?["exitCode"] as? Int == code && (error?["message"] as? String)?.isEmpty == false,
+                        "\(arguments): \(failed)")
+                #expect(parseJSON(failed.stderr).map { jsonProblems($0) } == [])
+            }
+            // Without --json (or with it only as an option's value) the error stays a text line.
+            #expect(l.run("give", "Nobody", "1", "--note", "--json").stderr.hasPrefix("kidledger: no child named"))
+        }
+    }
+
+    /// `balance CHILD --json` is one element of `balance --json`'s `children`.
+    @Test func balanceOfOneChildIsAnElementOfBalance() {
+        withLedger { l in
+            l.ok("init", "Home")
+            l.ok("child", "add", "Ava")
+            l.ok("child", "add", "Ben")
+            l.ok("give", "Ava", "2")
+            let all = checkJSON(l, "balance") as? [String: Any]
+            let one = checkJSON(l, "balance", "ava") as? [String: Any]
+            let first = (all?["children"] as? [[String: Any]])?.first
+            func canonical(_ value: [String: Any]?) -> String? {
+                guard let value, let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else { return nil }
+                return String(decoding: data, as: UTF8.self)
+            }
+            #expect(canonical(one) != nil && canonical(one) == canonical(first), "\(String(describing: one)) vs \(String(describing: first))")
         }
     }
 

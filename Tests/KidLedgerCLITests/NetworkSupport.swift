@@ -195,7 +195,7 @@ func runKidledger(_ ledger: TestLedger, _ arguments: [String], input: String? = 
                   sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessOutcome {
     let binary = try #require(Binary.path, "the kidledger executable was neither found nor built", sourceLocation: sourceLocation)
     let outcome = try runProcess(binary, arguments, environment: ["KIDLEDGER_HOME": ledger.home, "HOME": ledger.directory,
-                                                                  "PATH": "/usr/bin:/bin", "LC_ALL": "C"], timeout: 120, input: input)
+                                                                  "PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"], timeout: 120, input: input)
     #expect(!outcome.timedOut, "kidledger \(arguments.joined(separator: " ")) hung: \(outcome)", sourceLocation: sourceLocation)
     return outcome
 }

@@ -103,7 +103,7 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
 func kidledger(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessOutcome {
     let binary = try #require(Binary.path, "the kidledger executable was neither found nor built", sourceLocation: sourceLocation)
     let outcome = try runProcess(binary, arguments, environment: ["KIDLEDGER_HOME": ledger.home, "HOME": ledger.directory,
-                                                                  "PATH": "/usr/bin:/bin", "LC_ALL": "C"], timeout: 60)
+                                                                  "PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"], timeout: 60)
     #expect(!outcome.timedOut, "kidledger \(arguments.joined(separator: " ")) hung: \(outcome)", sourceLocation: sourceLocation)
     return outcome
 }

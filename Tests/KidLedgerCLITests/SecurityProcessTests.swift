@@ -120,7 +120,7 @@ struct SecurityProcessTests {
         for file in ["data.mdb"] {
             try FileManager.default.copyItem(atPath: b.home + "/ledger/" + file, toPath: c.home + "/ledger/" + file)
         }
-        try ok(c, "account", "switch", "intruder")
+        try ok(c, "account", "switch", "intruder", "--create")
         try ok(a, "give", "Ava", "1.00", "--note", "after the copy")
         let beforeA = try digest(a), beforeC = try digest(c)
 
@@ -401,7 +401,7 @@ struct SecurityProcessTests {
         try ok(b, "give", "Ava", "1.00", "--note", "queued")
         let queued = try digest(b)
 
-        let switched = try runKidledger(b, ["account", "switch", "work"])
+        let switched = try runKidledger(b, ["account", "switch", "work", "--create"])
         #expect(switched.code == 0 && Self.text(switched).contains("attention required"), "\(switched)")
         for args in [["give", "Ava", "2.00"], ["sync"], ["sync", daemon.address], ["child", "add", "Bo"], ["undo"]] {
             let o = try runKidledger(b, args)
@@ -432,7 +432,7 @@ struct SecurityProcessTests {
         try ok(b, "peer", "remove", daemonA.address)
         let daemonB = try #require(try DaemonProcess.start(b, in: group))
         try ok(b, "give", "Ava", "1.00", "--note", "queued on B")
-        try ok(b, "account", "switch", "work")
+        try ok(b, "account", "switch", "work", "--create")
         let beforeA = try digest(a), beforeB = try digest(b)
 
         let sync = try runKidledger(a, ["sync", daemonB.address])

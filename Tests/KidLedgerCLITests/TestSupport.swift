@@ -50,11 +50,14 @@ final class TestLedger {
     /// A path in the temporary directory (outside the home).
     func file(_ name: String) -> String { directory + "/" + name }
 
-    /// Runs `kidledger ARGS` with KIDLEDGER_HOME set to ``home``.
+    /// The `TZ` of every run (the local time zone tables show); UTC unless a test sets another.
+    var timeZone = "UTC"
+
+    /// Runs `kidledger ARGS` with KIDLEDGER_HOME set to ``home`` and TZ to ``timeZone``.
     @discardableResult
     func run(_ arguments: [String]) -> Outcome {
         let console = BufferConsole()
-        let code = CLI.run(arguments: arguments, environment: ["KIDLEDGER_HOME": home, "HOME": directory],
+        let code = CLI.run(arguments: arguments, environment: ["KIDLEDGER_HOME": home, "HOME": directory, "TZ": timeZone],
                            console: console, clock: FixedClock(millis: millis))
         millis += step
         return Outcome(code: code, stdout: console.stdout, stderr: console.stderr)

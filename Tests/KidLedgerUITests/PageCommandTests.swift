@@ -130,7 +130,7 @@ import Testing
     @Test func attentionRequiredIs423WithTheCLIsMessageAndChangesNothing() throws {
         let h = family()
         let app = try h.app()
-        #expect(h.run("account", "switch", "other").code == 0)
+        #expect(h.run("account", "switch", "other", "--create").code == 0)
         let digest = h.run("digest").out
         let r = post(app, "/api/give", "child=Ava&amount=1")
         #expect(r.status == 423)
