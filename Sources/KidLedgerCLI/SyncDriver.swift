@@ -58,13 +58,11 @@ enum SyncDriver {
         return (Set(members.filter { !$0.isRevoked }.map(\.key)), Set(members.filter(\.isRevoked).map(\.key)))
     }
 
-    /// The owner-signed revocation of each revoked member, encoded, for the channel to send with
-    /// its refusal of that member (so the refused device learns it: docs/SECURITY.md).
+    /// The owner-signed revocation of a revoked member, encoded, for the channel to send with
+    /// its refusal of that member (so the refused device learns it: docs/SECURITY.md). Read only
+    /// when the channel refuses one: its placement in the owner's log reads the owner's changes.
     static func revocationEvidence(_ replica: Replica, revoked: Set<[UInt8]>) -> SecureChannel.Evidence {
-        var evidence: [[UInt8]: [UInt8]] = [:]
-        for key in revoked { evidence[key] = try? replica.revocation(of: key) }
-        let known = evidence
-        return { key in known[key.bytes] }
+        { key in revoked.contains(key.bytes) ? try? replica.revocation(of: key.bytes) : nil }
     }
 
     /// When `error` is a refusal of this device's revoked member carrying the revocation, checks it

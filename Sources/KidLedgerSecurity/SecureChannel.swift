@@ -75,8 +75,9 @@ public final class SecureChannel {
     /// peer's role, returns nil to accept or a short reason (sent to the peer) to refuse.
     public typealias Authorize = @Sendable (PublicKey, RecordID, Role) -> String?
     /// The evidence hook: given a peer key the authorisation hook refused, the encoded owner-signed
-    /// revocation of that member to send with the refusal (nil: a plain refusal).
-    public typealias Evidence = @Sendable (PublicKey) -> [UInt8]?
+    /// revocation of that member to send with the refusal (nil: a plain refusal). Called on the
+    /// thread that runs the handshake, only when it refuses.
+    public typealias Evidence = (PublicKey) -> [UInt8]?
     /// The answer hook of a refused side: given the encoded revocation a `revoked` frame carries
     /// (unverified), the encoded owner transfers that void it here, to send back in a `transfers`
     /// frame (nil: no answer). A stale owner key's revocation of the new owner is answered so
