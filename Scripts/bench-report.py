@@ -119,6 +119,17 @@ def main():
     # seeds run once each (--no-rerun), the simulator's own speed.
     table["simulator"] = simulator("simulator")
     table["simulatorOnce"] = simulator("simulatorOnce")
+    def latency(setting):
+        """Median and 95th percentile of the change-to-visible trials of `setting` (seconds)."""
+        trials = [l for l in lines if l["row"] == "latency" and l["setting"] == setting]
+        if not trials:
+            return None
+        seen = sorted(l["seconds"] for l in trials if not l.get("timedOut"))
+        p95 = seen[min(len(seen) - 1, int(round(0.95 * (len(seen) - 1))))] if seen else None
+        return {"trials": len(trials), "timedOut": sum(1 for l in trials if l.get("timedOut")),
+                "medianSeconds": med(seen), "p95Seconds": p95}
+
+    table["latency"] = {s: latency(s) for s in ("loopback", "loss12")}
     elapsed = rows("elapsed")
     table["elapsedSeconds"] = elapsed[0]["seconds"] if elapsed else None
 
@@ -173,6 +184,11 @@ def targets(t, sizes):
         sim["virtualToWall"] if sim else None, 1000, better="higher")
     if sim:
         add(f"simulator: {sim['seeds']} standard seeds on 2 cores finish (failures)", sim["failures"], 0)
+    lat = t.get("latency") or {}
+    for setting, what, limit in (("loopback", "on loopback", 0.5), ("loss12", "under 12 % loss (network namespaces)", 3.0)):
+        m = lat.get(setting)
+        add(f"a change visible on the other laptop {what}: median seconds", m["medianSeconds"] if m else None, limit,
+            note=f"95th percentile {m['p95Seconds']:.2f} s, {m['trials']} trials" if m and m["p95Seconds"] is not None else "")
     daemon = t["sync"].get(top, {}).get("daemonPeakKiB")
     add(f"daemon peak RSS during the {top} initial sync (MB, mapped LMDB pages included)", daemon / 1024 if daemon else None, 200)
     anon = t["sync"].get(top, {}).get("daemonPeakAnonKiB")
@@ -268,6 +284,13 @@ def render(meta, t, sizes):
         out.append(f"The same seeds once each (`--no-rerun`; {sim_rounds(once)}): {once['wallSeconds']:.1f} s wall, {once['seedsPerMinute']:.0f} seeds per minute, "
                    f"{once['eventsPerSecond']} simulated events per second, simulated time {once['virtualToWall']}x wall time{sim_range(once)}; "
                    f"{once['failures']} failing seeds (exit {once['exitStatus']}).")
+    for setting, what in (("loopback", "on loopback"), ("loss12", "under 12 % loss between two network namespaces")):
+        m = (t.get("latency") or {}).get(setting)
+        if m and m["medianSeconds"] is not None:
+            out.append("")
+            out.append(f"A change visible on the other laptop {what} (`Scripts/latency.py`, {m['trials']} trials, both daemons running): "
+                       f"median {human_seconds(m['medianSeconds'])}, 95th percentile {human_seconds(m['p95Seconds'])}"
+                       + (f", {m['timedOut']} timed out after 30 s" if m["timedOut"] else "") + ".")
     out.append("")
     out.append("| target | measured | limit | met |")
     out.append("|---|---|---|---|")

@@ -3,12 +3,13 @@
 # (the median of several runs), prints one table and writes it as JSON.
 #
 #   Scripts/bench.sh            full run: N = 1k, 10k, 100k, 1M; 1,000 simulator seeds with and without the determinism rerun, 3 rounds (3 to 5 minutes on 2 cores)
-#   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds (a minute or two)
+#   Scripts/bench.sh --quick    smoke run: N = 1k, 10k; 20 seeds; 5 latency trials (a minute or two)
 #
 # Options: --out FILE (JSON, default bench-results.json), --runs R (runs per row, default 5,
 # 3 for N >= 100k; each run of an N appends, measures the floor (and Yrs at 100k) and syncs, as one round;
 # whole-process rows take 21 interleaved rounds, incremental rows 41, the simulator's rows 3), --sizes "N ..." and --seeds S override the mode's sizes and seed count,
-# --seeds 0 skips the simulator, --work DIR keeps the homes there (default: a temporary directory, removed at the end).
+# --seeds 0 skips the simulator, --latency T sets the change-to-visible trials per setting (default 20; 0
+# skips them; Scripts/latency.py: loopback, and as root 12 % loss between two network namespaces), --work DIR keeps the homes there (default: a temporary directory, removed at the end).
 # Environment: SCRATCH (SwiftPM scratch path, default .build).
 # Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
 set -euo pipefail
@@ -29,6 +30,7 @@ INC_RUNS=41
 SIM_RUNS=3
 SIZES=""
 SEEDS=""
+LATENCY=""
 WORK=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,20 +39,23 @@ while [ $# -gt 0 ]; do
         --runs) RUNS=$2; shift ;;
         --sizes) SIZES=$2; shift ;;
         --seeds) SEEDS=$2; shift ;;
+        --latency) LATENCY=$2; shift ;;
         --work) WORK=$2; shift ;;
-        *) echo "usage: Scripts/bench.sh [--quick] [--out FILE] [--runs R] [--sizes \"N ...\"] [--seeds S] [--work DIR]" >&2; exit 64 ;;
+        *) echo "usage: Scripts/bench.sh [--quick] [--out FILE] [--runs R] [--sizes \"N ...\"] [--seeds S] [--latency T] [--work DIR]" >&2; exit 64 ;;
     esac
     shift
 done
 if [ "$MODE" = quick ]; then
     SIZES=${SIZES:-"1000 10000"}
     SEEDS=${SEEDS:-20}
+    LATENCY=${LATENCY:-5}
     RUNS=3
     PROC_RUNS=7
     INC_RUNS=7
 else
     SIZES=${SIZES:-"1000 10000 100000 1000000"}
     SEEDS=${SEEDS:-1000}
+    LATENCY=${LATENCY:-20}
 fi
 # The Yrs peer gets the transactions of N = 100k (or the largest N below it).
 YRS_N=0
@@ -229,6 +234,12 @@ if [ "$SEEDS" -gt 0 ]; then
             record "{\"row\":\"$kind\",\"seeds\":$SEEDS,\"run\":$r,\"process\":$proc,\"summary\":\"$summary\"}"
         done
     done
+fi
+
+if [ "$LATENCY" -gt 0 ]; then
+    # Issue 22, point 9: how long after a `give` on one laptop returns it shows on the other.
+    say "latency: $LATENCY changes each way between two running daemons, on loopback and under 12 % loss"
+    python3 Scripts/latency.py "$KL" "$LATENCY" "$RESULTS"
 fi
 
 record "{\"row\":\"elapsed\",\"seconds\":$(( $(date +%s) - started ))}"

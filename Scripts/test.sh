@@ -9,6 +9,9 @@ Scripts/render-svg-check.sh   # the simulator's SVG diagrams render (rsvg-conver
 # The systemd user unit of `kidledger service install` passes systemd-analyze verify (installs
 # systemd as root when missing; exit 77 is a skip, with its reason on stderr).
 KIDLEDGER_INSTALL_SYSTEMD=1 Scripts/check-unit.sh || [ $? -eq 77 ]
+# Two laptops in network namespaces, with 12 % loss and a silent partition (root; installs
+# iproute2 and iptables when missing; exit 77 is a skip, with its reason on stderr).
+KIDLEDGER_INSTALL_NETNS=1 Scripts/netns-check.sh || [ $? -eq 77 ]
 Scripts/browser-test.sh       # the family page in headless Chromium (installs it as root; docs/UI.md)
 # A short run of every fuzz target (docs/FUZZING.md); a crash fails the tests.
 Scripts/fuzz.sh all 10

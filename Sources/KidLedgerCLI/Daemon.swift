@@ -22,9 +22,9 @@ final class Daemon: Sendable {
     /// How often every known peer is synced even without local changes.
     static let gossipIntervalMillis: Int64 = 30_000
     /// How soon after a local change the peers are synced.
-    static let changeDelayMillis: Int64 = 300
+    static let changeDelayMillis: Int64 = 100
     /// How often the store is checked for changes made by other processes.
-    static let pollMillis: Int64 = 200
+    static let pollMillis: Int64 = 100
     /// The product's connection limits (``limits``): at most 16 sessions at once, at most 8 of
     /// them not admitted yet, and at most 4 from one address. Past 4 from an address a connection
     /// is refused at accept; past 8 not admitted (or 16 in all) it takes the place of one not

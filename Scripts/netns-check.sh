@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Two laptops on real network plumbing (issue 22, point 8): each in its own network namespace,
+# joined by a veth pair (10.79.0.1 and 10.79.0.2), both daemons running as parents run them.
+#
+#   1. Dad's laptop joins Mom's through her daemon; Mom adds Dad's daemon as a peer.
+#   2. 12 % of the packets each side receives are dropped (iptables `statistic`; this kernel has no
+#      netem): ten gives on Mom's laptop reach Dad's, and the digests agree.
+#   3. A silent partition (every packet dropped, the links stay up): both laptops change the ledger
+#      apart; the digests differ. The partition heals: the daemons converge on their own.
+#
+# Every wait is bounded; the namespaces, daemons and homes are removed at the end, whatever
+# happens. Needs root, `ip` and `iptables`: elsewhere it exits 77 (a skip) with the reason on
+# stderr. With KIDLEDGER_INSTALL_NETNS=1 (Scripts/test.sh sets it) it installs iproute2 and
+# iptables when missing.
+#
+#   Scripts/netns-check.sh [KIDLEDGER]    default: the debug build (built when missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+skip() { echo "netns-check: skipped: $*" >&2; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
+if ! command -v ip >/dev/null || ! command -v iptables >/dev/null; then
+  [ "${KIDLEDGER_INSTALL_NETNS:-0}" = 1 ] || skip "needs ip and iptables (apt-get install iproute2 iptables)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables >/dev/null
+fi
+bin=${1:-}
+if [ -z "$bin" ]; then
+  swift build --product kidledger 2>&1 | tail -n 1
+  bin="$(swift build --show-bin-path)/kidledger"
+fi
+
+ns=(kl-check-mom kl-check-dad)
+links=(kl-chk-mom kl-chk-dad)
+addr=(10.79.0.1 10.79.0.2)
+work="$(mktemp -d /tmp/kidledger-netns.XXXXXX)"
+home=("$work/mom" "$work/dad")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+ip netns add "${ns[0]}" 2>/dev/null || skip "this machine does not let root create network namespaces"
+ip netns add "${ns[1]}"
+ip link add "${links[0]}" type veth peer name "${links[1]}"
+for i in 0 1; do
+  ip link set "${links[$i]}" netns "${ns[$i]}"
+  ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev "${links[$i]}"
+  ip -n "${ns[$i]}" link set lo up
+  ip -n "${ns[$i]}" link set "${links[$i]}" up
+done
+
+say() { printf 'netns-check: %s\n' "$*"; }
+fail() { echo "netns-check: FAILED: $*" >&2; for i in 0 1; do echo "--- daemon $i log:" >&2; tail -n 20 "$work/daemon$i.log" >&2 || true; done; exit 1; }
+kl() { local i=$1; shift; ip netns exec "${ns[$i]}" "$bin" --home "${home[$i]}" "$@"; }
+digest() { "$bin" --home "${home[$1]}" digest; }
+balance() { "$bin" --home "${home[$1]}" balance Ava --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["balanceCents"])'; }
+serve() {
+  local i=$1
+  ip netns exec "${ns[$i]}" "$bin" --home "${home[$i]}" serve --listen "${addr[$i]}:4717" 2>>"$work/daemon$i.log" & pids+=($!)
+  for _ in $(seq 1 100); do grep -q serving "$work/daemon$i.log" 2>/dev/null && return; sleep 0.1; done
+  fail "daemon $i did not start"
+}
+# Waits at most $1 seconds for both digests to agree.
+converge() {
+  local deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    [ "$(digest 0)" = "$(digest 1)" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+drop_all() { for i in 0 1; do ip netns exec "${ns[$i]}" iptables "$1" INPUT -i "${links[$i]}" -j DROP; done; }
+loss() { for i in 0 1; do ip netns exec "${ns[$i]}" iptables "$1" INPUT -i "${links[$i]}" -m statistic --mode random --probability 0.12 -j DROP; done; }
+
+say "Mom's laptop (${addr[0]}) and Dad's (${addr[1]}), each in its own namespace"
+kl 0 init "The Smiths" >/dev/null
+kl 0 child add Ava >/dev/null
+kl 0 give Ava '$5' --note allowance >/dev/null
+serve 0
+code=$(kl 0 invite --address "${addr[0]}:4717" 2>/dev/null | grep -o 'KL1-[A-Za-z0-9_-]*')
+mkdir -p "${home[1]}"
+kl 1 join "$code" >/dev/null
+serve 1
+kl 0 peer add "${addr[1]}:4717" >/dev/null
+converge 30 || fail "the laptops did not agree after the join"
+
+say "12 % loss each way: ten gives on Mom's laptop reach Dad's"
+loss -A
+for n in $(seq 1 10); do kl 0 give Ava '$0.10' --note "loss $n" >/dev/null; done
+converge 90 || fail "Dad's laptop did not get Mom's gives under 12 % loss within 90 s"
+[ "$(balance 1)" = 600 ] || fail "Dad's laptop shows $(balance 1) cents, not 600"
+loss -D
+
+say "a silent partition: both change the ledger apart"
+drop_all -A
+kl 0 give Ava '$1' --note "mom, apart" >/dev/null
+kl 1 take Ava '$0.50' --note "dad, apart" >/dev/null
+sleep 3
+[ "$(digest 0)" != "$(digest 1)" ] || fail "the digests agree across a partition"
+drop_all -D
+say "healed: the daemons converge on their own"
+converge 120 || fail "the laptops did not converge within 120 s of the heal"
+[ "$(balance 0)" = 650 ] && [ "$(balance 1)" = 650 ] || fail "balances $(balance 0) and $(balance 1), not 650"
+say "passed: digests $(digest 0 | cut -c1-16)…, both show \$6.50"
