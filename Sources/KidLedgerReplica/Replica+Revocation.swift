@@ -46,12 +46,7 @@ extension Replica {
     /// so a refused laptop that has not seen them can still check who signed the revocation.
     public func revocation(of member: [UInt8]) throws -> [UInt8]? {
         try store.read { r in
-            var found: [UInt8]?
-            try r.scan(Tables.revocations, prefix: member) { _, value in
-                found = value
-                return false
-            }
-            guard let revocation = found else { return nil }
+            guard let revocation = try Self.storedRevocation(of: member, r) else { return nil }
             let ownership = try Self.ownership(r, queryCache)
             let transfers = ownership?.terms.compactMap(\.endedBy) ?? []
             let evidence = transfers.suffix(Self.evidenceTransfersMax).flatMap { RecordCodec.encodeOperation(.transferOwner($0)) } + revocation
@@ -61,6 +56,22 @@ extension Replica {
                   evidence.count + placement.count <= Self.evidenceBytesMax else { return evidence }
             return evidence + placement
         }
+    }
+
+    /// Whether this replica holds a revocation of `member` that holds in its log (what
+    /// ``revocation(of:)`` is nil for, without building the evidence).
+    public func holdsRevocation(of member: [UInt8]) throws -> Bool {
+        try store.read { r in try Self.storedRevocation(of: member, r) != nil }
+    }
+
+    /// The first stored revocation of `member` (an encoded operation), or nil.
+    private static func storedRevocation(of member: [UInt8], _ r: any KeyValueReader) throws -> [UInt8]? {
+        var found: [UInt8]?
+        try r.scan(Tables.revocations, prefix: member) { _, value in
+            found = value
+            return false
+        }
+        return found
     }
 
     /// The most owner transfers a refusal's evidence carries (each about 150 bytes; the frame
@@ -87,7 +98,7 @@ extension Replica {
         // Revoked here already (by a revocation that holds in this log, or where a refusal
         // placed it): the refusal agrees, whoever signed the copy it carries (a former owner, in
         // its term, for a replica that has since heard of the transfer that ended it).
-        if try self.revocation(of: member) != nil || holdsPlacedRevocation(of: member) { return .alreadyKnown }
+        if try holdsRevocation(of: member) || holdsPlacedRevocation(of: member) { return .alreadyKnown }
         let ownership = try store.read { r in try Self.ownership(r, queryCache) }
         guard let ownership else { return try countForged("the refusal's revocation is not signed by this household's owner") }
         let recovered = recoveryTransfers(transfers, ownership)
@@ -105,7 +116,7 @@ extension Replica {
         let missing = recovered.filter { $0.epoch <= signerEpoch }.map { Operation.transferOwner($0) }
             .filter { !known.contains(RecordCodec.encodeOperation($0)) }
         try commitMembership(missing + [.revoke(revocation)])
-        if try self.revocation(of: member) != nil {
+        if try holdsRevocation(of: member) {
             // Kept for the day a recovery this replica has not heard of voids its own copy.
             _ = try place(evidence, of: member)
             return .recorded
@@ -129,7 +140,7 @@ extension Replica {
     /// too. Nil otherwise. Reads only.
     public func transfersVoiding(_ encoded: [UInt8], of member: [UInt8]) throws -> [UInt8]? {
         guard case .success(let evidence) = Self.decodeEvidence(encoded, of: member),
-              try revocation(of: member) == nil, try !holdsPlacedRevocation(of: member), try !placementHolds(evidence),
+              try !holdsRevocation(of: member), try !holdsPlacedRevocation(of: member), try !placementHolds(evidence),
               let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else { return nil }
         guard let epoch = voidedFrom(evidence.revocation, recoveryTransfers(evidence.transfers, ownership), ownership) else { return nil }
         let transfers = ownership.terms.compactMap(\.endedBy).filter { $0.epoch >= epoch }.prefix(Self.evidenceTransfersMax)

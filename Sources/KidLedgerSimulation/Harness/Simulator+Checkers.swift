@@ -57,7 +57,7 @@ extension Simulator {
             if !revoked.contains(node.member.publicKey.bytes) { failures.append("\(node.name) was revoked but the others do not list it revoked") }
             if ignoresRevocation(i) { continue }  // the hostile member: it ignores its revocation
             if try !node.listsItselfRevoked() { failures.append("\(node.name) is revoked but not in attentionRequired") }
-            if try replica.revocation(of: node.member.publicKey.bytes) == nil, try !replica.holdsPlacedRevocation(of: node.member.publicKey.bytes) {
+            if try !replica.holdsRevocation(of: node.member.publicKey.bytes), try !replica.holdsPlacedRevocation(of: node.member.publicKey.bytes) {
                 failures.append("\(node.name) does not hold its revocation (in its log, or placed by a refusal)")
             }
             failures += try run.verifyOnce(replica).problems.prefix(3).map { "\(node.name) (stopped) verify: \($0)" }
