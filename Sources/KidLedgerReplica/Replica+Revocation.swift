@@ -307,7 +307,7 @@ extension Replica {
     }
 
     /// The device setting that keeps the placed revocation of `member`, hex-encoded.
-    static func placementSetting(_ member: [UInt8]) -> String {
+    public static func placementSetting(_ member: [UInt8]) -> String {
         "placedRevocation." + Hex.encode(member)
     }
 

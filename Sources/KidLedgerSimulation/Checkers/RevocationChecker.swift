@@ -98,11 +98,18 @@ final class RevocationChecker: Checker {
         /// Whether another version at one of `c`'s positions that the cut lets count carries
         /// `id`: the hostile member's same-id conflict sends its change with the operations in
         /// another order in place of the one it made (which a stale restore may then lose).
+        var byPosition: [ReplicaID: [UInt64: [Change]]]?  // the union of the logs, built when first needed
         func anotherVersionCarries(_ id: RecordID, _ c: Carrier) -> Bool {
-            run.logs.union.contains { change in
-                change.origin == c.origin && c.sequences.contains(change.sequence)
-                    && (cuts[change.origin].map { change.sequence <= $0 } ?? true)
-                    && change.operations.contains { if case .addTransaction(let t) = $0 { t.id == id } else { false } }
+            if byPosition == nil {
+                var index: [ReplicaID: [UInt64: [Change]]] = [:]
+                for change in run.logs.union { index[change.origin, default: [:]][change.sequence, default: []].append(change) }
+                byPosition = index
+            }
+            guard let versions = byPosition?[c.origin] else { return false }
+            return c.sequences.contains { sequence in
+                (cuts[c.origin].map { sequence <= $0 } ?? true) && (versions[sequence] ?? []).contains { change in
+                    change.operations.contains { if case .addTransaction(let t) = $0 { t.id == id } else { false } }
+                }
             }
         }
         for id in order {

@@ -60,6 +60,9 @@ final class SimNode {
     /// The hash chain at the head of every origin (``heads()``), with what it was read from: the
     /// store and its vector and chains tables' write counts.
     private var headsCache: (store: MemoryStore, vector: UInt64, chains: UInt64, heads: [ReplicaID: [UInt8]])?
+    /// The store, settings write count and member key at which the device settings held no
+    /// placed revocation of that member (``holdsPlacedRevocation(of:)``).
+    private var noPlacementCache: (store: MemoryStore, stamp: UInt64, key: [UInt8])?
 
     init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
          verifier: any SignatureVerifier) {
@@ -121,7 +124,7 @@ final class SimNode {
     /// attentionRequired (no local changes, no sync), like the CLI's laptop.
     func listsItselfRevoked() throws -> Bool {
         let key = member.publicKey.bytes
-        return try revokedKeys().contains(key) || replica?.holdsPlacedRevocation(of: key) == true
+        return try revokedKeys().contains(key) || holdsPlacedRevocation(of: key)
     }
 
     /// The member keys `replica.members()` lists as revoked (empty while down): the keys the
@@ -137,6 +140,21 @@ final class SimNode {
         let revoked = try read()
         revokedCache = (memory, stamps, revoked)
         return revoked
+    }
+
+    /// `replica.holdsPlacedRevocation(of: key)`; for a ``MemoryStore`` whose device settings hold
+    /// no placement (almost always), answered from the settings table's write count.
+    private func holdsPlacedRevocation(of key: [UInt8]) throws -> Bool {
+        guard let replica else { return false }
+        if let memory = replica.store as? MemoryStore {
+            let stamp = memory.writeCount(Tables.settings)
+            if let cache = noPlacementCache, cache.store === memory, cache.stamp == stamp, cache.key == key { return false }
+            guard try replica.device.setting(Replica.placementSetting(key)) != nil else {
+                noPlacementCache = (memory, stamp, key)
+                return false
+            }
+        }
+        return try replica.holdsPlacedRevocation(of: key)
     }
 
     /// The running replica's hash chains at its version vector (nil when down or unreadable):
