@@ -103,17 +103,53 @@ struct StatusReport {
         ownership = try replica.ownership()
         sameID = try replica.sameIDConflicts()
         let mine = vector
-        let lacking = peers.map { Self.lacks($0.receipt, mine) }
+        let devices = Self.devices(peers)
+        // One device under several addresses is one peer: its receipt is the one of the address
+        // synced last, and it is reachable when any of its addresses was (a dead alias, such as
+        // the address a laptop had before the router changed it, keeps nothing pending).
+        let lacking = devices.map { Self.lacks(Self.latest($0).receipt, mine) }
         pending = lacking.max() ?? changesMissing(from: [:], in: vector)
         if peers.isEmpty {
             state = "pending"
         } else if lacking.allSatisfy({ $0 == 0 }) {
             state = "synced"
-        } else if peers.allSatisfy({ !$0.lastError.isEmpty && $0.lastAttemptMillis > $0.lastSuccessMillis }) {
+        } else if devices.allSatisfy({ $0.allSatisfy(Self.failedLast) }) {
             state = "offline"
         } else {
             state = "pending"
         }
+    }
+
+    /// The known peers by device: the addresses that reached one replica id together (in the
+    /// order first listed), each address never synced on its own.
+    static func devices(_ peers: [PeerRecord]) -> [[PeerRecord]] {
+        var groups: [[PeerRecord]] = []
+        var at: [ReplicaID: Int] = [:]
+        for peer in peers {
+            if let replica = peer.peerReplica, peer.lastSuccessMillis > 0 {
+                if let i = at[replica] { groups[i].append(peer); continue }
+                at[replica] = groups.count
+            }
+            groups.append([peer])
+        }
+        return groups
+    }
+
+    /// The address of a device synced last (its receipt is the device's).
+    static func latest(_ device: [PeerRecord]) -> PeerRecord {
+        device.max { $0.lastSuccessMillis < $1.lastSuccessMillis } ?? device[0]
+    }
+
+    /// Whether the last attempt to reach `p` failed.
+    static func failedLast(_ p: PeerRecord) -> Bool {
+        !p.lastError.isEmpty && p.lastAttemptMillis > p.lastSuccessMillis
+    }
+
+    /// The address synced last of the device `p` reached, when it is another one (nil otherwise).
+    func newerAlias(of p: PeerRecord) -> PeerRecord? {
+        guard let device = Self.devices(peers).first(where: { $0.contains(p) }), device.count > 1 else { return nil }
+        let latest = Self.latest(device)
+        return latest == p ? nil : latest
     }
 
     /// How many changes `holder` has that `receipt` does not cover (clamped: a receipt stored
@@ -130,7 +166,8 @@ struct StatusReport {
                  ("theyLack", .int(Self.lacks(p.receipt, vector))),
                  ("weLack", .int(Self.lacks(vector, p.receipt))),
                  ("childrenAgreeing", .int(p.childrenAgreeing)),
-                 ("childrenDiffering", .array(p.childrenDiffering.map { .string($0.description) }))])
+                 ("childrenDiffering", .array(p.childrenDiffering.map { .string($0.description) })),
+                 ("sameDeviceAs", newerAlias(of: p).map { .string($0.address) } ?? .null)])
     }
 
     func line(_ p: PeerRecord) -> String {
@@ -144,15 +181,16 @@ struct StatusReport {
                               : ": lacks \(Render.plural(lack, "change")) (last sync \(time.stamped(p.lastSuccessMillis)))"
             if weLack > 0 { text += "; it had \(Render.plural(weLack, "change")) this laptop lacks" }
         }
-        if !p.lastError.isEmpty && p.lastAttemptMillis > p.lastSuccessMillis {
+        if Self.failedLast(p) {
             text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(Render.safe(p.lastError))"
         }
+        if let alias = newerAlias(of: p) { text += "; the same laptop as \(alias.address), synced since" }
         return text
     }
 
     /// "all 2 laptops agree: Ava $12.34, Ben $1.00" or the children they differ on.
     func agreement() -> String? {
-        let synced = peers.filter { $0.lastSuccessMillis > 0 }
+        let synced = Self.devices(peers.filter { $0.lastSuccessMillis > 0 }).map(Self.latest)  // one per laptop
         guard !synced.isEmpty else { return nil }
         let differing = Set(synced.flatMap(\.childrenDiffering))
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.name) })

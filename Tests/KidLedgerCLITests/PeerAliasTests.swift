@@ -1,0 +1,36 @@
+import Foundation
+import KidLedgerTestSupport
+import Testing
+
+/// Issue 22, point 3 (part): one laptop reached under two addresses is one peer in `status`, and
+/// the address it had before (a dead alias) keeps nothing pending.
+@Suite("One laptop under two addresses")
+struct PeerAliasTests {
+    @Test func aDeadAliasOfALaptopKeepsNothingPending() throws {
+        let mom = TestLedger(), dad = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove() }
+        try ok(mom, "init", "Smiths")
+        try ok(mom, "child", "add", "Ava")
+        let before = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(dad, "join", try inviteCode(mom))
+        #expect(before.stop() == 0)
+        // The router gave Mom's laptop another address: her daemon is back on another port.
+        let after = try #require(try DaemonProcess.start(mom, in: group))
+        #expect(after.port != before.port)
+        try ok(dad, "peer", "add", after.address)
+        try ok(dad, "give", "Ava", "1.00", "--note", "after the move")
+        _ = try runKidledger(dad, ["sync"])  // the old address fails, the new one syncs
+        #expect(try digest(mom) == digest(dad))
+
+        let status = try json(dad, "status")
+        #expect(status["state"] as? String == "synced", "\(status)")
+        let peers = try json(dad, "peers")["peers"] as? [[String: Any]] ?? []
+        let old = peers.first { $0["address"] as? String == before.address }
+        let new = peers.first { $0["address"] as? String == after.address }
+        #expect(old?["sameDeviceAs"] as? String == after.address, "\(peers)")
+        #expect(new?["sameDeviceAs"] is NSNull, "\(peers)")
+        let text = try ok(dad, "peers")
+        #expect(text.contains("\(before.address): has everything") == false, "\(text)")
+        #expect(text.contains("the same laptop as \(after.address), synced since"), "\(text)")
+    }
+}
