@@ -237,6 +237,7 @@ final class Daemon: Sendable {
             if sentAtRelease > 0 { environment.releaseResidentPages() }
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
+                try? Self.countInbound(replica, atMillis: SystemClock().nowMillis())
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
             } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
@@ -245,6 +246,17 @@ final class Daemon: Sendable {
             connection.close()
             log("session from \(remote) failed: \(error)")
         }
+    }
+
+    /// The device settings `status` reads for the sessions other laptops opened to this daemon.
+    static let inboundSessionsSetting = "inboundSessions", lastInboundSetting = "lastInboundMillis"
+
+    /// Counts a session another laptop opened that completed (issue 22, point 2: the owner's
+    /// laptop sees that the joined one syncs with it).
+    static func countInbound(_ replica: Replica, atMillis now: Int64) throws {
+        let count = Int(try replica.device.setting(inboundSessionsSetting) ?? "0") ?? 0
+        try replica.device.setSetting(inboundSessionsSetting, String(count + 1))
+        try replica.device.setSetting(lastInboundSetting, String(now))
     }
 
     /// Whether this laptop's member key is revoked as its own ledger knows it (``Replica/isRevokedHere(_:)``).

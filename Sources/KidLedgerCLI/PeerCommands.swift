@@ -92,6 +92,9 @@ struct StatusReport {
     var time = LocalTime.utc
     /// The staging ledger a `join` into this home (a `join --replace`) left when it did not finish.
     var interruptedJoin: String?
+    /// Sessions other laptops opened to this laptop's daemon that completed, and the last one's time.
+    var inboundSessions = 0
+    var lastInboundMillis: Int64 = 0
 
     init(replica: Replica) throws {
         vector = try replica.versionVector()
@@ -102,6 +105,8 @@ struct StatusReport {
         membership = try replica.membershipCounts()
         ownership = try replica.ownership()
         sameID = try replica.sameIDConflicts()
+        inboundSessions = Int(try replica.device.setting(Daemon.inboundSessionsSetting) ?? "0") ?? 0
+        lastInboundMillis = Int64(try replica.device.setting(Daemon.lastInboundSetting) ?? "0") ?? 0
         let mine = vector
         let devices = Self.devices(peers)
         // One device under several addresses is one peer: its receipt is the one of the address
@@ -234,6 +239,9 @@ struct StatusReport {
             lines.append("two owner transfers competed at \(o.conflictedEpochs.map(String.init).joined(separator: ", ")) (two recoveries at once): every laptop picked the same owner; check `kidledger members` and recover again if it is the wrong one")
         }
         for p in peers { lines.append("peer " + line(p)) }
+        if inboundSessions > 0 {
+            lines.append("\(Render.plural(inboundSessions, "session")) from other laptops to this laptop's daemon, the last \(time.stamped(lastInboundMillis))")
+        }
         if let agreement = agreement() { lines.append(agreement) }
         lines.append("digest \(digest)")
         return lines.joined(separator: "\n")
@@ -246,6 +254,8 @@ struct StatusReport {
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
-                 ("peers", .array(peers.map(json))), ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])
+                 ("peers", .array(peers.map(json))),
+                 ("inboundSessions", .int(inboundSessions)), ("lastInboundMillis", lastInboundMillis > 0 ? .int(lastInboundMillis) : .null),
+                 ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])
     }
 }

@@ -16,7 +16,7 @@ import KidLedgerDomain
 /// It proves the position to whoever holds the origin's member key, and no more: a stolen former
 /// owner key can sign a head over a new version of its own origin's change, as it can write one
 /// into the log; a replica that holds the real version at that sequence refutes it
-/// (``Replica/placedRevocationHolds(_:_:_:_:)``).
+/// (``Replica/placedRevocationHolds(_:version:key:_:_:_:_:)``).
 struct RevocationPlacement: Equatable {
     /// The byte a placement starts with in a refusal's evidence (no operation tag is this).
     static let marker: UInt8 = 0xE0

@@ -22,6 +22,10 @@ struct PeerAliasTests {
         _ = try runKidledger(dad, ["sync"])  // the old address fails, the new one syncs
         #expect(try digest(mom) == digest(dad))
 
+        // Mom's laptop counts the sessions Dad's opened to her daemon (the join's included).
+        let momStatus = try json(mom, "status")
+        #expect((momStatus["inboundSessions"] as? Int ?? 0) >= 1 && momStatus["lastInboundMillis"] is NSNumber, "\(momStatus)")
+        #expect(try ok(mom, "status").contains("from other laptops to this laptop's daemon, the last "))
         let status = try json(dad, "status")
         #expect(status["state"] as? String == "synced", "\(status)")
         let peers = try json(dad, "peers")["peers"] as? [[String: Any]] ?? []
