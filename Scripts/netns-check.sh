@@ -20,8 +20,8 @@ skip() { echo "netns-check: skipped: $*" >&2; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
 if ! command -v ip >/dev/null || ! command -v iptables >/dev/null; then
   [ "${KIDLEDGER_INSTALL_NETNS:-0}" = 1 ] || skip "needs ip and iptables (apt-get install iproute2 iptables)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables >/dev/null
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables >/dev/null; } \
+    || skip "could not install iproute2 and iptables"
 fi
 bin=${1:-}
 if [ -z "$bin" ]; then
