@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Two laptops on real network plumbing (issue 22, point 8): each in its own network namespace,
-# joined by a veth pair (10.79.0.1 and 10.79.0.2), both daemons running as parents run them.
+# Two laptops on real network plumbing (issue 22, point 8): each in its own network namespace, both
+# plugged by a veth pair into a bridge (the home router's switch) in a third namespace, at 10.79.0.1
+# and 10.79.0.2, both daemons running as parents run them (`serve --listen :4717`, LAN discovery on).
 #
-#   1. Dad's laptop joins Mom's through her daemon; Mom adds Dad's daemon as a peer.
+#   1. Dad's laptop joins Mom's through her daemon. Nobody runs `peer add`: Mom's daemon finds Dad's
+#      by its broadcast announcements across the bridge, and a change on Dad's laptop reaches Mom's.
 #   2. 12 % of the packets each side receives are dropped (iptables `statistic`; this kernel has no
 #      netem): ten gives on Mom's laptop reach Dad's, and the digests agree.
 #   3. A silent partition (every packet dropped, the links stay up): both laptops change the ledger
 #      apart; the digests differ. The partition heals: the daemons converge on their own.
+#   4. The router renumbers both laptops (10.79.0.11 and 10.79.0.12): they find each other at the new
+#      addresses and sync again within a minute, nobody typing anything; status says synced.
 #
 # Every wait is bounded; the namespaces, daemons and homes are removed at the end, whatever
 # happens. Needs root, `ip` and `iptables`: elsewhere it exits 77 (a skip) with the reason on
@@ -30,7 +34,9 @@ if [ -z "$bin" ]; then
 fi
 
 ns=(kl-check-mom kl-check-dad)
+lan=kl-check-lan
 links=(kl-chk-mom kl-chk-dad)
+ports=(kl-port-mom kl-port-dad)
 addr=(10.79.0.1 10.79.0.2)
 work="$(mktemp -d /tmp/kidledger-netns.XXXXXX)"
 home=("$work/mom" "$work/dad")
@@ -38,16 +44,22 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  for n in "${ns[@]}" "$lan"; do ip netns del "$n" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
-for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
-ip netns add "${ns[0]}" 2>/dev/null || skip "this machine does not let root create network namespaces"
+for n in "${ns[@]}" "$lan"; do ip netns del "$n" 2>/dev/null || true; done
+ip netns add "$lan" 2>/dev/null || skip "this machine does not let root create network namespaces"
+ip netns add "${ns[0]}"
 ip netns add "${ns[1]}"
-ip link add "${links[0]}" type veth peer name "${links[1]}"
+ip -n "$lan" link add br0 type bridge
+ip -n "$lan" link set br0 up
 for i in 0 1; do
+  ip link add "${links[$i]}" type veth peer name "${ports[$i]}"
   ip link set "${links[$i]}" netns "${ns[$i]}"
+  ip link set "${ports[$i]}" netns "$lan"
+  ip -n "$lan" link set "${ports[$i]}" master br0
+  ip -n "$lan" link set "${ports[$i]}" up
   ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev "${links[$i]}"
   ip -n "${ns[$i]}" link set lo up
   ip -n "${ns[$i]}" link set "${links[$i]}" up
@@ -60,7 +72,7 @@ digest() { "$bin" --home "${home[$1]}" digest; }
 balance() { "$bin" --home "${home[$1]}" balance Ava --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["balanceCents"])'; }
 serve() {
   local i=$1
-  ip netns exec "${ns[$i]}" "$bin" --home "${home[$i]}" serve --listen "${addr[$i]}:4717" 2>>"$work/daemon$i.log" & pids+=($!)
+  ip netns exec "${ns[$i]}" "$bin" --home "${home[$i]}" serve --listen :4717 --ui off 2>>"$work/daemon$i.log" & pids+=($!)
   for _ in $(seq 1 100); do grep -q serving "$work/daemon$i.log" 2>/dev/null && return; sleep 0.1; done
   fail "daemon $i did not start"
 }
@@ -85,14 +97,26 @@ code=$(kl 0 invite --address "${addr[0]}:4717" 2>/dev/null | grep -o 'KL1-[A-Za-
 mkdir -p "${home[1]}"
 kl 1 join "$code" >/dev/null
 serve 1
-kl 0 peer add "${addr[1]}:4717" >/dev/null
 converge 30 || fail "the laptops did not agree after the join"
+# Waits at most $1 seconds for home $2's peers to list $3 as found on the network.
+discovered() {
+  local deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    "$bin" --home "${home[$2]}" --json peers | python3 -c 'import json,sys; sys.exit(0 if any(p["discovered"] and p["address"] == sys.argv[1] for p in json.load(sys.stdin)["peers"]) else 1)' "$3" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+discovered 30 0 "${addr[1]}:4717" || fail "Mom's daemon did not find Dad's by its announcements within 30 s"
+say "Mom's daemon found Dad's at ${addr[1]}:4717 by its announcement (no peer add)"
+kl 1 give Ava '$0.25' --note "from dad" >/dev/null
+converge 30 || fail "Dad's give did not reach Mom's laptop within 30 s"
 
 say "12 % loss each way: ten gives on Mom's laptop reach Dad's"
 loss -A
 for n in $(seq 1 10); do kl 0 give Ava '$0.10' --note "loss $n" >/dev/null; done
 converge 90 || fail "Dad's laptop did not get Mom's gives under 12 % loss within 90 s"
-[ "$(balance 1)" = 600 ] || fail "Dad's laptop shows $(balance 1) cents, not 600"
+[ "$(balance 1)" = 625 ] || fail "Dad's laptop shows $(balance 1) cents, not 625"
 loss -D
 
 say "a silent partition: both change the ledger apart"
@@ -104,5 +128,26 @@ sleep 3
 drop_all -D
 say "healed: the daemons converge on their own"
 converge 120 || fail "the laptops did not converge within 120 s of the heal"
-[ "$(balance 0)" = 650 ] && [ "$(balance 1)" = 650 ] || fail "balances $(balance 0) and $(balance 1), not 650"
-say "passed: digests $(digest 0 | cut -c1-16)…, both show \$6.50"
+[ "$(balance 0)" = 675 ] && [ "$(balance 1)" = 675 ] || fail "balances $(balance 0) and $(balance 1), not 675"
+
+say "the router renumbers both laptops: 10.79.0.11 and 10.79.0.12"
+new=(10.79.0.11 10.79.0.12)
+for i in 0 1; do
+  ip -n "${ns[$i]}" addr flush dev "${links[$i]}" scope global
+  ip -n "${ns[$i]}" addr add "${new[$i]}/24" dev "${links[$i]}"
+done
+started=$(date +%s)
+kl 0 give Ava '$1' --note "mom, new address" >/dev/null
+kl 1 give Ava '$2' --note "dad, new address" >/dev/null
+converge 60 || fail "the laptops did not sync within 60 s of both addresses changing"
+say "synced again $(( $(date +%s) - started )) s after the change"
+discovered 10 1 "${new[0]}:4717" || fail "Dad's laptop does not list Mom's new address as found"
+[ "$(balance 0)" = 975 ] || fail "balance $(balance 0), not 975"
+for i in 0 1; do
+  deadline=$(( $(date +%s) + 30 ))
+  until [ "$("$bin" --home "${home[$i]}" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = synced ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "laptop $i's status is not synced 30 s after converging (a dead address keeps it pending?)"
+    sleep 0.5
+  done
+done
+say "passed: digests $(digest 0 | cut -c1-16)…, both show \$9.75, both synced"

@@ -4,7 +4,8 @@
 #
 #   Scripts/two-laptops.sh            loopback ports on 127.0.0.1 ("down" = daemons stopped)
 #   Scripts/two-laptops.sh --netns    (root) each laptop in its own network namespace joined by a
-#                                     veth pair; the link is cut with `ip link set down`
+#                                     veth pair; the daemons find each other by LAN discovery (no
+#                                     `peer add`); the link is cut with `ip link set down`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 netns=false
@@ -54,8 +55,8 @@ else
 fi
 start_daemons() {
   if $netns; then
-    ip netns exec kl-mom "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!)
-    ip netns exec kl-dad "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!)
+    ip netns exec kl-mom "$bin" --home "$mom" serve --listen :4717 2>>"$work/mom.log" & pids+=($!)
+    ip netns exec kl-dad "$bin" --home "$dad" serve --listen :4717 2>>"$work/dad.log" & pids+=($!)
   else
     "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!)
     "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!)
@@ -72,7 +73,7 @@ if ! $netns; then
   mom_addr=127.0.0.1:$(free_port "$mom")
 fi
 mkdir -p "$dad"
-if $netns; then ip netns exec kl-mom "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!); sleep 1
+if $netns; then ip netns exec kl-mom "$bin" --home "$mom" serve --listen :4717 2>>"$work/mom.log" & pids+=($!); sleep 1
 else "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!); sleep 1; fi
 say "Mom invites Dad's laptop; Dad joins"
 code=$(mom_run invite --address "$mom_addr" | grep -o 'KL1-[A-Za-z0-9_-]*')
@@ -80,9 +81,17 @@ dad_run join "$code"
 if ! $netns; then
   dad_addr=127.0.0.1:$(free_port "$dad")
 fi
-mom_run peer add "$dad_addr"
-if $netns; then ip netns exec kl-dad "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!)
-else "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!); fi
+if $netns; then
+  ip netns exec kl-dad "$bin" --home "$dad" serve --listen :4717 2>>"$work/dad.log" & pids+=($!)
+  say "Nobody types Dad's address: Mom's daemon finds Dad's by its LAN announcement"
+  for _ in $(seq 1 100); do grep -q "discovery: found member" "$work/mom.log" 2>/dev/null && break; sleep 0.2; done
+  grep "discovery: found member" "$work/mom.log" | head -n 1 | cut -d' ' -f2-
+  mom_run peers
+else
+  # Loopback daemons announce nowhere (docs/SYNC.md): Mom adds Dad's daemon by hand.
+  mom_run peer add "$dad_addr"
+  "$bin" --home "$dad" serve --listen "$dad_addr" 2>>"$work/dad.log" & pids+=($!)
+fi
 sleep 1
 link_down
 say "The link is down. Both change the ledger"

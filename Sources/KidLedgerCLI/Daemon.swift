@@ -25,6 +25,8 @@ final class Daemon: Sendable {
     static let changeDelayMillis: Int64 = 100
     /// How often the store is checked for changes made by other processes.
     static let pollMillis: Int64 = 100
+    /// The most addresses of one device tried in one round (the first that answers is synced with).
+    static let addressesPerDialMax = 4
     /// The product's connection limits (``limits``): at most 16 sessions at once, at most 8 of
     /// them not admitted yet, and at most 4 from one address. Past 4 from an address a connection
     /// is refused at accept; past 8 not admitted (or 16 in all) it takes the place of one not
@@ -55,6 +57,9 @@ final class Daemon: Sendable {
     private let activeThreads = Atomic<Int>(0)
     /// Connections closed before admission to make room for newer ones, so far.
     private let evictions = Atomic<Int>(0)
+    /// The dial groups (``SyncDriver/dialGroups(_:)``) of devices discovery found at a new
+    /// address: the gossip loop dials them at once.
+    private let woken = Mutex<Set<String>>([])
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
@@ -90,12 +95,20 @@ final class Daemon: Sendable {
 
     var stopping: Bool { stopSignal.load(ordering: .relaxed) }
 
-    /// Runs until SIGINT or SIGTERM.
-    func run() throws {
+    /// Runs until SIGINT or SIGTERM, with LAN discovery unless `discovery` is nil (`--no-discovery`).
+    func run(discovery settings: Discovery.Settings? = nil) throws {
         let acceptor = Thread { [self] in acceptLoop() }
         acceptor.start()
+        var discovery: Discovery?
+        if let settings, let genesis = try makeReplica().genesis() {
+            discovery = Discovery(settings: settings, household: genesis, identity: identity, tcpPort: listener.port, log: log,
+                                  makeReplica: { [self] in try makeReplica() },
+                                  found: { [self] member in _ = woken.withLock { $0.insert(SyncDriver.dialGroupKey(member: member)) } })
+            discovery?.start(stopping: { stopSignal.load(ordering: .relaxed) })
+        }
         try gossipLoop()
         listener.close()
+        discovery?.stop()
         // Let sessions in progress end (each batch is its own transaction; an abandoned session
         // loses nothing), but not forever.
         let deadline = monotonicMillis() + 5_000
@@ -205,10 +218,14 @@ final class Daemon: Sendable {
             let owner = identity
             let household = self.household
             let daemon = self
+            let remoteHost = connection.remoteHost
             let admit: @Sendable (Admission) -> ProtocolError? = { admission in
                 guard let r = try? daemon.makeReplica() else { return .refused("the ledger could not be opened") }
                 let (members, _) = SyncDriver.admissibleKeys(r)
-                if members.contains(peerKey.bytes) { return nil }
+                if members.contains(peerKey.bytes) {
+                    daemon.learn(PeerAddress(host: remoteHost, port: admission.listenPort), of: peerKey.bytes, in: r)
+                    return nil
+                }
                 guard !admission.joinToken.isEmpty else { return .refused("this device is not a member of this household") }
                 guard (try? r.device.consumeInvite(secret: admission.joinToken)) == true else {
                     return .refused("this invitation is unknown, already used or expired; ask for a new code")
@@ -248,6 +265,20 @@ final class Daemon: Sendable {
         }
     }
 
+    /// Records where a member's daemon accepts peers, as its `hello` said (the port) at the address
+    /// its connection came from: the inviter learns the joiner's daemon once it syncs (issue 22,
+    /// point 2). A new address wakes the member's dial group, like one discovery found.
+    func learn(_ address: PeerAddress, of member: [UInt8], in replica: Replica) {
+        guard address.port != 0, !address.host.isEmpty, address.host != "?" else { return }
+        do {
+            guard try replica.device.learnAddress(address.description, member: member) else { return }
+            log("learned from its session that member \(PublicKey(bytes: member)?.fingerprint ?? "?") accepts peers at \(address)")
+            _ = woken.withLock { $0.insert(SyncDriver.dialGroupKey(member: member)) }
+        } catch {
+            log("cannot record \(address): \(error)")
+        }
+    }
+
     /// The device settings `status` reads for the sessions other laptops opened to this daemon.
     static let inboundSessionsSetting = "inboundSessions", lastInboundSetting = "lastInboundMillis"
 
@@ -283,9 +314,14 @@ final class Daemon: Sendable {
             }
             let changeDue = changedAt.map { now - $0 >= Daemon.changeDelayMillis } ?? false
             var synced = false
-            for peer in try replica.device.peers() where !stopping {
-                let due = nextDue[peer.address] ?? 0
-                let failing = !(backoff[peer.address]?.attempt == 0 || backoff[peer.address] == nil)
+            for group in SyncDriver.dialGroups(try replica.device.peers()) where !stopping {
+                // Discovery found this device at a new address: dial it now, whatever its backoff.
+                if woken.withLock({ $0.remove(group.key) != nil }) {
+                    nextDue[group.key] = 0
+                    backoff[group.key] = nil
+                }
+                let due = nextDue[group.key] ?? 0
+                let failing = !(backoff[group.key]?.attempt == 0 || backoff[group.key] == nil)
                 guard now >= due || (changeDue && !failing) else { continue }
                 let reason = attention?(replica)
                 // A laptop revoked as it knows still asks this peer in, on the interval: a refusal
@@ -295,29 +331,39 @@ final class Daemon: Sendable {
                 let probing = try reason != nil && Self.listsItselfRevoked(replica, identity)
                 if let reason, !probing {
                     log("not syncing: attention required: \(reason)")
-                    nextDue[peer.address] = monotonicMillis() + Daemon.gossipIntervalMillis
+                    nextDue[group.key] = monotonicMillis() + Daemon.gossipIntervalMillis
                     continue
                 }
                 if probing && now < due { continue }  // only on the interval, not after changes
-                let result = SyncDriver.sync(replica, household: household, with: peer.address, identity: identity)
-                synced = true
-                log(SyncDriver.line(result))
-                if probing && result.succeeded && attention?(replica) == nil {
-                    log("\(peer.address) let this laptop in and its revocation no longer holds (an ownership recovery voided it): syncing again")
+                // One device under several addresses: the first that answers is synced with.
+                var succeeded = false
+                for address in group.addresses.prefix(Self.addressesPerDialMax) where !stopping {
+                    let result = SyncDriver.sync(replica, household: household, with: address, identity: identity,
+                                                 listenPort: listener.port)
+                    synced = true
+                    log(SyncDriver.line(result))
+                    if probing && result.succeeded && attention?(replica) == nil {
+                        log("\(address) let this laptop in and its revocation no longer holds (an ownership recovery voided it): syncing again")
+                    }
+                    succeeded = result.succeeded
+                    if result.succeeded || result.wasRefused { break }
                 }
-                var b = backoff[peer.address] ?? Backoff()
-                if result.succeeded {
+                var b = backoff[group.key] ?? Backoff()
+                if succeeded {
                     b.reset()
-                    nextDue[peer.address] = monotonicMillis() + Daemon.gossipIntervalMillis
+                    nextDue[group.key] = monotonicMillis() + Daemon.gossipIntervalMillis
                 } else {
-                    nextDue[peer.address] = monotonicMillis() + b.nextDelayMillis(using: &random)
+                    nextDue[group.key] = monotonicMillis() + b.nextDelayMillis(using: &random)
                 }
-                backoff[peer.address] = b
+                backoff[group.key] = b
             }
             if changeDue || synced {
-                // What this round received is not a local change to push again.
+                // What this round received is not a local change to push again; a local change
+                // committed while the round ran (another command on this home) is.
                 if changeDue { changedAt = nil }
-                lastVector = try replica.versionVector()
+                let after = try replica.versionVector()
+                if synced && after[replica.replicaID] != vector[replica.replicaID] { changedAt = changedAt ?? monotonicMillis() }
+                lastVector = after
             }
             usleep(useconds_t(Daemon.pollMillis * 1000))
         }

@@ -23,9 +23,19 @@ enum NetworkCommands {
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
                                for none); `kidledger ui` prints its address with the key
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
-        """, valueOptions: ["listen", "ui"], flagOptions: ["ui-any-interface"])) { ctx, args in
+        LAN discovery: the daemon announces where it listens by UDP broadcast (and IPv6 multicast to ff12::4717
+        when it listens on IPv6, e.g. --listen [::]:4717) on port 4717 every 10 s, and dials the other members' daemons where they announce, so nobody types
+        addresses at home. Only members can read an announcement; allow UDP 4717 in from the home network in a
+        firewall, as TCP 4717.
+        A daemon on loopback announces nowhere.
+          --no-discovery             neither announce nor listen for announcements (typed peers only)
+          --discovery-port PORT      the UDP port to announce to and listen on (default 4717)
+          --announce-to HOST:PORT,…  send announcements there (unicast) instead of broadcasting, e.g. a
+                                     laptop on another subnet; up to 8 addresses
+        """, valueOptions: ["listen", "ui", "discovery-port", "announce-to"], flagOptions: ["ui-any-interface", "no-discovery"])) { ctx, args in
         guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
         let address = try listenAddress(listen, option: "--listen")
+        let discovery = try discoverySettings(args, listen: address)
         let pageAddress = try PageCommands.address(args)
         let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
         let replica = try ctx.openReplicaForChanges()
@@ -52,10 +62,36 @@ enum NetworkCommands {
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
-        try daemon.run()
+        try daemon.run(discovery: discovery)
         page?.stop()
         if page != nil { try? replica.device.setSetting("ui", nil) }
         try? replica.device.setSetting("listen", nil)
+    }
+
+    /// What serve's discovery options ask for: nil with `--no-discovery`.
+    static func discoverySettings(_ args: ParsedArguments, listen: PeerAddress) throws -> Discovery.Settings? {
+        let port = args.values["discovery-port"], targets = args.values["announce-to"]
+        if args.flags.contains("no-discovery") {
+            guard port == nil, targets == nil else {
+                throw CLIError.usage("--no-discovery turns discovery off: drop --discovery-port and --announce-to, or --no-discovery")
+            }
+            return nil
+        }
+        var settings = Discovery.Settings()
+        if let port {
+            guard let value = UInt16(port), value > 0 else { throw CLIError.usage("--discovery-port: \"\(port)\" is not a port number 1...65535") }
+            settings.port = value
+        }
+        if let targets {
+            let list = targets.split(separator: ",").map { String($0) }
+            guard (1...8).contains(list.count) else { throw CLIError.usage("--announce-to takes 1 to 8 addresses separated by commas") }
+            settings.targets = try list.map { text in
+                do { return try PeerAddress(parsing: text) } catch { throw CLIError.usage("--announce-to: \(error)") }
+            }
+        }
+        settings.loopbackOnly = listen.host == "localhost" || listen.host.hasPrefix("127.") || listen.host == "::1"
+        settings.ipv6 = listen.host.contains(":")
+        return settings
     }
 
     /// A listening address for `option` ("HOST:PORT"; port 0 asks the system for a free one).
@@ -83,29 +119,39 @@ enum NetworkCommands {
             throw CLIError("attention required: \(reason)", code: .notPermitted)
         }
         ctx.configure(replica, identity: identity)
-        var targets = try replica.device.peers().map(\.address)
+        // One device under several addresses (typed, or found by discovery) is synced once: its
+        // addresses are tried in turn until one answers.
+        var groups = SyncDriver.dialGroups(try replica.device.peers()).map(\.addresses)
         // A new address is remembered only once a sync with it succeeded: a typo or a dead
         // address stores nothing (no peer, no address).
         var unknown: String?
         if let one = args.positionals.first {
             let address = try PeerCommands.validAddress(one)
-            if !targets.contains(address) { unknown = address }
-            targets = [address]
+            if !groups.joined().contains(address) { unknown = address }
+            groups = [[address]]
         }
-        guard !targets.isEmpty else { throw CLIError("no peers to sync with: `kidledger peer add HOST:PORT` first", code: .unavailable) }
+        guard !groups.isEmpty else {
+            throw CLIError("no peers to sync with: start `kidledger serve` (it finds the household's other laptops on this network) or `kidledger peer add HOST:PORT`", code: .unavailable)
+        }
         var results: [SyncDriver.Result] = []
         let meter = ProgressMeter(enabled: !ctx.json && isatty(2) == 1, console: ctx.console)
-        for address in targets {
-            let result = SyncDriver.sync(replica, household: household.id, with: address, identity: identity) { p, total in
-                meter.update(label: address, done: p.changesReceived, total: total)
+        // The peer learns where this laptop's running daemon listens, to dial it back.
+        let listenPort = DaemonLock.holder(home: ctx.home)?.address.flatMap { try? PeerAddress(parsing: $0).port } ?? 0
+        for addresses in groups {
+            for address in addresses.prefix(Daemon.addressesPerDialMax) {
+                let result = SyncDriver.sync(replica, household: household.id, with: address, identity: identity,
+                                             listenPort: listenPort) { p, total in
+                    meter.update(label: address, done: p.changesReceived, total: total)
+                }
+                meter.finish()
+                if address == unknown && result.succeeded {
+                    try replica.device.addPeer(address)
+                    SyncDriver.record(result, in: replica)
+                }
+                results.append(result)
+                ctx.say(SyncDriver.line(result))
+                if result.succeeded || result.wasRefused { break }
             }
-            meter.finish()
-            if address == unknown && result.succeeded {
-                try replica.device.addPeer(address)
-                SyncDriver.record(result, in: replica)
-            }
-            results.append(result)
-            ctx.say(SyncDriver.line(result))
         }
         ctx.emit(.object([("results", .array(results.map { r in
             .object([("address", .string(r.address)), ("ok", .bool(r.succeeded)),

@@ -44,7 +44,10 @@ enum PeerCommands {
         report.time = ctx.time
         report.time = ctx.time
         ctx.emit(.object([("peers", .array(report.peers.map(report.json)))]))
-        if report.peers.isEmpty { ctx.say("No peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`."); return }
+        if report.peers.isEmpty {
+            ctx.say("No peers yet: `kidledger serve` finds the household's other laptops on this network; elsewhere `kidledger peer add HOST:PORT`.")
+            return
+        }
         for p in report.peers { ctx.say(report.line(p)) }
     }
 
@@ -125,16 +128,24 @@ struct StatusReport {
         }
     }
 
-    /// The known peers by device: the addresses that reached one replica id together (in the
-    /// order first listed), each address never synced on its own.
+    /// The known peers by device: the addresses of one member key (from a session or an
+    /// announcement) or that reached one replica id belong together (in the order first listed);
+    /// an address of no known device is one on its own.
     static func devices(_ peers: [PeerRecord]) -> [[PeerRecord]] {
         var groups: [[PeerRecord]] = []
-        var at: [ReplicaID: Int] = [:]
+        var byReplica: [ReplicaID: Int] = [:]
+        var byMember: [[UInt8]: Int] = [:]
         for peer in peers {
-            if let replica = peer.peerReplica, peer.lastSuccessMillis > 0 {
-                if let i = at[replica] { groups[i].append(peer); continue }
-                at[replica] = groups.count
+            let replica = peer.lastSuccessMillis > 0 ? peer.peerReplica : nil
+            let member = peer.memberKey.isEmpty ? nil : peer.memberKey
+            if let i = member.flatMap({ byMember[$0] }) ?? replica.flatMap({ byReplica[$0] }) {
+                groups[i].append(peer)
+                if let member { byMember[member] = byMember[member] ?? i }
+                if let replica { byReplica[replica] = byReplica[replica] ?? i }
+                continue
             }
+            if let member { byMember[member] = groups.count }
+            if let replica { byReplica[replica] = groups.count }
             groups.append([peer])
         }
         return groups
@@ -172,11 +183,15 @@ struct StatusReport {
                  ("weLack", .int(Self.lacks(vector, p.receipt))),
                  ("childrenAgreeing", .int(p.childrenAgreeing)),
                  ("childrenDiffering", .array(p.childrenDiffering.map { .string($0.description) })),
-                 ("sameDeviceAs", newerAlias(of: p).map { .string($0.address) } ?? .null)])
+                 ("sameDeviceAs", newerAlias(of: p).map { .string($0.address) } ?? .null),
+                 ("memberKey", p.memberKey.isEmpty ? .null : .string(Hex.encode(p.memberKey))),
+                 ("discovered", .bool(p.discovered)),
+                 ("lastAnnouncedMillis", p.announcedAtMillis > 0 ? .int(p.announcedAtMillis) : .null)])
     }
 
     func line(_ p: PeerRecord) -> String {
         var text = p.address
+        if p.discovered { text += " (found on this network \(time.stamped(p.announcedAtMillis)))" }
         if p.lastSuccessMillis == 0 {
             text += ": never synced"
         } else {

@@ -35,6 +35,8 @@ enum SyncDriver {
         /// This device refused the peer's revoked member and the peer answered with owner
         /// transfers that void the revocation there: what came of them.
         var answered: LearnedTransfers?
+        /// The other device's member key, once its handshake proved it.
+        var peerKey: [UInt8]?
 
         var succeeded: Bool { outcome?.summary != nil }
         /// Whether the other device refused this one (in the handshake or at admission).
@@ -134,27 +136,30 @@ enum SyncDriver {
     /// When the peer refuses this device with a revocation that owner transfers held here void,
     /// the channel answers with them and the sync is tried once more (the peer records them and
     /// judges this device again: docs/SECURITY.md, "A stolen laptop").
+    /// `listenPort`: where this device's own daemon accepts peers (0: none), told to the peer in
+    /// `hello` so it can dial back.
     static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
-                     joinToken: [UInt8] = [], expectedPeer: [UInt8]? = nil,
+                     joinToken: [UInt8] = [], expectedPeer: [UInt8]? = nil, listenPort: UInt16 = 0,
                      progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
         let first = syncOnce(replica, household: household, with: address, identity: identity, joinToken: joinToken,
-                             expectedPeer: expectedPeer, progress: progress)
+                             expectedPeer: expectedPeer, listenPort: listenPort, progress: progress)
         guard first.learned == .void else { return first }
         return syncOnce(replica, household: household, with: address, identity: identity, joinToken: joinToken,
-                        expectedPeer: expectedPeer, progress: progress)
+                        expectedPeer: expectedPeer, listenPort: listenPort, progress: progress)
     }
 
     private static func syncOnce(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
-                                 joinToken: [UInt8], expectedPeer: [UInt8]?,
+                                 joinToken: [UInt8], expectedPeer: [UInt8]?, listenPort: UInt16,
                                  progress: ((SessionProgress, Int) -> Void)?) -> Result {
         let started = monotonicMicros()
         var connection: TCPConnection?
+        var peerKey: [UInt8]?
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
             let result = Result(address: address, outcome: outcome, connectError: error,
                                 seconds: Double(monotonicMicros() - started) / 1_000_000,
                                 wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0,
                                 learned: learn(from: error, in: replica, identity: identity),
-                                answered: learnAnswer(from: error, in: replica))
+                                answered: learnAnswer(from: error, in: replica), peerKey: peerKey)
             record(result, in: replica)
             return result
         }
@@ -185,7 +190,9 @@ enum SyncDriver {
             connected.close()
             return finish(nil, .handshake("\(error)"))
         }
-        let session = SyncSession(role: .initiator, replica: replica, household: household, joinToken: joinToken)
+        peerKey = stream.peerKey.bytes
+        let session = SyncSession(role: .initiator, replica: replica, household: household, joinToken: joinToken,
+                                  listenPort: listenPort)
         let outcome = SessionRunner.run(session, over: stream, progress: progress.map { report in
             { p in report(p, session.summary.changesExpected) }
         }, now: monotonicMillis)
@@ -196,6 +203,7 @@ enum SyncDriver {
         let now = SystemClock().nowMillis()
         try? replica.device.updatePeer(result.address) { p in
             p.lastAttemptMillis = now
+            if let key = result.peerKey { p.memberKey = key }
             if let summary = result.outcome?.summary {
                 p.lastSuccessMillis = now
                 p.lastError = ""
@@ -206,6 +214,32 @@ enum SyncDriver {
             } else {
                 p.lastError = result.failure ?? "unknown error"
             }
+        }
+    }
+
+    /// The key of a member's dial group (``dialGroups(_:)``).
+    static func dialGroupKey(member: [UInt8]) -> String { "member " + Hex.encode(member) }
+
+    /// Known peers as devices to dial: the addresses of one member key (or, for records from
+    /// before keys were kept, of one replica id) form one group, in the order to try them: the
+    /// last to sync first, then the most recently announced, then by address. An address of no
+    /// known device is a group of its own. Groups come in the order of their first address.
+    static func dialGroups(_ peers: [PeerRecord]) -> [(key: String, addresses: [String])] {
+        var order: [String] = []
+        var members: [String: [PeerRecord]] = [:]
+        for peer in peers {
+            let key = !peer.memberKey.isEmpty ? dialGroupKey(member: peer.memberKey)
+                : peer.peerReplica.map { "replica \($0.description)" } ?? "address \(peer.address)"
+            if members[key] == nil { order.append(key) }
+            members[key, default: []].append(peer)
+        }
+        return order.map { key in
+            let sorted = members[key]!.sorted { a, b in
+                if a.lastSuccessMillis != b.lastSuccessMillis { return a.lastSuccessMillis > b.lastSuccessMillis }
+                if a.announcedAtMillis != b.announcedAtMillis { return a.announcedAtMillis > b.announcedAtMillis }
+                return a.address < b.address
+            }
+            return (key, sorted.map(\.address))
         }
     }
 

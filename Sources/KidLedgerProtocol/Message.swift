@@ -24,10 +24,11 @@ public let errorMessageBytesMax = 1_000
 
 /// One protocol message. See docs/PROTOCOL.md for the byte layout of each.
 public enum Message: Equatable, Sendable {
-    /// Initiator → responder: the versions it speaks, who it is, which household it syncs, and,
-    /// when joining the household with an invitation, the invitation's secret.
+    /// Initiator → responder: the versions it speaks, who it is, which household it syncs,
+    /// when joining the household with an invitation, the invitation's secret, and the TCP port
+    /// its own daemon accepts peers on (0: none), so the responder can dial it back.
     case hello(protocolVersionMin: UInt16, protocolVersionMax: UInt16, replica: ReplicaID, household: RecordID,
-               joinToken: [UInt8] = [])
+               joinToken: [UInt8] = [], listenPort: UInt16 = 0)
     /// Responder → initiator: the chosen version and who it is.
     case welcome(protocolVersion: UInt16, replica: ReplicaID)
     /// What the sender holds: highest contiguous sequence per origin with the hash chain there,
@@ -95,12 +96,13 @@ public enum Message: Equatable, Sendable {
     public func encodePayload() -> [UInt8] {
         var w = ByteWriter(capacity: 32)
         switch self {
-        case .hello(let lo, let hi, let replica, let household, let token):
+        case .hello(let lo, let hi, let replica, let household, let token, let listenPort):
             Self.write(u16: lo, &w)
             Self.write(u16: hi, &w)
             w.write(bigEndian: replica.rawValue)
             w.write(id: household)
             w.write(blob: token)
+            Self.write(u16: listenPort, &w)
         case .checks(let checks):
             precondition(checks.count <= checksMax, "too many child checks")
             Self.write(checks: checks, &w)
@@ -167,9 +169,10 @@ public enum Message: Equatable, Sendable {
                 let replica = ReplicaID(try r.readBigEndianUInt64("hello replica"))
                 let household = try r.readID("hello household")
                 let token = try r.readBlob(maxCount: joinTokenBytesMax, "hello join token")
+                let listenPort = try readU16(&r, "hello listen port")
                 guard lo <= hi else { throw DecodeError.invalid("hello version range \(lo)...\(hi)") }
                 message = .hello(protocolVersionMin: lo, protocolVersionMax: hi, replica: replica, household: household,
-                                 joinToken: token)
+                                 joinToken: token, listenPort: listenPort)
             case 2:
                 let version = try readU16(&r, "welcome version")
                 message = .welcome(protocolVersion: version, replica: ReplicaID(try r.readBigEndianUInt64("welcome replica")))

@@ -86,4 +86,6 @@ public struct Admission: Equatable, Sendable {
     public var household: RecordID
     /// The invitation secret when the peer is joining; empty otherwise.
     public var joinToken: [UInt8]
+    /// The TCP port the peer's daemon accepts peers on (0: none), at the address it connected from.
+    public var listenPort: UInt16 = 0
 }

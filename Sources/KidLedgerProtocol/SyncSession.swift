@@ -72,6 +72,8 @@ public final class SyncSession {
 
     /// Initiator: the invitation secret sent in hello when joining (empty otherwise).
     public let joinToken: [UInt8]
+    /// Initiator: the TCP port this device's daemon accepts peers on, sent in hello (0: none).
+    public let listenPort: UInt16
     /// Responder: decides whether to admit the peer (nil admits every peer of the household).
     private let admit: (@Sendable (Admission) -> ProtocolError?)?
     /// Computes the per-child checks from the replica's totals (``ChildChecking``):
@@ -82,14 +84,16 @@ public final class SyncSession {
     ///
     /// - Parameters:
     ///   - joinToken: initiator only; the invitation secret when joining a household.
+    ///   - listenPort: initiator only; where this device's daemon listens (0: no daemon).
     ///   - admit: responder only; returns an error to refuse the peer described by its hello.
     public init(role: Role, replica: Replica, household: RecordID, limits: SessionLimits = SessionLimits(),
-                joinToken: [UInt8] = [], admit: (@Sendable (Admission) -> ProtocolError?)? = nil) {
+                joinToken: [UInt8] = [], listenPort: UInt16 = 0, admit: (@Sendable (Admission) -> ProtocolError?)? = nil) {
         self.role = role
         self.replica = replica
         self.household = household
         self.limits = limits
         self.joinToken = joinToken
+        self.listenPort = listenPort
         self.admit = admit
     }
 
@@ -103,7 +107,7 @@ public final class SyncSession {
         switch role {
         case .initiator:
             send(.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
-                        replica: replica.replicaID, household: household, joinToken: joinToken))
+                        replica: replica.replicaID, household: household, joinToken: joinToken, listenPort: listenPort))
             state = .awaitingWelcome
         case .responder:
             state = .awaitingHello
@@ -147,11 +151,11 @@ public final class SyncSession {
         switch (state, message) {
         case (_, .error(let code, let text)):
             throw .peer(code: code, message: text)
-        case (.awaitingHello, .hello(let lo, let hi, let peer, let peerHousehold, let token)):
+        case (.awaitingHello, .hello(let lo, let hi, let peer, let peerHousehold, let token, let listenPort)):
             guard lo <= protocolVersionMax && hi >= protocolVersionMin else { throw .versionMismatch(peerMin: lo, peerMax: hi) }
             guard peerHousehold == household else { throw .otherHousehold }
             guard peer != replica.replicaID else { throw .sameReplica }
-            if let admit, let refusal = admit(Admission(replica: peer, household: peerHousehold, joinToken: token)) {
+            if let admit, let refusal = admit(Admission(replica: peer, household: peerHousehold, joinToken: token, listenPort: listenPort)) {
                 throw refusal
             }
             summary.peer = peer

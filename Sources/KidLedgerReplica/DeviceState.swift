@@ -66,6 +66,52 @@ public struct DeviceState {
         }
     }
 
+    /// How long a learned address of a device is kept once the device announces another one
+    /// (it may still hold both, on two interfaces), in milliseconds.
+    public static let learnedAliasKeepMillis: Int64 = 120_000
+    /// How long a learned address nothing announced is kept, in milliseconds (a laptop away for
+    /// a week is found again by its next announcement).
+    public static let learnedAddressKeepMillis: Int64 = 7 * 24 * 3_600_000
+
+    /// Records that the device of `member` announced it accepts peers at `address` (LAN
+    /// discovery): the address's record gets the key and the time (a typed record stays typed),
+    /// or a new learned record is added. Learned addresses of the same member not announced within
+    /// ``learnedAliasKeepMillis``, and any learned address not announced within
+    /// ``learnedAddressKeepMillis``, are forgotten: an address change replaces the old address.
+    /// Returns true when the address was not known before (a peer to dial now).
+    @discardableResult
+    public func learnAddress(_ address: String, member: [UInt8]) throws -> Bool {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            var stale: [[UInt8]] = []
+            try w.scan(Tables.peers) { key, value in
+                let p = try PeerRecord.decode(value)
+                guard p.discovered, p.address != address else { return true }
+                let age = now - p.announcedAtMillis
+                if age > Self.learnedAddressKeepMillis || (p.memberKey == member && age > Self.learnedAliasKeepMillis) {
+                    stale.append(key)
+                }
+                return true
+            }
+            for key in stale { try w.delete(Tables.peers, key) }
+            let key = Array(address.utf8)
+            var record: PeerRecord
+            let isNew: Bool
+            if let raw = try w.get(Tables.peers, key) {
+                record = try PeerRecord.decode(raw)
+                isNew = false
+            } else {
+                record = PeerRecord(address: address, addedAtMillis: now)
+                record.discovered = true
+                isNew = true
+            }
+            record.memberKey = member
+            record.announcedAtMillis = now
+            try w.put(Tables.peers, key, record.encoded())
+            return isNew
+        }
+    }
+
     // MARK: Invitations
 
     /// Records an open invitation (only the secret's hash is stored).
@@ -151,6 +197,15 @@ public struct PeerRecord: Equatable, Sendable {
     public var childrenAgreeing = 0
     /// Children whose checks differed then.
     public var childrenDiffering: [RecordID] = []
+    /// The member key (32 bytes) of the device last met at this address (from a session or an
+    /// announcement); empty while unknown.
+    public var memberKey: [UInt8] = []
+    /// Whether the address was learned from a LAN announcement rather than typed (`peer add`,
+    /// `sync HOST:PORT`, `join`): a learned one is forgotten when its device announces elsewhere
+    /// (``DeviceState/learnAddress(_:member:)``); a typed one stays until `peer remove`.
+    public var discovered = false
+    /// When an announcement last named this address, Unix milliseconds (0: never).
+    public var announcedAtMillis: Int64 = 0
 
     /// A new record.
     public init(address: String, addedAtMillis: Int64) {
@@ -174,6 +229,11 @@ public struct PeerRecord: Equatable, Sendable {
         w.write(varint: UInt64(childrenAgreeing))
         w.write(varint: UInt64(childrenDiffering.count))
         for child in childrenDiffering { w.write(id: child) }
+        // Added with LAN discovery (records written before end here).
+        w.write(varint: UInt64(memberKey.count))
+        w.write(raw: memberKey)
+        w.write(discovered ? 1 : 0)
+        w.write(zigzag: announcedAtMillis)
         return w.bytes
     }
 
@@ -193,6 +253,13 @@ public struct PeerRecord: Equatable, Sendable {
             let d = try r.readVarint()
             guard d <= 100_000 else { throw DecodeError.invalid("children count") }
             for _ in 0..<d { p.childrenDiffering.append(try r.readID()) }
+            if !r.isAtEnd {
+                let keyCount = try r.readVarint()
+                guard keyCount == 0 || keyCount == 32 else { throw DecodeError.invalid("member key size") }
+                p.memberKey = try r.readRaw(count: Int(keyCount))
+                p.discovered = try r.readByte() != 0
+                p.announcedAtMillis = try r.readZigzag()
+            }
             try r.expectEnd()
             return p
         } catch {

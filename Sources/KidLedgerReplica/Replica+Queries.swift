@@ -49,6 +49,16 @@ extension Replica {
         try store.read { r in try Self.household(r, queryCache) }
     }
 
+    /// The household's genesis record as its owner signed it (owner, salt, recovery key,
+    /// signature), or nil before `init` or `join`. LAN discovery derives its key from the
+    /// signature (`DiscoveryKey`), which only members hold.
+    public func genesis() throws -> Household? {
+        try store.read { r in
+            guard let pin = try Self.pinnedHousehold(r), let raw = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
+            do { return try RecordCodec.decodeHousehold(raw) } catch { throw LedgerError.corrupted("household record") }
+        }
+    }
+
     /// ``readHousehold(_:)``, kept between transactions by a store that can tell its tables are
     /// unchanged (the in-memory store of simulations): every ledger operation requires the
     /// household.

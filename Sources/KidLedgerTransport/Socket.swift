@@ -156,12 +156,14 @@ enum Sockets {
         }
     }
 
-    /// Resolves `address` to stream socket addresses (numeric port; `passive` for binding).
-    static func resolve(_ address: PeerAddress, passive: Bool) throws(TransportError) -> [ResolvedAddress] {
+    /// Resolves `address` to socket addresses of `type` (stream by default; numeric port;
+    /// `passive` for binding; `numericHost`: a literal only, no name lookup).
+    static func resolve(_ address: PeerAddress, passive: Bool, type: Int32 = streamType,
+                        numericHost: Bool = false) throws(TransportError) -> [ResolvedAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = streamType
-        hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)
+        hints.ai_socktype = type
+        hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) | (numericHost ? AI_NUMERICHOST : 0)
         var list: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(address.host, String(address.port), &hints, &list)
         guard rc == 0, let list else {

@@ -42,34 +42,13 @@ public final class TCPListener: Sendable {
             }
             self.handle = SocketHandle(fd)
             self.address = address
-            self.port = Self.boundPort(fd) ?? address.port
+            self.port = Sockets.boundPort(fd) ?? address.port
             return
         }
         throw lastError
     }
 
     deinit { close() }
-
-    private static func boundPort(_ fd: Int32) -> UInt16? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let ok = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { return nil }
-        switch Int32(storage.ss_family) {
-        case AF_INET:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
-            }
-        case AF_INET6:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
-            }
-        default:
-            return nil
-        }
-    }
 
     /// Waits at most `timeoutMillis` for a connection.
     ///

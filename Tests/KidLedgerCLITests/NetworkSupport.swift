@@ -146,9 +146,9 @@ final class DaemonProcess: Sendable {
     /// and waits at most 30 s for its first line, `... serving "NAME" on 127.0.0.1:PORT (...`.
     /// Returns nil (the process reaped) when it exits first or never says so.
     static func start(_ ledger: TestLedger, in group: ProcessGroup, port: Int = 0, blocked: [Int32] = [],
-                      extraEnvironment: [String: String] = [:],
+                      extraEnvironment: [String: String] = [:], arguments: [String] = [],
                       sourceLocation: SourceLocation = #_sourceLocation) throws -> DaemonProcess? {
-        let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"], blocked: blocked,
+        let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"] + arguments, blocked: blocked,
                                                 extraEnvironment: extraEnvironment))
         let marker = " on 127.0.0.1:"
         let deadline = Deadline(seconds: 30)

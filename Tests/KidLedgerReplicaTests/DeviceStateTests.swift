@@ -92,7 +92,7 @@ struct DeviceStateTests {
     /// An invitation's expiry, 2 000 ms, as a big-endian integer with the sign bit flipped.
     static let storedExpiry: [UInt8] = [0x80, 0, 0, 0, 0, 0, 0x07, 0xD0]
 
-    @Test("a home written in the old layout reads the same after reopening, and is written in it")
+    @Test("a home written in the old layout reads the same after reopening, and is written in it (peers with the discovery fields added)")
     func storedLayout() throws {
         // Today's tables and bytes, put directly, read back through a reopened replica.
         let old = MemoryStore()
@@ -120,9 +120,66 @@ struct DeviceStateTests {
              setting: try r.get(Tables.settings, Array("listen".utf8)),
              counts: [try r.count(Tables.peers), try r.count(Tables.invites), try r.count(Tables.settings)])
         }
-        #expect(stored.peer == Self.storedPeer)
+        // Since LAN discovery a peer record ends with three more fields: no member key yet (0), not
+        // learned from an announcement (0), never announced (zigzag 0).
+        #expect(stored.peer == Self.storedPeer + [0, 0, 0])
         #expect(stored.invite == Self.storedExpiry)
         #expect(stored.setting == Array("h:2".utf8))
         #expect(stored.counts == [1, 1, 1])
+    }
+}
+
+/// Issue 22, points 1 and 3: addresses learned from LAN announcements.
+@Suite("Device-local state: addresses learned by discovery")
+struct LearnedAddressTests {
+    static let mom = [UInt8](repeating: 7, count: 32), dad = [UInt8](repeating: 8, count: 32)
+
+    @Test("a new address is learned once; a typed one keeps its record and gets the key")
+    func learnedOnce() throws {
+        let clock = TestClock(1_000)
+        let device = DeviceState(store: MemoryStore(), clock: clock)
+        try device.addPeer("10.0.0.2:4717")
+        #expect(try device.learnAddress("10.0.0.3:4717", member: Self.mom))
+        #expect(try !device.learnAddress("10.0.0.3:4717", member: Self.mom))
+        #expect(try !device.learnAddress("10.0.0.2:4717", member: Self.dad))
+        let peers = try device.peers()
+        let typed = try #require(peers.first { $0.address == "10.0.0.2:4717" })
+        let learned = try #require(peers.first { $0.address == "10.0.0.3:4717" })
+        #expect(!typed.discovered && typed.memberKey == Self.dad && typed.announcedAtMillis == 1_000)
+        #expect(learned.discovered && learned.memberKey == Self.mom && learned.addedAtMillis == 1_000)
+    }
+
+    @Test("an address change replaces the old learned address once it is quiet; typed ones stay")
+    func addressChange() throws {
+        let clock = TestClock(1_000)
+        let device = DeviceState(store: MemoryStore(), clock: clock)
+        try device.addPeer("10.0.0.9:4717")
+        _ = try device.learnAddress("10.0.0.9:4717", member: Self.mom)
+        _ = try device.learnAddress("10.0.0.3:4717", member: Self.mom)
+        _ = try device.learnAddress("10.0.0.4:4717", member: Self.dad)
+        // Two interfaces at once: both kept while both announce.
+        clock.millis += 10_000
+        #expect(try device.learnAddress("10.0.0.5:4717", member: Self.mom))
+        #expect(try device.peers().count == 4)
+        // The router renumbered Mom's laptop: the quiet old address goes, Dad's stays.
+        clock.millis += DeviceState.learnedAliasKeepMillis + 1
+        #expect(try device.learnAddress("10.0.0.6:4717", member: Self.mom))
+        #expect(Set(try device.peers().map(\.address)) == ["10.0.0.9:4717", "10.0.0.4:4717", "10.0.0.6:4717"])
+        // A week without a word: any learned address goes, the typed one stays.
+        clock.millis += DeviceState.learnedAddressKeepMillis + 1
+        _ = try device.learnAddress("10.0.0.7:4717", member: Self.mom)
+        #expect(Set(try device.peers().map(\.address)) == ["10.0.0.9:4717", "10.0.0.7:4717"])
+    }
+
+    @Test("a record written before discovery decodes, and the new fields survive a round trip")
+    func recordCompatibility() throws {
+        var record = PeerRecord(address: "a:1", addedAtMillis: 3)
+        record.memberKey = Self.mom
+        record.discovered = true
+        record.announcedAtMillis = 99
+        #expect(try PeerRecord.decode(record.encoded()) == record)
+        let old = PeerRecord(address: "a:1", addedAtMillis: 3)
+        let legacy = Array(old.encoded().dropLast(1 + 1 + 1))  // the empty key, the flag, the zero time
+        #expect(try PeerRecord.decode(legacy) == old)
     }
 }

@@ -1,0 +1,107 @@
+import CSodium
+import KidLedgerDomain
+
+/// The key a household's daemons seal their LAN announcements with (issue 22, point 1).
+///
+/// It is derived from the owner's signature over the household's genesis
+/// (``Household/signature``): every member holds it (the genesis is the first change every
+/// replica receives), nobody else does (the genesis never crosses the wire in clear, and the
+/// invitation code carries only the household id and the owner's key, from which the signature
+/// cannot be computed). A revoked member keeps it: it can still recognise the household's
+/// announcements, which tell it no more than it knew (which member keys are on this network).
+public struct DiscoveryKey: Equatable, Sendable {
+    /// The 32 key bytes.
+    public let bytes: [UInt8]
+
+    /// The household's key, or nil for a household without an owner (no signed genesis: no
+    /// discovery, peers are typed).
+    public init?(household: Household) {
+        guard household.signature.count == 64 else { return nil }
+        _ = Sodium.ready
+        var message = Array("kidledger discovery key v1".utf8)
+        message.append(0)
+        message += household.id.bytes
+        bytes = Sodium.genericHash(message, key: household.signature, outputCount: 32)
+    }
+
+    /// A key from raw bytes (tests).
+    public init(bytes: [UInt8]) {
+        precondition(bytes.count == 32, "a discovery key is 32 bytes")
+        self.bytes = bytes
+    }
+}
+
+/// One LAN announcement: "the daemon of member `member` listens on TCP `port` of the address
+/// this packet came from", sealed so only the household's members can read it.
+///
+/// Packet (``packetBytes`` = 86 bytes, one UDP datagram):
+///
+/// ```
+/// magic "KLd1" 4 | nonce 24 | XChaCha20-Poly1305 ciphertext of (member Ed25519 key 32 | TCP port u16
+///                           | sent at, Unix millis i64, big-endian) 42 | tag 16
+/// ```
+///
+/// The associated data is the magic. The nonce is fresh per packet (injected randomness), so two
+/// packets of one daemon share no byte but the magic: an observer who is not a member learns that a
+/// kidledger daemon is on the network, and nothing that links its packets to each other, to a
+/// household or to a device across time.
+public struct Announcement: Equatable, Sendable {
+    /// The announcing device's member key (32 bytes).
+    public var member: [UInt8]
+    /// The TCP port its daemon accepts peers on.
+    public var port: UInt16
+    /// When it was sent, by the sender's clock (Unix milliseconds).
+    public var sentAtMillis: Int64
+
+    /// The first bytes of every announcement.
+    public static let magic: [UInt8] = Array("KLd1".utf8)
+    /// Bytes of injected randomness one packet needs (its nonce).
+    public static let nonceBytes = 24
+    static let plaintextBytes = 32 + 2 + 8
+    static let tagBytes = 16
+    /// The size of every announcement packet.
+    public static let packetBytes = 4 + nonceBytes + plaintextBytes + tagBytes
+
+    /// Creates an announcement.
+    public init(member: [UInt8], port: UInt16, sentAtMillis: Int64) {
+        self.member = member
+        self.port = port
+        self.sentAtMillis = sentAtMillis
+    }
+
+    /// The packet, sealed under `key` with `nonce` (``nonceBytes`` of fresh randomness).
+    public func sealed(key: DiscoveryKey, nonce: [UInt8]) -> [UInt8] {
+        precondition(nonce.count == Self.nonceBytes && member.count == 32, "an announcement needs a 24-byte nonce and a 32-byte key")
+        _ = Sodium.ready
+        var plain = ByteWriter(capacity: Self.plaintextBytes)
+        plain.write(raw: member)
+        plain.write(raw: [UInt8(port >> 8), UInt8(port & 0xFF)])
+        plain.write(bigEndian: UInt64(bitPattern: sentAtMillis))
+        var cipher = [UInt8](repeating: 0, count: Self.plaintextBytes + Self.tagBytes)
+        var cipherLength: UInt64 = 0
+        let rc = crypto_aead_xchacha20poly1305_ietf_encrypt(&cipher, &cipherLength, plain.bytes, UInt64(Self.plaintextBytes),
+                                                             Self.magic, UInt64(Self.magic.count), nil, nonce, key.bytes)
+        precondition(rc == 0, "XChaCha20-Poly1305 encryption failed with valid sizes")
+        return Self.magic + nonce + cipher
+    }
+
+    /// The announcement in `packet` if it is one sealed under `key`; nil for anything else (another
+    /// household's, a stranger's, a damaged or truncated packet).
+    public static func open(_ packet: [UInt8], key: DiscoveryKey) -> Announcement? {
+        guard packet.count == packetBytes, Array(packet[0..<4]) == magic else { return nil }
+        _ = Sodium.ready
+        let nonce = Array(packet[4..<(4 + nonceBytes)])
+        let cipher = Array(packet[(4 + nonceBytes)...])
+        var plain = [UInt8](repeating: 0, count: plaintextBytes)
+        var plainLength: UInt64 = 0
+        let rc = crypto_aead_xchacha20poly1305_ietf_decrypt(&plain, &plainLength, nil, cipher, UInt64(cipher.count),
+                                                             magic, UInt64(magic.count), nonce, key.bytes)
+        guard rc == 0, plainLength == UInt64(plaintextBytes) else { return nil }
+        var r = ByteReader(plain)
+        guard let member = try? r.readRaw(count: 32), let portBytes = try? r.readRaw(count: 2),
+              let sent = try? r.readBigEndianUInt64() else { return nil }
+        let port = UInt16(portBytes[0]) << 8 | UInt16(portBytes[1])
+        guard port != 0 else { return nil }
+        return Announcement(member: member, port: port, sentAtMillis: Int64(bitPattern: sent))
+    }
+}
