@@ -188,7 +188,7 @@ struct HostilePeerTests {
         // 2. Truncated frames: closed early, or left hanging (dropped at the peer timeout).
         let (identity, seed) = try Self.stranger(&random)
         let realHello = try #require(SecureChannel(role: .initiator, identity: identity, household: household, seed: seed,
-                                                   authorize: { _, _, _ in nil }).start().compactMap { action -> [UInt8]? in
+                                                   authorize: { _, _, _, _ in nil }).start().compactMap { action -> [UInt8]? in
             if case .send(let bytes) = action { return bytes } else { return nil }
         }.first)
         do {
@@ -211,7 +211,7 @@ struct HostilePeerTests {
             defer { close(fd) }
             let (other, otherSeed) = try Self.stranger(&random)
             let channel = try SecureChannel(role: .initiator, identity: other, household: RecordID(high: random.next(), low: random.next()),
-                                            seed: otherSeed, authorize: { _, _, _ in nil })
+                                            seed: otherSeed, authorize: { _, _, _, _ in nil })
             #expect(Self.handshake(fd, channel) == nil)
             let answer = Self.drain(fd, timeout: 10)
             #expect(answer.closed)
@@ -242,7 +242,7 @@ struct HostilePeerTests {
             let fd = try open("stranger trickling after the handshake")
             defer { close(fd) }
             let (key, keySeed) = try Self.stranger(&random)
-            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _ in nil })
+            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _, _ in nil })
             let established = try #require(Self.handshake(fd, channel), "the daemon refused a stranger's handshake")
             let sealed = try established.seal([0, 0, 0, 30, 1] + [UInt8](repeating: 0, count: 29))
             var dropped = false
@@ -266,7 +266,7 @@ struct HostilePeerTests {
             let fd = try open(label)
             defer { close(fd) }
             let (key, keySeed) = try Self.stranger(&random)
-            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _ in nil })
+            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _, _ in nil })
             let established = try #require(Self.handshake(fd, channel), "\(label): the daemon refused a stranger's handshake")
             sendAll(fd, try established.seal(bytes))
             #expect(Self.drain(fd, timeout: 10).closed, "\(label): not closed")

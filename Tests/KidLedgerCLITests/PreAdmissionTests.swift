@@ -34,7 +34,7 @@ struct PreAdmissionTests {
         let fd = connectLocal(port, source: source)
         try #require(fd >= 0, "connect from \(source)")
         let (identity, seed) = try HostilePeerTests.stranger(&random)
-        let channel = try SecureChannel(role: .initiator, identity: identity, household: household, seed: seed, authorize: { _, _, _ in nil })
+        let channel = try SecureChannel(role: .initiator, identity: identity, household: household, seed: seed, authorize: { _, _, _, _ in nil })
         guard let established = HostilePeerTests.handshake(fd, channel) else {
             close(fd)
             throw CLIError("the daemon refused a stranger's handshake", code: .software)

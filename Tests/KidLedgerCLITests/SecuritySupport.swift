@@ -9,8 +9,8 @@ import Testing
 
 /// Channel frame types (see SecureChannel's doc comment).
 enum ChannelFrame {
-    static let hello: UInt8 = 0xF0, reply: UInt8 = 0xF1, confirm: UInt8 = 0xF2, accept: UInt8 = 0xF3
-    static let data: UInt8 = 0xF4, refused: UInt8 = 0xFE
+    static let hello: UInt8 = 0xF5, reply: UInt8 = 0xF6, confirm: UInt8 = 0xF7, accept: UInt8 = 0xF8, finish: UInt8 = 0xF9
+    static let data: UInt8 = 0xF4, sealed: UInt8 = 0xFA, refused: UInt8 = 0xFE
 
     /// The complete frames of `bytes` as (type, payload); a trailing partial frame is ignored.
     static func split(_ bytes: [UInt8]) -> [(type: UInt8, payload: [UInt8])] {
