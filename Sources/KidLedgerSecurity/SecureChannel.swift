@@ -147,7 +147,7 @@ public final class SecureChannel {
     /// What a side speaking another channel version is told (and reports).
     static let otherVersion = "the other laptop runs another kidledger version (secure channel v1, this one speaks v2); update both"
     /// Why a responder refuses a member's `confirm` it cannot open.
-    static let notOpened = "the devices belong to different households, or the handshake was altered on the way"
+    static let notOpened = "device of another household, or a handshake altered on the way"
     /// Why a responder refuses a joiner's `confirm` no open invitation's key opens.
     static let noInvitation = "this invitation is unknown here, already used or expired; ask for a new code"
 

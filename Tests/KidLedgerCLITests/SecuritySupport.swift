@@ -2,10 +2,16 @@ import Foundation
 import Synchronization
 import KidLedgerTestSupport
 import Testing
+import KidLedgerSecurity
 
 // Helpers for the membership tests: a tiny TCP relay on 127.0.0.1 that records (and may tamper
 // with) the bytes of one session between a `kidledger sync` and a daemon, raw sockets to replay
 // recorded bytes, and a parser of the secure channel's frames ([u32 BE length][u8 type][payload]).
+
+/// The identity (Ed25519 key) of `ledger`'s default account, as its `kidledger` runs use it.
+func accountIdentity(_ ledger: TestLedger) throws -> Identity {
+    try #require(try KeyStore(directory: ledger.home + "/identities").load(account: "default"), "no identity in \(ledger.home)")
+}
 
 /// Channel frame types (see SecureChannel's doc comment).
 enum ChannelFrame {

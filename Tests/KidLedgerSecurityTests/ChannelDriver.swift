@@ -1,3 +1,4 @@
+import KidLedgerTestSupport
 import KidLedgerDomain
 @testable import KidLedgerSecurity
 
@@ -58,10 +59,7 @@ final class ChannelPair {
     }
 
     /// Whether `needle` occurs in `haystack`.
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard !needle.isEmpty, haystack.count >= needle.count else { return false }
-        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
-    }
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { occurs(in: haystack, needle) }
 
     func start() {
         absorb(a.start(), fromA: true)
