@@ -1,3 +1,4 @@
+import CSodium
 import KidLedgerDomain
 import Synchronization
 import Testing
@@ -224,6 +225,54 @@ struct SecureChannelTests {
         #expect(p.failureA == .refused("secure handshake failed: \(SecureChannel.reflected)"))
         #expect(!p.establishedA && !p.establishedB)
         #expect(p.wire.map { $0.bytes[4] } == [0xF5, 0xF6, 0xF7, 0xFA])
+    }
+
+    /// The key schedule of the header comment, recomputed here from its formulas (a responder
+    /// played by hand): the initiator's confirm opens under key(initiator) and header(initiator)
+    /// and carries its key and a signature over transcript("initiator"). An accept sealed the same
+    /// way that presents the initiator's own key (a responder reflecting it, which a genuine one
+    /// never sends: it refuses first) is refused by the initiator, sealed.
+    @Test func theKeyScheduleIsTheDocumentedOneAndAReflectedAcceptIsRefused() throws {
+        let me = Seeds.identity(1), household = ChannelPair.household
+        let a = try SecureChannel(role: .initiator, identity: me, household: household,
+                                  seed: Seeds.bytes(64, seed: 100), authorize: { _, _, _, _ in nil })
+        let helloFrame = Array(a.start().compactMap { if case .send(let b) = $0 { b } else { nil } }.joined())
+        let hello = Array(helloFrame.dropFirst(5))
+        // The responder: an ephemeral key pair from a seed, a nonce.
+        var pk = [UInt8](repeating: 0, count: 32), sk = [UInt8](repeating: 0, count: 32)
+        #expect(crypto_kx_seed_keypair(&pk, &sk, Seeds.bytes(32, seed: 7)) == 0)
+        let nonce = Seeds.bytes(32, seed: 8)
+        let reply = pk + nonce
+        let confirmFrame = Array(a.receive(SecureChannel.frame(.reply, reply)).compactMap { if case .send(let b) = $0 { b } else { nil } }.joined())
+        #expect(confirmFrame.count == 5 + 113 && confirmFrame[4] == 0xF7)
+        var rx = [UInt8](repeating: 0, count: 32), tx = [UInt8](repeating: 0, count: 32)
+        #expect(crypto_kx_server_session_keys(&rx, &tx, pk, sk, Array(hello[2..<34])) == 0)
+        let h = Sodium.genericHash(Array("kidledger channel v2".utf8) + [0] + hello + reply, key: [], outputCount: 32)
+        func key(_ role: String, _ kx: [UInt8]) -> [UInt8] {
+            Sodium.genericHash(Array("kidledger channel v2 key \(role)".utf8) + [0] + h + household.bytes, key: kx, outputCount: 32)
+        }
+        func header(_ role: String, _ nonce: [UInt8]) -> [UInt8] {
+            Sodium.genericHash(Array("kidledger stream header \(role)".utf8), key: nonce, outputCount: 24)
+        }
+        func transcript(_ role: String, _ keys: [UInt8]) -> [UInt8] {
+            Array("kidledger channel v2 \(role)".utf8) + [0] + h + household.bytes + keys
+        }
+        var fromInitiator = SecretStream(header: header("initiator", Array(hello[34..<66])), key: key("initiator", rx))
+        let openedConfirm = fromInitiator.pull(Array(confirmFrame.dropFirst(5)), associated: [0xF7])
+        let confirm = try #require(openedConfirm)
+        #expect(confirm.tag == SecretStream.tagMessage && Array(confirm.message.prefix(32)) == me.publicKey.bytes)
+        #expect(Identity.verify(signature: Array(confirm.message[32...]), message: transcript("initiator", me.publicKey.bytes), key: me.publicKey))
+
+        var toInitiator = SecretStream(header: header("responder", nonce), key: key("responder", tx))
+        let reflected = me.publicKey.bytes + me.sign(transcript("responder", me.publicKey.bytes + me.publicKey.bytes))
+        let actions = a.receive(SecureChannel.frame(.accept, toInitiator.push(reflected, tag: SecretStream.tagMessage, associated: [0xF8])))
+        #expect(ChannelPair.failure(actions) == .handshakeFailed(SecureChannel.reflected))
+        let refusal = Array(actions.compactMap { if case .send(let b) = $0 { b } else { nil } }.joined())
+        #expect(refusal.count > 5 && refusal[4] == 0xFA)
+        let openedRefusal = fromInitiator.pull(Array(refusal.dropFirst(5)), associated: [0xFA])
+        let inner = try #require(openedRefusal)
+        #expect(inner.message == [0xFE] + Array("secure handshake failed: \(SecureChannel.reflected)".utf8))
+        #expect(!a.isEstablished)
     }
 
     /// Issue 20, point 6: a refusal of a revoked member carries the revocation (both roles); the
