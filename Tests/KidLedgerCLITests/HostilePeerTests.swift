@@ -221,7 +221,7 @@ struct HostilePeerTests {
         }
 
         // 4. A peer sending its hello one byte a second: dropped at the peer timeout, long before
-        //    the 118 bytes are in (at most 12 bytes are tried).
+        //    the 71 bytes are in (at most 12 bytes are tried).
         do {
             let fd = try open("one byte a second")
             defer { close(fd) }

@@ -212,7 +212,8 @@ struct SecureChannelTests {
     /// Issue 20, point 9: a connection reflected back to this device (its own hello to its own
     /// responder) is refused once the responder opens the confirm and sees its own key, before it
     /// reveals anything, even though the key is a member's. (On main before issue 20 it was
-    /// established.) The initiator checks the accept's key the same way.
+    /// established.) The initiator checks the accept's key the same way (a genuine responder
+    /// never gets to send it: "the key schedule is the documented one" crafts one).
     @Test func aReflectedHandshakeIsRefused() {
         let me = Seeds.identity(1)
         let initiator = try! SecureChannel(role: .initiator, identity: me, household: ChannelPair.household,
