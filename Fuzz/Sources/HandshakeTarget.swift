@@ -13,16 +13,16 @@ private func makeChannel(_ role: SecureChannel.Role, refuseEveryone: Bool) -> Se
     let expected = role == .initiator ? responderIdentity.publicKey : initiatorIdentity.publicKey
     return try! SecureChannel(role: role, identity: me, household: household,
                               seed: Array(repeating: role == .initiator ? 3 : 4, count: SecureChannel.seedByteCount),
-                              authorize: { key, _, _ in refuseEveryone ? "not a member" : key == expected ? nil : "not a member" })
+                              authorize: { key, _, _, _ in refuseEveryone ? "not a member" : key == expected ? nil : "not a member" })
 }
 
 /// What a genuine peer sends, frame by frame, and the plaintexts it seals after the handshake.
 private struct Genuine: Sendable {
-    /// Bytes the initiator sends: hello, confirm, two data frames, close.
+    /// Bytes the initiator sends: hello, confirm, finish, two data frames, close.
     var fromInitiator: [UInt8] = []
     /// Bytes the responder sends: reply, accept, one data frame, close.
     var fromResponder: [UInt8] = []
-    /// The signed part of the initiator's stream: hello and the confirm's length, type and signature.
+    /// The authenticated part of the initiator's stream: hello, confirm and finish.
     var initiatorSigned = 0
     /// The authenticated part of the responder's stream: reply and accept.
     var responderSigned = 0
@@ -45,10 +45,11 @@ private let genuine: Genuine = {
     let reply = sent(r.receive(hello))
     let confirm = sent(i.receive(reply))
     let accept = sent(r.receive(confirm))
-    _ = i.receive(accept)
+    let finish = sent(i.receive(accept))
+    _ = r.receive(finish)
     guard i.isEstablished, r.isEstablished else { violated("the genuine handshake failed") }
-    g.fromInitiator = hello + confirm
-    g.initiatorSigned = hello.count + 5 + 64
+    g.fromInitiator = hello + confirm + finish
+    g.initiatorSigned = g.fromInitiator.count
     g.fromResponder = reply + accept
     g.responderSigned = reply.count + accept.count
     for p in g.initiatorPlaintexts { g.fromInitiator += try! i.seal(p) }
@@ -133,7 +134,7 @@ private func feed(_ role: SecureChannel.Role, refuse: Bool, _ bytes: [UInt8], ch
         [1 | 4 << 1] + g.fromResponder,                 // chunks of 5
         [0x40] + g.fromInitiator,                       // the responder refuses the initiator
         [0x41] + g.fromResponder,                       // the initiator refuses the responder
-        [0] + Array(g.fromInitiator.prefix(118)),       // hello only
+        [0] + Array(g.fromInitiator.prefix(71)),        // hello only
         [1] + Array(g.fromResponder.prefix(g.responderSigned)),  // handshake, no data
         [0, 0, 0, 0, 5, 0xFE] + Array("nope".utf8),     // a refusal
     ]

@@ -92,10 +92,10 @@ private func handshake(victimInitiates: Bool) -> (victim: SecureChannel, hostile
     let victimKey = victimIdentity.publicKey
     let victim = try! SecureChannel(role: victimInitiates ? .initiator : .responder, identity: victimIdentity,
                                     household: genesis.household, seed: channelSeed(31),
-                                    authorize: { key, _, _ in members.contains(key.bytes) ? nil : "not a member" })
+                                    authorize: { key, _, _, _ in members.contains(key.bytes) ? nil : "not a member" })
     let hostile = try! SecureChannel(role: victimInitiates ? .responder : .initiator, identity: hostileIdentity,
                                      household: genesis.household, seed: channelSeed(32),
-                                     authorize: { key, _, _ in key == victimKey ? nil : "not the victim" })
+                                     authorize: { key, _, _, _ in key == victimKey ? nil : "not the victim" })
     var toVictim = sent(hostile.start()), toHostile = sent(victim.start())
     for _ in 0..<8 where !(victim.isEstablished && hostile.isEstablished) {
         let forVictim = toVictim, forHostile = toHostile

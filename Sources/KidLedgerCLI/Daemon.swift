@@ -194,12 +194,21 @@ final class Daemon: Sendable {
                 log("session from \(remote) refused: attention required here: \(reason)")
                 return
             }
-            let (_, revoked) = SyncDriver.admissibleKeys(replica)
-            // The channel refuses revoked members at once; unknown keys may still be joiners, whom
-            // the session admits only with a valid invitation.
+            let (members, revoked) = SyncDriver.admissibleKeys(replica)
+            let owner = identity
+            let household = self.household
+            let daemon = self
+            // The channel admits members and, with the key of an open invitation, joiners; it
+            // refuses everyone else before this device reveals its key (docs/SECURITY.md).
             let channel = try SecureChannel(role: .responder, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount),
-                                            authorize: { key, _, _ in revoked.contains(key.bytes) ? "this device's membership was revoked" : nil },
+                                            invitations: { (try? replica.device.openInvites().map(\.key)) ?? [] },
+                                            authorize: { key, _, _, invitation in
+                                                if revoked.contains(key.bytes) { return "this device's membership was revoked" }
+                                                if members.contains(key.bytes) { return nil }
+                                                guard let invitation else { return "this device is not a member of this household" }
+                                                return daemon.admitJoiner(key, invitation: invitation, owner: owner)
+                                            },
                                             evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
                                             answer: SyncDriver.answer(replica, identity: identity))
             channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
@@ -215,23 +224,13 @@ final class Daemon: Sendable {
                 return
             }
             let peerKey = stream.peerKey
-            let owner = identity
-            let household = self.household
-            let daemon = self
             let remoteHost = connection.remoteHost
+            // The channel admitted the peer; the session checks it is (still, or now) a member, and
+            // records where its daemon accepts peers, as its hello says.
             let admit: @Sendable (Admission) -> ProtocolError? = { admission in
                 guard let r = try? daemon.makeReplica() else { return .refused("the ledger could not be opened") }
-                let (members, _) = SyncDriver.admissibleKeys(r)
-                if members.contains(peerKey.bytes) {
-                    daemon.learn(PeerAddress(host: remoteHost, port: admission.listenPort), of: peerKey.bytes, in: r)
-                    return nil
-                }
-                guard !admission.joinToken.isEmpty else { return .refused("this device is not a member of this household") }
-                guard (try? r.device.consumeInvite(secret: admission.joinToken)) == true else {
-                    return .refused("this invitation is unknown, already used or expired; ask for a new code")
-                }
-                let grant = owner.grant(peerKey, name: "member \(peerKey.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
-                do { try r.commitMembership([.grant(grant)]) } catch { return .refused("could not record the new member: \(error)") }
+                guard SyncDriver.admissibleKeys(r).members.contains(peerKey.bytes) else { return .refused("this device is not a member of this household") }
+                daemon.learn(PeerAddress(host: remoteHost, port: admission.listenPort), of: peerKey.bytes, in: r)
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
@@ -277,6 +276,19 @@ final class Daemon: Sendable {
         } catch {
             log("cannot record \(address): \(error)")
         }
+    }
+
+    /// Admits a joiner whose handshake opened with the key of an open invitation: uses the
+    /// invitation up (a code works once) and records the joiner as a member. Nil when admitted,
+    /// else the reason sent to it.
+    private func admitJoiner(_ key: PublicKey, invitation: [UInt8], owner: Identity) -> String? {
+        guard let r = try? makeReplica() else { return "the ledger could not be opened" }
+        guard (try? r.device.consumeInvite(key: invitation)) == true else {
+            return "this invitation is unknown here, already used or expired; ask for a new code"
+        }
+        let grant = owner.grant(key, name: "member \(key.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
+        do { try r.commitMembership([.grant(grant)]) } catch { return "could not record the new member: \(error)" }
+        return nil
     }
 
     /// The device settings `status` reads for the sessions other laptops opened to this daemon.

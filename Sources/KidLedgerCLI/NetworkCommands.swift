@@ -222,7 +222,11 @@ enum NetworkCommands {
         var random = SystemRandomNumberGenerator()
         let secret = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         let expires = SystemClock().nowMillis() + Int64(minutes) * 60_000
-        try replica.device.addInvite(secret: secret, expiresAtMillis: expires)
+        // Only the invitation's key is kept here: the joiner's handshake must open with it.
+        guard try replica.device.addInvite(key: SecureChannel.invitationKey(secret: secret), expiresAtMillis: expires) else {
+            let first = try replica.device.openInvites().map(\.expiresAtMillis).min() ?? expires
+            throw CLIError("\(DeviceState.openInvitesMax) invitations are open here already; use one (each works once) or wait until the first expires at \(ctx.time.stamped(first))", code: .temporaryFailure)
+        }
         let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: addresses).text
         ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(addresses[0])),
                           ("addresses", .array(addresses.map(JSON.string))),
@@ -281,7 +285,7 @@ enum NetworkCommands {
         for address in code.addresses {
             try replica.device.addPeer(address)
             let result = SyncDriver.sync(replica, household: code.household, with: address, identity: me,
-                                         joinToken: code.secret, expectedPeer: code.owner)
+                                         invitationKey: SecureChannel.invitationKey(secret: code.secret), expectedPeer: code.owner)
             last = result
             if result.succeeded { break }
             try replica.device.removePeer(address)

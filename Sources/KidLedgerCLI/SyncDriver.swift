@@ -130,8 +130,9 @@ enum SyncDriver {
     }
 
     /// Syncs `replica` with the peer at `address` (one session inside the authenticated, encrypted
-    /// channel, as `identity`), recording the result durably. With `expectedPeer` (joining), the
-    /// peer must prove that key (the owner's, from the invitation); otherwise it must be a member.
+    /// channel, as `identity`), recording the result durably. With `invitationKey` and
+    /// `expectedPeer` (joining), the handshake is bound to the invitation and the peer must prove
+    /// that key (the owner's, from the invitation); otherwise it must be a member.
     ///
     /// When the peer refuses this device with a revocation that owner transfers held here void,
     /// the channel answers with them and the sync is tried once more (the peer records them and
@@ -139,17 +140,17 @@ enum SyncDriver {
     /// `listenPort`: where this device's own daemon accepts peers (0: none), told to the peer in
     /// `hello` so it can dial back.
     static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
-                     joinToken: [UInt8] = [], expectedPeer: [UInt8]? = nil, listenPort: UInt16 = 0,
+                     invitationKey: [UInt8]? = nil, expectedPeer: [UInt8]? = nil, listenPort: UInt16 = 0,
                      progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
-        let first = syncOnce(replica, household: household, with: address, identity: identity, joinToken: joinToken,
+        let first = syncOnce(replica, household: household, with: address, identity: identity, invitationKey: invitationKey,
                              expectedPeer: expectedPeer, listenPort: listenPort, progress: progress)
         guard first.learned == .void else { return first }
-        return syncOnce(replica, household: household, with: address, identity: identity, joinToken: joinToken,
+        return syncOnce(replica, household: household, with: address, identity: identity, invitationKey: invitationKey,
                         expectedPeer: expectedPeer, listenPort: listenPort, progress: progress)
     }
 
     private static func syncOnce(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
-                                 joinToken: [UInt8], expectedPeer: [UInt8]?, listenPort: UInt16,
+                                 invitationKey: [UInt8]?, expectedPeer: [UInt8]?, listenPort: UInt16,
                                  progress: ((SessionProgress, Int) -> Void)?) -> Result {
         let started = monotonicMicros()
         var connection: TCPConnection?
@@ -169,7 +170,7 @@ enum SyncDriver {
         do { connected = try TCPConnection.connect(to: peer, timeoutMillis: connectTimeoutMillis) } catch { return finish(nil, error) }
         connection = connected
         let (members, revoked) = admissibleKeys(replica)
-        let authorize: SecureChannel.Authorize = { key, _, _ in
+        let authorize: SecureChannel.Authorize = { key, _, _, _ in
             if let expectedPeer { return key.bytes == expectedPeer ? nil : "that device is not the household's owner" }
             if revoked.contains(key.bytes) { return "that device's membership was revoked" }
             return members.contains(key.bytes) ? nil : "that device is not a member of this household"
@@ -177,7 +178,8 @@ enum SyncDriver {
         let stream: SecureStream
         do {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: household,
-                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: authorize,
+                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount),
+                                            mode: invitationKey.map { .join(invitationKey: $0) } ?? .member, authorize: authorize,
                                             evidence: revocationEvidence(replica, revoked: revoked),
                                             answer: answer(replica, identity: identity))
             stream = try SecureStream.establish(channel, over: connected, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
@@ -191,8 +193,7 @@ enum SyncDriver {
             return finish(nil, .handshake("\(error)"))
         }
         peerKey = stream.peerKey.bytes
-        let session = SyncSession(role: .initiator, replica: replica, household: household, joinToken: joinToken,
-                                  listenPort: listenPort)
+        let session = SyncSession(role: .initiator, replica: replica, household: household, listenPort: listenPort)
         let outcome = SessionRunner.run(session, over: stream, progress: progress.map { report in
             { p in report(p, session.summary.changesExpected) }
         }, now: monotonicMillis)

@@ -114,34 +114,69 @@ public struct DeviceState {
 
     // MARK: Invitations
 
-    /// Records an open invitation (only the secret's hash is stored).
-    public func addInvite(secret: [UInt8], expiresAtMillis: Int64) throws {
-        try store.write { w in
-            var v = ByteWriter(capacity: 8)
+    /// The most invitations open at once: a joiner's handshake tries each one's key
+    /// (`SecureChannel.invitationsMax`).
+    public static let openInvitesMax = 16
+    /// The first byte of an invitation row's value (rows of version 1 held the SHA-256 of the
+    /// secret, not its key, and an expiry alone: they are ignored and swept).
+    static let inviteRowVersion: UInt8 = 2
+
+    /// Records an open invitation by its key (`SecureChannel.invitationKey(secret:)`, never the
+    /// secret); false, recording nothing, when ``openInvitesMax`` are open already. Expired
+    /// invitations (and rows of an older version) are swept first.
+    @discardableResult
+    public func addInvite(key: [UInt8], expiresAtMillis: Int64) throws -> Bool {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            guard try sweepInvites(w, now: now).count < Self.openInvitesMax else { return false }
+            var v = ByteWriter(capacity: 9)
+            v.write(Self.inviteRowVersion)
             v.write(orderedSigned: expiresAtMillis)
-            try w.put(Tables.invites, SHA256.hash(secret), v.bytes)
+            try w.put(Tables.invites, key, v.bytes)
+            return true
         }
     }
 
-    /// Uses up an invitation: true when `secret` names an open, unexpired one (which is then
+    /// The keys of the open, unexpired invitations (at most ``openInvitesMax``) with their expiry.
+    public func openInvites() throws -> [(key: [UInt8], expiresAtMillis: Int64)] {
+        let now = clock.nowMillis()
+        return try store.read { r in
+            var open: [(key: [UInt8], expiresAtMillis: Int64)] = []
+            try r.scan(Tables.invites) { key, value in
+                if let expiry = Self.inviteExpiry(value), expiry >= now { open.append((key, expiry)) }
+                return open.count < Self.openInvitesMax
+            }
+            return open
+        }
+    }
+
+    /// Uses up an invitation: true when `key` names an open, unexpired one (which is then
     /// deleted, so a code works once); false otherwise. Expired invitations are swept.
-    public func consumeInvite(secret: [UInt8]) throws -> Bool {
+    public func consumeInvite(key: [UInt8]) throws -> Bool {
         let now = clock.nowMillis()
         return try store.write { w in
-            var expired: [[UInt8]] = []
-            try w.scan(Tables.invites) { key, value in
-                var r = ByteReader(value)
-                if let expiry = try? r.readOrderedSigned(), expiry < now { expired.append(key) }
-                return true
-            }
-            for key in expired { try w.delete(Tables.invites, key) }
-            let key = SHA256.hash(secret)
-            guard let raw = try w.get(Tables.invites, key) else { return false }
-            var r = ByteReader(raw)
-            guard let expiry = try? r.readOrderedSigned(), expiry >= now else { return false }
+            guard try sweepInvites(w, now: now).contains(key) else { return false }
             try w.delete(Tables.invites, key)
             return true
         }
+    }
+
+    /// Deletes expired invitations and rows of an older version; returns the keys left open.
+    private func sweepInvites(_ w: any KeyValueWriter, now: Int64) throws -> [[UInt8]] {
+        var stale: [[UInt8]] = [], open: [[UInt8]] = []
+        try w.scan(Tables.invites) { key, value in
+            if let expiry = Self.inviteExpiry(value), expiry >= now { open.append(key) } else { stale.append(key) }
+            return true
+        }
+        for key in stale { try w.delete(Tables.invites, key) }
+        return open
+    }
+
+    /// The expiry of an invitation row of this version, or nil.
+    static func inviteExpiry(_ value: [UInt8]) -> Int64? {
+        guard value.count == 9, value[0] == inviteRowVersion else { return nil }
+        var r = ByteReader(Array(value.dropFirst()))
+        return try? r.readOrderedSigned()
     }
 
     // MARK: Settings
@@ -170,7 +205,8 @@ extension Replica {
 extension Tables {
     /// Known peers: address (UTF-8) → ``PeerRecord``. Local to the device.
     public static let peers = Table("peers")
-    /// Open invitations: SHA-256 of the secret (32) → expiry millis. Local to the device.
+    /// Open invitations: the invitation key (32, `SecureChannel.invitationKey(secret:)`) → version
+    /// u8 (2) | expiry millis. Local to the device.
     public static let invites = Table("invites")
     /// Device-local settings (for example where this device's daemon listens): name → UTF-8 value.
     public static let settings = Table("settings")

@@ -19,48 +19,63 @@ public enum ChannelAction: Equatable, Sendable {
 /// bytes and events out; no sockets, clocks, threads or system randomness (all randomness comes
 /// from the `seed` passed in). Not thread-safe: drive one instance from one place at a time.
 ///
-/// Handshake: `hello` (initiator: version, ephemeral X25519 key, nonce, identity key, household),
-/// `reply` (responder: ephemeral key, nonce, identity key, signature over the transcript),
-/// `confirm` (initiator: signature over the transcript, its secretstream header), `accept`
-/// (responder: its secretstream header and an encrypted empty message proving it holds the keys).
-/// Either side refuses a peer that presents its own identity key (a reflected connection or a
-/// replayed handshake) before anything else. Both sides run the authorisation hook right after verifying the peer's signature and before any
-/// application data flows. Then every frame is a `crypto_secretstream_xchacha20poly1305` message,
-/// so tampering, truncating, reordering or replaying any frame fails the channel.
+/// Handshake (version 2, SIGMA-R / Noise-XX-like order: nothing identifying in clear, issue 22
+/// point 5): `hello` (initiator: version, mode, ephemeral X25519 key, nonce) and `reply`
+/// (responder: ephemeral key, nonce) carry only fresh randomness. Both sides then derive one key per
+/// direction from the ephemeral Diffie-Hellman, bound to a hash of both messages, to the household
+/// id and, when joining, to the invitation key; every later frame is a
+/// `crypto_secretstream_xchacha20poly1305` message under those keys. `confirm` (initiator: identity
+/// key and signature over the transcript) comes first, so the responder authorises the initiator
+/// before it reveals anything: a stranger (no member's signature, no invitation key, another
+/// household) gets a refusal and never the responder's key. `accept` (responder: identity key,
+/// signature over the transcript including the initiator's key) follows, then `finish`
+/// (initiator: an empty message, its verdict on the responder). Refusals, revocation evidence and
+/// its `transfers` answer after `reply` are encrypted the same way. Either side refuses a peer that
+/// presents its own identity key (a reflected connection or a replayed handshake). Both sides run
+/// the authorisation hook right after verifying the peer's signature and before any application
+/// data flows. Tampering, truncating, reordering or replaying any frame after `reply` fails the
+/// channel. What the wire still shows is listed in docs/SECURITY.md, "What the wire shows".
 ///
 /// Frames are `[u32 big-endian length][u8 type][payload]` like the sync protocol's, with types
 /// 0xF0...0xFE reserved for the channel. Payloads (sizes exact; anything else fails):
 ///
 /// ```
-/// 0xF0 hello    113 B  version u8 (=1) | initiator ephemeral X25519 pk 32 | initiator nonce 32
-///                      | initiator Ed25519 pk 32 | household id 16
-/// 0xF1 reply    160 B  responder ephemeral pk 32 | responder nonce 32 | responder Ed25519 pk 32
-///                      | Ed25519 signature 64 over transcript("responder")
-/// 0xF2 confirm   88 B  Ed25519 signature 64 over transcript("initiator") | initiator→responder
-///                      secretstream header 24
-/// 0xF3 accept    41 B  responder→initiator secretstream header 24 | secretstream message 17
-///                      (empty plaintext, TAG_MESSAGE, associated data = [0xF3])
-/// 0xF4 data   17+n B   secretstream message (n ≤ 4 MiB plaintext, TAG_MESSAGE or, empty, TAG_FINAL;
-///                      associated data = [0xF4])
-/// 0xFD revoked  ≤16 KiB reason length u8 (≤200) | UTF-8 reason | the owner-signed revocation of
-///                      the refused peer's member (an encoded operation), plaintext, only before
-///                      establishment; sent instead of `refused` when the refusing side holds it
-/// 0xFC transfers ≤16 KiB the refused side's answer to a `revoked` frame whose revocation it holds
-///                      void: the owner transfers (encoded operations) that void it, plaintext;
-///                      the refusing side waits for it (or the connection's end) before failing
-/// 0xFE refused ≤200 B  UTF-8 reason, plaintext, only before establishment
+/// 0xF5 hello     66 B  version u8 (=2) | mode u8 (0 member, 1 join) | initiator ephemeral
+///                      X25519 pk 32 | initiator nonce 32
+/// 0xF6 reply     64 B  responder ephemeral pk 32 | responder nonce 32
+/// 0xF7 confirm  113 B  sealed(initiator Ed25519 pk 32 | signature 64 over transcript("initiator"))
+/// 0xF8 accept   113 B  sealed(responder Ed25519 pk 32 | signature 64 over transcript("responder"))
+/// 0xF9 finish    17 B  sealed(empty): the initiator accepts the responder
+/// 0xF4 data   17+n B   sealed(n ≤ 4 MiB plaintext, TAG_MESSAGE, or empty, TAG_FINAL)
+/// 0xFA sealed ≤16 KiB  sealed(inner type u8 | inner payload), only before establishment, inner:
+///                      0xFE refused: UTF-8 reason ≤200 B
+///                      0xFD revoked: reason length u8 (≤200) | UTF-8 reason | the owner-signed
+///                           revocation of the refused peer's member (an encoded operation); sent
+///                           instead of `refused` when the refusing side holds it
+///                      0xFC transfers: the refused side's answer to a `revoked` whose revocation
+///                           it holds void: the owner transfers (encoded operations) that void it;
+///                           the refusing side waits for it (or the connection's end) before failing
+/// 0xFE refused ≤200 B  UTF-8 reason, plaintext: only before the keys are shared (busy, another
+///                      version, a malformed hello or reply, a confirm no key opens)
 ///
-/// transcript(label) = "kidledger channel v1 " + label | 0x00 | version u8 | household 16
-///                     | eph_i 32 | eph_r 32 | nonce_i 32 | nonce_r 32 | id_i 32 | id_r 32
+/// sealed(m)         = secretstream message of m (TAG_MESSAGE) with associated data = [frame type],
+///                     one stream per direction from `hello` on
+/// h                 = BLAKE2b-256("kidledger channel v2" | 0x00 | hello payload | reply payload)
+/// psk               = empty (member) or the invitation key (join: ``invitationKey(secret:)``)
+/// key(role)         = BLAKE2b-256(key: crypto_kx key of role's sending direction,
+///                                 "kidledger channel v2 key " + role | 0x00 | h | household 16 | psk)
+/// header(role)      = BLAKE2b-192(key: role's nonce, "kidledger stream header " + role)
+/// transcript(label) = "kidledger channel v2 " + label | 0x00 | h | household 16 | id_i 32
+///                     [| id_r 32, for "responder"]
 /// ```
 ///
-/// Session keys: `crypto_kx_client_session_keys` (initiator) / `crypto_kx_server_session_keys`
-/// (responder) over the ephemeral keys. Each side's secretstream header is
-/// `BLAKE2b-192(key: own nonce, "kidledger stream header " + own role)`, so no system randomness is
-/// drawn (see `SecretStream`). Handshake frames over 512 bytes are rejected from their length prefix;
-/// after establishment the limit is ``frameBytesMax``. A `revoked` frame may hold up to
-/// ``revokedFrameBytesMax`` bytes: the revocation it carries proves itself (the refused side checks
-/// the owner's signature; see docs/SECURITY.md), so the frame needs no channel authentication.
+/// A v1 hello (0xF0) is answered with a plaintext refusal naming the version; a v1 peer's refusal
+/// of a v2 hello ("unknown channel frame type 245") is reported as another kidledger version.
+/// In join mode the responder tries the key of each open invitation (at most ``invitationsMax``,
+/// from the `invitations` hook) on `confirm`; the one that opens it is passed to `authorize`.
+/// Headers come from the nonces, so no system randomness is drawn (see `SecretStream`).
+/// Handshake frames over 512 bytes are rejected from their length prefix; after establishment the
+/// limit is ``frameBytesMax``; a `sealed` frame may hold up to ``revokedFrameBytesMax`` bytes.
 /// A server lowers the data frame limit (``dataFrameBytesMax``) until it admits the peer.
 public final class SecureChannel {
     /// Which end of the connection this is.
@@ -71,9 +86,21 @@ public final class SecureChannel {
         case responder
     }
 
-    /// The authorisation hook: given the peer's verified identity key, the household and the
-    /// peer's role, returns nil to accept or a short reason (sent to the peer) to refuse.
-    public typealias Authorize = @Sendable (PublicKey, RecordID, Role) -> String?
+    /// What the initiator comes for (the `hello` mode byte; responders learn it from `hello`).
+    public enum Mode: Equatable, Sendable {
+        /// A member's session: keys bound to the household only.
+        case member
+        /// Joining with an invitation: keys bound to its key too (``invitationKey(secret:)``), so
+        /// only a holder of the code and the inviter read what follows.
+        case join(invitationKey: [UInt8])
+
+        var byte: UInt8 { if case .join = self { 1 } else { 0 } }
+    }
+
+    /// The authorisation hook: given the peer's verified identity key, the household, the peer's
+    /// role and, for a responder whose initiator joins, the invitation key that opened its
+    /// `confirm` (else nil), returns nil to accept or a short reason (sent to the peer) to refuse.
+    public typealias Authorize = @Sendable (PublicKey, RecordID, Role, _ invitation: [UInt8]?) -> String?
     /// The evidence hook: given a peer key the authorisation hook refused, the encoded owner-signed
     /// revocation of that member to send with the refusal (nil: a plain refusal). Called on the
     /// thread that runs the handshake, only when it refuses.
@@ -84,10 +111,16 @@ public final class SecureChannel {
     /// (docs/SECURITY.md, "A stolen laptop").
     public typealias Answer = ([UInt8]) -> [UInt8]?
 
+    /// The open invitations hook of a responder: the keys (``invitationKey(secret:)``) of the
+    /// invitations still open here; at most ``invitationsMax`` of them are tried.
+    public typealias Invitations = () -> [[UInt8]]
+
     /// The secure channel version this code speaks.
-    public static let version: UInt8 = 1
+    public static let version: UInt8 = 2
     /// Bytes of injected randomness a channel needs: 32 for the ephemeral key, 32 for the nonce.
     public static let seedByteCount = 64
+    /// The most open invitations whose keys a responder tries on a joiner's `confirm`.
+    public static let invitationsMax = 16
     /// The most plaintext bytes carried by one encrypted frame; larger ``seal(_:)`` inputs are split.
     public static let plaintextChunkMax = 4 << 20
     /// The largest channel frame (type byte plus payload, not the length prefix).
@@ -99,25 +132,32 @@ public final class SecureChannel {
     public static let unadmittedFrameBytesMax = 1 + (4 << 10) + SecretStream.overheadBytes
     /// The longest refusal reason in bytes (longer ones are cut at a character boundary).
     public static let refusalBytesMax = 200
-    /// The largest `revoked` frame (type byte plus payload); a revocation that does not fit is
+    /// The largest `sealed` frame (type byte plus payload); a revocation that does not fit is
     /// not sent (the refusal is a plain one then).
     public static let revokedFrameBytesMax = 16 << 10
 
-    /// Channel frame types.
+    /// Channel frame types. `helloV1` is the first frame of a version 1 peer.
     enum FrameType: UInt8 {
-        case hello = 0xF0, reply = 0xF1, confirm = 0xF2, accept = 0xF3, data = 0xF4, transfers = 0xFC, revoked = 0xFD, refused = 0xFE
+        case helloV1 = 0xF0, data = 0xF4, hello = 0xF5, reply = 0xF6, confirm = 0xF7, accept = 0xF8, finish = 0xF9
+        case sealed = 0xFA, transfers = 0xFC, revoked = 0xFD, refused = 0xFE
     }
 
     /// Why a peer presenting this side's own identity key is refused (issue 20, point 9).
     static let reflected = "the other side presents this device's own key: a connection reflected back to this device or a replayed handshake"
+    /// What a side speaking another channel version is told (and reports).
+    static let otherVersion = "the other laptop runs another kidledger version (secure channel v1, this one speaks v2); update both"
+    /// Why a responder refuses a member's `confirm` it cannot open.
+    static let notOpened = "device of another household, or a handshake altered on the way"
+    /// Why a responder refuses a joiner's `confirm` no open invitation's key opens.
+    static let noInvitation = "this invitation is unknown here, already used or expired; ask for a new code"
 
-    static let helloBytes = 1 + 32 + 32 + 32 + 16
-    static let replyBytes = 32 + 32 + 32 + 64
-    static let confirmBytes = 64 + SecretStream.headerBytes
-    static let acceptBytes = SecretStream.headerBytes + SecretStream.overheadBytes
+    static let helloBytes = 1 + 1 + 32 + 32
+    static let replyBytes = 32 + 32
+    static let identityBytes = 32 + 64
+    static let sealedIdentityBytes = identityBytes + SecretStream.overheadBytes
 
     private enum Phase: Equatable {
-        case idle, awaitingHello, awaitingReply, awaitingConfirm, awaitingAccept, established, failed
+        case idle, awaitingHello, awaitingReply, awaitingConfirm, awaitingAccept, awaitingFinish, established, failed
         /// This side sent a `revoked` frame and waits for the refused side's `transfers` answer
         /// (or the connection's end) before it fails with ``SecureChannel/refusal``.
         case awaitingAnswer
@@ -126,7 +166,7 @@ public final class SecureChannel {
     /// The largest data frame accepted after establishment (type byte plus payload), from
     /// 1 + the secretstream overhead up to ``frameBytesMax`` (the default); other values are
     /// clamped. A server sets ``unadmittedFrameBytesMax`` until its session admits the peer, so a
-    /// stranger makes it buffer kilobytes, not megabytes; a longer length prefix fails the channel
+    /// peer makes it buffer kilobytes, not megabytes; a longer length prefix fails the channel
     /// as soon as its 4 bytes arrive.
     public var dataFrameBytesMax: Int = SecureChannel.frameBytesMax {
         didSet { dataFrameBytesMax = min(max(dataFrameBytesMax, 1 + SecretStream.overheadBytes), Self.frameBytesMax) }
@@ -134,8 +174,12 @@ public final class SecureChannel {
 
     /// This side's role.
     public let role: Role
-    /// The household this side belongs to; the peer must claim the same one.
+    /// The household this side belongs to; the peer's keys are bound to it, so a peer of another
+    /// household cannot open what this side seals.
     public let household: RecordID
+    /// What this side comes for (initiator), or what the initiator came for (responder, once its
+    /// `hello` is in; the invitation key once its `confirm` opened).
+    public private(set) var mode: Mode
     /// The peer's identity key once its signature has been verified (before authorisation), else nil.
     public private(set) var peerKey: PublicKey?
 
@@ -143,6 +187,7 @@ public final class SecureChannel {
     private let authorize: Authorize
     private let evidence: Evidence
     private let answer: Answer
+    private let invitations: Invitations
     private var phase: Phase
     /// The failure a refusal that awaits its answer ends with.
     private var refusal: SecurityError?
@@ -150,10 +195,14 @@ public final class SecureChannel {
     private var ephemeralPublic = [UInt8](repeating: 0, count: 32)
     private var ephemeralSecret = [UInt8](repeating: 0, count: 32)
     private let nonce: [UInt8]
-    private var peerEphemeral: [UInt8] = []
     private var peerNonce: [UInt8] = []
-    private var receiveKey: [UInt8] = []
-    private var sendKey: [UInt8] = []
+    /// The `hello` and `reply` payloads, hashed into every key and signature.
+    private var helloPayload: [UInt8] = []
+    private var replyPayload: [UInt8] = []
+    /// The crypto_kx keys of the two directions (before the transcript, household and
+    /// invitation key are mixed in).
+    private var kxReceive: [UInt8] = []
+    private var kxSend: [UInt8] = []
     private var sender: SecretStream?
     private var receiver: SecretStream?
     private var localClosed = false
@@ -161,20 +210,26 @@ public final class SecureChannel {
 
     /// A channel for `role` as `identity` in `household`, with 64 bytes of injected randomness
     /// (`seed`: the first 32 seed the ephemeral X25519 key, the last 32 are the handshake nonce).
-    /// Throws ``SecurityError/badKey(_:)`` if `seed` is not 64 bytes. `evidence` gives the
+    /// Throws ``SecurityError/badKey(_:)`` if `seed` is not 64 bytes or a join's invitation key is
+    /// not 32 bytes. `mode` is what an initiator comes for; `invitations` gives a responder the
+    /// keys of its open invitations (none by default: it admits no joiner). `evidence` gives the
     /// revocation to send when `authorize` refuses a revoked member (none by default); `answer`
     /// the owner transfers to send back when the peer refuses this side with a revocation
     /// (none by default).
-    public init(role: Role, identity: Identity, household: RecordID, seed: [UInt8],
+    public init(role: Role, identity: Identity, household: RecordID, seed: [UInt8], mode: Mode = .member,
+                invitations: @escaping Invitations = { [] },
                 authorize: @escaping Authorize, evidence: @escaping Evidence = { _ in nil },
                 answer: @escaping Answer = { _ in nil }) throws(SecurityError) {
         _ = Sodium.ready
         guard seed.count == Self.seedByteCount else {
             throw .badKey("a secure channel needs \(Self.seedByteCount) bytes of randomness, got \(seed.count)")
         }
+        if case .join(let key) = mode, key.count != 32 { throw .badKey("an invitation key has 32 bytes, got \(key.count)") }
         self.role = role
         self.identity = identity
         self.household = household
+        self.mode = role == .initiator ? mode : .member
+        self.invitations = invitations
         self.authorize = authorize
         self.evidence = evidence
         self.answer = answer
@@ -186,8 +241,14 @@ public final class SecureChannel {
 
     deinit {
         sodium_memzero(&ephemeralSecret, ephemeralSecret.count)
-        sodium_memzero(&receiveKey, receiveKey.count)
-        sodium_memzero(&sendKey, sendKey.count)
+        sodium_memzero(&kxReceive, kxReceive.count)
+        sodium_memzero(&kxSend, kxSend.count)
+    }
+
+    /// The key an invitation's secret gives (BLAKE2b-256 of a label and the secret): what the
+    /// inviting device keeps (not the secret) and what both sides mix into a join's keys.
+    public static func invitationKey(secret: [UInt8]) -> [UInt8] {
+        Sodium.genericHash(Array("kidledger invitation key v2".utf8) + [0] + secret, key: [], outputCount: 32)
     }
 
     /// Whether application data may be sealed and opened (from establishment until failure).
@@ -205,13 +266,8 @@ public final class SecureChannel {
             return []
         case .initiator:
             phase = .awaitingReply
-            var w = ByteWriter(capacity: Self.helloBytes)
-            w.write(Self.version)
-            w.write(raw: ephemeralPublic)
-            w.write(raw: nonce)
-            w.write(raw: identity.publicKey.bytes)
-            w.write(id: household)
-            return [.send(Self.frame(.hello, w.bytes))]
+            helloPayload = [Self.version, mode.byte] + ephemeralPublic + nonce
+            return [.send(Self.frame(.hello, helloPayload))]
         }
     }
 
@@ -223,20 +279,18 @@ public final class SecureChannel {
         let dataFrameBytesMax = dataFrameBytesMax
         while phase != .failed {
             let established = phase == .established
-            // A `revoked` frame answers this side's signed message (confirm, or reply): only then
-            // may a handshake-phase frame be larger than ``handshakeFrameBytesMax``.
-            let mayBeRevoked = phase == .awaitingAccept || phase == .awaitingConfirm
-            let mayBeAnswer = phase == .awaitingAnswer
+            // A `sealed` frame may carry a revocation (answering this side's confirm or accept) or
+            // its answer: only then may a handshake-phase frame be larger than ``handshakeFrameBytesMax``.
+            let mayBeLarge = phase == .awaitingAccept || phase == .awaitingFinish || phase == .awaitingAnswer
             let frame: (type: UInt8, payload: [UInt8])?
             do {
                 frame = try decoder.next { type in
                     if established { return dataFrameBytesMax }
-                    if mayBeRevoked && (type == nil || type == FrameType.revoked.rawValue) { return Self.revokedFrameBytesMax }
-                    if mayBeAnswer && (type == nil || type == FrameType.transfers.rawValue) { return Self.revokedFrameBytesMax }
+                    if mayBeLarge && (type == nil || type == FrameType.sealed.rawValue) { return Self.revokedFrameBytesMax }
                     return Self.handshakeFrameBytesMax
                 }
             } catch {
-                actions += mayBeAnswer ? endRefusal(answer: nil) : fail(error, refuse: phase != .established)
+                actions += phase == .awaitingAnswer ? endRefusal(answer: nil) : fail(error, refuse: phase != .established)
                 break
             }
             guard let frame else { break }
@@ -263,9 +317,7 @@ public final class SecureChannel {
         var start = 0
         while start < plaintext.count {
             let end = min(start + Self.plaintextChunkMax, plaintext.count)
-            let ciphertext = sender!.push(Array(plaintext[start..<end]), tag: SecretStream.tagMessage,
-                                          associated: [FrameType.data.rawValue])
-            out += Self.frame(.data, ciphertext)
+            out += sealedFrame(.data, Array(plaintext[start..<end]))
             start = end
         }
         return out
@@ -276,41 +328,37 @@ public final class SecureChannel {
     public func close() throws(SecurityError) -> [UInt8] {
         guard phase == .established, !localClosed, sender != nil else { throw .notEstablished }
         localClosed = true
-        return Self.frame(.data, sender!.push([], tag: SecretStream.tagFinal, associated: [FrameType.data.rawValue]))
+        return sealedFrame(.data, [], tag: SecretStream.tagFinal)
     }
 
     // MARK: - Handshake
 
     private func handle(type: UInt8, payload: [UInt8]) -> [ChannelAction] {
         if phase == .awaitingAnswer {
-            // Anything but one non-empty `transfers` frame ends the refusal without an answer.
-            return endRefusal(answer: type == FrameType.transfers.rawValue && !payload.isEmpty ? payload : nil)
+            // Anything but one sealed, non-empty `transfers` answer ends the refusal without one.
+            guard type == FrameType.sealed.rawValue, let inner = open(.sealed, payload), inner.first == FrameType.transfers.rawValue,
+                  inner.count > 1 else { return endRefusal(answer: nil) }
+            return endRefusal(answer: Array(inner.dropFirst()))
         }
         guard let kind = FrameType(rawValue: type) else {
             return fail(.badFrame("unknown channel frame type \(type)"), refuse: phase != .established)
         }
         if kind == .refused {
-            let reason = String(validating: payload, as: UTF8.self)
-            guard phase != .established, payload.count <= Self.refusalBytesMax, let reason else {
+            guard phase != .established, let reason = Self.reason(payload) else {
                 return fail(.badFrame("malformed or unexpected refusal"), refuse: false)
             }
-            return fail(.refused(reason), refuse: false)
-        }
-        if kind == .revoked {
-            guard phase != .established, let (reason, revocation) = Self.decodeRevoked(payload) else {
-                return fail(.badFrame("malformed or unexpected revocation refusal"), refuse: false)
-            }
-            let failure = fail(.revokedByPeer(reason, revocation: revocation), refuse: false)
-            guard let transfers = answer(revocation), !transfers.isEmpty, 1 + transfers.count <= Self.revokedFrameBytesMax else {
-                return failure
-            }
-            return [.send(Self.frame(.transfers, transfers))] + failure
+            // A v1 peer does not know a v2 hello's frame type.
+            let v1 = phase == .awaitingReply && reason.hasSuffix("unknown channel frame type \(FrameType.hello.rawValue)")
+            return fail(.refused(v1 ? Self.otherVersion : reason), refuse: false)
         }
         switch (phase, kind) {
+        case (.awaitingHello, .helloV1): return fail(.handshakeFailed(Self.otherVersion), refuse: true)
         case (.awaitingHello, .hello): return onHello(payload)
         case (.awaitingReply, .reply): return onReply(payload)
         case (.awaitingConfirm, .confirm): return onConfirm(payload)
         case (.awaitingAccept, .accept): return onAccept(payload)
+        case (.awaitingFinish, .finish): return onFinish(payload)
+        case (.awaitingAccept, .sealed), (.awaitingFinish, .sealed): return onSealed(payload)
         case (.established, .data): return onData(payload)
         case (.established, _):
             return fail(.badFrame("unexpected \(kind) frame after establishment"), refuse: false)
@@ -321,89 +369,115 @@ public final class SecureChannel {
 
     private func onHello(_ payload: [UInt8]) -> [ChannelAction] {
         guard payload.count == Self.helloBytes else { return fail(.handshakeFailed("malformed hello"), refuse: true) }
-        let version = payload[0]
-        guard version == Self.version else {
-            return fail(.handshakeFailed("peer speaks secure channel version \(version), this side speaks \(Self.version)"), refuse: true)
+        guard payload[0] == Self.version else {
+            return fail(.handshakeFailed("peer speaks secure channel version \(payload[0]), this side speaks \(Self.version)"), refuse: true)
         }
-        peerEphemeral = Array(payload[1..<33])
-        peerNonce = Array(payload[33..<65])
-        let claimed = PublicKey(bytes: payload[65..<97])!
-        let theirHousehold = RecordID(bytes: payload[97..<113])
-        guard theirHousehold == household else {
-            return fail(.handshakeFailed("device of another household"), refuse: true)
+        switch payload[1] {
+        case 0: mode = .member
+        case 1: mode = .join(invitationKey: [])  // the key is the open invitation that opens `confirm`
+        default: return fail(.handshakeFailed("unknown handshake mode \(payload[1])"), refuse: true)
         }
-        peerKey = nil
-        claimedPeer = claimed
-        guard claimed.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
-        guard deriveSessionKeys() else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
-        let signature = identity.sign(transcript(signer: .responder))
-        var w = ByteWriter(capacity: Self.replyBytes)
-        w.write(raw: ephemeralPublic)
-        w.write(raw: nonce)
-        w.write(raw: identity.publicKey.bytes)
-        w.write(raw: signature)
+        helloPayload = payload
+        replyPayload = ephemeralPublic + nonce
+        guard exchange(peerEphemeral: Array(payload[2..<34])) else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
+        peerNonce = Array(payload[34..<66])
         phase = .awaitingConfirm
-        return [.send(Self.frame(.reply, w.bytes))]
+        return [.send(Self.frame(.reply, replyPayload))]
     }
 
     private func onReply(_ payload: [UInt8]) -> [ChannelAction] {
         guard payload.count == Self.replyBytes else { return fail(.handshakeFailed("malformed reply"), refuse: true) }
-        peerEphemeral = Array(payload[0..<32])
+        replyPayload = payload
+        guard exchange(peerEphemeral: Array(payload[0..<32])) else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
         peerNonce = Array(payload[32..<64])
-        let responder = PublicKey(bytes: payload[64..<96])!
-        let signature = Array(payload[96..<160])
-        claimedPeer = responder
-        guard responder.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
-        guard deriveSessionKeys() else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
-        guard Identity.verify(signature: signature, message: transcript(signer: .responder), key: responder) else {
-            return fail(.badSignature, refuse: true)
-        }
-        peerKey = responder
-        if let reason = authorize(responder, household, .responder) {
-            return fail(.unauthorized(reason), refuse: true)
-        }
-        let header = streamHeader()
-        sender = SecretStream(header: header, key: sendKey)
-        var w = ByteWriter(capacity: Self.confirmBytes)
-        w.write(raw: identity.sign(transcript(signer: .initiator)))
-        w.write(raw: header)
+        (sender, receiver) = streams(invitationKey: mode.invitationKey ?? [])
+        var w = ByteWriter(capacity: Self.identityBytes)
+        w.write(raw: identity.publicKey.bytes)
+        w.write(raw: identity.sign(transcript(signer: .initiator, initiator: identity.publicKey.bytes)))
         phase = .awaitingAccept
-        return [.send(Self.frame(.confirm, w.bytes))]
+        return [.send(sealedFrame(.confirm, w.bytes))]
     }
 
     private func onConfirm(_ payload: [UInt8]) -> [ChannelAction] {
-        guard payload.count == Self.confirmBytes, let initiator = claimedPeer else {
-            return fail(.handshakeFailed("malformed confirm"), refuse: true)
+        // A member's keys have no invitation key; a joiner's have the key of one open invitation.
+        let candidates: [[UInt8]] = mode == .member ? [[]] : Array(invitations().filter { $0.count == 32 }.prefix(Self.invitationsMax))
+        var opened: [UInt8]?
+        for key in candidates where opened == nil {
+            let pair = streams(invitationKey: key)
+            var receive = pair.receive
+            guard let message = Self.pull(&receive, payload, .confirm) else { continue }
+            opened = message
+            sender = pair.send
+            receiver = receive
+            if !key.isEmpty { mode = .join(invitationKey: key) }
         }
-        let signature = Array(payload[0..<64])
-        guard Identity.verify(signature: signature, message: transcript(signer: .initiator), key: initiator) else {
+        guard let opened else {
+            return fail(.handshakeFailed(mode == .member ? Self.notOpened : Self.noInvitation), refuse: true)
+        }
+        guard opened.count == Self.identityBytes else { return fail(.handshakeFailed("malformed confirm"), refuse: true) }
+        let initiator = PublicKey(bytes: opened[0..<32])!
+        guard initiator.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
+        guard Identity.verify(signature: Array(opened[32..<96]), message: transcript(signer: .initiator, initiator: initiator.bytes),
+                              key: initiator) else {
             return fail(.badSignature, refuse: true)
         }
         peerKey = initiator
-        if let reason = authorize(initiator, household, .initiator) {
+        if let reason = authorize(initiator, household, .initiator, mode.invitationKey) {
             return fail(.unauthorized(reason), refuse: true)
         }
-        receiver = SecretStream(header: Array(payload[64..<88]), key: receiveKey)
-        let header = streamHeader()
-        var stream = SecretStream(header: header, key: sendKey)
-        let proof = stream.push([], tag: SecretStream.tagMessage, associated: [FrameType.accept.rawValue])
-        sender = stream
-        phase = .established
-        return [.send(Self.frame(.accept, header + proof)), .established(peer: initiator)]
+        var w = ByteWriter(capacity: Self.identityBytes)
+        w.write(raw: identity.publicKey.bytes)
+        w.write(raw: identity.sign(transcript(signer: .responder, initiator: initiator.bytes)))
+        phase = .awaitingFinish
+        return [.send(sealedFrame(.accept, w.bytes))]
     }
 
     private func onAccept(_ payload: [UInt8]) -> [ChannelAction] {
-        guard payload.count == Self.acceptBytes, let responder = peerKey else {
-            return fail(.handshakeFailed("malformed accept"), refuse: true)
+        guard let opened = open(.accept, payload) else { return fail(.handshakeFailed("accept does not authenticate"), refuse: true) }
+        guard opened.count == Self.identityBytes else { return fail(.handshakeFailed("malformed accept"), refuse: true) }
+        let responder = PublicKey(bytes: opened[0..<32])!
+        guard responder.bytes != identity.publicKey.bytes else { return fail(.handshakeFailed(Self.reflected), refuse: true) }
+        guard Identity.verify(signature: Array(opened[32..<96]),
+                              message: transcript(signer: .responder, initiator: identity.publicKey.bytes, responder: responder.bytes),
+                              key: responder) else {
+            return fail(.badSignature, refuse: true)
         }
-        var stream = SecretStream(header: Array(payload[0..<24]), key: receiveKey)
-        guard let opened = stream.pull(Array(payload[24...]), associated: [FrameType.accept.rawValue]),
-              opened.message.isEmpty, opened.tag == SecretStream.tagMessage else {
-            return fail(.handshakeFailed("accept does not authenticate"), refuse: true)
+        peerKey = responder
+        if let reason = authorize(responder, household, .responder, nil) {
+            return fail(.unauthorized(reason), refuse: true)
         }
-        receiver = stream
+        let finish = sealedFrame(.finish, [])
         phase = .established
-        return [.established(peer: responder)]
+        return [.send(finish), .established(peer: responder)]
+    }
+
+    private func onFinish(_ payload: [UInt8]) -> [ChannelAction] {
+        guard let opened = open(.finish, payload), opened.isEmpty, let initiator = peerKey else {
+            return fail(.handshakeFailed("finish does not authenticate"), refuse: true)
+        }
+        phase = .established
+        return [.established(peer: initiator)]
+    }
+
+    /// A sealed refusal of this side (plain, or with the revocation of its member).
+    private func onSealed(_ payload: [UInt8]) -> [ChannelAction] {
+        guard let inner = open(.sealed, payload), let type = inner.first else { return fail(.decryptFailed, refuse: false) }
+        let body = Array(inner.dropFirst())
+        switch FrameType(rawValue: type) {
+        case .refused?:
+            guard let reason = Self.reason(body) else { return fail(.badFrame("malformed refusal"), refuse: false) }
+            return fail(.refused(reason), refuse: false)
+        case .revoked?:
+            guard let (reason, revocation) = Self.decodeRevoked(body) else {
+                return fail(.badFrame("malformed revocation refusal"), refuse: false)
+            }
+            let transfers = answer(revocation) ?? []
+            let frame = transfers.isEmpty ? nil : sealedFrame(.sealed, [FrameType.transfers.rawValue] + transfers, most: Self.revokedFrameBytesMax)
+            let failure = fail(.revokedByPeer(reason, revocation: revocation), refuse: false)
+            return (frame.map { [ChannelAction.send($0)] } ?? []) + failure
+        default:
+            return fail(.badFrame("unexpected sealed frame"), refuse: false)
+        }
     }
 
     private func onData(_ payload: [UInt8]) -> [ChannelAction] {
@@ -424,64 +498,103 @@ public final class SecureChannel {
 
     // MARK: - Helpers
 
-    /// The identity key the peer claimed (in `hello` or `reply`), not yet verified.
-    private var claimedPeer: PublicKey?
-
-    /// Derives the two directional session keys with crypto_kx (initiator = client); false if the peer's
-    /// ephemeral key is unacceptable (e.g. a low-order point).
-    private func deriveSessionKeys() -> Bool {
+    /// Runs crypto_kx with the peer's ephemeral key (initiator = client); false if it is
+    /// unacceptable (e.g. a low-order point).
+    private func exchange(peerEphemeral: [UInt8]) -> Bool {
         var rx = [UInt8](repeating: 0, count: 32), tx = [UInt8](repeating: 0, count: 32)
         let rc = switch role {
         case .initiator: crypto_kx_client_session_keys(&rx, &tx, ephemeralPublic, ephemeralSecret, peerEphemeral)
         case .responder: crypto_kx_server_session_keys(&rx, &tx, ephemeralPublic, ephemeralSecret, peerEphemeral)
         }
         guard rc == 0 else { return false }
-        receiveKey = rx
-        sendKey = tx
+        kxReceive = rx
+        kxSend = tx
         return true
     }
 
-    /// The bytes `signer` signs: a role label, then version, household, both ephemeral keys, both
-    /// nonces and both identity keys, always in initiator-then-responder order.
-    private func transcript(signer: Role) -> [UInt8] {
-        let peer = claimedPeer?.bytes ?? []
-        let mine = identity.publicKey.bytes
-        let (iEph, rEph, iNonce, rNonce, iKey, rKey) = role == .initiator
-            ? (ephemeralPublic, peerEphemeral, nonce, peerNonce, mine, peer)
-            : (peerEphemeral, ephemeralPublic, peerNonce, nonce, peer, mine)
-        var w = ByteWriter(capacity: 256)
-        w.write(raw: Array((signer == .initiator ? "kidledger channel v1 initiator" : "kidledger channel v1 responder").utf8))
+    private static func label(_ role: Role) -> String { role == .initiator ? "initiator" : "responder" }
+
+    /// The hash of both handshake messages every key and signature is bound to.
+    private var messagesHash: [UInt8] {
+        Sodium.genericHash(Array("kidledger channel v2".utf8) + [0] + helloPayload + replyPayload, key: [], outputCount: 32)
+    }
+
+    /// The two secretstreams (this side's sending one, the peer's) under keys bound to the
+    /// handshake messages, the household and `invitationKey` (empty for a member).
+    private func streams(invitationKey: [UInt8]) -> (send: SecretStream, receive: SecretStream) {
+        let h = messagesHash
+        let peer: Role = role == .initiator ? .responder : .initiator
+        func key(_ of: Role, _ kx: [UInt8]) -> [UInt8] {
+            Sodium.genericHash(Array("kidledger channel v2 key \(Self.label(of))".utf8) + [0] + h + household.bytes + invitationKey,
+                               key: kx, outputCount: 32)
+        }
+        func header(_ of: Role, _ nonce: [UInt8]) -> [UInt8] {
+            Sodium.genericHash(Array("kidledger stream header \(Self.label(of))".utf8), key: nonce, outputCount: SecretStream.headerBytes)
+        }
+        return (SecretStream(header: header(role, nonce), key: key(role, kxSend)),
+                SecretStream(header: header(peer, peerNonce), key: key(peer, kxReceive)))
+    }
+
+    /// The bytes `signer` signs: a role label, the messages' hash, the household, the initiator's
+    /// identity key and (for the responder's signature) the responder's.
+    private func transcript(signer: Role, initiator: [UInt8], responder: [UInt8]? = nil) -> [UInt8] {
+        var w = ByteWriter(capacity: 160)
+        w.write(raw: Array("kidledger channel v2 \(Self.label(signer))".utf8))
         w.write(0)
-        w.write(Self.version)
+        w.write(raw: messagesHash)
         w.write(id: household)
-        for part in [iEph, rEph, iNonce, rNonce, iKey, rKey] { w.write(raw: part) }
+        w.write(raw: initiator)
+        if signer == .responder { w.write(raw: responder ?? identity.publicKey.bytes) }
         return w.bytes
     }
 
-    /// This side's secretstream header: BLAKE2b keyed with this side's nonce, so it comes from injected
-    /// randomness (fresh per session) rather than from `randombytes_buf`.
-    private func streamHeader() -> [UInt8] {
-        let label = Array((role == .initiator ? "kidledger stream header initiator" : "kidledger stream header responder").utf8)
-        return Sodium.genericHash(label, key: nonce, outputCount: SecretStream.headerBytes)
+    /// A frame of `type` holding `message` sealed on this side's stream (nil when it would exceed
+    /// `most` bytes: nothing is pushed then).
+    private func sealedFrame(_ type: FrameType, _ message: [UInt8], tag: UInt8 = SecretStream.tagMessage, most: Int) -> [UInt8]? {
+        guard 1 + message.count + SecretStream.overheadBytes <= most else { return nil }
+        return Self.frame(type, sender!.push(message, tag: tag, associated: [type.rawValue]))
     }
 
+    private func sealedFrame(_ type: FrameType, _ message: [UInt8], tag: UInt8 = SecretStream.tagMessage) -> [UInt8] {
+        sealedFrame(type, message, tag: tag, most: .max)!
+    }
+
+    /// The message of a sealed handshake frame of `type` (TAG_MESSAGE), or nil.
+    private func open(_ type: FrameType, _ payload: [UInt8]) -> [UInt8]? {
+        guard receiver != nil else { return nil }
+        return Self.pull(&receiver!, payload, type)
+    }
+
+    private static func pull(_ stream: inout SecretStream, _ payload: [UInt8], _ type: FrameType) -> [UInt8]? {
+        guard let opened = stream.pull(payload, associated: [type.rawValue]), opened.tag == SecretStream.tagMessage else { return nil }
+        return opened.message
+    }
+
+    /// A refusal reason: at most ``refusalBytesMax`` bytes of UTF-8, else nil.
+    private static func reason(_ bytes: [UInt8]) -> String? {
+        bytes.count <= refusalBytesMax ? String(validating: bytes, as: UTF8.self) : nil
+    }
+
+    /// Fails the channel; with `refuse`, tells the peer why: sealed once the keys are shared
+    /// (with the revocation of the refused member when `evidence` has it), plaintext before.
     private func fail(_ error: SecurityError, refuse: Bool) -> [ChannelAction] {
+        let sealing = sender != nil && phase != .established
         phase = .failed
-        sender = nil
-        receiver = nil
         decoder = ChannelFrameDecoder()
+        defer { if phase == .failed { sender = nil; receiver = nil } }
         guard refuse else { return [.failed(error)] }
         let reason: String = switch error {
         case .unauthorized(let why): why
         default: error.description
         }
-        if case .unauthorized = error, let key = peerKey, let revocation = evidence(key),
-           let frame = Self.revokedFrame(reason, revocation: revocation) {
+        guard sealing else { return [.send(Self.frame(.refused, Self.truncated(reason))), .failed(error)] }
+        if case .unauthorized = error, let key = peerKey, let revocation = evidence(key), !revocation.isEmpty,
+           let frame = sealedFrame(.sealed, Self.revokedInner(reason, revocation: revocation), most: Self.revokedFrameBytesMax) {
             phase = .awaitingAnswer
             refusal = error
             return [.send(frame)]
         }
-        return [.send(Self.frame(.refused, Self.truncated(reason))), .failed(error)]
+        return [.send(sealedFrame(.sealed, [FrameType.refused.rawValue] + Self.truncated(reason))), .failed(error)]
     }
 
     /// Ends a refusal that sent a `revoked` frame: with the refused side's `transfers` answer
@@ -489,17 +602,18 @@ public final class SecureChannel {
     private func endRefusal(answer transfers: [UInt8]?) -> [ChannelAction] {
         phase = .failed
         decoder = ChannelFrameDecoder()
+        sender = nil
+        receiver = nil
         let error = refusal ?? .unauthorized("refused")
         guard let transfers, case .unauthorized(let why) = error else { return [.failed(error)] }
         return [.failed(.answeredRefusal(why, transfers: transfers))]
     }
 
-    /// A `revoked` frame: `reason` (cut to ``refusalBytesMax``) and the encoded revocation; nil
-    /// when the revocation is empty or the frame would exceed ``revokedFrameBytesMax``.
-    static func revokedFrame(_ reason: String, revocation: [UInt8]) -> [UInt8]? {
+    /// The inner bytes of a sealed `revoked` refusal: its type, `reason` (cut to
+    /// ``refusalBytesMax``) and the encoded revocation.
+    static func revokedInner(_ reason: String, revocation: [UInt8]) -> [UInt8] {
         let text = truncated(reason)
-        guard !revocation.isEmpty, 1 + 1 + text.count + revocation.count <= revokedFrameBytesMax else { return nil }
-        return frame(.revoked, [UInt8(text.count)] + text + revocation)
+        return [FrameType.revoked.rawValue, UInt8(text.count)] + text + revocation
     }
 
     /// The reason and revocation of a `revoked` payload, or nil when it is malformed.
@@ -532,6 +646,13 @@ public final class SecureChannel {
             out += bytes
         }
         return out
+    }
+}
+
+extension SecureChannel.Mode {
+    /// The invitation key mixed into a join's keys, or nil (a member's session).
+    var invitationKey: [UInt8]? {
+        if case .join(let key) = self, !key.isEmpty { key } else { nil }
     }
 }
 

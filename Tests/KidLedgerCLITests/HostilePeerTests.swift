@@ -82,13 +82,15 @@ struct HostilePeerTests {
     }
 
     /// Runs the initiator's side of the secure handshake over a raw socket (bounded by 10 s).
-    /// Returns the channel once established, or nil (with what the daemon answered).
-    static func handshake(_ fd: Int32, _ channel: SecureChannel) -> SecureChannel? {
+    /// Returns the channel once established, or nil (with what the daemon answered). `received`
+    /// sees every byte the daemon sent, as it arrives.
+    static func handshake(_ fd: Int32, _ channel: SecureChannel, received: ([UInt8]) -> Void = { _ in }) -> SecureChannel? {
         for action in channel.start() { if case .send(let bytes) = action { sendAll(fd, bytes) } }
         let deadline = Deadline(seconds: 10)
         while !deadline.passed {
             guard let chunk = receiveSome(fd, millis: 100) else { continue }
             if chunk.isEmpty { return nil }
+            received(chunk)
             for action in channel.receive(chunk) {
                 switch action {
                 case .send(let bytes): sendAll(fd, bytes)
@@ -171,8 +173,9 @@ struct HostilePeerTests {
             ("zero length prefix", [0, 0, 0, 0]),
             ("unknown message type", Self.frame(0x42, [1, 2, 3, 4])),
             ("sync frame instead of the channel", Self.frame(1, [0, 1, 0, 1])),
-            ("confirm before hello (wrong order)", Self.frame(0xF2, [UInt8](repeating: 7, count: 88))),
-            ("accept from the initiator (wrong order)", Self.frame(0xF3, [UInt8](repeating: 7, count: 41))),
+            ("confirm before hello (wrong order)", Self.frame(ChannelFrame.confirm, [UInt8](repeating: 7, count: 113))),
+            ("accept from the initiator (wrong order)", Self.frame(ChannelFrame.accept, [UInt8](repeating: 7, count: 113))),
+            ("a version 1 hello", Self.frame(0xF0, [1] + [UInt8](repeating: 7, count: 112))),
             ("data before the handshake", Self.frame(0xF4, [UInt8](repeating: 7, count: 40))),
             ("hello of the wrong size", Self.frame(hello, [UInt8](repeating: 1, count: 50))),
         ]
@@ -188,7 +191,7 @@ struct HostilePeerTests {
         // 2. Truncated frames: closed early, or left hanging (dropped at the peer timeout).
         let (identity, seed) = try Self.stranger(&random)
         let realHello = try #require(SecureChannel(role: .initiator, identity: identity, household: household, seed: seed,
-                                                   authorize: { _, _, _ in nil }).start().compactMap { action -> [UInt8]? in
+                                                   authorize: { _, _, _, _ in nil }).start().compactMap { action -> [UInt8]? in
             if case .send(let bytes) = action { return bytes } else { return nil }
         }.first)
         do {
@@ -211,14 +214,14 @@ struct HostilePeerTests {
             defer { close(fd) }
             let (other, otherSeed) = try Self.stranger(&random)
             let channel = try SecureChannel(role: .initiator, identity: other, household: RecordID(high: random.next(), low: random.next()),
-                                            seed: otherSeed, authorize: { _, _, _ in nil })
+                                            seed: otherSeed, authorize: { _, _, _, _ in nil })
             #expect(Self.handshake(fd, channel) == nil)
             let answer = Self.drain(fd, timeout: 10)
             #expect(answer.closed)
         }
 
         // 4. A peer sending its hello one byte a second: dropped at the peer timeout, long before
-        //    the 118 bytes are in (at most 12 bytes are tried).
+        //    the 71 bytes are in (at most 12 bytes are tried).
         do {
             let fd = try open("one byte a second")
             defer { close(fd) }
@@ -236,14 +239,25 @@ struct HostilePeerTests {
             #expect(sent < realHello.count)
         }
 
-        // 5. A stranger completes the handshake (it might be a joiner) and then trickles its sync
-        //    hello a byte at a time: dropped when it has not identified itself in time.
+        // 5. A stranger's handshake is refused before the daemon reveals its key (issue 22,
+        //    point 5); the hostile member completes it and then trickles its sync hello a byte at
+        //    a time: dropped when it has not identified itself in time.
+        let member = try accountIdentity(b), daemonKey = try accountIdentity(a).publicKey.bytes
         do {
-            let fd = try open("stranger trickling after the handshake")
+            let fd = try open("stranger's handshake")
             defer { close(fd) }
             let (key, keySeed) = try Self.stranger(&random)
-            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _ in nil })
-            let established = try #require(Self.handshake(fd, channel), "the daemon refused a stranger's handshake")
+            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _, _ in nil })
+            #expect(Self.handshake(fd, channel) == nil, "the daemon admitted a stranger's handshake")
+            #expect(channel.peerKey == nil)
+        }
+        do {
+            let fd = try open("member trickling after the handshake")
+            defer { close(fd) }
+            let (_, keySeed) = try Self.stranger(&random)
+            let channel = try SecureChannel(role: .initiator, identity: member, household: household, seed: keySeed, authorize: { _, _, _, _ in nil })
+            let established = try #require(Self.handshake(fd, channel), "the daemon refused the member's handshake")
+            #expect(established.peerKey?.bytes == daemonKey)
             let sealed = try established.seal([0, 0, 0, 30, 1] + [UInt8](repeating: 0, count: 29))
             var dropped = false
             for byte in sealed.prefix(12) {
@@ -254,7 +268,7 @@ struct HostilePeerTests {
             #expect(dropped, "the trickling stranger was not dropped")
         }
 
-        // 6. A stranger completes the handshake, then sends sync frames the daemon must refuse:
+        // 6. The hostile member completes the handshake, then sends sync frames the daemon must refuse:
         //    out of order (a vector before hello), an unknown type, a zero and an oversized length.
         let syncFrames: [(String, [UInt8])] = [
             ("sync vector before hello (wrong order)", [0, 0, 0, 3, 3, 0, 0]),
@@ -265,9 +279,9 @@ struct HostilePeerTests {
         for (label, bytes) in syncFrames {
             let fd = try open(label)
             defer { close(fd) }
-            let (key, keySeed) = try Self.stranger(&random)
-            let channel = try SecureChannel(role: .initiator, identity: key, household: household, seed: keySeed, authorize: { _, _, _ in nil })
-            let established = try #require(Self.handshake(fd, channel), "\(label): the daemon refused a stranger's handshake")
+            let (_, keySeed) = try Self.stranger(&random)
+            let channel = try SecureChannel(role: .initiator, identity: member, household: household, seed: keySeed, authorize: { _, _, _, _ in nil })
+            let established = try #require(Self.handshake(fd, channel), "\(label): the daemon refused the member's handshake")
             sendAll(fd, try established.seal(bytes))
             #expect(Self.drain(fd, timeout: 10).closed, "\(label): not closed")
         }

@@ -8,36 +8,39 @@ import KidLedgerSecurity
 
 /// What a peer that is not admitted yet (the secure handshake and its sync `hello` not both done)
 /// can make a running daemon hold (issue 21, point 5): a few connections per address, kilobytes
-/// each. Strangers come from other loopback addresses (127.0.0.2, 127.0.0.3: all of 127/8 is this
-/// machine), the member from 127.0.0.1, so the daemon runs with its product limits. The peer
+/// each. Hostile connections come from other loopback addresses (127.0.0.2, 127.0.0.3: all of 127/8
+/// is this machine), the member's syncs from 127.0.0.1, so the daemon runs with its product limits.
+/// Since the channel refuses a stranger before establishment (issue 22, point 5), the connections
+/// that finish the handshake and then stall are a hostile member's (the threat model's insider). The peer
 /// timeout is 60 s, far longer than each test, so nothing here ends by a timeout. Every loop and
 /// wait is bounded.
 @Suite("Pre-admission limits of a running daemon")
 struct PreAdmissionTests {
     static let peerTimeout = [Daemon.peerTimeoutVariable: "60000"]
 
-    /// A daemon for a household with child Ava, and a member that joined it.
-    static func household(_ a: TestLedger, _ b: TestLedger, _ group: ProcessGroup) throws -> (DaemonProcess, RecordID)? {
+    /// A daemon for a household with child Ava, and a member that joined it (its identity, for
+    /// the hostile connections).
+    static func household(_ a: TestLedger, _ b: TestLedger, _ group: ProcessGroup) throws -> (DaemonProcess, RecordID, Identity)? {
         try ok(a, "init", "Smiths")
         try ok(a, "child", "add", "Ava")
         guard let daemon = try DaemonProcess.start(a, in: group, extraEnvironment: peerTimeout) else { return nil }
         try ok(b, "join", try inviteCode(a))
         let household = try #require(try Context(home: a.home, json: false, console: BufferConsole(), clock: SystemClock())
             .openReplica().household()).id
-        return (daemon, household)
+        return (daemon, household, try accountIdentity(b))
     }
 
-    /// A connection from `source` that completes the secure handshake as a stranger (it could be a
-    /// joiner) and then sends nothing: established, not admitted.
-    static func establishedStranger(_ port: Int, source: String, household: RecordID,
+    /// A connection from `source` that completes the secure handshake as `member` and then sends
+    /// nothing: established, not admitted.
+    static func establishedStranger(_ port: Int, source: String, household: RecordID, member identity: Identity,
                                     _ random: inout SplitMix64) throws -> (fd: Int32, channel: SecureChannel) {
         let fd = connectLocal(port, source: source)
         try #require(fd >= 0, "connect from \(source)")
-        let (identity, seed) = try HostilePeerTests.stranger(&random)
-        let channel = try SecureChannel(role: .initiator, identity: identity, household: household, seed: seed, authorize: { _, _, _ in nil })
+        let (_, seed) = try HostilePeerTests.stranger(&random)
+        let channel = try SecureChannel(role: .initiator, identity: identity, household: household, seed: seed, authorize: { _, _, _, _ in nil })
         guard let established = HostilePeerTests.handshake(fd, channel) else {
             close(fd)
-            throw CLIError("the daemon refused a stranger's handshake", code: .software)
+            throw CLIError("the daemon refused a member's handshake", code: .software)
         }
         return (fd, established)
     }
@@ -65,7 +68,7 @@ struct PreAdmissionTests {
     @Test func strangersFromOneAddressGetAFewSlotsAndAMemberKeepsSyncing() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
-        let (daemon, household) = try #require(try Self.household(a, b, group))
+        let (daemon, household, member) = try #require(try Self.household(a, b, group))
         var random = SplitMix64(seed: 0x21_05)
         let perAddress = Daemon.limitsDefault.perAddressMax
 
@@ -75,7 +78,7 @@ struct PreAdmissionTests {
         defer { held.forEach { close($0) } }
         for i in 0..<perAddress {
             if i % 2 == 0 {
-                held.append(try Self.establishedStranger(daemon.port, source: "127.0.0.2", household: household, &random).fd)
+                held.append(try Self.establishedStranger(daemon.port, source: "127.0.0.2", household: household, member: member, &random).fd)
             } else {
                 let fd = connectLocal(daemon.port, source: "127.0.0.2")
                 try #require(fd >= 0)
@@ -122,20 +125,20 @@ struct PreAdmissionTests {
     @Test func aStrangersLargeFrameBeforeAdmissionIsRefusedFromItsLengthPrefix() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
-        let (daemon, household) = try #require(try Self.household(a, b, group))
+        let (daemon, household, member) = try #require(try Self.household(a, b, group))
         var random = SplitMix64(seed: 0x21_0B)
 
         // A channel data frame announcing 1 MiB: the daemon closes at its length prefix rather
         // than wait for the body (the peer timeout is 60 s).
         do {
-            let (fd, _) = try Self.establishedStranger(daemon.port, source: "127.0.0.2", household: household, &random)
+            let (fd, _) = try Self.establishedStranger(daemon.port, source: "127.0.0.2", household: household, member: member, &random)
             defer { close(fd) }
             sendAll(fd, [0, 0x10, 0, 0, ChannelFrame.data] + [UInt8](repeating: 0, count: 1_000))
             #expect(HostilePeerTests.drain(fd, timeout: 20).closed, "the daemon waited for a 1 MiB channel frame from a stranger")
         }
         // A sync frame announcing 1 MiB inside a small data frame: refused the same way.
         do {
-            let (fd, channel) = try Self.establishedStranger(daemon.port, source: "127.0.0.2", household: household, &random)
+            let (fd, channel) = try Self.establishedStranger(daemon.port, source: "127.0.0.2", household: household, member: member, &random)
             defer { close(fd) }
             sendAll(fd, try channel.seal([0, 0x10, 0, 0, 1] + [UInt8](repeating: 0, count: 100)))
             #expect(HostilePeerTests.drain(fd, timeout: 20).closed, "the daemon waited for a 1 MiB sync frame from a stranger")
@@ -157,7 +160,7 @@ struct PreAdmissionTests {
         defer { strangers.forEach { close($0) } }
         for source in ["127.0.0.2", "127.0.0.3"] {
             for _ in 0..<Daemon.limitsDefault.perAddressMax {
-                strangers.append(try Self.establishedStranger(daemon.port, source: source, household: household, &random).fd)
+                strangers.append(try Self.establishedStranger(daemon.port, source: source, household: household, member: member, &random).fd)
             }
         }
         let frameBytes = SecureChannel.frameBytesMax
@@ -181,14 +184,14 @@ struct PreAdmissionTests {
     @Test func strangersFillingThePoolNotAdmittedDoNotKeepAMemberOut() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
-        let (daemon, household) = try #require(try Self.household(a, b, group))
+        let (daemon, household, member) = try #require(try Self.household(a, b, group))
         var random = SplitMix64(seed: 0x21_05_02)
         var strangers: [Int32] = []
         defer { strangers.forEach { close($0) } }
         for source in ["127.0.0.2", "127.0.0.3"] {
             for i in 0..<Daemon.limitsDefault.perAddressMax {
                 if i % 2 == 0 {
-                    strangers.append(try Self.establishedStranger(daemon.port, source: source, household: household, &random).fd)
+                    strangers.append(try Self.establishedStranger(daemon.port, source: source, household: household, member: member, &random).fd)
                 } else {
                     let fd = connectLocal(daemon.port, source: source)
                     try #require(fd >= 0)

@@ -2,15 +2,21 @@ import Foundation
 import Synchronization
 import KidLedgerTestSupport
 import Testing
+import KidLedgerSecurity
 
 // Helpers for the membership tests: a tiny TCP relay on 127.0.0.1 that records (and may tamper
 // with) the bytes of one session between a `kidledger sync` and a daemon, raw sockets to replay
 // recorded bytes, and a parser of the secure channel's frames ([u32 BE length][u8 type][payload]).
 
+/// The identity (Ed25519 key) of `ledger`'s default account, as its `kidledger` runs use it.
+func accountIdentity(_ ledger: TestLedger) throws -> Identity {
+    try #require(try KeyStore(directory: ledger.home + "/identities").load(account: "default"), "no identity in \(ledger.home)")
+}
+
 /// Channel frame types (see SecureChannel's doc comment).
 enum ChannelFrame {
-    static let hello: UInt8 = 0xF0, reply: UInt8 = 0xF1, confirm: UInt8 = 0xF2, accept: UInt8 = 0xF3
-    static let data: UInt8 = 0xF4, refused: UInt8 = 0xFE
+    static let hello: UInt8 = 0xF5, reply: UInt8 = 0xF6, confirm: UInt8 = 0xF7, accept: UInt8 = 0xF8, finish: UInt8 = 0xF9
+    static let data: UInt8 = 0xF4, sealed: UInt8 = 0xFA, refused: UInt8 = 0xFE
 
     /// The complete frames of `bytes` as (type, payload); a trailing partial frame is ignored.
     static func split(_ bytes: [UInt8]) -> [(type: UInt8, payload: [UInt8])] {

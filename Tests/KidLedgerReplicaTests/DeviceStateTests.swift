@@ -29,22 +29,35 @@ struct DeviceStateTests {
         #expect(try device.peers().map(\.address) == ["b:2"])
     }
 
-    @Test("an invitation works once, until it expires; expired ones are swept")
+    static func key(_ n: UInt8) -> [UInt8] { Array(repeating: n, count: 32) }
+
+    @Test("an invitation works once, until it expires; expired ones are swept; 16 open at most")
     func invitations() throws {
         let clock = TestClock(1_000)
         let store = MemoryStore()
         let device = DeviceState(store: store, clock: clock)
-        try device.addInvite(secret: [1], expiresAtMillis: 2_000)
-        try device.addInvite(secret: [2], expiresAtMillis: 1_500)
-        try device.addInvite(secret: [3], expiresAtMillis: 5_000)
-        #expect(try !device.consumeInvite(secret: [9]))
-        #expect(try device.consumeInvite(secret: [1]))
-        #expect(try !device.consumeInvite(secret: [1]))
+        #expect(try device.addInvite(key: Self.key(1), expiresAtMillis: 2_000))
+        #expect(try device.addInvite(key: Self.key(2), expiresAtMillis: 1_500))
+        #expect(try device.addInvite(key: Self.key(3), expiresAtMillis: 5_000))
+        #expect(try device.openInvites().map(\.key) == [Self.key(1), Self.key(2), Self.key(3)])
+        #expect(try !device.consumeInvite(key: Self.key(9)))
+        #expect(try device.consumeInvite(key: Self.key(1)))
+        #expect(try !device.consumeInvite(key: Self.key(1)))
         clock.millis = 2_000
-        #expect(try !device.consumeInvite(secret: [2]))
-        // [2] expired and was swept; [3] is still open.
+        #expect(try device.openInvites().map(\.key) == [Self.key(3)])
+        #expect(try !device.consumeInvite(key: Self.key(2)))
+        // key 2 expired and was swept; key 3 is still open.
         #expect(try store.read { r in try r.count(Tables.invites) } == 1)
-        #expect(try device.consumeInvite(secret: [3]))
+        #expect(try device.consumeInvite(key: Self.key(3)))
+
+        // At most 16 open: the 17th is not recorded until one is used or expires.
+        for n in 0..<UInt8(DeviceState.openInvitesMax) { #expect(try device.addInvite(key: Self.key(100 + n), expiresAtMillis: 9_000 + Int64(n))) }
+        #expect(try !device.addInvite(key: Self.key(99), expiresAtMillis: 9_000))
+        #expect(try device.openInvites().count == DeviceState.openInvitesMax)
+        #expect(try device.consumeInvite(key: Self.key(100)))
+        #expect(try device.addInvite(key: Self.key(99), expiresAtMillis: 9_000))
+        clock.millis = 9_005
+        #expect(try device.openInvites().count == 11)
     }
 
     @Test("settings: set, replaced, removed with nil")
@@ -66,7 +79,7 @@ struct DeviceStateTests {
         let log = try r.changeLog()
         try r.device.addPeer("a:1")
         try r.device.updatePeer("a:1") { $0.lastSuccessMillis = 5 }
-        try r.device.addInvite(secret: [1], expiresAtMillis: 5)
+        try r.device.addInvite(key: Self.key(1), expiresAtMillis: 5)
         try r.device.setSetting("listen", "a:1")
         #expect(try r.digest() == digest)
         #expect(try r.versionVector() == vector)
@@ -105,7 +118,11 @@ struct DeviceStateTests {
         let reopened = try makeReplica(seed: 6, clock: FixedClock(millis: 2_000), store: old).device
         #expect(try reopened.peers() == [Self.expectedPeer])
         #expect(try reopened.setting("listen") == "h:2")
-        #expect(try reopened.consumeInvite(secret: [7]))
+        // An invitation row of version 1 (the secret's SHA-256, an expiry alone) no longer opens
+        // a join: it is ignored, and swept by the next invitation change.
+        #expect(try reopened.openInvites().isEmpty)
+        #expect(try !reopened.consumeInvite(key: SHA256.hash([7])))
+        #expect(try old.read { r in try r.count(Tables.invites) } == 0)
 
         // Writing through the new type gives the same bytes under the same keys.
         let fresh = MemoryStore()
@@ -113,17 +130,17 @@ struct DeviceStateTests {
         try device.addPeer("h:1")
         let expected = Self.expectedPeer
         try device.updatePeer("h:1") { $0 = expected }
-        try device.addInvite(secret: [7], expiresAtMillis: 2_000)
+        try device.addInvite(key: Self.key(7), expiresAtMillis: 2_000)
         try device.setSetting("listen", "h:2")
         let stored = try fresh.read { r in
-            (peer: try r.get(Tables.peers, Array("h:1".utf8)), invite: try r.get(Tables.invites, SHA256.hash([7])),
+            (peer: try r.get(Tables.peers, Array("h:1".utf8)), invite: try r.get(Tables.invites, Self.key(7)),
              setting: try r.get(Tables.settings, Array("listen".utf8)),
              counts: [try r.count(Tables.peers), try r.count(Tables.invites), try r.count(Tables.settings)])
         }
         // Since LAN discovery a peer record ends with three more fields: no member key yet (0), not
         // learned from an announcement (0), never announced (zigzag 0).
         #expect(stored.peer == Self.storedPeer + [0, 0, 0])
-        #expect(stored.invite == Self.storedExpiry)
+        #expect(stored.invite == [2] + Self.storedExpiry)
         #expect(stored.setting == Array("h:2".utf8))
         #expect(stored.counts == [1, 1, 1])
     }

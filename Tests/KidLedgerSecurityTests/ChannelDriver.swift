@@ -1,3 +1,4 @@
+import KidLedgerTestSupport
 import KidLedgerDomain
 @testable import KidLedgerSecurity
 
@@ -29,8 +30,8 @@ final class ChannelPair {
     /// A standard pair: A initiates, B responds, both in `household` unless told otherwise.
     static func make(seed: UInt64 = 1, maxChunk: Int = 0,
                      householdA: RecordID = household, householdB: RecordID = household,
-                     authorizeA: @escaping SecureChannel.Authorize = { _, _, _ in nil },
-                     authorizeB: @escaping SecureChannel.Authorize = { _, _, _ in nil },
+                     authorizeA: @escaping SecureChannel.Authorize = { _, _, _, _ in nil },
+                     authorizeB: @escaping SecureChannel.Authorize = { _, _, _, _ in nil },
                      seedA: UInt64 = 100, seedB: UInt64 = 200) -> ChannelPair {
         let a = try! SecureChannel(role: .initiator, identity: Seeds.identity(1), household: householdA,
                                    seed: Seeds.bytes(64, seed: seedA), authorize: authorizeA)
@@ -56,6 +57,9 @@ final class ChannelPair {
         for case .plaintext(let p) in actions { out += p }
         return out
     }
+
+    /// Whether `needle` occurs in `haystack`.
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { occurs(in: haystack, needle) }
 
     func start() {
         absorb(a.start(), fromA: true)

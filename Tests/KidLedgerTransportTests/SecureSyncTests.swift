@@ -43,7 +43,7 @@ import KidLedgerTestSupport
         let owner = try Identity(seed: [UInt8](repeating: 1, count: 32))
         let spouse = try Identity(seed: [UInt8](repeating: 2, count: 32))
         let members: Set<PublicKey> = [owner.publicKey, spouse.publicKey]
-        let admit: SecureChannel.Authorize = { key, _, _ in members.contains(key) ? nil : "not a member of this household" }
+        let admit: SecureChannel.Authorize = { key, _, _, _ in members.contains(key) ? nil : "not a member of this household" }
 
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
@@ -68,14 +68,14 @@ import KidLedgerTestSupport
         let beforeA = try a.replica.digest(), beforeB = try b.replica.digest()
         let owner = try Identity(seed: [UInt8](repeating: 1, count: 32))
         let stranger = try Identity(seed: [UInt8](repeating: 7, count: 32))
-        let admit: SecureChannel.Authorize = { key, _, _ in key == owner.publicKey ? nil : "not a member of this household" }
+        let admit: SecureChannel.Authorize = { key, _, _, _ in key == owner.publicKey ? nil : "not a member of this household" }
 
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
         let server = Self.serveOnce(listener, b.replica, household: household, identity: owner, admit: admit)
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5_000)
         let channel = try SecureChannel(role: .initiator, identity: stranger, household: household, seed: Self.seed(3),
-                                        authorize: { _, _, _ in nil })
+                                        authorize: { _, _, _, _ in nil })
         #expect(throws: TransportError.self) { _ = try SecureStream.establish(channel, over: connection) }
         connection.close()
         if case .failure(let error)?? = server.wait() {
