@@ -25,6 +25,7 @@ let allTargets: [FuzzTarget] = [
     FuzzTarget(name: "handshake", run: fuzzHandshake, seeds: handshakeSeeds),
     FuzzTarget(name: "csv", run: fuzzCSV, seeds: csvSeeds),
     FuzzTarget(name: "invite", run: fuzzInvite, seeds: inviteSeeds),
+    FuzzTarget(name: "announcement", run: fuzzAnnouncement, seeds: announcementSeeds),
     FuzzTarget(name: "amount", run: fuzzAmount, seeds: amountSeeds),
     FuzzTarget(name: "http", run: fuzzHTTP, seeds: httpSeeds),
     FuzzTarget(name: "session", run: fuzzSession, seeds: sessionSeeds),

@@ -3,6 +3,7 @@
 import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerReplica
+import KidLedgerSecurity
 import KidLedgerSimulation
 
 // MARK: - CSV and import
@@ -169,4 +170,27 @@ private func export(_ replica: Replica) throws -> String {
     ["1.25", "$0.10", "5", " 5. ", ".5", "1,000.00", "$12,345,678", "3 quarters", "2 DIMES", "half dollar", "penny",
      "-1", "0", "1.001", "1.250", "abc", "99999999999999999999", "$92233720368547758.07", "92233720368547758.08",
      "\u{7F}\u{FF}\u{FF}\u{FF}\u{FF}\u{FF}\u{FF}\u{FF}"].map { Array($0.utf8) }
+}
+
+// MARK: - LAN announcements
+
+/// The key `announcement` opens datagrams under (a fixed household's).
+private let fuzzDiscoveryKey = DiscoveryKey(bytes: Array(repeating: 0x5A, count: 32))
+
+/// `announcement`: the input is one received UDP datagram (a stranger's, a member's modified
+/// client's). Properties: nothing but an exact-size datagram with the magic opens; one that opens
+/// has a 32-byte member key and a port above 0, and sealing its announcement again with the
+/// datagram's own nonce gives the datagram back byte for byte.
+@Sendable func fuzzAnnouncement(_ data: [UInt8]) {
+    guard let announcement = Announcement.open(data, key: fuzzDiscoveryKey) else { return }
+    check(data.count == Announcement.packetBytes && Array(data.prefix(4)) == Announcement.magic, "a datagram of the wrong shape opened")
+    check(announcement.member.count == 32 && announcement.port > 0, "an announcement with a bad key or port 0")
+    let nonce = Array(data[4..<(4 + Announcement.nonceBytes)])
+    check(announcement.sealed(key: fuzzDiscoveryKey, nonce: nonce) == data, "open→seal is not the identity")
+}
+
+@Sendable func announcementSeeds() -> [[UInt8]] {
+    let sealed = Announcement(member: Array(repeating: 0x0C, count: 32), port: 4717, sentAtMillis: 1_795_000_600_000)
+        .sealed(key: fuzzDiscoveryKey, nonce: Array(repeating: 0x24, count: Announcement.nonceBytes))
+    return [sealed, Array(sealed.prefix(40)), Announcement.magic + Array(repeating: 0, count: Announcement.packetBytes - 4)]
 }
