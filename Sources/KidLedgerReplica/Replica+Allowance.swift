@@ -78,11 +78,12 @@ extension Replica {
     }
 
     /// Sets `query`'s allowance to `amountCents` each period of `every` on `day` (a weekday 1...7
-    /// or a day of the month 1...28; nil: the weekday or the day of the month of today, UTC, and
-    /// the 1st on the 29th to 31st), with `note` (nil: keep the note it has). A new rule, a
+    /// or a day of the month 1...28; nil: the day a running schedule of that kind has, else the
+    /// weekday or the day of the month of today, UTC, and the 1st on the 29th to 31st), with `note` (nil: keep the note it has). A new rule, a
     /// changed kind or day, or a stopped schedule starts today (UTC): its first period is the
     /// first period start on or after today. The amount alone changes the amount of the periods
-    /// paid from now on. Then pays what is due (``payDueAllowances(now:)``).
+    /// paid from now on. It pays nothing itself: its callers pay what is due next
+    /// (``payDueAllowances(now:)``), as before and after every ledger command.
     @discardableResult
     public func setAllowance(_ query: String, amountCents: Int64, every: AllowanceRule.Every, on day: Int64?,
                              note: String?) throws -> AllowanceSchedule {
@@ -96,13 +97,15 @@ extension Replica {
             if child.isArchived { throw LedgerError.archived(child.name) }
             let today = Allowance.day(ofMillis: hlc.millis)
             let date = Timestamp.civilDate(day: today)
-            let wanted = day ?? (every == .week ? Allowance.weekday(ofDay: today) : (date.day <= 28 ? date.day : 1))
+            let current = child.allowance
+            let running = current.amountCents != nil && current.rule != nil && current.stoppedAtMillis == 0
+            // Without a day, a running schedule of the same kind keeps its own.
+            let kept = running && current.rule?.every == every ? current.rule?.day : nil
+            let wanted = day ?? kept ?? (every == .week ? Allowance.weekday(ofDay: today) : (date.day <= 28 ? date.day : 1))
             guard let fresh = AllowanceRule(every: every, day: wanted, startDay: today) else {
                 throw LedgerError.badName(every == .week ? "--on takes a weekday (monday ... sunday)"
                                                          : "--on takes a day of the month from 1 to 28")
             }
-            let current = child.allowance
-            let running = current.amountCents != nil && current.rule != nil && current.stoppedAtMillis == 0
             var ops: [Operation] = []
             func write(_ field: Field, _ value: FieldValue) throws {
                 ops.append(.setField(entity: child.id, field: field, value: value, base: try Self.registerStamp(child.id, field, w)))
@@ -116,7 +119,6 @@ extension Replica {
             }
             return (ops, child.id)
         }
-        try payDueAllowances(now: clock.nowMillis())
         return try requireSchedule(of: childID)
     }
 
@@ -174,12 +176,17 @@ extension Replica {
     @discardableResult
     public func payDueAllowances(now: Int64) throws -> [Posting] {
         // Most calls find nothing due: decide that in a read transaction, without the writer's lock.
-        guard try store.read({ r in try Self.duePayments(now: now, r, queryCache) }).isEmpty == false else { return [] }
+        guard try hasDueAllowances(now: now) else { return [] }
         let (_, postings) = try commitLocalBatch { w, _ in
             let postings = try Self.duePayments(now: now, w, queryCache)
             return ([postings.map { .addTransaction($0.transaction) }], postings)
         }
         return postings
+    }
+
+    /// Whether ``payDueAllowances(now:)`` would pay anything (a read transaction only).
+    public func hasDueAllowances(now: Int64) throws -> Bool {
+        try store.read { r in try !Self.duePayments(now: now, r, queryCache).isEmpty }
     }
 
     /// The payments ``payDueAllowances(now:)`` would make, with each child's balance after them.

@@ -52,7 +52,7 @@ struct AllowanceTests {
     @Test("two replicas paying the same period write one transaction")
     func twoPayersOneTransaction() throws {
         let (a, clockA, b, clockB) = try pair()
-        try a.setAllowance("Ava", amountCents: 500, every: .week, on: nil, note: "weekly")
+        try a.setAllowanceAndPay("Ava", amountCents: 500, every: .week, on: nil, note: "weekly")
         try b.receive(a.changeLog())
         #expect(try payments(a).count == 1 && payments(b).count == 1)  // today's period, paid by a, received by b
         // Apart for a week: both pay next Thursday.
@@ -72,7 +72,7 @@ struct AllowanceTests {
     @Test("missed periods are paid once each when a laptop wakes, and never again")
     func missedPeriods() throws {
         let (a, clock, _, _) = try pair()
-        try a.setAllowance("Ava", amountCents: 250, every: .week, on: 4, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 250, every: .week, on: 4, note: nil)
         clock.millis += 21 * Self.day
         let made = try a.payDueAllowances(now: clock.millis)
         #expect(made.map(\.transaction.createdAtMillis) == [7, 14, 21].map { (Self.thursdayDay + $0) * Self.day })
@@ -85,7 +85,7 @@ struct AllowanceTests {
     @Test("an archived child is not paid, and restoring it does not pay the archived periods")
     func archivedChild() throws {
         let (a, clock, _, _) = try pair()
-        try a.setAllowance("Ava", amountCents: 100, every: .week, on: nil, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 100, every: .week, on: nil, note: nil)
         try a.setArchived("Ava", true)
         clock.millis += 14 * Self.day
         #expect(try a.payDueAllowances(now: clock.millis).isEmpty)
@@ -101,7 +101,7 @@ struct AllowanceTests {
     @Test("stop: no period starting after the stop is paid; set again starts from today")
     func stop() throws {
         let (a, clock, b, clockB) = try pair()
-        try a.setAllowance("Ava", amountCents: 100, every: .week, on: nil, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 100, every: .week, on: nil, note: nil)
         clock.millis += 1 * Self.day
         let stopped = try a.stopAllowance("Ava")
         #expect(stopped.stoppedAtMillis == clock.millis && !stopped.isActive)
@@ -113,18 +113,18 @@ struct AllowanceTests {
         // By schedule id prefix, and set again: the weeks it was stopped stay unpaid.
         let id = Allowance.scheduleID(household: try #require(try a.household()).id, child: try a.resolveChild("Ava").id)
         #expect(throws: LedgerError.self) { try a.stopAllowance(String(id.hex.prefix(8))) }  // already stopped
-        try a.setAllowance("Ava", amountCents: 100, every: .week, on: nil, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 100, every: .week, on: nil, note: nil)
         #expect(try payments(a).map(\.createdAtMillis) == [Self.thursdayDay, Self.thursdayDay + 15].map { $0 * Self.day })
     }
 
     @Test("a schedule changed concurrently: registers converge; one payment per period, the same-id rule picks it")
     func concurrentChange() throws {
         let (a, clockA, b, clockB) = try pair()
-        try a.setAllowance("Ava", amountCents: 500, every: .week, on: nil, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 500, every: .week, on: nil, note: nil)
         try b.receive(a.changeLog())
         // Apart: a raises the amount, b lowers it; a week later both pay.
-        try a.setAllowance("Ava", amountCents: 700, every: .week, on: nil, note: nil)
-        try b.setAllowance("Ava", amountCents: 300, every: .week, on: nil, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 700, every: .week, on: nil, note: nil)
+        try b.setAllowanceAndPay("Ava", amountCents: 300, every: .week, on: nil, note: nil)
         clockA.millis += 7 * Self.day
         clockB.millis += 7 * Self.day
         try a.payDueAllowances(now: clockA.millis)
@@ -152,7 +152,7 @@ struct AllowanceTests {
     @Test("an undone payment is compensated and never paid again")
     func undoPayment() throws {
         let (a, clock, _, _) = try pair()
-        try a.setAllowance("Ava", amountCents: 500, every: .week, on: nil, note: "weekly")
+        try a.setAllowanceAndPay("Ava", amountCents: 500, every: .week, on: nil, note: "weekly")
         let undone = try a.undo()
         #expect(undone.original.source == Allowance.source && undone.balanceCents == 0)
         #expect(try a.payDueAllowances(now: clock.millis).isEmpty)
@@ -162,8 +162,8 @@ struct AllowanceTests {
     @Test("monthly: day 1 to 28 only; the first period is on or after today")
     func monthly() throws {
         let (a, clock, _, _) = try pair()
-        #expect(throws: LedgerError.self) { try a.setAllowance("Ava", amountCents: 100, every: .month, on: 29, note: nil) }
-        try a.setAllowance("Ava", amountCents: 100, every: .month, on: 3, note: nil)  // today, the 3rd
+        #expect(throws: LedgerError.self) { try a.setAllowanceAndPay("Ava", amountCents: 100, every: .month, on: 29, note: nil) }
+        try a.setAllowanceAndPay("Ava", amountCents: 100, every: .month, on: 3, note: nil)  // today, the 3rd
         clock.millis += 62 * Self.day  // into February
         try a.payDueAllowances(now: clock.millis)
         let days = try payments(a).map { Timestamp.civilDate(day: $0.createdAtMillis / Self.day) }
@@ -173,12 +173,23 @@ struct AllowanceTests {
     @Test("one call pays at most the limit, oldest first; the next calls pay the rest")
     func bounded() throws {
         let (a, clock, _, _) = try pair()
-        try a.setAllowance("Ava", amountCents: 1, every: .week, on: nil, note: nil)
+        try a.setAllowanceAndPay("Ava", amountCents: 1, every: .week, on: nil, note: nil)
         clock.millis += Int64(Limits.allowancePaymentsPerCallMax + 10) * 7 * Self.day
         let first = try a.payDueAllowances(now: clock.millis)
         #expect(first.count == Limits.allowancePaymentsPerCallMax)
         #expect(first.first?.transaction.createdAtMillis == (Self.thursdayDay + 7) * Self.day)
         #expect(try a.payDueAllowances(now: clock.millis).count == 10)
         #expect(try a.payDueAllowances(now: clock.millis).isEmpty)
+    }
+}
+
+extension Replica {
+    /// Sets an allowance, then pays what is due, as the CLI and the simulator do.
+    @discardableResult
+    func setAllowanceAndPay(_ query: String, amountCents: Int64, every: AllowanceRule.Every, on day: Int64?,
+                            note: String?) throws -> AllowanceSchedule {
+        try setAllowance(query, amountCents: amountCents, every: every, on: day, note: note)
+        try payDueAllowances(now: clock.nowMillis())
+        return try allowanceSchedules().first { $0.childID == (try resolveChild(query).id) }!
     }
 }
