@@ -3,14 +3,21 @@ import KidLedgerReplica
 
 /// A deliberately naive, sequential re-statement of the merge rules (docs/CRDT.md), used as an
 /// oracle: from the set of every change any replica holds, it computes what each child's name,
-/// archived flag and balance must be. It shares no code with the replica's merge logic beyond the
+/// archived flag, balance and allowance schedule must be. It shares no code with the replica's merge logic beyond the
 /// record types and their canonical encoding.
 enum ReferenceModel {
     struct ChildState: Equatable, CustomStringConvertible {
         var name: String
         var archived: Bool
         var balance: Int128
-        var description: String { "\(name)\(archived ? " (archived)" : "") \(balance)" }
+        /// The child's allowance schedule as "cents rule note stoppedAt" (its registers), or "".
+        var allowance = ""
+        var description: String { "\(name)\(archived ? " (archived)" : "") \(balance)\(allowance.isEmpty ? "" : " allowance " + allowance)" }
+
+        /// ``allowance`` of a replica's schedule.
+        static func allowance(_ s: AllowanceSchedule) -> String {
+            "\(s.amountCents) \(s.rule.packed) \(s.note) \(s.stoppedAtMillis ?? 0)"
+        }
     }
 
     /// The expected children, by id (`verifier` checks the owners' signatures on grants and
@@ -59,6 +66,14 @@ enum ReferenceModel {
             var state = ChildState(name: "(unnamed)", archived: false, balance: 0)
             if case .text(let s)? = registers[Register(entity: id, field: Field.childName.rawValue)]?.value { state.name = s }
             if case .flag(let b)? = registers[Register(entity: id, field: Field.childArchived.rawValue)]?.value { state.archived = b }
+            // A schedule is there when its amount and its rule are (docs/CRDT.md, "Allowance schedules").
+            func value(_ field: Field) -> FieldValue? { registers[Register(entity: id, field: field.rawValue)]?.value }
+            if case .integer(let cents)? = value(.allowanceAmount), case .integer(let rule)? = value(.allowanceRule) {
+                var note = "", stopped: Int64 = 0
+                if case .text(let s)? = value(.allowanceNote) { note = s }
+                if case .integer(let at)? = value(.allowanceStoppedAt) { stopped = at }
+                state.allowance = "\(cents) \(rule) \(note) \(stopped)"
+            }
             result[id] = state
         }
         for (_, t) in transactions where result[t.childID] != nil {
@@ -79,6 +94,9 @@ final class BalanceChecker: Checker {
             var actual: [RecordID: ReferenceModel.ChildState] = [:]
             for c in try replica.children(includeArchived: true) {
                 actual[c.id] = ReferenceModel.ChildState(name: c.name, archived: c.isArchived, balance: c.balanceCents)
+            }
+            for s in try replica.allowanceSchedules() where actual[s.childID] != nil {
+                actual[s.childID]!.allowance = ReferenceModel.ChildState.allowance(s)
             }
             if actual != expected {
                 let differing = Set(actual.keys).union(expected.keys).sorted().filter { actual[$0] != expected[$0] }.prefix(3)
