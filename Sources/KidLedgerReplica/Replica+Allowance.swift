@@ -193,10 +193,12 @@ extension Replica {
     static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> [Posting] {
         guard let household = try household(r, queries)?.id else { return [] }
         var postings: [Posting] = []
-        for child in try children(r, queries, includeArchived: false) {
-            guard child.allowance.rule != nil, postings.count < Limits.allowancePaymentsPerCallMax,
+        // The rows without totals (kept between transactions by the simulator's store): most
+        // children have no schedule, and only those that do read their totals.
+        for child in try childRows(r, queries) where child.allowance.rule != nil && child.allowance.amountCents != nil && !child.isArchived {
+            guard postings.count < Limits.allowancePaymentsPerCallMax,
                   let schedule = try schedule(of: child, household: household, now: now, r), schedule.isActive else { continue }
-            var balance = child.balanceCents
+            var balance = try Aggregate.load(child.id, r).sumCents
             for period in try unpaidPeriods(of: schedule, household: household, now: now, r)
             where postings.count < Limits.allowancePaymentsPerCallMax {
                 let next = balance + Int128(schedule.amountCents)
@@ -208,7 +210,10 @@ extension Replica {
                 postings.append(Posting(transaction: t, childName: child.name, balanceCents: balance))
             }
         }
-        return postings
+        // Oldest period first, then by child: the order they are shown in.
+        return postings.sorted {
+            ($0.transaction.createdAtMillis, $0.childName, $0.transaction.childID) < ($1.transaction.createdAtMillis, $1.childName, $1.transaction.childID)
+        }
     }
 
     /// The due periods (start days, oldest first) of `schedule` after the newest one this replica

@@ -227,8 +227,8 @@ struct GoldenOutputTests {
             l.setClock(TestLedger.startMillis + 14 * 86_400_000)
             #expect(l.ok("balance") == """
                 Paid Ava's allowance of $5.00 for the period from 2026-11-25 00:00 UTC. Balance: $10.00
-                Paid Ava's allowance of $5.00 for the period from 2026-12-02 00:00 UTC. Balance: $15.00
                 Paid Ben's allowance of $2.50 for the period from 2026-12-01 00:00 UTC. Balance: $2.50
+                Paid Ava's allowance of $5.00 for the period from 2026-12-02 00:00 UTC. Balance: $15.00
                 Ava  $15.00
                 Ben   $2.50
 

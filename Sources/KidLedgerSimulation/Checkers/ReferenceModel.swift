@@ -33,6 +33,22 @@ enum ReferenceModel {
             let entity: RecordID
             let field: UInt8
         }
+        // Two versions of one transaction id: the author who made the id (its member's mark),
+        // then the owner, then members by key, then origins nobody claimed; then the smaller
+        // payload (docs/CRDT.md, "Same id, different payload"). Two laptops paying one allowance
+        // period with different amounts (a concurrent change) meet this rule.
+        let owner = membership.owners.last
+        func rank(_ origin: ReplicaID, _ id: RecordID) -> (maker: Int, tier: Int, key: [UInt8]) {
+            guard let key = membership.claimant[origin] else { return (1, 2, []) }
+            return (Membership.isEntryID(id, madeBy: key) ? 0 : 1, key == owner ? 0 : 1, key)
+        }
+        func before(_ a: (maker: Int, tier: Int, key: [UInt8]), _ b: (maker: Int, tier: Int, key: [UInt8])) -> Bool? {
+            if a.maker != b.maker { return a.maker < b.maker }
+            if a.tier != b.tier { return a.tier < b.tier }
+            if a.key != b.key { return a.key.lexicographicallyPrecedes(b.key) }
+            return nil
+        }
+        var transactionAuthors: [RecordID: ReplicaID] = [:]
         var created = Set<RecordID>()
         var registers: [Register: (stamp: Stamp, value: FieldValue)] = [:]
         var transactions: [RecordID: LedgerTransaction] = [:]
@@ -53,9 +69,20 @@ enum ReferenceModel {
                     }
                     registers[key] = (stamp, value)
                 case .addTransaction(let t):
-                    if let current = transactions[t.id],
-                       !RecordCodec.encode(t).lexicographicallyPrecedes(RecordCodec.encode(current)) { continue }
+                    if let current = transactions[t.id], let author = transactionAuthors[t.id] {
+                        if current == t {
+                            // One payload, several authors: the best-ranked is its author.
+                            if before(rank(change.origin, t.id), rank(author, t.id)) ?? (change.origin.rawValue < author.rawValue) {
+                                transactionAuthors[t.id] = change.origin
+                            }
+                            continue
+                        }
+                        let wins = before(rank(change.origin, t.id), rank(author, t.id))
+                            ?? RecordCodec.encode(t).lexicographicallyPrecedes(RecordCodec.encode(current))
+                        if !wins { continue }
+                    }
                     transactions[t.id] = t
+                    transactionAuthors[t.id] = change.origin
                 default:
                     break
                 }
