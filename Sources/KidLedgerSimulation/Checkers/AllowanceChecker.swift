@@ -21,22 +21,8 @@ final class AllowanceChecker: Checker {
         guard try run.transactions(of: index).all.contains(where: { $0.source == Allowance.source }) else { return [] }
         let replica = run.replicas[index], name = run.nodes[index].name
         let entries = try replica.history().filter { $0.transaction.source == Allowance.source }
-        var problems: [String] = []
-        var periods: [String: RecordID] = [:]
-        for e in entries where e.author.key != hostileKey {
-            let t = e.transaction
-            let schedule = Allowance.scheduleID(household: run.household, child: t.childID)
-            let day = Allowance.day(ofMillis: t.createdAtMillis)
-            if t.createdAtMillis != day * Allowance.millisPerDay
-                || t.id != Allowance.paymentID(household: run.household, schedule: schedule, periodDay: day) {
-                problems.append("\(name) holds an allowance payment \(t.id) whose id is not its period's")
-            }
-            let key = "\(t.childID) \(t.createdAtMillis)"
-            if let other = periods[key] {
-                problems.append("\(name) pays \(t.childID.hexPrefix(8)) twice for the period from \(Timestamp.short(millis: t.createdAtMillis)): \(other) and \(t.id)")
-            }
-            periods[key] = t.id
-        }
+        var problems = Self.problems(entries.filter { e in hostileKey.map { e.author.key != $0 } ?? true },
+                                     household: run.household, name: name)
         guard !stops.isEmpty else { return problems }
         let schedules = try replica.allowanceSchedules()
         for stop in stops {
@@ -44,6 +30,28 @@ final class AllowanceChecker: Checker {
             for e in entries where e.transaction.childID == stop.child && e.transaction.createdAtMillis >= stop.at && e.author.key == stop.by {
                 problems.append("\(name) holds a payment for the period from \(Timestamp.short(millis: e.transaction.createdAtMillis)) by the member that stopped the schedule at \(Timestamp.short(millis: stop.at))")
             }
+        }
+        return problems
+    }
+
+    /// What is wrong with the allowance payments `entries` (of replica `name`): one not at its
+    /// period's derived id or not dated at 00:00 UTC, or two for one child and period.
+    static func problems(_ entries: [HistoryEntry], household: RecordID, name: String) -> [String] {
+        var problems: [String] = []
+        var periods: [String: RecordID] = [:]
+        for e in entries where e.transaction.source == Allowance.source {
+            let t = e.transaction
+            let schedule = Allowance.scheduleID(household: household, child: t.childID)
+            let day = Allowance.day(ofMillis: t.createdAtMillis)
+            if t.createdAtMillis != day * Allowance.millisPerDay
+                || t.id != Allowance.paymentID(household: household, schedule: schedule, periodDay: day) {
+                problems.append("\(name) holds an allowance payment \(t.id) whose id is not its period's")
+            }
+            let key = "\(t.childID) \(t.createdAtMillis)"
+            if let other = periods[key] {
+                problems.append("\(name) pays \(t.childID.hexPrefix(8)) twice for the period from \(Timestamp.short(millis: t.createdAtMillis)): \(other) and \(t.id)")
+            }
+            periods[key] = t.id
         }
         return problems
     }
