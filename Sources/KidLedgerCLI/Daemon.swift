@@ -337,7 +337,7 @@ final class Daemon: Sendable {
     /// Pays the allowance periods now due (one change: the loop then pushes it to the peers like
     /// any local change), unless attention is required; a failure is logged and retried on the
     /// next check.
-    private func payAllowances(_ replica: Replica) {
+    func payAllowances(_ replica: Replica) {
         do {
             guard try replica.hasDueAllowances(now: clock.nowMillis()) else { return }
             // Attention required (the sync step logs why): nothing is written here.
