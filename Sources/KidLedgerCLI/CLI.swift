@@ -14,7 +14,7 @@ public enum CLI {
     }
 
     /// Every command, in help order.
-    static let commands: [Command] = LedgerCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
+    static let commands: [Command] = LedgerCommands.all + AllowanceCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
         + RecoveryCommands.all + PageCommands.all + ServiceCommands.all
 
     /// Runs the command line `arguments` (without the program name).

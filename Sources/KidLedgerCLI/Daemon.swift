@@ -27,6 +27,8 @@ final class Daemon: Sendable {
     static let pollMillis: Int64 = 100
     /// The most addresses of one device tried in one round (the first that answers is synced with).
     static let addressesPerDialMax = 4
+    /// How often the daemon looks for allowance periods due (``payAllowances(_:)``).
+    static let allowanceCheckMillis: Int64 = 1_000
     /// The product's connection limits (``limits``): at most 16 sessions at once, at most 8 of
     /// them not admitted yet, and at most 4 from one address. Past 4 from an address a connection
     /// is refused at accept; past 8 not admitted (or 16 in all) it takes the place of one not
@@ -53,6 +55,8 @@ final class Daemon: Sendable {
     let limiter: ConnectionLimiter
     /// Why syncing must stop now (attentionRequired), checked before each session.
     let attention: (@Sendable (Replica) -> String?)?
+    /// The wall clock of the daemon's replicas: it decides which allowance periods are due.
+    let clock: any WallClock
     /// The accept loop and the session threads still running.
     private let activeThreads = Atomic<Int>(0)
     /// Connections closed before admission to make room for newer ones, so far.
@@ -63,8 +67,10 @@ final class Daemon: Sendable {
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
-         log: @escaping @Sendable (String) -> Void, attention: (@Sendable (Replica) -> String?)? = nil) {
+         log: @escaping @Sendable (String) -> Void, attention: (@Sendable (Replica) -> String?)? = nil,
+         clock: any WallClock = SystemClock()) {
         self.attention = attention
+        self.clock = clock
         self.limiter = ConnectionLimiter(limits)
         self.peerTimeoutMillis = peerTimeoutMillis
         self.environment = environment
@@ -75,7 +81,7 @@ final class Daemon: Sendable {
     }
 
     func makeReplica() throws -> Replica {
-        let replica = try Replica(store: environment, clock: SystemClock(), random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
         replica.workSplitter = ThreadedWork.forThisMachine()
         replica.signer = identity.signer
         return replica
@@ -317,8 +323,13 @@ final class Daemon: Sendable {
         var nextDue: [String: Int64] = [:]
         var backoff: [String: Backoff] = [:]
         var random = SystemRandomNumberGenerator()
+        var allowanceCheckedAt: Int64?
         while !stopping {
             let now = monotonicMillis()
+            if allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true {
+                allowanceCheckedAt = now
+                payAllowances(replica)
+            }
             let vector = try replica.versionVector()
             if vector != lastVector {
                 lastVector = vector
@@ -378,6 +389,22 @@ final class Daemon: Sendable {
                 lastVector = after
             }
             usleep(useconds_t(Daemon.pollMillis * 1000))
+        }
+    }
+
+    /// Pays the allowance periods now due (one change: the loop then pushes it to the peers like
+    /// any local change), unless attention is required; a failure is logged and retried on the
+    /// next check.
+    func payAllowances(_ replica: Replica) {
+        do {
+            guard try replica.hasDueAllowances(now: clock.nowMillis()) else { return }
+            // Attention required (the sync step logs why): nothing is written here.
+            if attention?(replica) != nil { return }
+            for p in try replica.payDueAllowances(now: clock.nowMillis()) {
+                log("paid \(p.childName)'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(Timestamp.short(millis: p.transaction.createdAtMillis)) UTC")
+            }
+        } catch {
+            log("allowance: \(error)")
         }
     }
 }

@@ -35,14 +35,14 @@ enum LedgerCommands {
 
     static let childAdd = CLI.Command(spec: CommandSpec(
         name: "child add", synopsis: "NAME", summary: "add a child", details: "", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openReplicaForChanges().addChild(name: args.positionals[0])
+        let c = try ctx.openLedger(forChanges: true).addChild(name: args.positionals[0])
         ctx.say("Added \(Render.safe(c.name)) (id \(Render.shortID(c.id))).")
         ctx.emit(Render.child(c))
     }
 
     static let childRename = CLI.Command(spec: CommandSpec(
         name: "child rename", synopsis: "CHILD NAME", summary: "rename a child", details: "", arguments: 2...2)) { ctx, args in
-        let replica = try ctx.openReplicaForChanges()
+        let replica = try ctx.openLedger(forChanges: true)
         let old = try replica.resolveChild(args.positionals[0]).name
         let c = try replica.renameChild(args.positionals[0], to: args.positionals[1])
         ctx.say("Renamed \(Render.safe(old)) to \(Render.safe(c.name)).")
@@ -52,14 +52,14 @@ enum LedgerCommands {
     static let childArchive = CLI.Command(spec: CommandSpec(
         name: "child archive", synopsis: "CHILD", summary: "archive a child (history is kept)",
         details: "An archived child is hidden from lists and give-all, and keeps every transaction.", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openReplicaForChanges().setArchived(args.positionals[0], true)
+        let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], true)
         ctx.say("Archived \(Render.safe(c.name)); history is kept (`kidledger child restore \(Render.safe(c.name))` brings it back).")
         ctx.emit(Render.child(c))
     }
 
     static let childRestore = CLI.Command(spec: CommandSpec(
         name: "child restore", synopsis: "CHILD", summary: "restore an archived child", details: "", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openReplicaForChanges().setArchived(args.positionals[0], false)
+        let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], false)
         ctx.say("Restored \(Render.safe(c.name)).")
         ctx.emit(Render.child(c))
     }
@@ -67,7 +67,7 @@ enum LedgerCommands {
     static let childrenList = CLI.Command(spec: CommandSpec(
         name: "children", synopsis: "[--all]", summary: "list children with balances",
         details: "  --all   include archived children", flagOptions: ["all"])) { ctx, args in
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openLedger(forChanges: false)
         _ = try requireHousehold(replica)
         let list = try replica.children(includeArchived: args.has("all"))
         ctx.emit(.object([("children", .array(list.map(Render.child)))]))
@@ -88,7 +88,7 @@ enum LedgerCommands {
             """,
             valueOptions: ["note"], arguments: 2...2)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[1])
-            let p = try ctx.openReplicaForChanges().post(args.positionals[0], signedCents: sign * cents,
+            let p = try ctx.openLedger(forChanges: true).post(args.positionals[0], signedCents: sign * cents,
                                                note: args.values["note"] ?? "", source: name)
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(Render.safe(p.childName)). Balance: \(Money.format(cents: p.balanceCents))")
             let warnings = negativeWarnings([p], sign: sign)
@@ -113,7 +113,7 @@ enum LedgerCommands {
             """,
             valueOptions: ["note"], arguments: 1...1)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[0])
-            let postings = try ctx.openReplicaForChanges().postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
+            let postings = try ctx.openLedger(forChanges: true).postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(postings.count) \(postings.count == 1 ? "child" : "children"):")
             ctx.say(Render.table(header: nil, rightAligned: [1], rows: postings.map {
                 ["  " + $0.childName, Money.format(cents: $0.balanceCents)]
@@ -129,7 +129,7 @@ enum LedgerCommands {
 
     static let balance = CLI.Command(spec: CommandSpec(
         name: "balance", synopsis: "[CHILD]", summary: "show balances", details: "", arguments: 0...1)) { ctx, args in
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openLedger(forChanges: false)
         _ = try requireHousehold(replica)
         let list = args.positionals.isEmpty ? try replica.children() : [try replica.resolveChild(args.positionals[0])]
         if list.count == 1 && !args.positionals.isEmpty {
@@ -151,7 +151,7 @@ enum LedgerCommands {
             guard let n = Int(raw), n >= 0 else { throw CLIError.usage("--limit takes a whole number, got \"\(raw)\"") }
             limit = n == 0 ? .max : n
         }
-        let replica = try ctx.openReplica()
+        let replica = try ctx.openLedger(forChanges: false)
         _ = try requireHousehold(replica)
         let child = try args.positionals.first.map { try replica.resolveChild($0) }
         let entries = try replica.history(child: child?.id, limit: limit)
@@ -175,14 +175,14 @@ enum LedgerCommands {
         details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.\n  --dry-run   only say what undo would reverse and who made it (`wouldUndo` in --json); change nothing",
         flagOptions: ["dry-run"])) { ctx, args in
         if args.has("dry-run") {
-            let replica = try ctx.openReplica()
+            let replica = try ctx.openLedger(forChanges: false)
             _ = try requireHousehold(replica)
             guard let e = try replica.undoCandidate() else { throw LedgerError.nothingToUndo }
             ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(ctx.time.stamped(e.transaction.createdAtMillis))), made by \(Names.label(e.author)).")
             ctx.emit(.object([("wouldUndo", Render.entry(e))]))
             return
         }
-        let u = try ctx.openReplicaForChanges().undo()
+        let u = try ctx.openLedger(forChanges: true).undo()
         let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
         ctx.say("Undid \(amount) for \(Render.safe(u.childName)) (\(ctx.time.stamped(u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")

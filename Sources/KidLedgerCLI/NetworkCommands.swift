@@ -61,7 +61,8 @@ enum NetworkCommands {
         if let reason = lock.unlocked { log("warning: cannot lock \(lock.path) (\(reason)): a second daemon on this home would not be refused") }
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
-                            peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) })
+                            peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) },
+                            clock: ctx.clock)
         try daemon.run(discovery: discovery)
         page?.stop()
         if page != nil { try? replica.device.setSetting("ui", nil) }

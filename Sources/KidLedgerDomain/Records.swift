@@ -47,6 +47,13 @@ public enum Limits {
     /// the flood instead of the versions, so replicas holding different ones agree. Each version
     /// costs a receiver one rechain at most this often.
     public static let forkVersionsPerSequenceMax = 8
+    /// Most allowance periods one call of `Replica.payDueAllowances(now:)` pays (one change, all
+    /// schedules together, oldest periods first); the rest are paid by the next calls. A schedule
+    /// hangs on its child (one per child), so the schedules one member's changes can make are
+    /// bounded by ``childrenPerMemberMax``.
+    public static let allowancePaymentsPerCallMax = 500
+    /// Longest allowance note, in UTF-8 bytes (a register value, like a name).
+    public static let allowanceNoteBytesMax = nameBytesMax
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)
@@ -117,6 +124,15 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
     /// A member's display name (text), on the member's entity (``Membership/memberEntity(_:)``).
     /// Only writes under origins that member claimed count (see `Replica+Names`).
     case memberName = 5
+    /// A child's allowance amount, in cents (integer, positive): ``Allowance``.
+    case allowanceAmount = 6
+    /// A child's allowance rule: period kind, day and first day (integer, ``AllowanceRule/packed``).
+    case allowanceRule = 7
+    /// A child's allowance note (text, possibly empty, at most ``Limits/nameBytesMax`` bytes).
+    case allowanceNote = 8
+    /// When a child's allowance stopped (integer, Unix ms; 0: it runs). Periods starting at or
+    /// after it are not paid.
+    case allowanceStoppedAt = 9
 
     /// The field's name in messages and JSON.
     public var description: String {
@@ -126,6 +142,10 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
         case .childArchived: "archived"
         case .childSortOrder: "sortOrder"
         case .memberName: "memberName"
+        case .allowanceAmount: "allowanceAmount"
+        case .allowanceRule: "allowanceRule"
+        case .allowanceNote: "allowanceNote"
+        case .allowanceStoppedAt: "allowanceStoppedAt"
         }
     }
 }
@@ -157,6 +177,10 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
             return Membership.memberNameProblem(s) == nil
         case (.childArchived, .flag): return true
         case (.childSortOrder, .integer): return true
+        case (.allowanceAmount, .integer(let cents)): return cents > 0
+        case (.allowanceRule, .integer(let packed)): return AllowanceRule(packed: packed) != nil
+        case (.allowanceNote, .text(let s)): return s.utf8.count <= Limits.allowanceNoteBytesMax
+        case (.allowanceStoppedAt, .integer(let millis)): return millis >= 0 && millis <= HLC.millisMax
         default: return false
         }
     }

@@ -90,6 +90,12 @@ public enum Timestamp {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The UTC calendar date (year, month 1...12, day 1...31) of a day count since 1970-01-01.
+    public static func civilDate(day: Int64) -> (year: Int64, month: Int64, day: Int64) { civilFromDays(day) }
+
+    /// The day count since 1970-01-01 of a proleptic Gregorian date (`month` 1...12; `day` in it).
+    public static func dayNumber(year: Int64, month: Int64, day: Int64) -> Int64 { daysFromCivil(year: year, month: month, day: day) }
+
     // MARK: - Private helpers
 
     private static let millisPerMinute: Int64 = 60_000

@@ -112,14 +112,21 @@ extension Replica {
     /// Archives (`true`) or restores (`false`) a child. History is kept either way.
     @discardableResult
     public func setArchived(_ query: String, _ archived: Bool) throws -> ChildSummary {
-        let (_, id) = try commitLocal { w, _ in
+        let (_, id) = try commitLocal { w, hlc in
             _ = try Self.requireHousehold(w, queryCache)
             let child = try Self.resolveChild(query, w, queryCache)
             if child.isArchived == archived {
                 throw LedgerError.unchanged("\(child.name) is already \(archived ? "archived" : "active")")
             }
-            return ([.setField(entity: child.id, field: .childArchived, value: .flag(archived),
-                               base: try Self.registerStamp(child.id, .childArchived, w))], child.id)
+            var ops: [Operation] = [.setField(entity: child.id, field: .childArchived, value: .flag(archived),
+                                              base: try Self.registerStamp(child.id, .childArchived, w))]
+            // Archiving stops the child's allowance (restoring does not start it again), so the
+            // periods it spends archived are never paid (docs/CRDT.md, "Allowance schedules").
+            if archived, child.allowance.rule != nil, child.allowance.amountCents != nil, child.allowance.stoppedAtMillis == 0 {
+                ops.append(.setField(entity: child.id, field: .allowanceStoppedAt, value: .integer(hlc.millis),
+                                     base: try Self.registerStamp(child.id, .allowanceStoppedAt, w)))
+            }
+            return (ops, child.id)
         }
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the

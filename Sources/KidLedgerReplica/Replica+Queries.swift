@@ -26,6 +26,8 @@ public struct ChildSummary: Equatable, Sendable {
     public var balanceCents: Int128
     /// How many applied transactions.
     public var transactionCount: UInt64
+    /// The child's allowance registers, as stored (``AllowanceSchedule``).
+    var allowance = AllowanceRegisters()
 }
 
 /// One line of history.
@@ -180,6 +182,8 @@ extension Replica {
             if case .flag(let b) = try StoredRegister.decode(raw).value { summary.isArchived = b }
         case Field.childSortOrder.rawValue:
             if case .integer(let i) = try StoredRegister.decode(raw).value { summary.sortOrder = i }
+        case Field.allowanceAmount.rawValue...Field.allowanceStoppedAt.rawValue:
+            summary.allowance.apply(field, try StoredRegister.decode(raw).value)
         default:
             break
         }

@@ -158,6 +158,9 @@ struct GoldenOutputTests {
           balance [CHILD]                              show balances
           history [CHILD] [--limit N]                  list transactions, newest first
           undo [--dry-run]                             reverse the newest transaction not yet undone
+          allowance set CHILD AMOUNT --every PERIOD    pay a child AMOUNT every week or month
+          allowance list                               list allowance schedules
+          allowance stop CHILD|SCHEDULE-ID             stop a child's allowance
           conflicts [CHILD]                            show what concurrent edits lost, and same-id conflicts
           digest                                       print the replica's state digest
           verify                                       check the replica's integrity
@@ -196,6 +199,77 @@ struct GoldenOutputTests {
 
         """
 
+    /// The clock starts on Wednesday 2026-11-18 11:06:40 UTC (``TestLedger``).
+    @Test func allowance() {
+        withLedger { l in
+            l.ok("init", "The Smiths")
+            l.ok("child", "add", "Ava")
+            l.ok("child", "add", "Ben")
+            #expect(l.ok("allowance", "list") == "No allowance yet: `kidledger allowance set CHILD AMOUNT --every week`.\n")
+            #expect(l.ok("allowance", "set", "Ava", "$5", "--every", "week", "--note", "weekly") == """
+                Ava's allowance: $5.00 every week on wednesday (note "weekly").
+                Paid Ava's allowance of $5.00 for the period from 2026-11-18 00:00 UTC. Balance: $5.00
+                Next payment: 2026-11-25 00:00 UTC.
+
+                """)
+            #expect(l.ok("allowance", "set", "ben", "2.50", "--every", "month", "--on", "1") == """
+                Ben's allowance: $2.50 every month on day 1.
+                Next payment: 2026-12-01 00:00 UTC.
+
+                """)
+            #expect(l.masked(l.ok("allowance", "list")) == """
+                CHILD  AMOUNT  EVERY  ON         NEXT (UTC)        NOTE    ID
+                Ava     $5.00  week   wednesday  2026-11-25 00:00  weekly  ########
+                Ben     $2.50  month  1          2026-12-01 00:00          ########
+
+                """)
+            // Two weeks later, the first command pays the periods missed, once each, then does its own work.
+            l.setClock(TestLedger.startMillis + 14 * 86_400_000)
+            #expect(l.ok("balance") == """
+                Paid Ava's allowance of $5.00 for the period from 2026-11-25 00:00 UTC. Balance: $10.00
+                Paid Ben's allowance of $2.50 for the period from 2026-12-01 00:00 UTC. Balance: $2.50
+                Paid Ava's allowance of $5.00 for the period from 2026-12-02 00:00 UTC. Balance: $15.00
+                Ava  $15.00
+                Ben   $2.50
+
+                """)
+            #expect(l.ok("balance") == "Ava  $15.00\nBen   $2.50\n")
+            // The amount alone: the day is kept.
+            #expect(l.ok("allowance", "set", "Ava", "6", "--every", "week") == """
+                Ava's allowance: $6.00 every week on wednesday (note "weekly").
+                Next payment: 2026-12-09 00:00 UTC.
+
+                """)
+            #expect(l.ok("allowance", "stop", "Ben") == "Stopped Ben's allowance ($2.50 every month on day 1).\n")
+            l.timeZone = "America/New_York"
+            #expect(l.masked(l.ok("allowance", "list")) == """
+                CHILD  AMOUNT  EVERY  ON         NEXT (-05:00)     NOTE    ID
+                Ava     $6.00  week   wednesday  2026-12-08 19:00  weekly  ########
+                Ben     $2.50  month  1          (stopped)                 ########
+
+                """)
+            l.timeZone = "UTC"
+            for (arguments, code, message) in [
+                (["allowance", "set", "Ava", "5"], 64, "`allowance set` needs --every week or --every month\nusage: kidledger allowance set CHILD AMOUNT --every week|month [--on DAY] [--note T]"),
+                (["allowance", "set", "Ava", "5", "--every", "fortnight"], 64, "--every takes week or month, got \"fortnight\""),
+                (["allowance", "set", "Ava", "5", "--every", "month", "--on", "31"], 64, "--on 31: not every month has a day 31; use 28 (or 1, the first of the next month)"),
+                (["allowance", "set", "Ava", "5", "--every", "week", "--on", "someday"], 64, "--on takes a weekday for a weekly allowance (monday ... sunday), got \"someday\""),
+                (["allowance", "set", "Zed", "5", "--every", "week"], 65, "no child named \"Zed\" (see `kidledger children --all`)"),
+                (["allowance", "set", "Ava", "6", "--every", "week"], 65, "Ava's allowance is already $6.00 every week on wednesday"),
+                (["allowance", "stop", "Ben"], 65, "Ben's allowance is already stopped"),
+            ] {
+                let outcome = l.run(arguments)
+                #expect(outcome.code == Int32(code) && outcome.stdout == "" && outcome.stderr == "kidledger: \(message)\n", "\(arguments): \(outcome)")
+            }
+            // Archiving stops the allowance; restoring does not pay the weeks it was archived.
+            l.ok("child", "archive", "Ava")
+            l.setClock(TestLedger.startMillis + 35 * 86_400_000)
+            l.ok("child", "restore", "Ava")
+            #expect(l.ok("balance", "Ava") == "Ava: $15.00\n")
+            #expect(l.run("allowance", "set", "Ava", "1", "--every", "week").code == 0)
+        }
+    }
+
     @Test func topLevelHelpAndVersion() {
         withLedger { l in
             for arguments in [["--help"], ["-h"], ["--json", "--help"]] {
@@ -212,7 +286,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 39)
+            #expect(CLI.commands.count == 42)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

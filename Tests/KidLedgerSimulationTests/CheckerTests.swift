@@ -24,6 +24,21 @@ struct CheckerTests {
         try node.replica!.store.write { try $0.put(Tables.meta, Array("digest".utf8), [UInt8](repeating: 0xAB, count: 32)) }
     }
 
+    @Test("allowance: a payment that is not at its period's derived id")
+    func allowance() throws {
+        let (_, run) = try run { sim, a, _ in
+            let r = a.replica!
+            try r.addChild(name: "Ava")
+            try r.setAllowance("Ava", amountCents: 500, every: .week, on: nil, note: "")
+            #expect(try !sim.payAllowances(a).isEmpty)
+            // A second "allowance" entry with a random id, as a buggy client would write it.
+            try r.post("Ava", signedCents: 500, note: "", source: Allowance.source)
+        }
+        let failures = try AllowanceChecker().finalCheck(.replica(0), run)
+        #expect(failures.count == 1 && failures[0].contains("whose id is not its period's"), "\(failures)")
+        #expect(try AllowanceChecker().finalCheck(.replica(1), run).isEmpty)
+    }
+
     @Test("convergence: replicas with different digests")
     func convergence() throws {
         let (_, run) = try run { _, a, _ in _ = try a.replica!.addChild(name: "Ava") }

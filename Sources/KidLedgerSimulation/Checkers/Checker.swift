@@ -52,7 +52,8 @@ enum FinalStage: Equatable {
     case ownChanges
     /// The revocation rule on acknowledged transactions (it fills ``FinalRun/rejected``).
     case revocationRule
-    /// One replica: `verify`, its compensations, the acknowledged transactions it must hold.
+    /// One replica: `verify`, its compensations, one allowance payment per period, the
+    /// acknowledged transactions it must hold.
     case replica(Int)
     /// No replica shows part of a give-all batch.
     case batches
@@ -82,10 +83,11 @@ struct RunCheckers {
     let batches = BatchAtomicityChecker()
     let balance = BalanceChecker()
     let equivalence = EquivalenceChecker()
+    let allowance = AllowanceChecker()
     /// Every checker, in report order.
     let all: [any Checker]
 
     init() {
-        all = [convergence, verify, compensation, acknowledged, revocation, batches, balance, equivalence]
+        all = [convergence, verify, compensation, allowance, acknowledged, revocation, batches, balance, equivalence]
     }
 }

@@ -3,14 +3,21 @@ import KidLedgerReplica
 
 /// A deliberately naive, sequential re-statement of the merge rules (docs/CRDT.md), used as an
 /// oracle: from the set of every change any replica holds, it computes what each child's name,
-/// archived flag and balance must be. It shares no code with the replica's merge logic beyond the
+/// archived flag, balance and allowance schedule must be. It shares no code with the replica's merge logic beyond the
 /// record types and their canonical encoding.
 enum ReferenceModel {
     struct ChildState: Equatable, CustomStringConvertible {
         var name: String
         var archived: Bool
         var balance: Int128
-        var description: String { "\(name)\(archived ? " (archived)" : "") \(balance)" }
+        /// The child's allowance schedule as "cents rule note stoppedAt" (its registers), or "".
+        var allowance = ""
+        var description: String { "\(name)\(archived ? " (archived)" : "") \(balance)\(allowance.isEmpty ? "" : " allowance " + allowance)" }
+
+        /// ``allowance`` of a replica's schedule.
+        static func allowance(_ s: AllowanceSchedule) -> String {
+            "\(s.amountCents) \(s.rule.packed) \(s.note) \(s.stoppedAtMillis ?? 0)"
+        }
     }
 
     /// The expected children, by id (`verifier` checks the owners' signatures on grants and
@@ -26,6 +33,22 @@ enum ReferenceModel {
             let entity: RecordID
             let field: UInt8
         }
+        // Two versions of one transaction id: the author who made the id (its member's mark),
+        // then the owner, then members by key, then origins nobody claimed; then the smaller
+        // payload (docs/CRDT.md, "Same id, different payload"). Two laptops paying one allowance
+        // period with different amounts (a concurrent change) meet this rule.
+        let owner = membership.owners.last
+        func rank(_ origin: ReplicaID, _ id: RecordID) -> (maker: Int, tier: Int, key: [UInt8]) {
+            guard let key = membership.claimant[origin] else { return (1, 2, []) }
+            return (Membership.isEntryID(id, madeBy: key) ? 0 : 1, key == owner ? 0 : 1, key)
+        }
+        func before(_ a: (maker: Int, tier: Int, key: [UInt8]), _ b: (maker: Int, tier: Int, key: [UInt8])) -> Bool? {
+            if a.maker != b.maker { return a.maker < b.maker }
+            if a.tier != b.tier { return a.tier < b.tier }
+            if a.key != b.key { return a.key.lexicographicallyPrecedes(b.key) }
+            return nil
+        }
+        var transactionAuthors: [RecordID: ReplicaID] = [:]
         var created = Set<RecordID>()
         var registers: [Register: (stamp: Stamp, value: FieldValue)] = [:]
         var transactions: [RecordID: LedgerTransaction] = [:]
@@ -46,9 +69,20 @@ enum ReferenceModel {
                     }
                     registers[key] = (stamp, value)
                 case .addTransaction(let t):
-                    if let current = transactions[t.id],
-                       !RecordCodec.encode(t).lexicographicallyPrecedes(RecordCodec.encode(current)) { continue }
+                    if let current = transactions[t.id], let author = transactionAuthors[t.id] {
+                        if current == t {
+                            // One payload, several authors: the best-ranked is its author.
+                            if before(rank(change.origin, t.id), rank(author, t.id)) ?? (change.origin.rawValue < author.rawValue) {
+                                transactionAuthors[t.id] = change.origin
+                            }
+                            continue
+                        }
+                        let wins = before(rank(change.origin, t.id), rank(author, t.id))
+                            ?? RecordCodec.encode(t).lexicographicallyPrecedes(RecordCodec.encode(current))
+                        if !wins { continue }
+                    }
                     transactions[t.id] = t
+                    transactionAuthors[t.id] = change.origin
                 default:
                     break
                 }
@@ -59,6 +93,14 @@ enum ReferenceModel {
             var state = ChildState(name: "(unnamed)", archived: false, balance: 0)
             if case .text(let s)? = registers[Register(entity: id, field: Field.childName.rawValue)]?.value { state.name = s }
             if case .flag(let b)? = registers[Register(entity: id, field: Field.childArchived.rawValue)]?.value { state.archived = b }
+            // A schedule is there when its amount and its rule are (docs/CRDT.md, "Allowance schedules").
+            func value(_ field: Field) -> FieldValue? { registers[Register(entity: id, field: field.rawValue)]?.value }
+            if case .integer(let cents)? = value(.allowanceAmount), case .integer(let rule)? = value(.allowanceRule) {
+                var note = "", stopped: Int64 = 0
+                if case .text(let s)? = value(.allowanceNote) { note = s }
+                if case .integer(let at)? = value(.allowanceStoppedAt) { stopped = at }
+                state.allowance = "\(cents) \(rule) \(note) \(stopped)"
+            }
             result[id] = state
         }
         for (_, t) in transactions where result[t.childID] != nil {
@@ -79,6 +121,9 @@ final class BalanceChecker: Checker {
             var actual: [RecordID: ReferenceModel.ChildState] = [:]
             for c in try replica.children(includeArchived: true) {
                 actual[c.id] = ReferenceModel.ChildState(name: c.name, archived: c.isArchived, balance: c.balanceCents)
+            }
+            for s in try replica.allowanceSchedules() where actual[s.childID] != nil {
+                actual[s.childID]!.allowance = ReferenceModel.ChildState.allowance(s)
             }
             if actual != expected {
                 let differing = Set(actual.keys).union(expected.keys).sorted().filter { actual[$0] != expected[$0] }.prefix(3)

@@ -33,7 +33,9 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     public var skewMillisMax: Int64
     /// Whether replicas talk only to their neighbours in a line (0–1–2–…), so forwarding is needed.
     public var lineTopology: Bool
-    /// Operation weights: add, rename, archive/restore, give, take, give-all/take-all, undo.
+    /// Operation weights: add, rename, archive/restore, give, take, give-all/take-all, undo,
+    /// allowance set/stop (the last drawn from a generator of its own, so adding it changed no
+    /// other parameter of a seed).
     public var operationWeights: [Int]
     /// Whether replicas keep their state in LMDB (temporary directories) instead of memory.
     public var usesLMDB: Bool
@@ -85,6 +87,16 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
             usesLMDB: pick(0...999) < lmdbPerMille,
             revocationPerMille: maybe(500, pick(300...1000)),
             accountChangePerMille: maybe(500, pick(2...40)))
+            .withAllowanceWeight(seed: seed)
+    }
+
+    /// These parameters with the allowance operation's weight (0 to 6) appended, drawn from the
+    /// seed by a generator of its own.
+    func withAllowanceWeight(seed: UInt64) -> SimulationParameters {
+        var g = SplitMix64(seed: seed ^ 0xA110_A4CE)
+        var copy = self
+        copy.operationWeights.append(Int.random(in: 0...6, using: &g))
+        return copy
     }
 
     /// The fault kinds this draw enables, each counted once (for swarm-coverage checks).

@@ -24,8 +24,14 @@ extension Simulator {
     func skipIdle(now: Int64, tick: Event) throws -> Bool {
         guard skipsIdle, scenario != nil, connections.isEmpty, !(faultsOn && parameters.partitionPerMille > 0) else { return false }
         let period = max(1, parameters.gossipIntervalMillis)
-        guard let next = queue.earliest(where: { !Self.ticks($0) }),
-              next - now > max(Self.idleSkipGossipIntervals * period, Self.idleSkipMillisMin) else { return false }
+        let threshold = max(Self.idleSkipGossipIntervals * period, Self.idleSkipMillisMin)
+        guard var next = queue.earliest(where: { !Self.ticks($0) }), next - now > threshold else { return false }
+        // A daemon pays an allowance period at its first tick after the period starts: ticks are
+        // not moved past that moment (``nextAllowanceDue()``).
+        if let due = try nextAllowanceDue(), due < next {
+            next = max(now, due)
+            guard next - now > threshold else { return false }
+        }
         guard try nothingToSend() else { return false }
         // Ticks resume two gossip intervals before the next event, keeping their phases.
         let resume = next - 2 * period

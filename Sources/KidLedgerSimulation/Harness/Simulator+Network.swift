@@ -75,6 +75,8 @@ extension Simulator {
 
     func gossip(from node: SimNode) throws {
         guard node.isUp, !node.isFrozen else { return }
+        // The daemon pays the allowance periods due before it gossips (``payAllowances(_:)``).
+        try payAllowancesRecorded(node)
         let candidates = nodes.indices.filter { $0 != node.index && adjacent($0, node.index) }
         guard let peer = candidates.randomElement(using: &g) else { return }
         if connections.values.contains(where: { $0.joins(node.index, peer) }) { return }

@@ -24,7 +24,7 @@ extension Simulator {
         let childCount = try node.childCount()
         let picked = childCount == 0 ? nil : Int.random(in: 0..<childCount, using: &g)
         var child: PickableChild?
-        if let picked, (1...4).contains(kind) {
+        if let picked, (1...4).contains(kind) || kind == Self.allowanceOperation {
             let listed = try node.pickableChild(at: picked)
             precondition(listed.count == childCount, "\(node.name) lists \(listed.count) of \(childCount) children")
             child = listed.child
@@ -39,6 +39,8 @@ extension Simulator {
             log("\(node.name) refused: attention required (it knows it is revoked)")
             return
         }
+        // As every ledger command does, it first pays the allowance periods due.
+        let paid = try payAllowances(node)
         var described = ""  // the trace line, and the diagram mark's tooltip
         do {
             switch kind {
@@ -74,6 +76,9 @@ extension Simulator {
                 described = "\(node.name) \(give ? "give-all" : "take-all") \(Money.format(cents: cents)) to \(ps.count): \(ps.map { $0.transaction.id.tail }.joined(separator: ","))"
                 log(described)
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
+            case Self.allowanceOperation:
+                described = try drawnAllowance(node, replica, target: target, label: label, cents: cents)
+                log(described)
             default:
                 let u = try replica.undo()
                 made = [u.undo.id]
@@ -86,7 +91,7 @@ extension Simulator {
         } catch let error as LedgerError {
             log("\(node.name) refused: \(error)")
         }
-        try recordLocalChanges(node, after: before, acknowledging: made)
+        try recordLocalChanges(node, after: before, acknowledging: paid + made)
     }
 
     /// Whether the replica has learnt that its own account is revoked: it is then in

@@ -221,6 +221,7 @@ public final class Simulator {
         // others start as joined members holding the genesis (creation, claim, grants).
         if let h = parameters.hostileReplica, h > 0, h < nodes.count {
             hostile = HostileState(node: h, strategies: parameters.hostileStrategies)
+            checkers.allowance.hostileKey = nodes[h].member.publicKey.bytes
             for strategy in parameters.hostileStrategies { count(strategy.countKey + ".drawn") }
         }
         let owner = nodes[0]

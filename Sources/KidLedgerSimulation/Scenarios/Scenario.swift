@@ -41,6 +41,10 @@ public struct Scenario: Sendable, Equatable {
         /// A laptop that already holds its own ledger (another household, with a child of its own)
         /// opens a sync session with the replica: the replica must refuse and nothing is written.
         case foreignSync(Int)
+        /// The replica sets a child's allowance (`on`: a weekday 1...7 or a day 1...28, nil: the default).
+        case allowanceSet(child: String, cents: Int64, every: AllowanceRule.Every, on: Int64?)
+        /// The replica stops a child's allowance.
+        case allowanceStop(String)
     }
 
     /// One scripted step: at a virtual time (ms from the start), on a replica (network steps: nil).
@@ -74,6 +78,8 @@ public struct Scenario: Sendable, Equatable {
         /// Every replica the run did not revoke counts this many changes rejected by the
         /// revocation rule (they hold them, and they count nowhere).
         case rejectedChanges(Int)
+        /// The child holds this many allowance payments (transactions of source "allowance").
+        case allowancePayments(String, Int)
     }
 
     public struct Expectation: Sendable, Equatable {
@@ -337,6 +343,24 @@ public struct Scenario: Sendable, Equatable {
             guard target != r else { throw fail("a replica cannot revoke itself") }
             return (r, .revoke(target))
         case "recover": try arity(2, "rX recover"); return (r, .recover)
+        case "allowance-set":
+            let usage = "rX allowance-set CHILD AMOUNT week|month [on DAY]"
+            guard w.count == 5 || (w.count == 7 && w[5] == "on"), let every = ["week": AllowanceRule.Every.week, "month": .month][w[4]] else {
+                throw fail("expected: \(usage)")
+            }
+            let cents = try amount(w[3], line: line)
+            var day: Int64?
+            if w.count == 7 {
+                if let i = Allowance.weekdayNames.firstIndex(of: w[6]), every == .week {
+                    day = Int64(i) + 1
+                } else if let n = Int64(w[6]), every == .month, (1...28).contains(n) {
+                    day = n
+                } else {
+                    throw fail("on takes a weekday (monday ... sunday) for week, a day 1 to 28 for month")
+                }
+            }
+            return (r, .allowanceSet(child: w[2], cents: cents, every: every, on: day))
+        case "allowance-stop": try arity(3, "rX allowance-stop CHILD"); return (r, .allowanceStop(w[2]))
         default:
             throw fail("unknown operation \"\(w[1])\"")
         }
@@ -357,7 +381,7 @@ public struct Scenario: Sendable, Equatable {
             let r = try replicaIndex(w[w.count - 1], replicas, line: line)
             let inner = try parseCheck(Array(w.dropLast(2)), replicas: replicas, line: line)
             switch inner {
-            case .balance, .conflicts, .transactionCount, .archived, .present: return .on(r, inner)
+            case .balance, .conflicts, .transactionCount, .archived, .present, .allowancePayments: return .on(r, inner)
             default: throw fail("only ledger checks (balance, transaction-count, conflicts, child, present, absent) take \"on rX\"")
             }
         }
@@ -381,6 +405,9 @@ public struct Scenario: Sendable, Equatable {
         case "child":
             guard w.count == 4, w[2] == "archived" else { throw fail("expected: expect child CHILD archived true|false") }
             return .archived(w[1], try bool(w[3]))
+        case "allowance-payments":
+            guard w.count == 3, let n = Int(w[2]), n >= 0 else { throw fail("expected: expect allowance-payments CHILD N") }
+            return .allowancePayments(w[1], n)
         case "present", "absent":
             guard w.count == 2 else { throw fail("expected: expect \(first) NOTE") }
             return .present(w[1], first == "present")
@@ -394,7 +421,8 @@ extension Scenario.Action {
     /// The child a step names (a name or `@LABEL`), if it names one.
     var childNamed: String? {
         switch self {
-        case .rename(let child, _), .archive(let child), .restore(let child), .post(let child, _, _): return child
+        case .rename(let child, _), .archive(let child), .restore(let child), .post(let child, _, _),
+             .allowanceSet(let child, _, _, _), .allowanceStop(let child): return child
         default: return nil
         }
     }
@@ -405,7 +433,7 @@ extension Scenario.Check {
     var childNamed: String? {
         switch self {
         case .on(_, let inner): return inner.childNamed
-        case .balance(let child, _), .archived(let child, _): return child
+        case .balance(let child, _), .archived(let child, _), .allowancePayments(let child, _): return child
         default: return nil
         }
     }

@@ -90,6 +90,10 @@ extension Scenario.Action {
         case .revoke(let target): return [r, "revoke", "r\(target)"]
         case .recover: return [r, "recover"]
         case .foreignSync(let peer): return ["foreign-sync", "r\(peer)"]
+        case .allowanceSet(let child, let cents, let every, let day):
+            let on = day.map { every == .week ? Allowance.weekdayNames[Int($0) - 1] : String($0) }
+            return [r, "allowance-set", child, Scenario.amountText(cents), every.name] + (on.map { ["on", $0] } ?? [])
+        case .allowanceStop(let child): return [r, "allowance-stop", child]
         }
     }
 }
@@ -110,6 +114,7 @@ extension Scenario.Check {
         case .on(let r, let check): return check.words + ["on", "r\(r)"]
         case .learnedFromRefusal(let r): return ["learned-from-refusal", "r\(r)"]
         case .rejectedChanges(let n): return ["rejected-changes", "\(n)"]
+        case .allowancePayments(let child, let n): return ["allowance-payments", child, "\(n)"]
         }
     }
 }

@@ -26,7 +26,8 @@ final class ScenarioState {
     /// same changes) is shown only when verbose: what one end applies the other sent, so both
     /// ends of a no-op session say so.
     func engineLine(_ line: String) {
-        let shown = [" finished:", " failed:", " restart", " dropped:", "heal:", " restored", " switches back", " learns it from the refusal"]
+        let shown = [" finished:", " failed:", " restart", " dropped:", "heal:", " restored", " switches back", " learns it from the refusal",
+                     " pays allowance:"]
         guard shown.contains(where: { line.contains($0) }) else { return }
         if !verbose && Self.isNoOpSessionEnd(line) { return }
         timeline.append(line)
@@ -67,7 +68,7 @@ extension Simulator {
                              operationIntervalMillis: 1_000, gossipIntervalMillis: scenario.gossipMillis,
                              delayMillisMax: scenarioDelayMillisMax, lossPerMille: 0, duplicationPerMille: 0,
                              reorderPerMille: 0, partitionPerMille: 0, crashPerMille: 0, staleRestorePerMille: 0,
-                             skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 7),
+                             skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 8),
                              usesLMDB: scenario.usesLMDB, revocationPerMille: 0, accountChangePerMille: 0,
                              hostileReplica: scenario.hostileReplica, hostileStrategies: scenario.hostileStrategies)
     }
@@ -189,7 +190,8 @@ extension Simulator {
         guard !node.isFrozen else { return "refused: attention required (switched to another account)" }
         if try knowsItIsRevoked(node) { return "refused: attention required (it knows it is revoked; exit 77)" }
         let before = try ownSequence(node)
-        var made: [RecordID] = []
+        // As every ledger command does, it first pays the allowance periods due.
+        var made = try payAllowances(node)
         var outcome = ""
         /// A child as the replica's resolver takes it; `@LABEL` is the child that step added.
         func child(_ query: String) throws(LedgerError) -> String {
@@ -212,18 +214,27 @@ extension Simulator {
                 outcome = "\(c.name) \(archive ? "archived" : "restored")"
             case .post(let query, let cents, let note):
                 let p = try replica.post(try child(query), signedCents: cents, note: note, source: cents > 0 ? "give" : "take")
-                made = [p.transaction.id]
+                made += [p.transaction.id]
                 outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.tail))"
             case .postAll(let cents, let note):
                 let ps = try replica.postAll(signedCents: cents, note: note, source: cents > 0 ? "give-all" : "take-all")
-                made = ps.map(\.transaction.id)
-                madeBatch(made)
+                madeBatch(ps.map(\.transaction.id))
+                made += ps.map(\.transaction.id)
                 outcome = ps.map { "\($0.childName) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
             case .undo:
                 let u = try replica.undo()
-                made = [u.undo.id]
+                made += [u.undo.id]
                 plantedBugCheck(undo: u.original.id, by: node)
                 outcome = "undid \(u.original.id.tail) (\(Money.format(cents: u.original.amountCents))); \(u.childName) balance \(Money.format(cents: u.balanceCents))"
+            case .allowanceSet(let query, let cents, let every, let day):
+                let schedule = try replica.setAllowance(try child(query), amountCents: cents, every: every, on: day, note: "allowance")
+                let now = try payAllowances(node)
+                made += now
+                outcome = "\(schedule.childName) gets \(Money.format(cents: cents)) \(schedule.rule)" + (now.isEmpty ? "" : "; paid \(now.count) period\(now.count == 1 ? "" : "s")")
+            case .allowanceStop(let query):
+                let schedule = try replica.stopAllowance(try child(query))
+                noteStop(schedule, by: node)
+                outcome = "\(schedule.childName)'s allowance stopped"
             default:
                 preconditionFailure("not a ledger operation: \(action)")
             }
@@ -392,6 +403,13 @@ extension Simulator {
             return try onEach { _, r in let k = try r.membershipCounts().rejected; return k == n ? nil : "\(k) changes rejected" }
         case .refused(let n):
             return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
+        case .allowancePayments(let name, let n):
+            return try onEach { _, r in
+                let (c, problem) = try child(name, r)
+                guard let c else { return problem }
+                let k = try r.history(child: c.id).filter { $0.transaction.source == Allowance.source }.count
+                return k == n ? nil : "\(k) allowance payments"
+            }
         }
     }
 }

@@ -1,0 +1,58 @@
+import KidLedgerDomain
+import KidLedgerReplica
+
+/// One payment per period (issue 23): on every replica, no two counted allowance payments of one
+/// child share a period start, every payment an honest member wrote has the id derived from the
+/// household, the schedule and the period, and a member that stopped a schedule paid no period
+/// starting at or after its stop (while that stop is the schedule's last word).
+final class AllowanceChecker: Checker {
+    /// The stops made in the run: child, the stop's time, the stopping member's key.
+    private var stops: [(child: RecordID, at: Int64, by: [UInt8])] = []
+    /// The hostile member's key: what it writes is its own business (the honest replicas must
+    /// still converge and keep the other rules).
+    var hostileKey: [UInt8]?
+
+    func stopped(child: RecordID, at millis: Int64, by member: [UInt8]) {
+        stops.append((child, millis, member))
+    }
+
+    func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
+        guard case .replica(let index) = stage else { return [] }
+        guard try run.transactions(of: index).all.contains(where: { $0.source == Allowance.source }) else { return [] }
+        let replica = run.replicas[index], name = run.nodes[index].name
+        let entries = try replica.history().filter { $0.transaction.source == Allowance.source }
+        var problems = Self.problems(entries.filter { e in hostileKey.map { e.author.key != $0 } ?? true },
+                                     household: run.household, name: name)
+        guard !stops.isEmpty else { return problems }
+        let schedules = try replica.allowanceSchedules()
+        for stop in stops {
+            guard schedules.first(where: { $0.childID == stop.child })?.stoppedAtMillis == stop.at else { continue }
+            for e in entries where e.transaction.childID == stop.child && e.transaction.createdAtMillis >= stop.at && e.author.key == stop.by {
+                problems.append("\(name) holds a payment for the period from \(Timestamp.short(millis: e.transaction.createdAtMillis)) by the member that stopped the schedule at \(Timestamp.short(millis: stop.at))")
+            }
+        }
+        return problems
+    }
+
+    /// What is wrong with the allowance payments `entries` (of replica `name`): one not at its
+    /// period's derived id or not dated at 00:00 UTC, or two for one child and period.
+    static func problems(_ entries: [HistoryEntry], household: RecordID, name: String) -> [String] {
+        var problems: [String] = []
+        var periods: [String: RecordID] = [:]
+        for e in entries where e.transaction.source == Allowance.source {
+            let t = e.transaction
+            let schedule = Allowance.scheduleID(household: household, child: t.childID)
+            let day = Allowance.day(ofMillis: t.createdAtMillis)
+            if t.createdAtMillis != day * Allowance.millisPerDay
+                || t.id != Allowance.paymentID(household: household, schedule: schedule, periodDay: day) {
+                problems.append("\(name) holds an allowance payment \(t.id) whose id is not its period's")
+            }
+            let key = "\(t.childID) \(t.createdAtMillis)"
+            if let other = periods[key] {
+                problems.append("\(name) pays \(t.childID.hexPrefix(8)) twice for the period from \(Timestamp.short(millis: t.createdAtMillis)): \(other) and \(t.id)")
+            }
+            periods[key] = t.id
+        }
+        return problems
+    }
+}
