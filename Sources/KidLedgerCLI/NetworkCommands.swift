@@ -385,8 +385,9 @@ enum NetworkCommands {
             wait = value
         }
         let address = try args.values["address"].map { try PeerCommands.validAddress($0) }
-        guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
-        var (code, at) = try ShortCodeJoin.resolve(short, address: address, discoveryPort: port, waitSeconds: wait, identity: me,
+        // The hand-over needs no member key (the daemon admits the joiner to nothing else): a
+        // throwaway one, so a code that gets nowhere leaves nothing here.
+        var (code, at) = try ShortCodeJoin.resolve(short, address: address, discoveryPort: port, waitSeconds: wait, identity: .generate(),
                                                    console: ctx.console, interactive: !ctx.json && isatty(2) == 1)
         // The address that answered first, then the ones the invitation names.
         code.addresses = Array(([at] + code.addresses.filter { $0 != at }).prefix(InviteCode.addressesMax))
