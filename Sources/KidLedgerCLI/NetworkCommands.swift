@@ -175,7 +175,7 @@ enum NetworkCommands {
     }
 
     static let invite = CLI.Command(spec: CommandSpec(
-        name: "invite", synopsis: "[--address HOST:PORT] [--minutes N] [--qr | --no-qr]", summary: "print a one-time code another device joins with",
+        name: "invite", synopsis: "[--address HOST:PORT] [--minutes N]", summary: "print a one-time code another device joins with",
         details: """
         Prints two codes for one invitation; either works, once, for N minutes (default 60):
         - a short code, XXXX-XXXX-XXXX, to read aloud or type on another laptop on this network: the daemon
@@ -186,6 +186,7 @@ enum NetworkCommands {
           LAN addresses), the household and a secret: for joining from another network.
         On a terminal it also draws the long code as a QR code (--qr draws it anyway, --no-qr never), and shows
         this laptop's key fingerprint, which `join` shows too: check that they match.
+          --qr / --no-qr   draw the QR code even when standard output is not a terminal / never
         Keep `kidledger serve` running. Warns on standard error (and in --json `warnings`) when the address is a
         loopback one (127.0.0.0/8, ::1, localhost: another laptop can't reach it) or when no daemon runs here.
         """, valueOptions: ["address", "minutes"], flagOptions: ["qr", "no-qr"])) { ctx, args in
@@ -256,7 +257,7 @@ enum NetworkCommands {
     }
 
     static let join = CLI.Command(spec: CommandSpec(
-        name: "join", synopsis: "CODE [--replace] [--name DISPLAY] [--address HOST:PORT] [--wait SECONDS]", summary: "join a household with a code from `kidledger invite`",
+        name: "join", synopsis: "CODE [--replace] [--name DISPLAY]", summary: "join a household with a code from `kidledger invite`",
         details: """
         Connects to the inviting device, receives the whole ledger and remembers that device as a peer.
         CODE is the short code (XXXX-XXXX-XXXX; case, spaces, dashes, O for 0 and I or L for 1 are forgiven) or
