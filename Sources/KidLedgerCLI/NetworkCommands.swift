@@ -285,12 +285,7 @@ enum NetworkCommands {
             if let h = try existing.household(), h.id == code.household {
                 return try syncAsMember(existing, code: code, ctx: ctx)
             }
-            if let h = try existing.household() {
-                let counts = try existing.counts()
-                if (counts.children > 0 || counts.transactions > 0) && !args.has("replace") {
-                    throw CLIError("this home already holds the household \"\(Render.safe(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
-                }
-            }
+            try refuseMerging(into: existing, replace: args.has("replace"))
             replacing = existing
         }
         // Join into a fresh store beside the home's; it replaces the home's only on success.
@@ -356,6 +351,15 @@ enum NetworkCommands {
                           ("ownerFingerprint", .string(owner)), ("backup", backup.map(JSON.string) ?? .null)]))
     }
 
+    /// Refuses a join into a home that holds another household's non-empty ledger, unless `replace`.
+    static func refuseMerging(into existing: Replica, replace: Bool) throws {
+        guard let h = try existing.household(), !replace else { return }
+        let counts = try existing.counts()
+        if counts.children > 0 || counts.transactions > 0 {
+            throw CLIError("this home already holds the household \"\(Render.safe(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
+        }
+    }
+
     /// The invitation `join`'s CODE stands for: the long code itself, or the long code the daemon
     /// that holds a short code hands over once the code is proved (true then).
     static func invitation(_ args: ParsedArguments, ctx: Context) throws -> (InviteCode, shortCode: Bool) {
@@ -386,6 +390,9 @@ enum NetworkCommands {
             wait = value
         }
         let address = try args.values["address"].map { try PeerCommands.validAddress($0) }
+        // Proving the short code uses it up: refuse what `join` would refuse anyway first (the
+        // household is not known yet, so a home with a non-empty ledger needs --replace).
+        if FileSystem.exists(ctx.storePath + "/data.mdb") { try refuseMerging(into: try ctx.openReplica(), replace: args.has("replace")) }
         // The hand-over needs no member key (the daemon admits the joiner to nothing else): a
         // throwaway one, so a code that gets nowhere leaves nothing here.
         var (code, at) = try ShortCodeJoin.resolve(short, address: address, discoveryPort: port, waitSeconds: wait, identity: .generate(),

@@ -42,7 +42,9 @@ public enum ChannelAction: Equatable, Sendable {
 /// ```
 /// 0xF5 hello     66 B  version u8 (=2) | mode u8 (0 member, 1 join) | initiator ephemeral
 ///                      X25519 pk 32 | initiator nonce 32
-/// 0xF6 reply     64 B  responder ephemeral pk 32 | responder nonce 32
+///                67 B  version u8 (=2) | mode u8 (2 short code) | initiator CPace element 32 |
+///                      initiator nonce 32 | slot u8 (0...15)
+/// 0xF6 reply     64 B  responder ephemeral pk 32 (short code: its CPace element) | responder nonce 32
 /// 0xF7 confirm  113 B  sealed(initiator Ed25519 pk 32 | signature 64 over transcript("initiator"))
 /// 0xF8 accept   113 B  sealed(responder Ed25519 pk 32 | signature 64 over transcript("responder"))
 /// 0xF9 finish    17 B  sealed(empty): the initiator accepts the responder
@@ -62,12 +64,21 @@ public enum ChannelAction: Equatable, Sendable {
 ///                     one stream per direction from `hello` on
 /// h                 = BLAKE2b-256("kidledger channel v2" | 0x00 | hello payload | reply payload)
 /// psk               = empty (member) or the invitation key (join: ``invitationKey(secret:)``)
-/// key(role)         = BLAKE2b-256(key: crypto_kx key of role's sending direction,
+/// key(role)         = BLAKE2b-256(key: crypto_kx key of role's sending direction (short code:
+///                                 the CPace isk, sid = initiator nonce | slot, for both),
 ///                                 "kidledger channel v2 key " + role | 0x00 | h | household 16 | psk)
 /// header(role)      = BLAKE2b-192(key: role's nonce, "kidledger stream header " + role)
 /// transcript(label) = "kidledger channel v2 " + label | 0x00 | h | household 16 | id_i 32
 ///                     [| id_r 32, for "responder"]
+/// household 16      = the household id; 16 zero bytes for a short code (the joiner knows none yet)
 /// ```
+///
+/// Short-code mode (issue 22, point 4): the responder asks the `shortInvitations` hook for the
+/// password of the slot `hello` names (the hook counts a try first); none: a plaintext refusal
+/// (``codeMismatch``). A `confirm` that does not open (the codes differ, so the CPace keys do)
+/// gets the same refusal, so the joiner learns "no match" and the responder's key stays hidden.
+/// The initiator's key is not authorised (`authorize` is not called for it: the channel that
+/// follows only hands over the invitation's long code); the responder's is, as always.
 ///
 /// A v1 hello (0xF0) is answered with a plaintext refusal naming the version; a v1 peer's refusal
 /// of a v2 hello ("unknown channel frame type 245") is reported as another kidledger version.
@@ -212,8 +223,10 @@ public final class SecureChannel {
     private let answer: Answer
     private let invitations: Invitations
     private let shortInvitations: ShortInvitations
-    /// The CPace scalar (short-code mode), from the seed's first 32 bytes.
-    private var cpaceScalar: [UInt8]
+    /// The CPace scalar (short-code mode only), from the seed's first 32 bytes.
+    private var cpaceScalar: [UInt8] = []
+    /// The seed's first 32 bytes, kept for a responder's scalar until `hello` says the mode.
+    private var scalarSeed: [UInt8]
     private var phase: Phase
     /// The failure a refusal that awaits its answer ends with.
     private var refusal: SecurityError?
@@ -261,7 +274,7 @@ public final class SecureChannel {
         self.mode = role == .initiator ? mode : .member
         self.invitations = invitations
         self.shortInvitations = shortInvitations
-        self.cpaceScalar = CPace.scalar(seed: Array(seed[0..<32]))
+        self.scalarSeed = Array(seed[0..<32])
         self.authorize = authorize
         self.evidence = evidence
         self.answer = answer
@@ -271,6 +284,7 @@ public final class SecureChannel {
         try Sodium.check(rc, .badKey("crypto_kx_seed_keypair failed"))
         if role == .initiator, case .shortCode(let slot, let password) = mode {
             // The element takes the ephemeral key's place in `hello`.
+            cpaceScalar = CPace.scalar(seed: scalarSeed)
             ephemeralPublic = CPace.element(scalar: cpaceScalar, password: password, sid: nonce + [slot])
         }
     }
@@ -278,6 +292,7 @@ public final class SecureChannel {
     deinit {
         sodium_memzero(&ephemeralSecret, ephemeralSecret.count)
         sodium_memzero(&cpaceScalar, cpaceScalar.count)
+        sodium_memzero(&scalarSeed, scalarSeed.count)
         sodium_memzero(&kxReceive, kxReceive.count)
         sodium_memzero(&kxSend, kxSend.count)
     }
@@ -426,6 +441,7 @@ public final class SecureChannel {
         peerNonce = Array(payload[34..<66])
         let peerElement = Array(payload[2..<34])
         if case .shortCode(let slot, let password) = mode {
+            cpaceScalar = CPace.scalar(seed: scalarSeed)
             ephemeralPublic = CPace.element(scalar: cpaceScalar, password: password, sid: peerNonce + [slot])
             guard agree(peerElement: peerElement, sid: peerNonce + [slot]) else { return fail(.handshakeFailed("bad element"), refuse: true) }
         } else {

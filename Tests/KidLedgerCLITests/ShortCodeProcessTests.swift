@@ -7,6 +7,7 @@ import KidLedgerReplica
 import KidLedgerSecurity
 import KidLedgerTestSupport
 import Testing
+@testable import KidLedgerCLI
 
 /// Issue 22, point 4: a code a person can pass on. `join XXXX-XXXX-XXXX` finds the inviting
 /// daemon by its invitation announcement (unicast to 127.0.0.1 here: `--announce-to`, a loopback
@@ -70,6 +71,37 @@ struct ShortCodeProcessTests {
         #expect(!daemon.background.stderr.contains("session from"), "a mistyped code reached the daemon")
         // The code still works.
         #expect(try runKidledger(dad, ["join", short, "--discovery-port", String(joinPort), "--wait", "20"]).code == 0)
+    }
+
+    @Test func aHomeWithAnotherLedgerIsRefusedBeforeTheShortCodeIsSpent() throws {
+        let mom = TestLedger(), dad = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove() }
+        let joinPort = try DiscoveryProcessTests.freeUDPPort()
+        let daemon = try Self.inviter(mom, group: group, joinPort: joinPort)
+        let short = try #require(try json(mom, "invite", "--qr")["shortCode"] as? String)
+        try ok(dad, "init", "Joneses")
+        try ok(dad, "child", "add", "Zed")
+        let refused = try runKidledger(dad, ["join", short, "--address", "127.0.0.1:\(daemon.port)"])
+        #expect(refused.code == 65 && refused.stderr.contains("ledgers are never merged silently"), "\(refused)")
+        #expect(!daemon.background.stderr.contains("session from"))
+        try ok(dad, "join", short, "--address", "127.0.0.1:\(daemon.port)", "--replace")
+        #expect(try childTable(dad)["Ava"] == [250, 1] && (try childTable(dad)["Zed"]) == nil)
+    }
+
+    @Test func theQRCodeIsDrawnWithHalfBlocksWhenAsked() throws {
+        let code = "KL1-" + String(repeating: "Ab9_", count: 34)
+        let qr = try #require(ShortCodeJoin.qr(code))
+        let rows = qr.split(separator: "\n").map { Array($0) }
+        // Version 7 at level L holds 140 bytes: 45 modules and a 2-module quiet zone each side.
+        let size = try #require(rows.first?.count)
+        #expect(size >= 21 + 4 && (size - 4 - 17) % 4 == 0, "\(size) columns")
+        #expect(rows.count == (size + 1) / 2 && rows.allSatisfy { $0.count == size })
+        #expect(rows.joined().allSatisfy { "█▀▄ ".contains($0) } && rows[0].allSatisfy { $0 == "█" })
+        let mom = TestLedger()
+        defer { mom.remove() }
+        try ok(mom, "init", "Smiths")
+        #expect(try ok(mom, "invite", "--address", "192.168.1.20:4717", "--qr").contains("▀"))
+        #expect(!(try ok(mom, "invite", "--address", "192.168.1.20:4717")).contains("▀"))
     }
 
     @Test func aWrongCodeIsRefusedCountedAndBurnsTheShortCodeButNotTheLongOne() throws {
