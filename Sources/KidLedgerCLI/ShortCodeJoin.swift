@@ -53,8 +53,12 @@ enum ShortCodeJoin {
                 shown = (left + 999) / 1_000
                 console.err("\rlooking for the inviting laptop on this network (\(shown) s left)…   ")
             }
-            guard let datagram = try? socket.receive(timeoutMillis: Int(min(left, 250))),
-                  let announcement = InvitationAnnouncement.parse(datagram.bytes), announcement.matches(code) else { continue }
+            let received: (bytes: [UInt8], from: PeerAddress)?
+            do { received = try socket.receive(timeoutMillis: Int(min(left, 250))) } catch {
+                problems.append("listening on UDP port \(discoveryPort) failed: \(error)")
+                break
+            }
+            guard let datagram = received, let announcement = InvitationAnnouncement.parse(datagram.bytes), announcement.matches(code) else { continue }
             let address = PeerAddress(host: datagram.from.host, port: announcement.port).description
             guard dialed.insert(address).inserted, dialed.count <= 8 else { continue }
             switch fetch(code, at: address, identity: identity) {
