@@ -321,7 +321,9 @@ enum NetworkCommands {
             let failure = Render.safe(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint); nothing was changed here: run this `kidledger join` again once it is reachable", code: .unavailable)
+            // The short code is used up by its hand-over: the long code it stood for still works.
+            let again = shortCodeOwner ? "the short code is used up; run `kidledger join \(code.text)` (its long code)" : "run this `kidledger join` again"
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint); nothing was changed here: \(again) once it is reachable", code: .unavailable)
         }
         var backup: String?
         if let old = replacing {
