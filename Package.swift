@@ -20,6 +20,8 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // QR codes for `invite` on a terminal.
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // SHA-256's compression function with the x86-64 SHA instructions (one C file, no library;
         // KidLedgerDomain falls back to its Swift version on other processors).
@@ -49,7 +51,7 @@ let package = Package(
         // checks, the JSON API's routes (each runs a CLI command) and the embedded HTML, CSS and JS.
         .target(name: "KidLedgerUI", dependencies: ["KidLedgerDomain", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
-        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI"]),
+        .target(name: "KidLedgerCLI", dependencies: ["CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI"]),
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),

@@ -3,7 +3,8 @@
 # plugged by a veth pair into a bridge (the home router's switch) in a third namespace, at 10.79.0.1
 # and 10.79.0.2, both daemons running as parents run them (`serve --listen :4717`, LAN discovery on).
 #
-#   1. Dad's laptop joins Mom's through her daemon. Nobody runs `peer add`: Mom's daemon finds Dad's
+#   1. Dad's laptop joins Mom's through her daemon with the short code (found by its broadcast
+#      invitation announcement). Nobody runs `peer add`: Mom's daemon finds Dad's
 #      by its broadcast announcements across the bridge, and a change on Dad's laptop reaches Mom's.
 #   2. 12 % of the packets each side receives are dropped (iptables `statistic`; this kernel has no
 #      netem): ten gives on Mom's laptop reach Dad's, and the digests agree.
@@ -93,9 +94,11 @@ kl 0 init "The Smiths" >/dev/null
 kl 0 child add Ava >/dev/null
 kl 0 give Ava '$5' --note allowance >/dev/null
 serve 0
-code=$(kl 0 invite --address "${addr[0]}:4717" 2>/dev/null | grep -o 'KL1-[A-Za-z0-9_-]*')
+# Dad types the short code: his `join` finds Mom's daemon by its broadcast invitation announcement.
+short=$(kl 0 invite 2>/dev/null | grep -o '[0-9A-Z]\{4\}-[0-9A-Z]\{4\}-[0-9A-Z]\{4\}' | head -n 1)
+[ -n "$short" ] || fail "invite printed no short code"
 mkdir -p "${home[1]}"
-kl 1 join "$code" >/dev/null
+kl 1 join "$short" --wait 20 >/dev/null || fail "join with the short code $short did not find or join Mom's laptop"
 serve 1
 converge 30 || fail "the laptops did not agree after the join"
 # Waits at most $1 seconds for home $2's peers to list $3 as found on the network.

@@ -3,7 +3,7 @@
 # Safe to run repeatedly; uses sudo when not root.
 set -euo pipefail
 
-packages=(liblmdb-dev libsodium-dev pkg-config)
+packages=(liblmdb-dev libsodium-dev libqrencode-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,8 +4,9 @@
 #
 #   Scripts/two-laptops.sh            loopback ports on 127.0.0.1 ("down" = daemons stopped)
 #   Scripts/two-laptops.sh --netns    (root) each laptop in its own network namespace joined by a
-#                                     veth pair; the daemons find each other by LAN discovery (no
-#                                     `peer add`); the link is cut with `ip link set down`
+#                                     veth pair; Dad joins with the short code, the daemons find
+#                                     each other by LAN discovery (no `peer add`); the link is cut
+#                                     with `ip link set down`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 netns=false
@@ -75,9 +76,17 @@ fi
 mkdir -p "$dad"
 if $netns; then ip netns exec kl-mom "$bin" --home "$mom" serve --listen :4717 2>>"$work/mom.log" & pids+=($!); sleep 1
 else "$bin" --home "$mom" serve --listen "$mom_addr" 2>>"$work/mom.log" & pids+=($!); sleep 1; fi
-say "Mom invites Dad's laptop; Dad joins"
-code=$(mom_run invite --address "$mom_addr" | grep -o 'KL1-[A-Za-z0-9_-]*')
-dad_run join "$code"
+if $netns; then
+  say "Mom invites Dad's laptop; Dad types the short code (his laptop finds Mom's daemon on the network)"
+  short=$(mom_run invite | grep -o '[0-9A-Z]\{4\}-[0-9A-Z]\{4\}-[0-9A-Z]\{4\}' | head -n 1)
+  echo "the short code: $short"
+  dad_run join "$short"
+else
+  # Loopback daemons announce nowhere: the long code carries the address.
+  say "Mom invites Dad's laptop; Dad joins with the long code"
+  code=$(mom_run invite --address "$mom_addr" | grep -o 'KL1-[A-Za-z0-9_-]*')
+  dad_run join "$code"
+fi
 if ! $netns; then
   dad_addr=127.0.0.1:$(free_port "$dad")
 fi

@@ -8,11 +8,16 @@ private let household = RecordID(high: 0x1111_2222_3333_4444, low: 0x8555_6666_7
 private let initiatorIdentity = try! Identity(seed: Array(repeating: 1, count: 32))
 private let responderIdentity = try! Identity(seed: Array(repeating: 2, count: 32))
 
-private func makeChannel(_ role: SecureChannel.Role, refuseEveryone: Bool) -> SecureChannel {
+/// The short code of short-code mode (issue 22, point 4): the responder holds it in its slot.
+private let shortCode = ShortCode(slot: 3, secret: 0x1234_5678_9ABC)
+
+private func makeChannel(_ role: SecureChannel.Role, refuseEveryone: Bool, short: Bool = false) -> SecureChannel {
     let me = role == .initiator ? initiatorIdentity : responderIdentity
     let expected = role == .initiator ? responderIdentity.publicKey : initiatorIdentity.publicKey
-    return try! SecureChannel(role: role, identity: me, household: household,
-                              seed: Array(repeating: role == .initiator ? 3 : 4, count: SecureChannel.seedByteCount),
+    let mode: SecureChannel.Mode = short && role == .initiator ? .shortCode(slot: shortCode.slot, password: shortCode.password) : .member
+    return try! SecureChannel(role: role, identity: me, household: short && role == .initiator ? .zero : household,
+                              seed: Array(repeating: role == .initiator ? 3 : 4, count: SecureChannel.seedByteCount), mode: mode,
+                              shortInvitations: { short && $0 == shortCode.slot ? shortCode.password : nil },
                               authorize: { key, _, _, _ in refuseEveryone ? "not a member" : key == expected ? nil : "not a member" })
 }
 
@@ -36,10 +41,14 @@ private func sent(_ actions: [ChannelAction]) -> [UInt8] {
     return out
 }
 
-/// Runs a genuine handshake and exchange between the two fixed channels.
-private let genuine: Genuine = {
+/// Runs a genuine handshake and exchange between the two fixed channels (a member's session, and
+/// a short-code join's).
+private let genuine = makeGenuine(short: false)
+private let genuineShort = makeGenuine(short: true)
+
+private func makeGenuine(short: Bool) -> Genuine {
     var g = Genuine()
-    let i = makeChannel(.initiator, refuseEveryone: false), r = makeChannel(.responder, refuseEveryone: false)
+    let i = makeChannel(.initiator, refuseEveryone: false, short: short), r = makeChannel(.responder, refuseEveryone: false, short: short)
     _ = r.start()
     let hello = sent(i.start())
     let reply = sent(r.receive(hello))
@@ -57,11 +66,11 @@ private let genuine: Genuine = {
     for p in g.responderPlaintexts { g.fromResponder += try! r.seal(p) }
     g.fromResponder += try! r.close()
     return g
-}()
+}
 
 /// Feeds `bytes` to a fresh channel in chunks of `chunk` bytes; returns every action in order.
-private func feed(_ role: SecureChannel.Role, refuse: Bool, _ bytes: [UInt8], chunk: Int) -> (actions: [ChannelAction], channel: SecureChannel) {
-    let channel = makeChannel(role, refuseEveryone: refuse)
+private func feed(_ role: SecureChannel.Role, refuse: Bool, short: Bool, _ bytes: [UInt8], chunk: Int) -> (actions: [ChannelAction], channel: SecureChannel) {
+    let channel = makeChannel(role, refuseEveryone: refuse, short: short)
     var actions = channel.start()
     var start = 0
     var failed = false
@@ -79,8 +88,10 @@ private func feed(_ role: SecureChannel.Role, refuse: Bool, _ bytes: [UInt8], ch
 }
 
 /// `handshake`: input byte 0 chooses the side under test (bit 0: responder or initiator), a chunk
-/// size (bits 1-5) and whether the authorisation hook refuses everyone (bit 6); the rest is what the
-/// "peer" sends. Properties: chunking changes nothing; no forged handshake is established (only the
+/// size (bits 1-5), whether the authorisation hook refuses everyone (bit 6) and short-code mode
+/// (bit 7: the initiator joins with a short code the responder holds); the rest is what the
+/// "peer" sends. (A short-code responder does not authorise its initiator: it is admitted to the
+/// invitation's hand-over only, so "refused" binds only the initiator there.) Properties: chunking changes nothing; no forged handshake is established (only the
 /// genuine peer's signed handshake bytes establish a channel, and never when refused); the only
 /// plaintext that comes out is a prefix of what the genuine peer sealed, in order; a failed channel
 /// does nothing more; an established channel can seal.
@@ -88,12 +99,13 @@ private func feed(_ role: SecureChannel.Role, refuse: Bool, _ bytes: [UInt8], ch
     guard let first = data.first else { return }
     let role: SecureChannel.Role = first & 1 == 0 ? .responder : .initiator
     let refuse = first & 0x40 != 0
+    let short = first & 0x80 != 0
     let bytes = Array(data.dropFirst())
-    let whole = feed(role, refuse: refuse, bytes, chunk: max(bytes.count, 1))
-    let chunked = feed(role, refuse: refuse, bytes, chunk: Int(first >> 1 & 0x1F) + 1)
+    let whole = feed(role, refuse: refuse, short: short, bytes, chunk: max(bytes.count, 1))
+    let chunked = feed(role, refuse: refuse, short: short, bytes, chunk: Int(first >> 1 & 0x1F) + 1)
     check(whole.actions == chunked.actions, "chunking changed the channel's actions")
 
-    let g = genuine
+    let g = short ? genuineShort : genuine
     let (peerStream, signed, peerKey, peerPlaintexts) = role == .responder
         ? (g.fromInitiator, g.initiatorSigned, initiatorIdentity.publicKey, g.initiatorPlaintexts)
         : (g.fromResponder, g.responderSigned, responderIdentity.publicKey, g.responderPlaintexts)
@@ -103,7 +115,7 @@ private func feed(_ role: SecureChannel.Role, refuse: Bool, _ bytes: [UInt8], ch
         switch action {
         case .established(let peer):
             check(!established, "established twice")
-            check(!refuse, "established although the authorisation hook refused")
+            check(!refuse || (short && role == .responder), "established although the authorisation hook refused")
             check(peer == peerKey, "established with a key that is not the genuine peer's")
             check(bytes.starts(with: peerStream.prefix(signed)), "established by a forged handshake")
             established = true
@@ -137,5 +149,8 @@ private func feed(_ role: SecureChannel.Role, refuse: Bool, _ bytes: [UInt8], ch
         [0] + Array(g.fromInitiator.prefix(71)),        // hello only
         [1] + Array(g.fromResponder.prefix(g.responderSigned)),  // handshake, no data
         [0, 0, 0, 0, 5, 0xFE] + Array("nope".utf8),     // a refusal
+        [0x80] + genuineShort.fromInitiator,            // short-code responder, whole genuine stream
+        [0x81] + genuineShort.fromResponder,            // short-code initiator, whole genuine stream
+        [0x80] + Array(genuineShort.fromInitiator.prefix(72)),  // a short-code hello only
     ]
 }

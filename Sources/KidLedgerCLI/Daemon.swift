@@ -209,6 +209,7 @@ final class Daemon: Sendable {
             let channel = try SecureChannel(role: .responder, identity: identity, household: household,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount),
                                             invitations: { (try? replica.device.openInvites().map(\.key)) ?? [] },
+                                            shortInvitations: { slot in (try? replica.device.takeShortTry(slot: slot))?.password },
                                             authorize: { key, _, _, invitation in
                                                 if revoked.contains(key.bytes) { return "this device's membership was revoked" }
                                                 if members.contains(key.bytes) { return nil }
@@ -226,7 +227,12 @@ final class Daemon: Sendable {
                 defer { connection.close() }
                 let learned = SyncDriver.learn(from: error, in: replica, identity: identity).map { "; " + SyncDriver.describe($0) }
                 let answered = SyncDriver.learnAnswer(from: error, in: replica).map { "; " + SyncDriver.describe($0) }
-                log("session from \(remote) refused in the handshake: \(error)" + (learned ?? answered ?? ""))
+                log("session from \(remote) refused in the handshake: \(error)" + (learned ?? answered ?? "") + shortCodeTry(channel, replica))
+                return
+            }
+            // A joiner that proved a short code gets the invitation's long code, and joins with it.
+            if case .shortCode(let slot, _) = channel.mode {
+                handOver(slot: slot, over: stream, replica: replica)
                 return
             }
             let peerKey = stream.peerKey
@@ -295,6 +301,32 @@ final class Daemon: Sendable {
         let grant = owner.grant(key, name: "member \(key.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
         do { try r.commitMembership([.grant(grant)]) } catch { return "could not record the new member: \(error)" }
         return nil
+    }
+
+    /// After a short-code handshake that failed: how many tries its code has left, and the code
+    /// burned (deleted) when none is left (docs/SECURITY.md, "Short codes"); "" for other handshakes.
+    private func shortCodeTry(_ channel: SecureChannel, _ replica: Replica) -> String {
+        guard case .shortCode(let slot, _) = channel.mode, let open = try? replica.device.shortInvite(slot: slot) else { return "" }
+        guard open.triesLeft == 0 else { return "; the short code of invitation slot \(slot) has \(Render.plural(open.triesLeft, "try", "tries")) left" }
+        try? replica.device.removeShortInvite(slot: slot)
+        return "; the short code of invitation slot \(slot) is burned after \(DeviceState.shortCodeTries) tries (its long code still works; `kidledger invite` makes a new one)"
+    }
+
+    /// Hands the long code of the short invitation in `slot` to the joiner that proved its short
+    /// code, and closes: the short code is used up; the joiner joins with the long one next
+    /// (through the one join path: the invitation's key, the owner's key).
+    private func handOver(slot: UInt8, over stream: SecureStream, replica: Replica) {
+        defer { stream.close() }
+        guard let open = try? replica.device.shortInvite(slot: slot) else {
+            log("session from \(stream.remote): the short code of invitation slot \(slot) was used or expired meanwhile")
+            return
+        }
+        do { try stream.write(Array(open.code.utf8), timeoutMillis: peerTimeoutMillis) } catch {
+            log("session from \(stream.remote): could not hand over the invitation of short code slot \(slot): \(error)")
+            return
+        }
+        try? replica.device.removeShortInvite(slot: slot)
+        log("session from \(stream.remote) proved the short code of invitation slot \(slot): handed it the invitation; it joins with it next")
     }
 
     /// The device settings `status` reads for the sessions other laptops opened to this daemon.

@@ -31,6 +31,8 @@ final class Discovery: Sendable {
     static let group = "ff12::4717"
     /// How often a daemon announces itself.
     static let announceIntervalMillis: Int64 = 10_000
+    /// How often an open short code is announced (``InvitationAnnouncement``).
+    static let invitationIntervalMillis: Int64 = 1_000
     /// How often the interfaces are checked for a changed address (which announces at once).
     static let interfaceCheckMillis: Int64 = 2_000
     /// The most packets opened per second per socket; more are dropped (a flood costs little).
@@ -153,12 +155,15 @@ final class Discovery: Sendable {
         var lastSent: Int64?
         var lastCheck: Int64?
         var fingerprint: [String] = []
+        var interfaces: [LocalInterface] = []
+        var invitationsSent: Int64?
+        let replica = try? makeReplica()
         while !stopping() {
             let now = monotonicMillis()
             var due = lastSent.map { now - $0 >= Self.announceIntervalMillis } ?? true
             if lastCheck.map({ now - $0 >= Self.interfaceCheckMillis }) ?? true {
                 lastCheck = now
-                let interfaces = LocalInterface.all()
+                interfaces = LocalInterface.all()
                 let current = interfaces.filter(\.isUsable).flatMap { $0.ipv4 + $0.ipv6 }.sorted()
                 if current != fingerprint {
                     if !fingerprint.isEmpty { log("discovery: this laptop's addresses changed (\(current.joined(separator: ", "))): announcing now") }
@@ -168,6 +173,17 @@ final class Discovery: Sendable {
                 if due {
                     lastSent = now
                     let packet = announcement()
+                    for target in targets(interfaces) {
+                        for socket in sockets { socket.send(packet, to: target) }
+                    }
+                }
+            }
+            // An open short code is announced every second, so a `join` finds it at once.
+            if invitationsSent.map({ now - $0 >= Self.invitationIntervalMillis }) ?? true,
+               let open = try? replica?.device.openShortInvites(), !open.isEmpty {
+                invitationsSent = now
+                for invitation in open {
+                    let packet = InvitationAnnouncement(slot: invitation.slot, password: invitation.password, port: tcpPort).packet
                     for target in targets(interfaces) {
                         for socket in sockets { socket.send(packet, to: target) }
                     }

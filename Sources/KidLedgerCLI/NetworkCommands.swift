@@ -178,12 +178,20 @@ enum NetworkCommands {
     static let invite = CLI.Command(spec: CommandSpec(
         name: "invite", synopsis: "[--address HOST:PORT] [--minutes N]", summary: "print a one-time code another device joins with",
         details: """
-        The code carries where to reach this device's daemon (the address of the `kidledger serve` running for this
-        home, or --address; for a daemon on every interface, this laptop's LAN addresses), the household and a
-        secret. It works once and expires after N minutes (default 60).
+        Prints two codes for one invitation; either works, once, for N minutes (default 60):
+        - a short code, XXXX-XXXX-XXXX, to read aloud or type on another laptop on this network: the daemon
+          announces the open invitation on the LAN (UDP 4717), `join` finds it there and proves the code without
+          sending it (a PAKE); after 5 tries that do not match, the short code is burned;
+        - the long code, KL1-…, which carries where to reach this device's daemon (the address of the
+          `kidledger serve` running for this home, or --address; for a daemon on every interface, this laptop's
+          LAN addresses), the household and a secret: for joining from another network.
+        On a terminal it also draws the long code as a QR code (--qr draws it anyway, --no-qr never), and shows
+        this laptop's key fingerprint, which `join` shows too: check that they match.
+          --qr / --no-qr   draw the QR code even when standard output is not a terminal / never
         Keep `kidledger serve` running. Warns on standard error (and in --json `warnings`) when the address is a
         loopback one (127.0.0.0/8, ::1, localhost: another laptop can't reach it) or when no daemon runs here.
-        """, valueOptions: ["address", "minutes"])) { ctx, args in
+        """, valueOptions: ["address", "minutes"], flagOptions: ["qr", "no-qr"])) { ctx, args in
+        if args.has("qr") && args.has("no-qr") { throw CLIError.usage("--qr and --no-qr contradict each other: give one") }
         let replica = try ctx.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
         guard let me = try ctx.identity(creating: false), let owner = try replica.members().first(where: \.isOwner),
@@ -229,26 +237,45 @@ enum NetworkCommands {
             throw CLIError("\(DeviceState.openInvitesMax) invitations are open here already; use one (each works once) or wait until the first expires at \(ctx.time.stamped(first))", code: .temporaryFailure)
         }
         let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: addresses).text
-        ctx.emit(.object([("code", .string(code)), ("expiresAtMillis", .int(expires)), ("address", .string(addresses[0])),
-                          ("addresses", .array(addresses.map(JSON.string))),
+        // The same invitation's short code: the daemon hands the long code to whoever proves it.
+        var short: ShortCode?
+        _ = try replica.device.addShortInvite(invitationKey: SecureChannel.invitationKey(secret: secret), code: code, expiresAtMillis: expires) { slot in
+            let made = ShortCode(slot: slot, using: &random)
+            short = made
+            return made.password
+        }
+        let fingerprint = me.publicKey.fingerprint
+        ctx.emit(.object([("shortCode", short.map { .string($0.text) } ?? .null), ("code", .string(code)), ("expiresAtMillis", .int(expires)),
+                          ("address", .string(addresses[0])), ("addresses", .array(addresses.map(JSON.string))),
+                          ("fingerprint", .string(fingerprint)),
                           ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string)))]))
-        ctx.say("On the other device run:\n  kidledger join \(code)\nThe code works once, until \(ctx.time.stamped(expires)).")
+        var text = ""
+        if let short { text += "On another laptop on this network run:\n  kidledger join \(short.text)\nFrom another network:\n" } else { text += "On the other device run:\n" }
+        text += "  kidledger join \(code)\n"
+        if args.has("qr") || (!args.has("no-qr") && isatty(1) == 1), let qr = ShortCodeJoin.qr(code) { text += qr }
+        text += "The code works once, until \(ctx.time.stamped(expires)). This laptop's key fingerprint is \(fingerprint): `join` shows it too."
+        ctx.say(text)
     }
 
     static let join = CLI.Command(spec: CommandSpec(
         name: "join", synopsis: "CODE [--replace] [--name DISPLAY]", summary: "join a household with a code from `kidledger invite`",
         details: """
         Connects to the inviting device, receives the whole ledger and remembers that device as a peer.
+        CODE is the short code (XXXX-XXXX-XXXX; case, spaces, dashes, O for 0 and I or L for 1 are forgiven) or
+        the long one (KL1-…). With the short code, join listens on UDP 4717 for the inviting daemon's
+        announcement of the invitation (up to 30 s) and proves the code to it without sending it; a mistyped
+        code is reported as mistyped (exit 65) and changes nothing.
+          --address HOST:PORT      with a short code: ask the daemon there, without listening for announcements
+          --discovery-port PORT    with a short code: the UDP port to listen on (default 4717)
+          --wait SECONDS           with a short code: how long to listen (1...600, default 30)
         A home that already holds a different ledger with children or transactions is not merged into it:
         join refuses, unless --replace, which first writes a backup CSV of the old ledger and says where.
           --name DISPLAY   the name the household knows you by (default: the account's name, or the login
                            name for the "default" account; change it with `kidledger account rename`).
                            The other laptops learn it at the next sync.
-        """, valueOptions: ["name"], flagOptions: ["replace"], arguments: 1...1)) { ctx, args in
+        """, valueOptions: ["name", "address", "discovery-port", "wait"], flagOptions: ["replace"], arguments: 1...1)) { ctx, args in
         let displayName = try ctx.displayName(args)
-        guard let code = InviteCode(text: args.positionals[0]) else {
-            throw CLIError("that is not a kidledger invitation code (it starts with KL1-)", code: .dataError)
-        }
+        let (code, shortCodeOwner) = try invitation(args, ctx: ctx)
         if code.expiresAtMillis < SystemClock().nowMillis() {
             throw CLIError("this invitation expired at \(ctx.time.stamped(code.expiresAtMillis)); ask for a new one", code: .dataError)
         }
@@ -259,12 +286,7 @@ enum NetworkCommands {
             if let h = try existing.household(), h.id == code.household {
                 return try syncAsMember(existing, code: code, ctx: ctx)
             }
-            if let h = try existing.household() {
-                let counts = try existing.counts()
-                if (counts.children > 0 || counts.transactions > 0) && !args.has("replace") {
-                    throw CLIError("this home already holds the household \"\(Render.safe(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
-                }
-            }
+            try refuseMerging(into: existing, replace: args.has("replace"))
             replacing = existing
         }
         // Join into a fresh store beside the home's; it replaces the home's only on success.
@@ -300,7 +322,9 @@ enum NetworkCommands {
             let failure = Render.safe(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint); nothing was changed here: run this `kidledger join` again once it is reachable", code: .unavailable)
+            // The short code is used up by its hand-over: the long code it stood for still works.
+            let again = shortCodeOwner ? "the short code is used up; run `kidledger join \(code.text)` (its long code)" : "run this `kidledger join` again"
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(failure)\(hint); nothing was changed here: \(again) once it is reachable", code: .unavailable)
         }
         var backup: String?
         if let old = replacing {
@@ -323,9 +347,62 @@ enum NetworkCommands {
         }
         if let backup { ctx.say("The previous ledger was saved to \(backup).") }
         ctx.say("Joined \"\(Render.safe(h.name))\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
+        let owner = PublicKey(bytes: code.owner)?.fingerprint ?? "?"
+        if shortCodeOwner { ctx.say("The inviting laptop's key fingerprint is \(owner): check that `kidledger invite` showed the same there.") }
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
                           ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
-                          ("backup", backup.map(JSON.string) ?? .null)]))
+                          ("ownerFingerprint", .string(owner)), ("backup", backup.map(JSON.string) ?? .null)]))
+    }
+
+    /// Refuses a join into a home that holds another household's non-empty ledger, unless `replace`.
+    static func refuseMerging(into existing: Replica, replace: Bool) throws {
+        guard let h = try existing.household(), !replace else { return }
+        let counts = try existing.counts()
+        if counts.children > 0 || counts.transactions > 0 {
+            throw CLIError("this home already holds the household \"\(Render.safe(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
+        }
+    }
+
+    /// The invitation `join`'s CODE stands for: the long code itself, or the long code the daemon
+    /// that holds a short code hands over once the code is proved (true then).
+    static func invitation(_ args: ParsedArguments, ctx: Context) throws -> (InviteCode, shortCode: Bool) {
+        let text = args.positionals[0]
+        let shortOptions = ["address", "discovery-port", "wait"].filter { args.values[$0] != nil }
+        if let code = InviteCode(text: text) {
+            guard shortOptions.isEmpty else {
+                throw CLIError.usage("--\(shortOptions[0]) is for a short code; a long code (KL1-…) carries the addresses itself")
+            }
+            return (code, false)
+        }
+        let short: ShortCode
+        switch ShortCode.parse(text) {
+        case .success(let parsed): short = parsed
+        case .failure(.mistyped(let why)):
+            throw CLIError("that code is mistyped: check each character (\(why))", code: .dataError)
+        case .failure(.notAShortCode):
+            throw CLIError("that is not a kidledger invitation code (a short code is XXXX-XXXX-XXXX, a long one starts with KL1-)", code: .dataError)
+        }
+        var port = Discovery.portDefault
+        if let raw = args.values["discovery-port"] {
+            guard let value = UInt16(raw), value > 0 else { throw CLIError.usage("--discovery-port: \"\(raw)\" is not a port number 1...65535") }
+            port = value
+        }
+        var wait = ShortCodeJoin.waitDefaultSeconds
+        if let raw = args.values["wait"] {
+            guard let value = Int(raw), (1...600).contains(value) else { throw CLIError.usage("--wait takes 1 to 600 seconds, got \"\(raw)\"") }
+            wait = value
+        }
+        let address = try args.values["address"].map { try PeerCommands.validAddress($0) }
+        // Proving the short code uses it up: refuse what `join` would refuse anyway first (the
+        // household is not known yet, so a home with a non-empty ledger needs --replace).
+        if FileSystem.exists(ctx.storePath + "/data.mdb") { try refuseMerging(into: try ctx.openReplica(), replace: args.has("replace")) }
+        // The hand-over needs no member key (the daemon admits the joiner to nothing else): a
+        // throwaway one, so a code that gets nowhere leaves nothing here.
+        var (code, at) = try ShortCodeJoin.resolve(short, address: address, discoveryPort: port, waitSeconds: wait, identity: .generate(),
+                                                   console: ctx.console, interactive: !ctx.json && isatty(2) == 1)
+        // The address that answered first, then the ones the invitation names.
+        code.addresses = Array(([at] + code.addresses.filter { $0 != at }).prefix(InviteCode.addressesMax))
+        return (code, true)
     }
 
     /// Whether `address` is a wildcard (every interface): 0.0.0.0:PORT or [::]:PORT.

@@ -157,8 +157,89 @@ public struct DeviceState {
         return try store.write { w in
             guard try sweepInvites(w, now: now).contains(key) else { return false }
             try w.delete(Tables.invites, key)
+            // Its short code goes with it.
+            for (slot, row) in try sweepShortInvites(w, now: now) where row.invitationKey == key {
+                try w.delete(Tables.shortInvites, [slot])
+            }
             return true
         }
+    }
+
+    // MARK: Short codes
+
+    /// How many handshakes one short code may start (each counts before its code is checked);
+    /// after the last that fails, the short code is burned (the long code stays open).
+    public static let shortCodeTries = 5
+    static let shortRowVersion: UInt8 = 1
+
+    /// Gives the open invitation `invitationKey` a short code in the lowest free slot (0...15):
+    /// `password` gives the code's password for a slot; the row keeps it, the invitation's long
+    /// `code` (handed over to the joiner who proves the short one) and ``shortCodeTries`` tries.
+    /// Nil, recording nothing, when every slot is taken. Expired rows are swept first.
+    public func addShortInvite(invitationKey: [UInt8], code: String, expiresAtMillis: Int64,
+                               password: (UInt8) -> [UInt8]) throws -> UInt8? {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            let taken = Set(try sweepShortInvites(w, now: now).map(\.slot))
+            guard let slot = (0..<UInt8(Self.openInvitesMax)).first(where: { !taken.contains($0) }) else { return nil }
+            let row = ShortInviteRow(expiresAtMillis: expiresAtMillis, triesLeft: UInt8(Self.shortCodeTries),
+                                     password: password(slot), invitationKey: invitationKey, code: code)
+            try w.put(Tables.shortInvites, [slot], row.encoded())
+            return slot
+        }
+    }
+
+    /// The open, unexpired short invitations' slots, passwords and expiry (for their announcements).
+    public func openShortInvites() throws -> [(slot: UInt8, password: [UInt8], expiresAtMillis: Int64)] {
+        let now = clock.nowMillis()
+        return try store.read { r in
+            var open: [(slot: UInt8, password: [UInt8], expiresAtMillis: Int64)] = []
+            try r.scan(Tables.shortInvites) { key, value in
+                if key.count == 1, let row = ShortInviteRow(value), row.expiresAtMillis >= now, row.triesLeft > 0 {
+                    open.append((key[0], row.password, row.expiresAtMillis))
+                }
+                return open.count < Self.openInvitesMax
+            }
+            return open
+        }
+    }
+
+    /// Counts one try against the short invitation in `slot`: its password and the tries left
+    /// after this one, or nil (counting nothing) when none is open there or no try is left.
+    public func takeShortTry(slot: UInt8) throws -> (password: [UInt8], triesLeft: Int)? {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            guard var row = try w.get(Tables.shortInvites, [slot]).flatMap(ShortInviteRow.init), row.expiresAtMillis >= now,
+                  row.triesLeft > 0 else { return nil }
+            row.triesLeft -= 1
+            try w.put(Tables.shortInvites, [slot], row.encoded())
+            return (row.password, Int(row.triesLeft))
+        }
+    }
+
+    /// The long code of the short invitation in `slot` and its tries left, or nil.
+    public func shortInvite(slot: UInt8) throws -> (code: String, triesLeft: Int)? {
+        let now = clock.nowMillis()
+        return try store.read { r in
+            guard let row = try r.get(Tables.shortInvites, [slot]).flatMap(ShortInviteRow.init), row.expiresAtMillis >= now else { return nil }
+            return (row.code, Int(row.triesLeft))
+        }
+    }
+
+    /// Deletes the short invitation in `slot` (handed over, or burned); the long code stays open.
+    public func removeShortInvite(slot: UInt8) throws {
+        try store.write { w in try w.delete(Tables.shortInvites, [slot]) }
+    }
+
+    /// Deletes expired short invitations and unreadable rows; returns the rows left.
+    private func sweepShortInvites(_ w: any KeyValueWriter, now: Int64) throws -> [(slot: UInt8, row: ShortInviteRow)] {
+        var stale: [[UInt8]] = [], open: [(slot: UInt8, row: ShortInviteRow)] = []
+        try w.scan(Tables.shortInvites) { key, value in
+            if key.count == 1, let row = ShortInviteRow(value), row.expiresAtMillis >= now { open.append((key[0], row)) } else { stale.append(key) }
+            return true
+        }
+        for key in stale { try w.delete(Tables.shortInvites, key) }
+        return open
     }
 
     /// Deletes expired invitations and rows of an older version; returns the keys left open.
@@ -208,6 +289,9 @@ extension Tables {
     /// Open invitations: the invitation key (32, `SecureChannel.invitationKey(secret:)`) → version
     /// u8 (2) | expiry millis. Local to the device.
     public static let invites = Table("invites")
+    /// Open short codes: slot u8 → ``ShortInviteRow`` (version u8 (1) | expiry millis | tries left
+    /// u8 | password 32 | invitation key 32 | the long code, UTF-8). Local to the device.
+    public static let shortInvites = Table("shortInvites")
     /// Device-local settings (for example where this device's daemon listens): name → UTF-8 value.
     public static let settings = Table("settings")
 }
@@ -301,5 +385,42 @@ public struct PeerRecord: Equatable, Sendable {
         } catch {
             throw LedgerError.corrupted("peer record: \(error)")
         }
+    }
+}
+
+/// One open short code (``Tables/shortInvites``).
+struct ShortInviteRow {
+    var expiresAtMillis: Int64
+    var triesLeft: UInt8
+    var password: [UInt8]
+    var invitationKey: [UInt8]
+    var code: String
+
+    init(expiresAtMillis: Int64, triesLeft: UInt8, password: [UInt8], invitationKey: [UInt8], code: String) {
+        self.expiresAtMillis = expiresAtMillis
+        self.triesLeft = triesLeft
+        self.password = password
+        self.invitationKey = invitationKey
+        self.code = code
+    }
+
+    init?(_ value: [UInt8]) {
+        guard value.count > 1 + 8 + 1 + 32 + 32, value[0] == DeviceState.shortRowVersion else { return nil }
+        var r = ByteReader(Array(value.dropFirst()))
+        guard let expiry = try? r.readOrderedSigned(), let tries = try? r.readByte(), let password = try? r.readRaw(count: 32),
+              let key = try? r.readRaw(count: 32) else { return nil }
+        self.init(expiresAtMillis: expiry, triesLeft: tries, password: password, invitationKey: key,
+                  code: String(decoding: value[(1 + 8 + 1 + 64)...], as: UTF8.self))
+    }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 80 + code.utf8.count)
+        w.write(DeviceState.shortRowVersion)
+        w.write(orderedSigned: expiresAtMillis)
+        w.write(triesLeft)
+        w.write(raw: password)
+        w.write(raw: invitationKey)
+        w.write(raw: Array(code.utf8))
+        return w.bytes
     }
 }

@@ -44,7 +44,7 @@ public enum Tables {
     /// Every table, for opening the store.
     public static let all: [Table] = [meta, changes, chains, vector, households, children, registers,
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
-                                      registerHistory, peers, invites, settings, claims, grants, revocations,
+                                      registerHistory, peers, invites, shortInvites, settings, claims, grants, revocations,
                                       rejected, forged, pendingClaims, transfers, creators, heads, forks,
                                       forkFloods, childCreations]
 }

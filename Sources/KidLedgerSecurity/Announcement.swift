@@ -105,3 +105,61 @@ public struct Announcement: Equatable, Sendable {
         return Announcement(member: member, port: port, sentAtMillis: Int64(bitPattern: sent))
     }
 }
+
+/// The LAN announcement of an open short code (issue 22, point 4): "the daemon that holds the
+/// short invitation in `slot` whose locator is `locator` listens on TCP `port` of the address this
+/// packet came from". A `join` with a short code dials only daemons whose announcement matches
+/// its code, so it never spends a try of another family's invitation.
+///
+/// Packet (``packetBytes`` = 9 bytes, sent every second while a short code is open):
+///
+/// ```
+/// magic "KLi1" 4 | slot u8 | locator 2 | TCP port u16 big-endian
+/// locator = the first 2 bytes of BLAKE2b-256(key: the code's password, "kidledger invitation locator v1")
+/// ```
+///
+/// It reveals that a kidledger invitation is open, its slot, and 16 bits about its secret: an
+/// eavesdropper narrows the 2⁴⁶ secrets to about 2³⁰, each still to be tried online against
+/// the daemon, which allows five tries per code (docs/SECURITY.md). Nothing in it
+/// names the household or a device.
+public struct InvitationAnnouncement: Equatable, Sendable {
+    public var slot: UInt8
+    public var locator: [UInt8]
+    public var port: UInt16
+
+    public static let magic: [UInt8] = Array("KLi1".utf8)
+    public static let packetBytes = 4 + 1 + 2 + 2
+
+    /// The announcement of the short code with `password` in `slot`, served on `port`.
+    public init(slot: UInt8, password: [UInt8], port: UInt16) {
+        self.init(slot: slot, locator: Self.locator(password: password), port: port)
+    }
+
+    init(slot: UInt8, locator: [UInt8], port: UInt16) {
+        self.slot = slot
+        self.locator = locator
+        self.port = port
+    }
+
+    /// The two locator bytes of a code's password.
+    public static func locator(password: [UInt8]) -> [UInt8] {
+        _ = Sodium.ready
+        return Array(Sodium.genericHash(Array("kidledger invitation locator v1".utf8), key: password, outputCount: 32).prefix(2))
+    }
+
+    /// The packet.
+    public var packet: [UInt8] { Self.magic + [slot] + locator + [UInt8(port >> 8), UInt8(port & 0xFF)] }
+
+    /// The announcement in `packet`, or nil for anything else.
+    public static func parse(_ packet: [UInt8]) -> InvitationAnnouncement? {
+        guard packet.count == packetBytes, Array(packet[0..<4]) == magic, Int(packet[4]) < ShortCode.slots else { return nil }
+        let port = UInt16(packet[7]) << 8 | UInt16(packet[8])
+        guard port != 0 else { return nil }
+        return InvitationAnnouncement(slot: packet[4], locator: Array(packet[5..<7]), port: port)
+    }
+
+    /// Whether this announces the invitation `code` is for.
+    public func matches(_ code: ShortCode) -> Bool {
+        slot == code.slot && locator == Self.locator(password: code.password)
+    }
+}

@@ -42,7 +42,9 @@ public enum ChannelAction: Equatable, Sendable {
 /// ```
 /// 0xF5 hello     66 B  version u8 (=2) | mode u8 (0 member, 1 join) | initiator ephemeral
 ///                      X25519 pk 32 | initiator nonce 32
-/// 0xF6 reply     64 B  responder ephemeral pk 32 | responder nonce 32
+///                67 B  version u8 (=2) | mode u8 (2 short code) | initiator CPace element 32 |
+///                      initiator nonce 32 | slot u8 (0...15)
+/// 0xF6 reply     64 B  responder ephemeral pk 32 (short code: its CPace element) | responder nonce 32
 /// 0xF7 confirm  113 B  sealed(initiator Ed25519 pk 32 | signature 64 over transcript("initiator"))
 /// 0xF8 accept   113 B  sealed(responder Ed25519 pk 32 | signature 64 over transcript("responder"))
 /// 0xF9 finish    17 B  sealed(empty): the initiator accepts the responder
@@ -62,12 +64,21 @@ public enum ChannelAction: Equatable, Sendable {
 ///                     one stream per direction from `hello` on
 /// h                 = BLAKE2b-256("kidledger channel v2" | 0x00 | hello payload | reply payload)
 /// psk               = empty (member) or the invitation key (join: ``invitationKey(secret:)``)
-/// key(role)         = BLAKE2b-256(key: crypto_kx key of role's sending direction,
+/// key(role)         = BLAKE2b-256(key: crypto_kx key of role's sending direction (short code:
+///                                 the CPace isk, sid = initiator nonce | slot, for both),
 ///                                 "kidledger channel v2 key " + role | 0x00 | h | household 16 | psk)
 /// header(role)      = BLAKE2b-192(key: role's nonce, "kidledger stream header " + role)
 /// transcript(label) = "kidledger channel v2 " + label | 0x00 | h | household 16 | id_i 32
 ///                     [| id_r 32, for "responder"]
+/// household 16      = the household id; 16 zero bytes for a short code (the joiner knows none yet)
 /// ```
+///
+/// Short-code mode (issue 22, point 4): the responder asks the `shortInvitations` hook for the
+/// password of the slot `hello` names (the hook counts a try first); none: a plaintext refusal
+/// (``codeMismatch``). A `confirm` that does not open (the codes differ, so the CPace keys do)
+/// gets the same refusal, so the joiner learns "no match" and the responder's key stays hidden.
+/// The initiator's key is not authorised (`authorize` is not called for it: the channel that
+/// follows only hands over the invitation's long code); the responder's is, as always.
 ///
 /// A v1 hello (0xF0) is answered with a plaintext refusal naming the version; a v1 peer's refusal
 /// of a v2 hello ("unknown channel frame type 245") is reported as another kidledger version.
@@ -93,8 +104,20 @@ public final class SecureChannel {
         /// Joining with an invitation: keys bound to its key too (``invitationKey(secret:)``), so
         /// only a holder of the code and the inviter read what follows.
         case join(invitationKey: [UInt8])
+        /// Joining with a short code (``ShortCode``): the keys come from a CPace exchange
+        /// (``CPace``) on the code's password instead of X25519, bound to no household (the joiner
+        /// does not know it yet); `slot` (sent in `hello`) says which open short invitation the
+        /// responder runs it with. What follows is only the invitation's hand-over
+        /// (docs/PROTOCOL.md, "Joining with a short code").
+        case shortCode(slot: UInt8, password: [UInt8])
 
-        var byte: UInt8 { if case .join = self { 1 } else { 0 } }
+        var byte: UInt8 {
+            switch self {
+            case .member: 0
+            case .join: 1
+            case .shortCode: 2
+            }
+        }
     }
 
     /// The authorisation hook: given the peer's verified identity key, the household, the peer's
@@ -114,6 +137,12 @@ public final class SecureChannel {
     /// The open invitations hook of a responder: the keys (``invitationKey(secret:)``) of the
     /// invitations still open here; at most ``invitationsMax`` of them are tried.
     public typealias Invitations = () -> [[UInt8]]
+
+    /// The short invitations hook of a responder: given the slot a short-code `hello` names, the
+    /// password (``ShortCode/password``) of the short invitation open in it, after counting one try
+    /// against it; nil when none is open there (or its tries are used up). Called once per such
+    /// `hello`, before the code is checked, so guesses made in parallel count too.
+    public typealias ShortInvitations = (UInt8) -> [UInt8]?
 
     /// The secure channel version this code speaks.
     public static let version: UInt8 = 2
@@ -150,8 +179,13 @@ public final class SecureChannel {
     static let notOpened = "device of another household, or a handshake altered on the way"
     /// Why a responder refuses a joiner's `confirm` no open invitation's key opens.
     static let noInvitation = "this invitation is unknown here, already used or expired; ask for a new code"
+    /// Why a responder refuses a short-code `confirm` it cannot open (the codes differ), or a
+    /// short-code `hello` whose slot holds no open invitation.
+    public static let codeMismatch = "no open invitation here matches that code"
 
     static let helloBytes = 1 + 1 + 32 + 32
+    /// A short-code `hello` carries the slot after the nonce.
+    static let shortCodeHelloBytes = helloBytes + 1
     static let replyBytes = 32 + 32
     static let identityBytes = 32 + 64
     static let sealedIdentityBytes = identityBytes + SecretStream.overheadBytes
@@ -188,6 +222,11 @@ public final class SecureChannel {
     private let evidence: Evidence
     private let answer: Answer
     private let invitations: Invitations
+    private let shortInvitations: ShortInvitations
+    /// The CPace scalar (short-code mode only), from the seed's first 32 bytes.
+    private var cpaceScalar: [UInt8] = []
+    /// The seed's first 32 bytes, kept for a responder's scalar until `hello` says the mode.
+    private var scalarSeed: [UInt8]
     private var phase: Phase
     /// The failure a refusal that awaits its answer ends with.
     private var refusal: SecurityError?
@@ -215,9 +254,10 @@ public final class SecureChannel {
     /// keys of its open invitations (none by default: it admits no joiner). `evidence` gives the
     /// revocation to send when `authorize` refuses a revoked member (none by default); `answer`
     /// the owner transfers to send back when the peer refuses this side with a revocation
-    /// (none by default).
+    /// (none by default). `shortInvitations` gives a responder the passwords of its open short
+    /// invitations (none by default: it admits no short-code joiner).
     public init(role: Role, identity: Identity, household: RecordID, seed: [UInt8], mode: Mode = .member,
-                invitations: @escaping Invitations = { [] },
+                invitations: @escaping Invitations = { [] }, shortInvitations: @escaping ShortInvitations = { _ in nil },
                 authorize: @escaping Authorize, evidence: @escaping Evidence = { _ in nil },
                 answer: @escaping Answer = { _ in nil }) throws(SecurityError) {
         _ = Sodium.ready
@@ -225,11 +265,16 @@ public final class SecureChannel {
             throw .badKey("a secure channel needs \(Self.seedByteCount) bytes of randomness, got \(seed.count)")
         }
         if case .join(let key) = mode, key.count != 32 { throw .badKey("an invitation key has 32 bytes, got \(key.count)") }
+        if case .shortCode(let slot, let password) = mode, password.count != 32 || Int(slot) >= ShortCode.slots {
+            throw .badKey("a short code's password has 32 bytes and its slot is 0...\(ShortCode.slots - 1)")
+        }
         self.role = role
         self.identity = identity
         self.household = household
         self.mode = role == .initiator ? mode : .member
         self.invitations = invitations
+        self.shortInvitations = shortInvitations
+        self.scalarSeed = Array(seed[0..<32])
         self.authorize = authorize
         self.evidence = evidence
         self.answer = answer
@@ -237,10 +282,17 @@ public final class SecureChannel {
         self.phase = .idle
         let rc = crypto_kx_seed_keypair(&ephemeralPublic, &ephemeralSecret, Array(seed[0..<32]))
         try Sodium.check(rc, .badKey("crypto_kx_seed_keypair failed"))
+        if role == .initiator, case .shortCode(let slot, let password) = mode {
+            // The element takes the ephemeral key's place in `hello`.
+            cpaceScalar = CPace.scalar(seed: scalarSeed)
+            ephemeralPublic = CPace.element(scalar: cpaceScalar, password: password, sid: nonce + [slot])
+        }
     }
 
     deinit {
         sodium_memzero(&ephemeralSecret, ephemeralSecret.count)
+        sodium_memzero(&cpaceScalar, cpaceScalar.count)
+        sodium_memzero(&scalarSeed, scalarSeed.count)
         sodium_memzero(&kxReceive, kxReceive.count)
         sodium_memzero(&kxSend, kxSend.count)
     }
@@ -267,6 +319,7 @@ public final class SecureChannel {
         case .initiator:
             phase = .awaitingReply
             helloPayload = [Self.version, mode.byte] + ephemeralPublic + nonce
+            if case .shortCode(let slot, _) = mode { helloPayload.append(slot) }
             return [.send(Self.frame(.hello, helloPayload))]
         }
     }
@@ -368,19 +421,33 @@ public final class SecureChannel {
     }
 
     private func onHello(_ payload: [UInt8]) -> [ChannelAction] {
-        guard payload.count == Self.helloBytes else { return fail(.handshakeFailed("malformed hello"), refuse: true) }
+        let shortCode = payload.count == Self.shortCodeHelloBytes && payload[1] == Mode.shortCode(slot: 0, password: []).byte
+        guard payload.count == Self.helloBytes || shortCode else { return fail(.handshakeFailed("malformed hello"), refuse: true) }
         guard payload[0] == Self.version else {
             return fail(.handshakeFailed("peer speaks secure channel version \(payload[0]), this side speaks \(Self.version)"), refuse: true)
         }
         switch payload[1] {
         case 0: mode = .member
         case 1: mode = .join(invitationKey: [])  // the key is the open invitation that opens `confirm`
+        case 2 where shortCode:
+            let slot = payload[Self.helloBytes]
+            guard Int(slot) < ShortCode.slots, let password = shortInvitations(slot), password.count == 32 else {
+                return fail(.handshakeFailed(Self.codeMismatch), refuse: true)
+            }
+            mode = .shortCode(slot: slot, password: password)
         default: return fail(.handshakeFailed("unknown handshake mode \(payload[1])"), refuse: true)
         }
         helloPayload = payload
-        replyPayload = ephemeralPublic + nonce
-        guard exchange(peerEphemeral: Array(payload[2..<34])) else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
         peerNonce = Array(payload[34..<66])
+        let peerElement = Array(payload[2..<34])
+        if case .shortCode(let slot, let password) = mode {
+            cpaceScalar = CPace.scalar(seed: scalarSeed)
+            ephemeralPublic = CPace.element(scalar: cpaceScalar, password: password, sid: peerNonce + [slot])
+            guard agree(peerElement: peerElement, sid: peerNonce + [slot]) else { return fail(.handshakeFailed("bad element"), refuse: true) }
+        } else {
+            guard exchange(peerEphemeral: peerElement) else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
+        }
+        replyPayload = ephemeralPublic + nonce
         phase = .awaitingConfirm
         return [.send(Self.frame(.reply, replyPayload))]
     }
@@ -388,7 +455,12 @@ public final class SecureChannel {
     private func onReply(_ payload: [UInt8]) -> [ChannelAction] {
         guard payload.count == Self.replyBytes else { return fail(.handshakeFailed("malformed reply"), refuse: true) }
         replyPayload = payload
-        guard exchange(peerEphemeral: Array(payload[0..<32])) else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
+        let peerElement = Array(payload[0..<32])
+        if case .shortCode(let slot, _) = mode {
+            guard agree(peerElement: peerElement, sid: nonce + [slot]) else { return fail(.handshakeFailed("bad element"), refuse: true) }
+        } else {
+            guard exchange(peerEphemeral: peerElement) else { return fail(.handshakeFailed("bad ephemeral key"), refuse: true) }
+        }
         peerNonce = Array(payload[32..<64])
         (sender, receiver) = streams(invitationKey: mode.invitationKey ?? [])
         var w = ByteWriter(capacity: Self.identityBytes)
@@ -400,7 +472,9 @@ public final class SecureChannel {
 
     private func onConfirm(_ payload: [UInt8]) -> [ChannelAction] {
         // A member's keys have no invitation key; a joiner's have the key of one open invitation.
-        let candidates: [[UInt8]] = mode == .member ? [[]] : Array(invitations().filter { $0.count == 32 }.prefix(Self.invitationsMax))
+        // A short code's keys come from its CPace exchange already.
+        var candidates: [[UInt8]] = [[]]
+        if case .join = mode { candidates = Array(invitations().filter { $0.count == 32 }.prefix(Self.invitationsMax)) }
         var opened: [UInt8]?
         for key in candidates where opened == nil {
             let pair = streams(invitationKey: key)
@@ -412,7 +486,12 @@ public final class SecureChannel {
             if !key.isEmpty { mode = .join(invitationKey: key) }
         }
         guard let opened else {
-            return fail(.handshakeFailed(mode == .member ? Self.notOpened : Self.noInvitation), refuse: true)
+            let why = switch mode {
+            case .member: Self.notOpened
+            case .join: Self.noInvitation
+            case .shortCode: Self.codeMismatch
+            }
+            return fail(.handshakeFailed(why), refuse: true)
         }
         guard opened.count == Self.identityBytes else { return fail(.handshakeFailed("malformed confirm"), refuse: true) }
         let initiator = PublicKey(bytes: opened[0..<32])!
@@ -422,7 +501,9 @@ public final class SecureChannel {
             return fail(.badSignature, refuse: true)
         }
         peerKey = initiator
-        if let reason = authorize(initiator, household, .initiator, mode.invitationKey) {
+        // A short-code joiner is admitted to nothing but the invitation's hand-over: it proved
+        // the code; its membership comes with the join that follows (docs/PROTOCOL.md).
+        if case .shortCode = mode {} else if let reason = authorize(initiator, household, .initiator, mode.invitationKey) {
             return fail(.unauthorized(reason), refuse: true)
         }
         var w = ByteWriter(capacity: Self.identityBytes)
@@ -512,6 +593,22 @@ public final class SecureChannel {
         return true
     }
 
+    /// The household the keys and signatures are bound to: none (zero) for a short code, whose
+    /// joiner learns the household only from the invitation handed over.
+    private var boundHousehold: RecordID {
+        if case .shortCode = mode { .zero } else { household }
+    }
+
+    /// Runs CPace with the peer's element (short-code mode; sid = the initiator's nonce and the
+    /// slot): both directions' keys are mixed from its result. False if the element is unacceptable.
+    private func agree(peerElement: [UInt8], sid: [UInt8]) -> Bool {
+        let (initiator, responder) = role == .initiator ? (ephemeralPublic, peerElement) : (peerElement, ephemeralPublic)
+        guard let isk = CPace.sessionKey(scalar: cpaceScalar, peerElement: peerElement, sid: sid,
+                                         initiatorElement: initiator, responderElement: responder) else { return false }
+        (kxReceive, kxSend) = (isk, isk)
+        return true
+    }
+
     private static func label(_ role: Role) -> String { role == .initiator ? "initiator" : "responder" }
 
     /// The hash of both handshake messages every key and signature is bound to.
@@ -525,7 +622,7 @@ public final class SecureChannel {
         let h = messagesHash
         let peer: Role = role == .initiator ? .responder : .initiator
         func key(_ of: Role, _ kx: [UInt8]) -> [UInt8] {
-            Sodium.genericHash(Array("kidledger channel v2 key \(Self.label(of))".utf8) + [0] + h + household.bytes + invitationKey,
+            Sodium.genericHash(Array("kidledger channel v2 key \(Self.label(of))".utf8) + [0] + h + boundHousehold.bytes + invitationKey,
                                key: kx, outputCount: 32)
         }
         func header(_ of: Role, _ nonce: [UInt8]) -> [UInt8] {
@@ -542,7 +639,7 @@ public final class SecureChannel {
         w.write(raw: Array("kidledger channel v2 \(Self.label(signer))".utf8))
         w.write(0)
         w.write(raw: messagesHash)
-        w.write(id: household)
+        w.write(id: boundHousehold)
         w.write(raw: initiator)
         if signer == .responder { w.write(raw: responder ?? identity.publicKey.bytes) }
         return w.bytes

@@ -137,6 +137,40 @@ struct NetworkCaptureTests {
         #expect(!frames.contains { $0.type == ChannelFrame.refused }, "\(frames.map(\.type))")
     }
 
+    /// Issue 22, point 4: a join with the short code (the CPace handshake and the long code's
+    /// hand-over, then the join it leads to) through the recording relay shows neither key, the
+    /// household id, a name, the short code or its password, nor the long code it hands over.
+    @Test func aRecordedShortCodeJoinShowsNoKeyHouseholdNameOrCode() throws {
+        let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove(); b.remove() }
+        try ok(a, "init", "Quixbury Household")
+        try ok(a, "child", "add", "Zanzibarra")
+        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        let relay = try RecordingRelay(to: daemon.port)
+        defer { relay.stop() }
+        let invite = try json(a, "invite", "--address", relay.address)
+        let shortText = try #require(invite["shortCode"] as? String), long = try #require(invite["code"] as? String)
+        let short = try ShortCode.parse(shortText).get()
+        try ok(b, "join", shortText, "--address", relay.address, "--name", "Wilhelmina Grubb")
+        #expect(try digest(a) == digest(b))
+        #expect(relay.connections >= 3, "hand-over, join, first member sync: \(relay.connections) connections")
+        let captured = relay.bytes
+        let household = try #require(try Context(home: a.home, json: false, console: BufferConsole(), clock: SystemClock())
+            .openReplica().household()).id
+        var secrets = Self.secrets(keys: [("owner's", try accountIdentity(a).publicKey), ("joiner's", try accountIdentity(b).publicKey)],
+                                   household: household, names: ["Quixbury", "Zanzibarra", "Wilhelmina", "Grubb"])
+        secrets += [("short code", Array(shortText.utf8)), ("short code without dashes", Array(shortText.filter { $0 != "-" }.utf8)),
+                    ("long code", Array(long.utf8)), ("long code's tail", Array(long.utf8.suffix(24)))]
+        secrets += Self.forms(of: short.password).map { ("short code's password (\($0.0))", $0.1) }
+        for (label, needle) in secrets {
+            #expect(!occurs(in: captured, needle), "the \(label) appears in the \(captured.count) captured bytes")
+        }
+        let frames = ChannelFrame.split(captured)
+        // The short-code hello (mode 2) came first; no refusal crossed.
+        #expect(frames.first?.type == ChannelFrame.hello && frames.first?.payload.count == 67 && frames.first?.payload[1] == 2)
+        #expect(!frames.contains { $0.type == ChannelFrame.refused }, "\(frames.map(\.type))")
+    }
+
     /// An active stranger connects to the daemon, sends a v2 hello (member mode, and join mode),
     /// then a confirm (with a household it guessed wrong, and with the right household id): it
     /// gets a reply of fresh randomness and a refusal, never the daemon's key or the household.

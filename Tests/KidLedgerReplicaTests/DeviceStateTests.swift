@@ -31,6 +31,36 @@ struct DeviceStateTests {
 
     static func key(_ n: UInt8) -> [UInt8] { Array(repeating: n, count: 32) }
 
+    @Test("short codes: the lowest free slot, 5 tries counted down, gone with their invitation, expired, or all 16 slots taken")
+    func shortInvitations() throws {
+        let clock = TestClock(1_000)
+        let device = DeviceState(store: MemoryStore(), clock: clock)
+        #expect(try device.addInvite(key: Self.key(1), expiresAtMillis: 5_000))
+        let first = try device.addShortInvite(invitationKey: Self.key(1), code: "KL1-one", expiresAtMillis: 5_000) { Self.key(100 + $0) }
+        let second = try device.addShortInvite(invitationKey: Self.key(2), code: "KL1-two", expiresAtMillis: 2_000) { Self.key(100 + $0) }
+        #expect(first == 0 && second == 1)
+        #expect(try device.openShortInvites().map(\.slot) == [0, 1] && device.openShortInvites()[1].password == Self.key(101))
+        #expect(try device.shortInvite(slot: 0)?.code == "KL1-one" && device.shortInvite(slot: 5) == nil)
+        for left in (0..<DeviceState.shortCodeTries).reversed() {
+            let taken = try #require(try device.takeShortTry(slot: 1))
+            #expect(taken.password == Self.key(101) && taken.triesLeft == left)
+        }
+        #expect(try device.takeShortTry(slot: 1) == nil && device.takeShortTry(slot: 7) == nil)
+        #expect(try device.openShortInvites().map(\.slot) == [0], "no try left: not announced")
+        // Using the invitation (its long code) takes its short code with it.
+        #expect(try device.consumeInvite(key: Self.key(1)))
+        #expect(try device.shortInvite(slot: 0) == nil)
+        // Expired ones are not offered and their slots are reused.
+        clock.millis = 3_000
+        #expect(try device.takeShortTry(slot: 1) == nil)
+        for n in 0..<16 {
+            #expect(try device.addShortInvite(invitationKey: Self.key(UInt8(n)), code: "KL1-\(n)", expiresAtMillis: 9_000) { _ in Self.key(7) } == UInt8(n))
+        }
+        #expect(try device.addShortInvite(invitationKey: Self.key(20), code: "KL1-full", expiresAtMillis: 9_000) { _ in Self.key(7) } == nil)
+        try device.removeShortInvite(slot: 4)
+        #expect(try device.openShortInvites().count == 15)
+    }
+
     @Test("an invitation works once, until it expires; expired ones are swept; 16 open at most")
     func invitations() throws {
         let clock = TestClock(1_000)
