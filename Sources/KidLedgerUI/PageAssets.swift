@@ -82,8 +82,8 @@ public enum PageAssets {
     .quick{display:flex;flex-wrap:wrap;gap:.4em;margin:.4em 0}
     button{font:inherit;padding:.45em .8em;border-radius:.5em;border:1px solid #2b4c7e;background:#2b4c7e;color:#fff;cursor:pointer;min-height:2.5em}
     button.secondary{background:#fff;color:#2b4c7e}
-    button:focus-visible,input:focus-visible,summary:focus-visible,a:focus-visible{outline:3px solid #f5a623;outline-offset:2px}
-    input{font:inherit;padding:.4em;border:1px solid #8a94a6;border-radius:.4em;width:100%;min-width:0}
+    button:focus-visible,input:focus-visible,select:focus-visible,summary:focus-visible,a:focus-visible{outline:3px solid #f5a623;outline-offset:2px}
+    input,select{font:inherit;padding:.4em;border:1px solid #8a94a6;border-radius:.4em;width:100%;min-width:0;background:#fff}
     form.row{display:flex;flex-wrap:wrap;gap:.5em;align-items:flex-end;margin:.5em 0}
     form.row label{flex:1 1 8em}
     label{display:block;font-size:.9em}
@@ -224,6 +224,7 @@ public enum PageAssets {
         if (ok) { form.amount.value = ""; form.note.value = ""; }
       });
       card.append(form);
+      card.append(allowanceBox(c));
       const list = el("ol", { class: "history", "aria-label": c.name + "'s history" });
       const details = el("details", { class: "child-history" }, el("summary", { text: "History" }), list);
       details.addEventListener("toggle", async () => {
@@ -236,6 +237,31 @@ public enum PageAssets {
       card.append(el("button", { type: "button", class: "secondary archive", text: "Archive " + c.name,
         onclick: () => { if (confirm("Archive " + c.name + "? The history is kept and you can restore it.")) post("/api/child/archive", { child: c.id }); } }));
       return card;
+    }
+
+    function allowanceBox(c) {
+      const schedules = (state.allowances && state.allowances.schedules) || [];
+      const s = schedules.find(x => x.childId === c.id && x.active);
+      const text = s ? money(s.amountCents) + " every " + s.every + " on " + s.on
+        + (s.nextPaymentAtMillis ? ", next " + new Date(s.nextPaymentAtMillis).toLocaleDateString() : "") : "none";
+      const every = el("select", { name: "every", "aria-label": "Allowance period for " + c.name },
+        el("option", { value: "week", text: "week" }), el("option", { value: "month", text: "month" }));
+      if (s) every.value = s.every;
+      const form = el("form", { class: "row allowance-form" },
+        el("label", {}, "Amount", el("input", { name: "amount", inputmode: "decimal", autocomplete: "off", value: s ? plain(s.amountCents) : "", "aria-label": "Allowance amount for " + c.name })),
+        el("label", {}, "Every", every),
+        el("label", {}, "On", el("input", { name: "on", autocomplete: "off", value: s ? s.on : "", placeholder: "monday, or 1 to 28", "aria-label": "Allowance day for " + c.name })),
+        el("button", { type: "submit", class: "set-allowance", "data-key": "a" + c.id, text: "Set allowance" }));
+      form.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const fields = { child: c.id, amount: form.amount.value, every: form.every.value };
+        if (form.on.value) fields.on = form.on.value;
+        await post("/api/allowance/set", fields);
+      });
+      const box = el("details", { class: "allowance" }, el("summary", { class: "allowance-summary", text: "Allowance: " + text }), form);
+      if (s) box.append(el("button", { type: "button", class: "secondary stop-allowance", "data-key": "s" + c.id, text: "Stop " + c.name + "'s allowance",
+        onclick: () => post("/api/allowance/stop", { child: c.id }) }));
+      return box;
     }
 
     function renameForm(card, c) {

@@ -103,6 +103,12 @@ public struct UIApp: Sendable {
         "/api/child/archive": { f in fields(f, ["child"]).map { ["child", "archive", "--"] + $0 } },
         "/api/child/restore": { f in fields(f, ["child"]).map { ["child", "restore", "--"] + $0 } },
         "/api/quick": { f in fields(f, ["amounts"]).map { ["quick", "set", "--"] + $0[0].split(separator: " ").map(String.init) } },
+        "/api/allowance/set": { f in
+            fields(f, ["child", "amount", "every"]).map { v in
+                ["allowance", "set", "--every", v[2]] + (f["on"].map { ["--on", $0] } ?? []) + (f["note"].map { ["--note", $0] } ?? []) + ["--", v[0], v[1]]
+            }
+        },
+        "/api/allowance/stop": { f in fields(f, ["child"]).map { ["allowance", "stop", "--"] + $0 } },
     ]
 
     static func fields(_ form: [String: String], _ names: [String]) -> Result<[String], MissingField> {
@@ -127,7 +133,7 @@ public struct UIApp: Sendable {
     static let stateParts: [(String, [String])] = [
         ("children", ["children", "--all"]), ("status", ["status"]), ("quick", ["quick", "show"]),
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
-        ("page", ["ui"]),
+        ("page", ["ui"]), ("allowances", ["allowance", "list"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.

@@ -4,6 +4,7 @@
 Two homes on loopback (Mom's and Dad's laptops), each with its daemon serving the page on a free
 port. Headless Chromium opens Mom's page and gives with a quick button, gives an arbitrary amount,
 sees a bad amount refused with the CLI's message, undoes after reading the preview, renames a child,
+sets a weekly allowance (its first period paid at once),
 sees a give made on Dad's laptop appear without a reload, checks Dad's page agrees, fits 360 px, and
 takes a screenshot whose size it checks. A second test checks that requests without the token or
 from a foreign Origin are refused and change nothing. Everything is bounded in time and cleaned up.
@@ -186,6 +187,18 @@ def browser_test(mom, dad, screenshot):
         # Mom's page still works beside Dad's (each page's cookie is named by its port).
         dad.run("give", "Ava Rose", "1")
         eventually("Dad's second give on Mom's page", lambda: balance("Ava Rose") == "$3.10")
+
+        # A weekly allowance, set on the page: the first period (today's) is paid at once.
+        act("the allowance box", lambda: card("Ava Rose").find_element(By.CSS_SELECTOR, "details.allowance summary").click())
+        act("typing the allowance", lambda: card("Ava Rose").find_element(By.CSS_SELECTOR, ".allowance-form input[name=amount]").send_keys("0.50"))
+        act("Set allowance", lambda: card("Ava Rose").find_element(By.CSS_SELECTOR, "button.set-allowance").click())
+        eventually("the allowance's first payment", lambda: balance("Ava Rose") == "$3.60")
+        eventually("the allowance on the card", lambda: "Allowance: $0.50 every week" in driver.execute_script("""
+            for (const c of document.querySelectorAll("article.child"))
+                if (c.querySelector(".name").textContent === arguments[0]) return c.querySelector(".allowance-summary").textContent;
+            return "";""", "Ava Rose"))
+        if "Ava Rose" not in mom.run("allowance", "list").stdout:
+            fail("the CLI does not list the allowance set on the page")
         driver.execute_script("document.getElementById('message').textContent = ''")
 
         # The screenshot, at a desktop width; then the page fits 360 px.

@@ -166,6 +166,30 @@ import Testing
     }
 }
 
+/// The allowance schedules through the page's API (issue 24 point 3): set, shown in the state, stopped.
+@Suite struct PageAllowanceTests {
+    @Test func setShownAndStoppedThroughTheAPI() throws {
+        let page = PageCommandTests()
+        let h = page.family()
+        let app = try h.app()
+        let set = page.post(app, "/api/allowance/set", "child=Ava&amount=5&every=week&on=monday")
+        #expect(set.status == 200, "\(page.body(set))")
+        #expect(page.body(set).contains("\"message\":\"Ava's allowance: $5.00"), "\(page.body(set))")
+        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
+        let state = page.body(app.respond(to: request))
+        #expect(state.contains("\"allowances\":{\"schedules\":[{"), "\(state)")
+        #expect(state.contains("\"amountCents\":500") && state.contains("\"every\":\"week\""), "\(state)")
+        // The CLI's rules and messages: a bad day is a 400 with the CLI's words, and changes nothing.
+        let bad = page.post(app, "/api/allowance/set", "child=Ava&amount=5&every=month&on=31")
+        #expect(bad.status == 400 && page.body(bad).contains("not every month has a day 31"), "\(page.body(bad))")
+        #expect(page.post(app, "/api/allowance/set", "child=Ava&amount=5").status == 400)
+        #expect(page.post(app, "/api/allowance/stop", "child=Ava").status == 200)
+        #expect(h.run("allowance", "list").out.contains("Ava"))
+        #expect(page.post(app, "/api/allowance/stop", "child=Ava").status == 400)
+    }
+}
+
 /// The token file: made once with mode 0600, the same token after, refused when others can read it.
 @Suite struct TokenFileTests {
     @Test func madeOnceReadableByTheUserOnly() throws {
