@@ -193,7 +193,7 @@ enum LedgerCommands {
                 ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(stamp)), made by \(Names.label(e.author)).")
             } else {
                 ctx.say("Undo would reverse the \(e.transaction.source) of \(stamp), made by \(Names.label(e.author)), for \(count(entries.count)):")
-                ctx.say(Render.table(header: nil, rightAligned: [1], rows: entries.map {
+                ctx.say(Render.table(header: nil, rightAligned: [1], rows: byName(entries, \.childName, \.transaction.id).map {
                     ["  " + $0.childName, Render.signedAmount($0.transaction.amountCents)]
                 }, truncated: [0: 2 + Render.nameWidthMax]))
             }
@@ -207,7 +207,7 @@ enum LedgerCommands {
             ctx.say("Undid \(Render.signedAmount(u.original.amountCents)) for \(Render.safe(u.childName)) (\(stamp)\(by)). Balance: \(Money.format(cents: u.balanceCents))")
         } else {
             ctx.say("Undid the \(u.original.source) of \(stamp)\(by) for \(count(u.entries.count)):")
-            ctx.say(Render.table(header: nil, rightAligned: [1, 2], rows: u.entries.map {
+            ctx.say(Render.table(header: nil, rightAligned: [1, 2], rows: byName(u.entries, \.childName, \.original.id).map {
                 ["  " + $0.childName, Render.signedAmount($0.original.amountCents), Money.format(cents: $0.balanceCents)]
             }, truncated: [0: 2 + Render.nameWidthMax]))
         }
@@ -218,6 +218,14 @@ enum LedgerCommands {
                               .object([("undo", Render.transaction(e.undo)), ("original", Render.transaction(e.original)),
                                        ("childName", .string(e.childName)), ("balanceCents", .integer(e.balanceCents))])
                           }))]))
+    }
+
+    /// A batch's rows in the order of their children's names (then ids): the same on every run.
+    static func byName<T>(_ rows: [T], _ name: KeyPath<T, String>, _ id: KeyPath<T, RecordID>) -> [T] {
+        rows.sorted { a, b in
+            let (x, y) = (a[keyPath: name].lowercased(), b[keyPath: name].lowercased())
+            return x != y ? x < y : a[keyPath: id] < b[keyPath: id]
+        }
     }
 
     /// "1 child", "3 children".

@@ -1,21 +1,32 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
-/// At most one compensation: no replica holds two undos of one original, nor an undo of an undo.
+/// One compensation per entry: no replica holds two undos of one original, nor an undo of an
+/// undo; and a batch is undone whole: of a give-all/take-all batch's entries a replica holds, it
+/// holds compensations of all or of none (an undo of a batch entry reverses the batch's
+/// remaining entries in one change). The second is not asked of a run with a hostile member: its
+/// same-id versions of entries and of compensations, and its changes rejected later (revocation,
+/// limits), can leave an honest undo's view of a batch short of what the others hold.
 final class CompensationChecker: Checker {
+    /// Whether the run has a hostile member (then batches are not checked whole).
+    var hasHostileMember = false
     /// The problems found, by content (``HeldTransactions/content``).
     private var problems: [Int: [String]] = [:]
+    /// Every batch acknowledged (give-all, take-all, and each undo's compensations), its entries.
+    private var batches: [[RecordID]] = []
+
+    func madeBatch(_ transactions: [RecordID]) { batches.append(transactions) }
 
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard case .replica(let index) = stage else { return [] }
         let held = try run.transactions(of: index)
-        let found = problems[held.content] ?? Self.problems(held)
+        let found = problems[held.content] ?? Self.problems(held, batches: hasHostileMember ? [] : batches)
         problems[held.content] = found
         return found.map { "\(run.nodes[index].name) \($0)" }
     }
 
     /// What is wrong with the compensations of `held`, each problem to follow the replica's name.
-    static func problems(_ held: HeldTransactions) -> [String] {
+    static func problems(_ held: HeldTransactions, batches: [[RecordID]] = []) -> [String] {
         var problems: [String] = []
         var compensations: [RecordID: Int] = [:]
         for t in held.all {
@@ -25,6 +36,13 @@ final class CompensationChecker: Checker {
         }
         for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
             problems.append("compensates \(original) \(n) times")
+        }
+        for batch in batches {
+            let entries = batch.filter { held.isUndo[$0] == false }
+            let undone = entries.filter { compensations[$0] != nil }.count
+            if undone != 0 && undone != entries.count {
+                problems.append("compensates \(undone) of the \(entries.count) entries of the batch of \(batch[0])")
+            }
         }
         return problems
     }
