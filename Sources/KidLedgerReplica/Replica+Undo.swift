@@ -65,23 +65,27 @@ extension Replica {
             var children: [RecordID: ChildSummary] = [:]
             var entries: [UndoEntry] = []
             for original in plan.originals {
-                if children[original.childID] == nil {
-                    guard let child = try Self.child(original.childID, w) else { throw LedgerError.corrupted("child of indexed transaction") }
+                if children[original.childID] == nil, let child = try Self.child(original.childID, w) {
                     children[original.childID] = child
                 }
-                var child = children[original.childID]!
                 let amount = -original.amountCents
-                child.balanceCents = try Self.checkedBalance(child, adding: amount)
-                children[original.childID] = child
+                // An entry waiting for its child (never the started-from one) counts in no
+                // balance yet, and its compensation waits with it.
+                if var child = children[original.childID] {
+                    child.balanceCents = try Self.checkedBalance(child, adding: amount)
+                    children[original.childID] = child
+                } else if original.id == plan.originals[0].id {
+                    throw LedgerError.corrupted("child of indexed transaction")
+                }
                 let note = String(("undo " + (original.note.isEmpty ? Money.format(cents: original.amountCents) : original.note))
                     .utf8.prefix(Limits.noteBytesMax)) ?? "undo"
                 let t = LedgerTransaction(id: LedgerTransaction.undoID(for: original.id), childID: original.childID,
                                           amountCents: amount, createdAtMillis: hlc.millis, note: note,
                                           source: "undo", reverses: original.id)
-                entries.append(UndoEntry(undo: t, original: original, childName: child.name, balanceCents: 0))
+                entries.append(UndoEntry(undo: t, original: original, childName: children[original.childID]?.name ?? "?", balanceCents: 0))
             }
             // Each balance is the child's after the whole change.
-            for i in entries.indices { entries[i].balanceCents = children[entries[i].original.childID]!.balanceCents }
+            for i in entries.indices { entries[i].balanceCents = children[entries[i].original.childID]?.balanceCents ?? 0 }
             let first = entries[0]
             return (entries.map { .addTransaction($0.undo) },
                     UndoResult(undo: first.undo, original: first.original, childName: first.childName,
@@ -148,14 +152,26 @@ extension Replica {
         }
         var originals = [first]
         if batchSources.contains(first.source) {
-            try r.scan(Tables.byTime, prefix: Keys.byTimePrefix(first.createdAtMillis), from: nil, reverse: false) { key, value in
+            // The batch's other entries: placed ones (the time index, by that millisecond), then
+            // those waiting for their child (a child created elsewhere, not arrived here yet):
+            // their compensations wait with them, so every replica ends up with the whole batch undone.
+            func consider(_ key: [UInt8], _ value: [UInt8]) throws {
                 let id = try Keys.trailingID(key)
-                guard id != first.id, Bytes.u64(value) == origin.rawValue else { return true }
+                guard id != first.id, Bytes.u64(value) == origin.rawValue else { return }
                 guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
                     throw LedgerError.corrupted("indexed transaction \(id) missing")
                 }
                 let t = try decodeStoredTransaction(raw)
-                if t.source == first.source, !t.isUndo, try !isUndone(t.id, r) { originals.append(t) }
+                if t.createdAtMillis == first.createdAtMillis, t.source == first.source, !t.isUndo, try !isUndone(t.id, r) {
+                    originals.append(t)
+                }
+            }
+            try r.scan(Tables.byTime, prefix: Keys.byTimePrefix(first.createdAtMillis), from: nil, reverse: false) { key, value in
+                try consider(key, value)
+                return true
+            }
+            try r.scan(Tables.deferred, prefix: [], from: nil, reverse: false) { key, value in
+                try consider(key, value)
                 return true
             }
             guard originals.count <= Limits.operationsPerChangeMax else {

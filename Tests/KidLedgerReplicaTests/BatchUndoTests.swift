@@ -134,4 +134,30 @@ struct BatchUndoTests {
         #expect(throws: LedgerError.overflow(child: "Ava")) { try r.undo(.entry(takeAll[1].transaction.id)) }
         #expect(try r.view() == before, "nothing written, not even Ben's compensation")
     }
+
+    @Test("an entry of the batch waiting for its child is compensated with the rest; both apply when the child arrives")
+    func deferredEntryOfTheBatch() throws {
+        let clock = TestClock(1_000_000)
+        let a = try householdWithChildren(["Ava"], seed: 5, clock: clock)
+        let b = try makeReplica(seed: 6, clock: clock), c = try makeReplica(seed: 7, clock: clock), d = try makeReplica(seed: 8, clock: clock)
+        try c.receive(try a.changeLog(), now: clock.millis)
+        clock.millis += 10
+        try c.addChild(name: "Zoe")                                   // created on c
+        try b.receive(try a.changeLog(), now: clock.millis)
+        try b.receive(try c.ownChanges(), now: clock.millis)
+        clock.millis += 10
+        let batch = try b.postAll(signedCents: 300, note: "weekly", source: "give-all")
+        #expect(batch.count == 2)
+        // d hears of a and b, not yet of c: Zoe's entry waits for Zoe.
+        try d.receive(try a.changeLog(), now: clock.millis)
+        try d.receive(try b.ownChanges(), now: clock.millis)
+        #expect(try d.children().map(\.name) == ["Ava"])
+        clock.millis += 10
+        let u = try d.undo()
+        #expect(Set(u.entries.map(\.original)) == Set(batch.map(\.transaction)), "the whole batch, Zoe's entry too")
+        #expect(u.entries.first { $0.childName == "?" } != nil)
+        try d.receive(try c.ownChanges(), now: clock.millis)
+        #expect(try d.children().map(\.balanceCents) == [0, 0])
+        #expect(try d.allTransactions().filter(\.isUndo).count == 2)
+    }
 }

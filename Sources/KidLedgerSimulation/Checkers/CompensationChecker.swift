@@ -4,12 +4,8 @@ import KidLedgerReplica
 /// One compensation per entry: no replica holds two undos of one original, nor an undo of an
 /// undo; and a batch is undone whole: of a give-all/take-all batch's entries a replica holds, it
 /// holds compensations of all or of none (an undo of a batch entry reverses the batch's
-/// remaining entries in one change). The second is not asked of a run with a hostile member: its
-/// same-id versions of entries and of compensations, and its changes rejected later (revocation,
-/// limits), can leave an honest undo's view of a batch short of what the others hold.
+/// remaining entries in one change, those waiting for their child too).
 final class CompensationChecker: Checker {
-    /// Whether the run has a hostile member (then batches are not checked whole).
-    var hasHostileMember = false
     /// The problems found, by content (``HeldTransactions/content``).
     private var problems: [Int: [String]] = [:]
     /// Every batch acknowledged (give-all, take-all, and each undo's compensations), its entries.
@@ -20,7 +16,7 @@ final class CompensationChecker: Checker {
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard case .replica(let index) = stage else { return [] }
         let held = try run.transactions(of: index)
-        let found = problems[held.content] ?? Self.problems(held, batches: hasHostileMember ? [] : batches)
+        let found = problems[held.content] ?? Self.problems(held, batches: batches)
         problems[held.content] = found
         return found.map { "\(run.nodes[index].name) \($0)" }
     }

@@ -5,12 +5,10 @@ extension Simulator {
     /// An undo on `node` as the CLI makes it (`undo`, or `undo --mine` with `mine`): its
     /// compensations (every remaining entry of a give-all/take-all batch) are one change, so the
     /// checkers hear of them as one batch (``BatchAtomicityChecker``: every replica holds all or
-    /// none of them). Not in a run with a hostile member: compensation ids are shared by design
-    /// (two undos of one batch), so the member's same-id versions and its rejected changes can
-    /// leave a replica holding part of an honest undo's ids from another change.
+    /// none of them).
     func undo(_ node: SimNode, _ replica: Replica, mine: Bool) throws -> UndoResult {
         let u = try replica.undo(mine ? .mine : .newest)
-        if hostile == nil { madeBatch(u.entries.map(\.undo.id)) }
+        madeBatch(u.entries.map(\.undo.id))
         plantedBugCheck(undo: u.original.id, by: node)  // a batch has one maker: its entries' too
         return u
     }

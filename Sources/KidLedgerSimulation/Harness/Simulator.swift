@@ -222,7 +222,6 @@ public final class Simulator {
         if let h = parameters.hostileReplica, h > 0, h < nodes.count {
             hostile = HostileState(node: h, strategies: parameters.hostileStrategies)
             checkers.allowance.hostileKey = nodes[h].member.publicKey.bytes
-            checkers.compensation.hasHostileMember = true
             for strategy in parameters.hostileStrategies { count(strategy.countKey + ".drawn") }
         }
         let owner = nodes[0]
