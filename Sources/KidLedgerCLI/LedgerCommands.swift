@@ -114,7 +114,7 @@ enum LedgerCommands {
             valueOptions: ["note"], arguments: 1...1)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[0])
             let postings = try ctx.openLedger(forChanges: true).postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
-            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(postings.count) \(postings.count == 1 ? "child" : "children"):")
+            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(count(postings.count)):")
             ctx.say(Render.table(header: nil, rightAligned: [1], rows: postings.map {
                 ["  " + $0.childName, Money.format(cents: $0.balanceCents)]
             }, truncated: [0: 2 + Render.nameWidthMax]))
@@ -171,24 +171,74 @@ enum LedgerCommands {
     }
 
     static let undo = CLI.Command(spec: CommandSpec(
-        name: "undo", synopsis: "[--dry-run]", summary: "reverse the newest transaction not yet undone",
-        details: "Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;\nrepeating undo walks back through older transactions across all children.\n  --dry-run   only say what undo would reverse and who made it (`wouldUndo` in --json); change nothing",
-        flagOptions: ["dry-run"])) { ctx, args in
+        name: "undo", synopsis: "[ID | --mine] [--dry-run]", summary: "reverse the newest transaction not yet undone",
+        details: """
+        Adds a compensating entry (history is never deleted). An undo entry itself cannot be undone;
+        repeating undo walks back through older transactions across all children.
+        Undoing an entry of a give-all or take-all reverses the whole batch (its entries not yet undone)
+        in one change: every laptop sees all of it or none.
+          ID          reverse the transaction with this id (`id` in `history --json`)
+          --mine      reverse the newest transaction you made (not another member's)
+          --dry-run   only say what undo would reverse and who made it (`wouldUndo` in --json); change nothing
+        """,
+        flagOptions: ["dry-run", "mine"], arguments: 0...1)) { ctx, args in
+        let target = try undoTarget(args)
         if args.has("dry-run") {
             let replica = try ctx.openLedger(forChanges: false)
             _ = try requireHousehold(replica)
-            guard let e = try replica.undoCandidate() else { throw LedgerError.nothingToUndo }
-            ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(ctx.time.stamped(e.transaction.createdAtMillis))), made by \(Names.label(e.author)).")
-            ctx.emit(.object([("wouldUndo", Render.entry(e))]))
+            let entries = try replica.undoPreview(target)
+            let e = entries[0]
+            let stamp = ctx.time.stamped(e.transaction.createdAtMillis)
+            if entries.count == 1 && !Replica.batchSources.contains(e.transaction.source) {
+                ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(stamp)), made by \(Names.label(e.author)).")
+            } else {
+                ctx.say("Undo would reverse the \(e.transaction.source) of \(stamp), made by \(Names.label(e.author)), for \(count(entries.count)):")
+                ctx.say(Render.table(header: nil, rightAligned: [1], rows: byName(entries, \.childName, \.transaction.id).map {
+                    ["  " + $0.childName, Render.signedAmount($0.transaction.amountCents)]
+                }, truncated: [0: 2 + Render.nameWidthMax]))
+            }
+            ctx.emit(.object([("wouldUndo", Render.entry(e)), ("wouldUndoAll", .array(entries.map(Render.entry)))]))
             return
         }
-        let u = try ctx.openLedger(forChanges: true).undo()
-        let amount = (u.original.amountCents > 0 ? "+" : "") + Money.format(cents: u.original.amountCents)
+        let u = try ctx.openLedger(forChanges: true).undo(target)
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
-        ctx.say("Undid \(amount) for \(Render.safe(u.childName)) (\(ctx.time.stamped(u.original.createdAtMillis))\(by)). Balance: \(Money.format(cents: u.balanceCents))")
+        let stamp = ctx.time.stamped(u.original.createdAtMillis)
+        if u.entries.count == 1 && !Replica.batchSources.contains(u.original.source) {
+            ctx.say("Undid \(Render.signedAmount(u.original.amountCents)) for \(Render.safe(u.childName)) (\(stamp)\(by)). Balance: \(Money.format(cents: u.balanceCents))")
+        } else {
+            ctx.say("Undid the \(u.original.source) of \(stamp)\(by) for \(count(u.entries.count)):")
+            ctx.say(Render.table(header: nil, rightAligned: [1, 2], rows: byName(u.entries, \.childName, \.original.id).map {
+                ["  " + $0.childName, Render.signedAmount($0.original.amountCents), Money.format(cents: $0.balanceCents)]
+            }, truncated: [0: 2 + Render.nameWidthMax]))
+        }
         ctx.emit(.object([("undo", Render.transaction(u.undo)), ("original", Render.transaction(u.original)),
                           ("originalAuthor", Names.json(u.originalAuthor)),
-                          ("childName", .string(u.childName)), ("balanceCents", .integer(u.balanceCents))]))
+                          ("childName", .string(u.childName)), ("balanceCents", .integer(u.balanceCents)),
+                          ("entries", .array(u.entries.map { e in
+                              .object([("undo", Render.transaction(e.undo)), ("original", Render.transaction(e.original)),
+                                       ("childName", .string(e.childName)), ("balanceCents", .integer(e.balanceCents))])
+                          }))]))
+    }
+
+    /// A batch's rows in the order of their children's names (then ids): the same on every run.
+    static func byName<T>(_ rows: [T], _ name: KeyPath<T, String>, _ id: KeyPath<T, RecordID>) -> [T] {
+        rows.sorted { a, b in
+            let (x, y) = (a[keyPath: name].lowercased(), b[keyPath: name].lowercased())
+            return x != y ? x < y : a[keyPath: id] < b[keyPath: id]
+        }
+    }
+
+    /// "1 child", "3 children".
+    static func count(_ children: Int) -> String { "\(children) \(children == 1 ? "child" : "children")" }
+
+    /// What `undo` starts from: an id, `--mine`, or the newest entry.
+    static func undoTarget(_ args: ParsedArguments) throws -> UndoTarget {
+        guard let raw = args.positionals.first else { return args.has("mine") ? .mine : .newest }
+        if args.has("mine") { throw CLIError.usage("`undo` takes an ID or --mine, not both") }
+        guard let id = RecordID(string: raw) else {
+            throw CLIError("\"\(raw)\" is not a transaction id (a UUID such as `id` in `kidledger history --json`)", code: .dataError)
+        }
+        return .entry(id)
     }
 
     /// A warning for each posting of a take that left its child's balance below zero (a take is

@@ -27,6 +27,12 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case noActiveChildren
     /// Nothing is eligible for undo.
     case nothingToUndo
+    /// `undo --mine` when none of this member's entries is eligible.
+    case nothingOfYoursToUndo
+    /// `undo ID` with an id no transaction has.
+    case unknownEntry(String)
+    /// `undo ID` of an entry that can't be undone (the reason is given).
+    case cannotUndo(String)
     /// A record would break a domain rule (e.g. an empty source tag).
     case invalid(String)
     /// A stored record failed to decode: the store is damaged.
@@ -53,6 +59,9 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .overflow(let child): "that would take \(child)'s balance out of range"
         case .noActiveChildren: "there are no active children"
         case .nothingToUndo: "nothing to undo: every transaction is already undone or is itself an undo"
+        case .nothingOfYoursToUndo: "nothing of yours to undo: every transaction you made is already undone or is itself an undo"
+        case .unknownEntry(let id): "no transaction with id \(id) (see `kidledger history --json`)"
+        case .cannotUndo(let why): "can't undo: \(why)"
         case .invalid(let what): "invalid transaction: \(what)"
         case .corrupted(let what): "the ledger store is damaged: \(what); run `kidledger verify`"
         case .tooManyRotations:

@@ -10,20 +10,6 @@ public struct Posting: Equatable, Sendable {
     public var balanceCents: Int128
 }
 
-/// The result of an undo.
-public struct UndoResult: Equatable, Sendable {
-    /// The compensating entry.
-    public var undo: LedgerTransaction
-    /// The transaction it reverses.
-    public var original: LedgerTransaction
-    /// The child's name.
-    public var childName: String
-    /// The child's balance after it.
-    public var balanceCents: Int128
-    /// Who made the transaction it reverses.
-    public var originalAuthor: Author
-}
-
 extension Replica {
     /// Creates the household this replica holds, and pins this replica to it.
     ///
@@ -241,30 +227,6 @@ extension Replica {
         return postings
     }
 
-    /// Reverses the newest eligible transaction this replica knows, across all children: not an
-    /// undo entry itself and not already reversed. The compensating entry's id is derived from
-    /// the original's, so two devices undoing the same entry merge into one.
-    @discardableResult
-    public func undo() throws -> UndoResult {
-        let (_, result) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
-            guard let (original, origin) = try Self.newestUndoable(w) else { throw LedgerError.nothingToUndo }
-            var authors = AuthorNames(w)
-            let author = try authors.author(origin)
-            guard let child = try Self.child(original.childID, w) else { throw LedgerError.corrupted("child of indexed transaction") }
-            let amount = -original.amountCents
-            let balance = try Self.checkedBalance(child, adding: amount)
-            let note = String(("undo " + (original.note.isEmpty ? Money.format(cents: original.amountCents) : original.note))
-                .utf8.prefix(Limits.noteBytesMax)) ?? "undo"
-            let t = LedgerTransaction(id: LedgerTransaction.undoID(for: original.id), childID: original.childID,
-                                      amountCents: amount, createdAtMillis: hlc.millis, note: note,
-                                      source: "undo", reverses: original.id)
-            return ([.addTransaction(t)], UndoResult(undo: t, original: original, childName: child.name, balanceCents: balance,
-                                                     originalAuthor: author))
-        }
-        return result
-    }
-
     /// The stamp of a register's current value: the base of a write that replaces it.
     static func registerStamp(_ entity: RecordID, _ field: Field, _ r: any KeyValueReader) throws -> Stamp? {
         guard let raw = try r.get(Tables.registers, Keys.register(entity, field)) else { return nil }
@@ -275,24 +237,6 @@ extension Replica {
     public func commitMembership(_ operations: [Operation]) throws {
         precondition(operations.allSatisfy(\.isMembership), "membership operations only")
         try commitLocal { _, _ in (operations, ()) }
-    }
-
-    /// The newest transaction not yet undone (and not an undo), with its author's origin.
-    static func newestUndoable(_ r: any KeyValueReader) throws -> (LedgerTransaction, ReplicaID)? {
-        var found: (LedgerTransaction, ReplicaID)?
-        try r.scan(Tables.byTime, prefix: [], from: nil, reverse: true) { key, value in
-            let id = try Keys.trailingID(key)
-            guard let raw = try r.get(Tables.transactions, Keys.id(id)) else {
-                throw LedgerError.corrupted("indexed transaction \(id) missing")
-            }
-            let t = try decodeStoredTransaction(raw)
-            if t.isUndo { return true }
-            if try r.get(Tables.transactions, Keys.id(LedgerTransaction.undoID(for: t.id))) != nil { return true }
-            guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("transaction \(id) without its author") }
-            found = (t, ReplicaID(origin))
-            return false
-        }
-        return found
     }
 
     static func checkedBalance(_ child: ChildSummary, adding cents: Int64) throws -> Int128 {

@@ -421,21 +421,27 @@ extension Replica {
                 }
                 guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("transaction \(id) without its author") }
                 let t = try Self.decodeStoredTransaction(raw)
-                if names[t.childID] == nil { names[t.childID] = try Self.child(t.childID, r)?.name ?? "?" }
-                let reversed = try r.get(Tables.transactions, Keys.id(LedgerTransaction.undoID(for: t.id))) != nil
-                var conflicting: [ConflictVersion] = []
-                try r.scan(Tables.conflicts, prefix: [Conflict.transaction] + Keys.id(id)) { _, value in
-                    let (loserOrigin, payload) = try Self.decodeConflictValue(value)
-                    conflicting.append(ConflictVersion(transaction: try Self.decodeStoredTransaction(payload),
-                                                       author: try authors.author(loserOrigin)))
-                    return true
-                }
-                entries.append(HistoryEntry(transaction: t, childName: names[t.childID]!, isReversed: reversed,
-                                            author: try authors.author(ReplicaID(origin)), conflicting: conflicting))
+                entries.append(try Self.historyEntry(t, origin: ReplicaID(origin), reversed: Self.isUndone(t.id, r), r, &authors, &names))
                 return true
             }
             return entries
         }
+    }
+
+    /// One entry of ``history(child:limit:)``: the transaction with its child's name, its author
+    /// and the same-id versions that lost to it.
+    static func historyEntry(_ t: LedgerTransaction, origin: ReplicaID, reversed: Bool, _ r: any KeyValueReader,
+                             _ authors: inout AuthorNames, _ names: inout [RecordID: String]) throws -> HistoryEntry {
+        if names[t.childID] == nil { names[t.childID] = try child(t.childID, r)?.name ?? "?" }
+        var conflicting: [ConflictVersion] = []
+        try r.scan(Tables.conflicts, prefix: [Conflict.transaction] + Keys.id(t.id)) { _, value in
+            let (loserOrigin, payload) = try decodeConflictValue(value)
+            conflicting.append(ConflictVersion(transaction: try decodeStoredTransaction(payload),
+                                               author: try authors.author(loserOrigin)))
+            return true
+        }
+        return HistoryEntry(transaction: t, childName: names[t.childID]!, isReversed: reversed,
+                            author: try authors.author(origin), conflicting: conflicting)
     }
 
     /// Everything ``allTransactions()`` reads (`QueryTablesTests` checks).

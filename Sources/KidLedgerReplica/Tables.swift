@@ -185,6 +185,11 @@ enum Keys {
         }
     }
 
+    /// The prefix of every `byTime` key of one millisecond.
+    static func byTimePrefix(_ millis: Int64) -> [UInt8] {
+        ShortBytes.make { $0.write(orderedSigned: millis) }
+    }
+
     static func byChild(_ t: LedgerTransaction) -> [UInt8] {
         ShortBytes.make {
             $0.write(id: t.childID)

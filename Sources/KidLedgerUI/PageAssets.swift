@@ -329,7 +329,8 @@ public enum PageAssets {
         text: m.name + " (" + m.fingerprint + ")" + (m.owner ? ", owner" : "") + (m.revoked ? ", revoked" : "") })));
       const u = state.undo && state.undo.wouldUndo;
       $("undo-bar").hidden = !u;
-      if (u) $("undo-preview").textContent = "Undo " + signed(u.transaction.amountCents) + " for " + u.childName + (u.transaction.note ? " (\"" + u.transaction.note + "\")" : "") + ", made by " + author(u.author) + " on " + when(u.transaction.createdAtMillis) + "?";
+      const all = (state.undo && state.undo.wouldUndoAll) || [];
+      if (u) $("undo-preview").textContent = "Undo " + (all.length > 1 ? "the " + u.transaction.source + " of " + signed(u.transaction.amountCents) + " for " + all.length + " children" : signed(u.transaction.amountCents) + " for " + u.childName) + (u.transaction.note ? " (\"" + u.transaction.note + "\")" : "") + ", made by " + author(u.author) + " on " + when(u.transaction.createdAtMillis) + "?";
       if (document.activeElement !== $("quick-input")) $("quick-input").value = quick.map(plain).join(" ");
       renderTimes();
     }

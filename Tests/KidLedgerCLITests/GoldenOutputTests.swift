@@ -157,7 +157,7 @@ struct GoldenOutputTests {
           take-all AMOUNT [--note T]                   take the same amount from every active child
           balance [CHILD]                              show balances
           history [CHILD] [--limit N]                  list transactions, newest first
-          undo [--dry-run]                             reverse the newest transaction not yet undone
+          undo [ID | --mine] [--dry-run]               reverse the newest transaction not yet undone
           allowance set CHILD AMOUNT --every PERIOD    pay a child AMOUNT every week or month
           allowance list                               list allowance schedules
           allowance stop CHILD|SCHEDULE-ID             stop a child's allowance
@@ -325,7 +325,7 @@ struct GoldenOutputTests {
                   --help       show this help
 
                 """)
-            #expect(l.ok("undo", "--help").hasPrefix("usage: kidledger undo [--dry-run]\n\nreverse the newest transaction not yet undone\n"))
+            #expect(l.ok("undo", "--help").hasPrefix("usage: kidledger undo [ID | --mine] [--dry-run]\n\nreverse the newest transaction not yet undone\n"))
             // Help wins over argument-count checks.
             #expect(l.ok("give", "Ava", "1", "2", "3", "--help").hasPrefix("usage: kidledger give "))
             #expect(!FileManager.default.fileExists(atPath: l.home), "help must not create the home")

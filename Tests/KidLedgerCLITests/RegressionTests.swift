@@ -11,7 +11,7 @@ struct BugTests {
     /// transaction made until the wall clock catches up gets the same `createdAtMillis`.
     /// `byTime`/`byChild` keys are createdAtMillis + random id (Sources/KidLedgerReplica/Tables.swift,
     /// Keys.byTime / Keys.byChild), so `history` lists those transactions in random order and
-    /// `undo` (Replica.newestUndoable, Replica+Ledger.swift) reverses a random one of them
+    /// `undo` (Replica.newestUndoable, Replica+Undo.swift) reverses a random one of them
     /// instead of the newest. Fix: order by the full HLC (millis + counter), e.g. store the
     /// change's HLC counter in the transaction and put it between createdAt and id in both keys.
     /// (The chance that this test passes by luck is 1/12! for the order.)

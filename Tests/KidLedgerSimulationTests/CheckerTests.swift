@@ -69,6 +69,23 @@ struct CheckerTests {
                                                       "compensates \(original) 2 times"])
     }
 
+    @Test("a batch is undone whole: compensations of some but not all of a batch's held entries")
+    func batchUndoneWhole() {
+        let child = RecordID(high: 1, low: 1)
+        let x = RecordID(high: 2, low: 2), y = RecordID(high: 3, low: 3), z = RecordID(high: 4, low: 4)
+        let batch = [x, y, z].map { LedgerTransaction(id: $0, childID: child, amountCents: 5, createdAtMillis: 1, source: "give-all") }
+        func undo(_ t: LedgerTransaction) -> LedgerTransaction {
+            LedgerTransaction(id: LedgerTransaction.undoID(for: t.id), childID: child, amountCents: -5, createdAtMillis: 2,
+                              source: "undo", reverses: t.id)
+        }
+        let whole = HeldTransactions(batch + batch.map(undo), content: 0)
+        #expect(CompensationChecker.problems(whole, batches: [[x, y, z], batch.map { undo($0).id }]) == [])
+        let none = HeldTransactions(batch, content: 1)
+        #expect(CompensationChecker.problems(none, batches: [[x, y, z]]) == [])
+        let part = HeldTransactions(batch + [undo(batch[1])], content: 2)
+        #expect(CompensationChecker.problems(part, batches: [[x, y, z]]) == ["compensates 1 of the 3 entries of the batch of \(x)"])
+    }
+
     @Test("no lost acknowledged change: a committed change its replica does not hold")
     func acknowledgedChanges() throws {
         let (sim, run) = try run { _, _, _ in }

@@ -96,7 +96,10 @@ struct DiagramTests {
         #expect(c.root == "svg")
         #expect(c.classes["lane"] == result.parameters.replicaCount)
         #expect(c.classes["failure"] == 1)
-        #expect(c.text.contains("FAILED at t=\(result.failureMillis!) ms: planted bug cross-replica-undo"))
+        // The time as the diagram writes it: "850 ms" below a second, "1.1 s" from one on.
+        let millis = result.failureMillis!
+        let at = millis < 1_000 ? "\(millis) ms" : "\(millis / 1_000).\(millis % 1_000 / 100) s"
+        #expect(c.text.contains("FAILED at t=\(at): planted bug cross-replica-undo"), "\(c.text)")
         #expect(c.text.contains("seed 7 <planted & bug>"))
         #expect(Int(c.rootAttributes["width"] ?? "") == 1_200 && Int(c.rootAttributes["height"] ?? "") != nil)
         #expect(log.messages.count > 0 && svg.contains("marker-end"))

@@ -1,21 +1,28 @@
 import KidLedgerDomain
 import KidLedgerReplica
 
-/// At most one compensation: no replica holds two undos of one original, nor an undo of an undo.
+/// One compensation per entry: no replica holds two undos of one original, nor an undo of an
+/// undo; and a batch is undone whole: of a give-all/take-all batch's entries a replica holds, it
+/// holds compensations of all or of none (an undo of a batch entry reverses the batch's
+/// remaining entries in one change, those waiting for their child too).
 final class CompensationChecker: Checker {
     /// The problems found, by content (``HeldTransactions/content``).
     private var problems: [Int: [String]] = [:]
+    /// Every batch acknowledged (give-all, take-all, and each undo's compensations), its entries.
+    private var batches: [[RecordID]] = []
+
+    func madeBatch(_ transactions: [RecordID]) { batches.append(transactions) }
 
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard case .replica(let index) = stage else { return [] }
         let held = try run.transactions(of: index)
-        let found = problems[held.content] ?? Self.problems(held)
+        let found = problems[held.content] ?? Self.problems(held, batches: batches)
         problems[held.content] = found
         return found.map { "\(run.nodes[index].name) \($0)" }
     }
 
     /// What is wrong with the compensations of `held`, each problem to follow the replica's name.
-    static func problems(_ held: HeldTransactions) -> [String] {
+    static func problems(_ held: HeldTransactions, batches: [[RecordID]] = []) -> [String] {
         var problems: [String] = []
         var compensations: [RecordID: Int] = [:]
         for t in held.all {
@@ -25,6 +32,13 @@ final class CompensationChecker: Checker {
         }
         for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
             problems.append("compensates \(original) \(n) times")
+        }
+        for batch in batches {
+            let entries = batch.filter { held.isUndo[$0] == false }
+            let undone = entries.filter { compensations[$0] != nil }.count
+            if undone != 0 && undone != entries.count {
+                problems.append("compensates \(undone) of the \(entries.count) entries of the batch of \(batch[0])")
+            }
         }
         return problems
     }

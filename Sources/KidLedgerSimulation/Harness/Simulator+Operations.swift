@@ -80,12 +80,12 @@ extension Simulator {
                 described = try drawnAllowance(node, replica, target: target, label: label, cents: cents)
                 log(described)
             default:
-                let u = try replica.undo()
-                made = [u.undo.id]
-                described = "\(node.name) undo \(u.original.id.tail) by \(u.undo.id.tail)"
+                let mine = drawsUndoMine()
+                let u = try undo(node, replica, mine: mine)
+                made = u.entries.map(\.undo.id)
+                described = "\(node.name) undo\(mine ? " mine" : "") " + u.entries.map { "\($0.original.id.tail) by \($0.undo.id.tail)" }.joined(separator: ",")
                 log(described)
-                record(node.index, .undo)
-                plantedBugCheck(undo: u.original.id, by: node)
+                record(node.index, .undo(mine: mine))
             }
             diagram?.mark(.operation, node.index, at: time.millis - startMillis, label: described)
         } catch let error as LedgerError {

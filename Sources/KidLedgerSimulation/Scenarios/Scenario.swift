@@ -12,7 +12,8 @@ public struct Scenario: Sendable, Equatable {
         case restore(String)
         case post(child: String, cents: Int64, note: String)
         case postAll(cents: Int64, note: String)
-        case undo
+        /// `undo` (the newest entry) or `undo mine` (the replica's own newest, as `undo --mine`).
+        case undo(mine: Bool)
         /// A sync session between two replicas (opened now).
         case sync(Int, Int)
         /// A sync session between every pair of replicas.
@@ -325,7 +326,9 @@ public struct Scenario: Sendable, Equatable {
             guard w.count >= 3 else { throw fail("expected: rX \(w[1]) AMOUNT [note \"TEXT\"]") }
             let cents = try amount(w[2], line: line)
             return (r, .postAll(cents: w[1] == "give-all" ? cents : -cents, note: try note(w[3...], line: line)))
-        case "undo": try arity(2, "rX undo"); return (r, .undo)
+        case "undo":
+            guard w.count == 2 || (w.count == 3 && w[2] == "mine") else { throw fail("expected: rX undo [mine]") }
+            return (r, .undo(mine: w.count == 3))
         case "crash": try arity(2, "rX crash"); return (r, .crash)
         case "restart":
             guard w.count == 2 || (w.count == 3 && w[2] == "stale") else { throw fail("expected: rX restart [stale]") }

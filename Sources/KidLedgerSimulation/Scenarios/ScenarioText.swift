@@ -69,7 +69,7 @@ extension Scenario.Action {
             return [r, cents > 0 ? "give" : "take", child, Scenario.amountText(cents)] + (note.isEmpty ? [] : ["note", note])
         case .postAll(let cents, let note):
             return [r, cents > 0 ? "give-all" : "take-all", Scenario.amountText(cents)] + (note.isEmpty ? [] : ["note", note])
-        case .undo: return [r, "undo"]
+        case .undo(let mine): return [r, "undo"] + (mine ? ["mine"] : [])
         case .sync(let a, let b): return ["sync", "r\(a)", "r\(b)"]
         case .syncAll: return ["sync", "all"]
         case .partition(let group):

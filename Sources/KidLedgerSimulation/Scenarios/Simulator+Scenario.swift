@@ -221,11 +221,12 @@ extension Simulator {
                 madeBatch(ps.map(\.transaction.id))
                 made += ps.map(\.transaction.id)
                 outcome = ps.map { "\($0.childName) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
-            case .undo:
-                let u = try replica.undo()
-                made += [u.undo.id]
-                plantedBugCheck(undo: u.original.id, by: node)
-                outcome = "undid \(u.original.id.tail) (\(Money.format(cents: u.original.amountCents))); \(u.childName) balance \(Money.format(cents: u.balanceCents))"
+            case .undo(let mine):
+                let u = try undo(node, replica, mine: mine)
+                made += u.entries.map(\.undo.id)
+                outcome = u.entries.map {
+                    "undid \($0.original.id.tail) (\(Money.format(cents: $0.original.amountCents))); \($0.childName) balance \(Money.format(cents: $0.balanceCents))"
+                }.joined(separator: ", ")
             case .allowanceSet(let query, let cents, let every, let day):
                 let schedule = try replica.setAllowance(try child(query), amountCents: cents, every: every, on: day, note: "allowance")
                 let now = try payAllowances(node)
