@@ -1,3 +1,5 @@
+import KidLedgerDomain
+
 /// A parsed command line: positionals, options with values, and flags.
 public struct ParsedArguments: Sendable {
     /// Words that are not options, in order (after the command words).

@@ -58,7 +58,8 @@ enum LedgerCommands {
     }
 
     static let childRestore = CLI.Command(spec: CommandSpec(
-        name: "child restore", synopsis: "CHILD", summary: "restore an archived child", details: "", arguments: 1...1)) { ctx, args in
+        name: "child restore", synopsis: "CHILD", summary: "restore an archived child",
+        details: "Refused when an active child now has its name (up to case and accents): rename one of them first.", arguments: 1...1)) { ctx, args in
         let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], false)
         ctx.say("Restored \(Render.safe(c.name)).")
         ctx.emit(Render.child(c))
@@ -66,15 +67,21 @@ enum LedgerCommands {
 
     static let childrenList = CLI.Command(spec: CommandSpec(
         name: "children", synopsis: "[--all]", summary: "list children with balances",
-        details: "  --all   include archived children", flagOptions: ["all"])) { ctx, args in
+        details: """
+          --all   include archived children
+        Active children whose names are equal up to case and accents (added on two laptops apart) get a note
+        line after the table (`sameNames` in --json: each group an array of child ids).
+        """, flagOptions: ["all"])) { ctx, args in
         let replica = try ctx.openLedger(forChanges: false)
         _ = try requireHousehold(replica)
         let list = try replica.children(includeArchived: args.has("all"))
-        ctx.emit(.object([("children", .array(list.map(Render.child)))]))
+        let sameNames = Replica.sameNameGroups(list)
+        ctx.emit(.object([("children", .array(list.map(Render.child))), ("sameNames", Render.sameNames(sameNames))]))
         if list.isEmpty { ctx.say("No children yet: `kidledger child add NAME`."); return }
         ctx.say(Render.table(header: ["NAME", "BALANCE", "ID", ""], rightAligned: [1], rows: list.map {
             [$0.name, Money.format(cents: $0.balanceCents), Render.shortID($0.id), $0.isArchived ? "archived" : ""]
         }, truncated: [0: Render.nameWidthMax]))
+        for group in sameNames { ctx.say(Render.sameNameLine(group)) }
     }
 
     static func amountCommand(_ name: String, sign: Int64, summary: String, verb: String, preposition: String) -> CLI.Command {

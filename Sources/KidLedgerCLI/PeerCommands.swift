@@ -240,6 +240,7 @@ struct StatusReport {
                                        : "\(Render.plural(pending, "change")) not yet acknowledged by every peer")
         }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
+        for group in Replica.sameNameGroups(children) { lines.append(Render.sameNameLine(group)) }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
         // A few lines here (a hostile member can make many); `kidledger conflicts` lists them all.
         for c in sameID.prefix(Self.sameIDLinesMax) {
@@ -266,6 +267,7 @@ struct StatusReport {
         .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
                  ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
                  ("conflicts", .int(counts.conflicts)), ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
+                 ("sameNames", Render.sameNames(Replica.sameNameGroups(children))),
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),

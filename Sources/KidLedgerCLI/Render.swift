@@ -21,6 +21,20 @@ enum Render {
 
     static func shortID(_ id: RecordID) -> String { String(id.hex.prefix(8)) }
 
+    /// The line `children` and `status` print for active children with one name up to case and
+    /// accents (``Replica/sameNameGroups(_:)``): "Max (1a2b3c4d) and max (5e6f7a8b) have the same
+    /// name …".
+    static func sameNameLine(_ group: [ChildSummary]) -> String {
+        let names = group.map { "\(safe($0.name)) (\(shortID($0.id)))" }
+        let list = names.count == 2 ? names.joined(separator: " and ") : names.dropLast().joined(separator: ", ") + " and " + names[names.count - 1]
+        return "note: \(list) have the same name up to case and accents (added on two laptops?); rename one (`kidledger child rename ID NEWNAME`) so each child has one name"
+    }
+
+    /// `sameNames` in `children --json` and `status --json`: each group an array of child ids.
+    static func sameNames(_ groups: [[ChildSummary]]) -> JSON {
+        .array(groups.map { .array($0.map { .string($0.id.description) }) })
+    }
+
     static func household(_ h: HouseholdSummary) -> JSON {
         .object([("id", .string(h.id.description)), ("name", .string(h.name)), ("createdAtMillis", .int(h.createdAtMillis))])
     }

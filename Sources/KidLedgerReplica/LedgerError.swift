@@ -7,12 +7,16 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case noHousehold
     /// `init` on a home that already holds a household.
     case householdExists(name: String)
-    /// No child matches the name or id prefix.
-    case unknownChild(String)
+    /// No child matches the name or id prefix; `nearest` is a child's name close enough to be
+    /// what was meant ("did you mean …?"), if any.
+    case unknownChild(String, nearest: String? = nil)
     /// More than one child matches; the candidates are listed.
     case ambiguousChild(String, candidates: [String])
     /// The child is archived and cannot receive transactions.
     case archived(String)
+    /// `child restore` of an archived child whose name (up to case and accents) an active child
+    /// now has: the archived child's name and id, and the active child's name.
+    case restoreNameTaken(String, id: RecordID, active: String)
     /// The child is already archived / already active.
     case unchanged(String)
     /// A name is empty or too long.
@@ -48,7 +52,10 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .noHousehold: "no household here yet: run `kidledger init NAME` first"
         case .householdExists(let name): "this home already holds the household \"\(name)\""
-        case .unknownChild(let q): "no child named \"\(q)\" (see `kidledger children --all`)"
+        case .unknownChild(let q, let near):
+            "no child named \"\(q)\"\(near.map { "; did you mean \"\($0)\"?" } ?? "") (see `kidledger children --all`)"
+        case .restoreNameTaken(let name, let id, let active):
+            "can't restore \"\(name)\": the active child \"\(active)\" has that name now (up to case and accents); rename one of them first (`kidledger child rename \(id.hex.prefix(8)) NEWNAME` renames the archived one)"
         case .ambiguousChild(let q, let candidates):
             "\"\(q)\" matches more than one child: \(candidates.joined(separator: ", ")); name one by its id prefix"
         case .archived(let name): "\(name) is archived: run `kidledger child restore \(name)` first"

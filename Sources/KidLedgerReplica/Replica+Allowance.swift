@@ -146,13 +146,13 @@ extension Replica {
                                      _ queries: any QueryCache) throws -> ChildSummary {
         do {
             return try resolveChild(query, r, queries)
-        } catch LedgerError.unknownChild(let q) {
+        } catch LedgerError.unknownChild(let q, let near) {
             let digits = Text.trimmed(query).lowercased().filter { $0 != "-" }
-            guard digits.count >= 4 else { throw LedgerError.unknownChild(q) }
+            guard digits.count >= 4 else { throw LedgerError.unknownChild(q, nearest: near) }
             let matches = try childRows(r, queries).filter {
                 $0.allowance.rule != nil && Allowance.scheduleID(household: household, child: $0.id).hex.hasPrefix(digits)
             }
-            guard matches.count == 1 else { throw LedgerError.unknownChild(q) }
+            guard matches.count == 1 else { throw LedgerError.unknownChild(q, nearest: near) }
             return matches[0]
         }
     }

@@ -52,8 +52,8 @@ extension Replica {
             _ = try Self.requireHousehold(w, queryCache)
             // Names, flags and sort orders decide: the rows without their totals.
             let existing = try Self.childRows(w, queryCache)
-            let wanted = name.lowercased()
-            if existing.contains(where: { !$0.isArchived && Self.equalIgnoringCase($0.name, lowercased: wanted) }) {
+            let wanted = Text.folded(name)
+            if existing.contains(where: { !$0.isArchived && Self.equalFolded($0.name, folded: wanted) }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
             let order = (existing.map(\.sortOrder).max() ?? -1) + 1
@@ -78,9 +78,9 @@ extension Replica {
             _ = try Self.requireHousehold(w, queryCache)
             let child = try Self.resolveChild(query, w, queryCache)
             if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
-            let wanted = name.lowercased()
+            let wanted = Text.folded(name)
             if try Self.childRows(w, queryCache).contains(where: {
-                !$0.isArchived && $0.id != child.id && Self.equalIgnoringCase($0.name, lowercased: wanted)
+                !$0.isArchived && $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
             }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
@@ -103,6 +103,16 @@ extension Replica {
             let child = try Self.resolveChild(query, w, queryCache)
             if child.isArchived == archived {
                 throw LedgerError.unchanged("\(child.name) is already \(archived ? "archived" : "active")")
+            }
+            // One active child per name: restoring one whose name an active child took meanwhile
+            // would make the name ambiguous (docs/CRDT.md, "Child names").
+            if !archived {
+                let wanted = Text.folded(child.name)
+                if let taken = try Self.childRows(w, queryCache).first(where: {
+                    !$0.isArchived && $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
+                }) {
+                    throw LedgerError.restoreNameTaken(child.name, id: child.id, active: taken.name)
+                }
             }
             var ops: [Operation] = [.setField(entity: child.id, field: .childArchived, value: .flag(archived),
                                               base: try Self.registerStamp(child.id, .childArchived, w))]

@@ -310,9 +310,12 @@ extension Replica {
         return stored.order.compactMap { includeArchived || !rows[$0].isArchived ? rows[$0] : nil }
     }
 
-    /// Finds a child by name (case-insensitive) or by id prefix (at least 4 hex digits).
+    /// Finds a child by name or by id prefix (at least 4 hex digits): an exact name match wins,
+    /// else a match up to case and accents (``Text/folded(_:)``); of several matches an active
+    /// child beats archived ones (docs/CRDT.md, "Child names").
     ///
-    /// - Throws: ``LedgerError/unknownChild(_:)`` or ``LedgerError/ambiguousChild(_:candidates:)``.
+    /// - Throws: ``LedgerError/unknownChild(_:nearest:)`` (with the nearest name, if one is near
+    ///   enough to be a typo) or ``LedgerError/ambiguousChild(_:candidates:)``.
     public func resolveChild(_ query: String) throws -> ChildSummary {
         try store.read { r in try Self.resolveChild(query, r, queryCache) }
     }
@@ -322,14 +325,22 @@ extension Replica {
         // matches are put in list order (the candidates of an ambiguous query).
         let stored = try childRowsAndKeys(r, queries)
         let all = stored.rows, names = stored.names
-        let wanted = Text.trimmed(query).lowercased()
+        let trimmed = Text.trimmed(query)
         // Indexes first, so only the matches are copied; the ids are read in place (the array's
         // subscript copied each whole row), through a pointer used only in the closure.
-        var indexes = names.indices.filter { Self.equalIgnoringCase(names[$0], lowercased: wanted) }
-        if indexes.isEmpty, let digits = hexDigits(wanted), digits.count >= 4 {
+        var indexes = names.indices.filter { names[$0] == trimmed }
+        if indexes.isEmpty {
+            let wanted = Text.folded(trimmed)
+            indexes = names.indices.filter { Self.equalFolded(names[$0], folded: wanted) }
+        }
+        if indexes.isEmpty, let digits = hexDigits(trimmed.lowercased()), digits.count >= 4 {
             indexes = all.withUnsafeBufferPointer { rows in
                 rows.indices.filter { Self.hex(of: rows[$0].id, hasPrefix: digits) }
             }
+        }
+        if indexes.count > 1 {
+            let active = indexes.filter { !all[$0].isArchived }
+            if !active.isEmpty { indexes = active }
         }
         var matches = indexes.map { all[$0] }
         matches.sort(by: listOrder)
@@ -340,7 +351,7 @@ extension Replica {
             match.balanceCents = aggregate.sumCents
             match.transactionCount = aggregate.count
             return match
-        case 0: throw LedgerError.unknownChild(query)
+        case 0: throw LedgerError.unknownChild(query, nearest: nearestName(trimmed, all))
         default:
             throw LedgerError.ambiguousChild(query, candidates: matches.map {
                 "\($0.name) (\(String($0.id.hex.prefix(8)))\($0.isArchived ? ", archived" : ""))"
@@ -348,11 +359,20 @@ extension Replica {
         }
     }
 
-    /// Whether `name.lowercased() == wanted` (`wanted` already lowercased), without building the
-    /// lowercased copy while both are ASCII: lowercasing maps A–Z to a–z and nothing else there,
-    /// and two different ASCII characters after an equal prefix can't be canonically equivalent.
-    /// At the first non-ASCII byte it compares the whole strings as before.
-    static func equalIgnoringCase(_ name: String, lowercased wanted: String) -> Bool {
+    /// The name of the child `query` (which matched none) most likely meant: the nearest by
+    /// ``Suggestions/nearest(_:in:)`` of the folded names, active children first.
+    static func nearestName(_ query: String, _ rows: [ChildSummary]) -> String? {
+        let ordered = rows.filter { !$0.isArchived } + rows.filter(\.isArchived)
+        let folded = ordered.map { Text.folded($0.name) }
+        guard let near = Suggestions.nearest(Text.folded(query), in: folded), let i = folded.firstIndex(of: near) else { return nil }
+        return ordered[i].name
+    }
+
+    /// Whether `Text.folded(name) == wanted` (`wanted` already folded), without folding `name`
+    /// while both are ASCII: folding maps A–Z to a–z and nothing else there, and an ASCII letter
+    /// followed by other ASCII folds to itself. At the first non-ASCII byte it folds the whole
+    /// name.
+    static func equalFolded(_ name: String, folded wanted: String) -> Bool {
         var a = name.utf8.makeIterator(), b = wanted.utf8.makeIterator()
         while true {
             switch (a.next(), b.next()) {
@@ -362,13 +382,26 @@ extension Replica {
                 let lower = x &- 0x41 < 26 ? x | 0x20 : x
                 if lower != y { return false }
             case (let x?, _) where x >= 0x80:
-                return name.lowercased() == wanted
+                return Text.folded(name) == wanted
             case (_, let y?) where y >= 0x80:
-                return name.lowercased() == wanted
+                return Text.folded(name) == wanted
             default:
-                return name.lowercased() == wanted  // one ended first: rare, so no shortcut
+                return Text.folded(name) == wanted  // one ended first: rare, so no shortcut
             }
         }
+    }
+
+    /// The active children of `children` whose names are equal up to case and accents, in groups
+    /// of two or more (in the order listed): children added under one name on two laptops apart,
+    /// flagged by `children` and `status` (docs/CRDT.md, "Child names").
+    public static func sameNameGroups(_ children: [ChildSummary]) -> [[ChildSummary]] {
+        var groups: [[ChildSummary]] = []
+        var byName: [String: Int] = [:]
+        for child in children where !child.isArchived {
+            let key = Text.folded(child.name)
+            if let i = byName[key] { groups[i].append(child) } else { byName[key] = groups.count; groups.append([child]) }
+        }
+        return groups.filter { $0.count > 1 }
     }
 
     /// The UTF-8 of `text` without its dashes when the rest is all ASCII hex digits, else nil

@@ -1,7 +1,8 @@
-/// "did you mean …?" for a mistyped command or option: the candidate closest by edit distance.
-enum Suggestions {
+/// "did you mean …?" for a mistyped command, option or child name: the candidate closest by edit
+/// distance.
+public enum Suggestions {
     /// The Levenshtein distance between `a` and `b` (by Unicode scalars, case-insensitive).
-    static func distance(_ a: String, _ b: String) -> Int {
+    public static func distance(_ a: String, _ b: String) -> Int {
         let x = Array(a.lowercased().unicodeScalars), y = Array(b.lowercased().unicodeScalars)
         if x.isEmpty { return y.count }
         if y.isEmpty { return x.count }
@@ -21,7 +22,7 @@ enum Suggestions {
     /// The candidate nearest to `word`, if it is near enough to be a typo: at most 2 edits (1 for
     /// words of up to 3 characters), or `word` is a prefix of exactly one candidate. Ties go to the
     /// earlier candidate, so the answer is stable.
-    static func nearest(_ word: String, in candidates: [String]) -> String? {
+    public static func nearest(_ word: String, in candidates: [String]) -> String? {
         guard !word.isEmpty else { return nil }
         let limit = word.count <= 3 ? 1 : 2
         var best: (candidate: String, distance: Int)?
@@ -35,7 +36,7 @@ enum Suggestions {
     }
 
     /// "; did you mean `give`?", or "" when nothing is near.
-    static func didYouMean(_ word: String, in candidates: [String], quoted: Bool = true) -> String {
+    public static func didYouMean(_ word: String, in candidates: [String], quoted: Bool = true) -> String {
         guard let near = nearest(word, in: candidates) else { return "" }
         return quoted ? "; did you mean `\(near)`?" : "; did you mean \(near)?"
     }
