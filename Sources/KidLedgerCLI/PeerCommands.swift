@@ -61,6 +61,8 @@ enum PeerCommands {
         with (`kidledger account switch NAME`), or ask the owner if this laptop was revoked).
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
+        Active children with one name up to case and accents (added on two laptops apart) get a note line
+        (`sameNames` in --json: each group an array of child ids); rename one of them.
         """)) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
