@@ -72,7 +72,7 @@ func makeRandomScenario(seed: UInt64) throws -> RandomScenario {
             scenario.operationsDone += 1
         } catch let error as LedgerError {
             switch error {
-            case .badName, .unchanged, .archived, .noActiveChildren, .nothingToUndo, .unknownChild: break
+            case .badName, .unchanged, .archived, .noActiveChildren, .nothingToUndo, .unknownChild, .restoreNameTaken: break
             default: Issue.record("unexpected ledger error \(error) (seed \(seed))")
             }
         }
