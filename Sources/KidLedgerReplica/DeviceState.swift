@@ -143,7 +143,7 @@ public struct DeviceState {
         return try store.read { r in
             var open: [(key: [UInt8], expiresAtMillis: Int64)] = []
             try r.scan(Tables.invites) { key, value in
-                if let expiry = Self.inviteExpiry(value), expiry >= now { open.append((key, expiry)) }
+                if let expiry = try Self.inviteExpiry(value), expiry >= now { open.append((key, expiry)) }
                 return open.count < Self.openInvitesMax
             }
             return open
@@ -195,7 +195,7 @@ public struct DeviceState {
         return try store.read { r in
             var open: [(slot: UInt8, password: [UInt8], expiresAtMillis: Int64)] = []
             try r.scan(Tables.shortInvites) { key, value in
-                if key.count == 1, let row = ShortInviteRow(value), row.expiresAtMillis >= now, row.triesLeft > 0 {
+                if key.count == 1, let row = try ShortInviteRow(value), row.expiresAtMillis >= now, row.triesLeft > 0 {
                     open.append((key[0], row.password, row.expiresAtMillis))
                 }
                 return open.count < Self.openInvitesMax
@@ -235,7 +235,7 @@ public struct DeviceState {
     private func sweepShortInvites(_ w: any KeyValueWriter, now: Int64) throws -> [(slot: UInt8, row: ShortInviteRow)] {
         var stale: [[UInt8]] = [], open: [(slot: UInt8, row: ShortInviteRow)] = []
         try w.scan(Tables.shortInvites) { key, value in
-            if key.count == 1, let row = ShortInviteRow(value), row.expiresAtMillis >= now { open.append((key[0], row)) } else { stale.append(key) }
+            if key.count == 1, let row = try ShortInviteRow(value), row.expiresAtMillis >= now { open.append((key[0], row)) } else { stale.append(key) }
             return true
         }
         for key in stale { try w.delete(Tables.shortInvites, key) }
@@ -246,18 +246,25 @@ public struct DeviceState {
     private func sweepInvites(_ w: any KeyValueWriter, now: Int64) throws -> [[UInt8]] {
         var stale: [[UInt8]] = [], open: [[UInt8]] = []
         try w.scan(Tables.invites) { key, value in
-            if let expiry = Self.inviteExpiry(value), expiry >= now { open.append(key) } else { stale.append(key) }
+            if let expiry = try Self.inviteExpiry(value), expiry >= now { open.append(key) } else { stale.append(key) }
             return true
         }
         for key in stale { try w.delete(Tables.invites, key) }
         return open
     }
 
-    /// The expiry of an invitation row of this version, or nil.
-    static func inviteExpiry(_ value: [UInt8]) -> Int64? {
-        guard value.count == 9, value[0] == inviteRowVersion else { return nil }
+    /// The expiry of an invitation row of this version, or nil for a row of an older version (swept).
+    /// Throws ``LedgerError/corrupted(_:)`` for a row of this version that does not decode.
+    static func inviteExpiry(_ value: [UInt8]) throws -> Int64? {
+        guard value.first == inviteRowVersion else { return nil }
         var r = ByteReader(Array(value.dropFirst()))
-        return try? r.readOrderedSigned()
+        do {
+            let expiry = try r.readOrderedSigned()
+            try r.expectEnd()
+            return expiry
+        } catch {
+            throw LedgerError.corrupted("invitation row: \(error)")
+        }
     }
 
     // MARK: Settings
@@ -404,13 +411,20 @@ struct ShortInviteRow {
         self.code = code
     }
 
-    init?(_ value: [UInt8]) {
-        guard value.count > 1 + 8 + 1 + 32 + 32, value[0] == DeviceState.shortRowVersion else { return nil }
+    /// A stored row; nil for a row of another version (swept). Throws
+    /// ``LedgerError/corrupted(_:)`` for a row of this version that does not decode.
+    init?(_ value: [UInt8]) throws {
+        guard value.first == DeviceState.shortRowVersion else { return nil }
         var r = ByteReader(Array(value.dropFirst()))
-        guard let expiry = try? r.readOrderedSigned(), let tries = try? r.readByte(), let password = try? r.readRaw(count: 32),
-              let key = try? r.readRaw(count: 32) else { return nil }
-        self.init(expiresAtMillis: expiry, triesLeft: tries, password: password, invitationKey: key,
-                  code: String(decoding: value[(1 + 8 + 1 + 64)...], as: UTF8.self))
+        do {
+            let expiry = try r.readOrderedSigned(), tries = try r.readByte()
+            let password = try r.readRaw(count: 32), key = try r.readRaw(count: 32)
+            guard !r.isAtEnd else { throw DecodeError.invalid("no long code") }
+            self.init(expiresAtMillis: expiry, triesLeft: tries, password: password, invitationKey: key,
+                      code: String(decoding: value[(1 + 8 + 1 + 64)...], as: UTF8.self))
+        } catch {
+            throw LedgerError.corrupted("short invitation row: \(error)")
+        }
     }
 
     func encoded() -> [UInt8] {

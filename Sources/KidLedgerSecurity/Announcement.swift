@@ -96,13 +96,12 @@ public struct Announcement: Equatable, Sendable {
         var plainLength: UInt64 = 0
         let rc = crypto_aead_xchacha20poly1305_ietf_decrypt(&plain, &plainLength, nil, cipher, UInt64(cipher.count),
                                                              magic, UInt64(magic.count), nonce, key.bytes)
+        // Authenticated and of the exact size: the fields are at fixed offsets.
         guard rc == 0, plainLength == UInt64(plaintextBytes) else { return nil }
-        var r = ByteReader(plain)
-        guard let member = try? r.readRaw(count: 32), let portBytes = try? r.readRaw(count: 2),
-              let sent = try? r.readBigEndianUInt64() else { return nil }
-        let port = UInt16(portBytes[0]) << 8 | UInt16(portBytes[1])
+        let port = UInt16(plain[32]) << 8 | UInt16(plain[33])
         guard port != 0 else { return nil }
-        return Announcement(member: member, port: port, sentAtMillis: Int64(bitPattern: sent))
+        let sent = plain[34..<42].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Announcement(member: Array(plain[0..<32]), port: port, sentAtMillis: Int64(bitPattern: sent))
     }
 }
 

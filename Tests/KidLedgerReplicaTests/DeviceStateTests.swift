@@ -230,3 +230,21 @@ struct LearnedAddressTests {
         #expect(try PeerRecord.decode(legacy) == old)
     }
 }
+
+/// A damaged invitation row of this version is reported, not passed off as "no invitation".
+@Suite("Device-local state: damaged invitation rows")
+struct DamagedInvitationRowTests {
+    @Test func aDamagedRowOfThisVersionIsCorruptionAndAnOlderOneIsSwept() throws {
+        let store = MemoryStore()
+        let device = DeviceState(store: store, clock: FixedClock(millis: 1_000))
+        try store.write { w in try w.put(Tables.invites, [UInt8](repeating: 1, count: 32), [0x80, 0, 0, 0, 0, 0, 0x07, 0xD0]) }
+        #expect(try device.openInvites().isEmpty)  // an older version's row: ignored
+        try store.write { w in try w.put(Tables.invites, [UInt8](repeating: 2, count: 32), [DeviceState.inviteRowVersion, 0x80, 0]) }
+        #expect(throws: LedgerError.self) { try device.openInvites() }
+        try store.write { w in
+            try w.delete(Tables.invites, [UInt8](repeating: 2, count: 32))
+            try w.put(Tables.shortInvites, [3], [DeviceState.shortRowVersion, 0x80])
+        }
+        #expect(throws: LedgerError.self) { try device.openShortInvites() }
+    }
+}
