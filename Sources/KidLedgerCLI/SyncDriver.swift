@@ -221,21 +221,14 @@ enum SyncDriver {
     /// The key of a member's dial group (``dialGroups(_:)``).
     static func dialGroupKey(member: [UInt8]) -> String { "member " + Hex.encode(member) }
 
-    /// Known peers as devices to dial: the addresses of one member key (or, for records from
-    /// before keys were kept, of one replica id) form one group, in the order to try them: the
-    /// last to sync first, then the most recently announced, then by address. An address of no
-    /// known device is a group of its own. Groups come in the order of their first address.
+    /// Known peers as devices to dial: the laptops `status` counts (``StatusReport/devices(_:)``:
+    /// the addresses of one member key or one replica id together), each with its addresses in
+    /// the order to try them: the last to sync first, then the most recently announced, then by
+    /// address. A group's key is its member's (``dialGroupKey(member:)``), else its first address.
     static func dialGroups(_ peers: [PeerRecord]) -> [(key: String, addresses: [String])] {
-        var order: [String] = []
-        var members: [String: [PeerRecord]] = [:]
-        for peer in peers {
-            let key = !peer.memberKey.isEmpty ? dialGroupKey(member: peer.memberKey)
-                : peer.peerReplica.map { "replica \($0.description)" } ?? "address \(peer.address)"
-            if members[key] == nil { order.append(key) }
-            members[key, default: []].append(peer)
-        }
-        return order.map { key in
-            let sorted = members[key]!.sorted { a, b in
+        StatusReport.devices(peers).map { device in
+            let key = device.first { !$0.memberKey.isEmpty }.map { dialGroupKey(member: $0.memberKey) } ?? "address \(device[0].address)"
+            let sorted = device.sorted { a, b in
                 if a.lastSuccessMillis != b.lastSuccessMillis { return a.lastSuccessMillis > b.lastSuccessMillis }
                 if a.announcedAtMillis != b.announcedAtMillis { return a.announcedAtMillis > b.announcedAtMillis }
                 return a.address < b.address
