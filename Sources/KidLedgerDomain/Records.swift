@@ -133,6 +133,10 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
     /// When a child's allowance stopped (integer, Unix ms; 0: it runs). Periods starting at or
     /// after it are not paid.
     case allowanceStoppedAt = 9
+    /// The child this child was merged into (text: that child's id, canonical lowercase
+    /// 8-4-4-4-12 form): "this child is that one". Balances and history follow it on every
+    /// replica (docs/CRDT.md, "Child merges").
+    case childMergedInto = 10
 
     /// The field's name in messages and JSON.
     public var description: String {
@@ -146,6 +150,7 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
         case .allowanceRule: "allowanceRule"
         case .allowanceNote: "allowanceNote"
         case .allowanceStoppedAt: "allowanceStoppedAt"
+        case .childMergedInto: "mergedInto"
         }
     }
 }
@@ -181,6 +186,7 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
         case (.allowanceRule, .integer(let packed)): return AllowanceRule(packed: packed) != nil
         case (.allowanceNote, .text(let s)): return s.utf8.count <= Limits.allowanceNoteBytesMax
         case (.allowanceStoppedAt, .integer(let millis)): return millis >= 0 && millis <= HLC.millisMax
+        case (.childMergedInto, .text(let s)): return RecordID(string: s)?.description == s
         default: return false
         }
     }

@@ -17,6 +17,14 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `child restore` of an archived child whose name (up to case and accents) an active child
     /// now has: the archived child's name and id, and the active child's name.
     case restoreNameTaken(String, id: RecordID, active: String)
+    /// `child merge FROM INTO` where FROM was merged into another child already: its name and
+    /// the name of the child it counts in now.
+    case alreadyMerged(String, into: String)
+    /// `child merge FROM INTO` where INTO was merged into another child: its name and the name of
+    /// the child it counts in now (merge into that one).
+    case mergeTargetMerged(String, into: String)
+    /// `child merge FROM INTO` where both name one child.
+    case mergeIntoItself(String)
     /// The child is already archived / already active.
     case unchanged(String)
     /// A name is empty or too long.
@@ -59,6 +67,9 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .ambiguousChild(let q, let candidates):
             "\"\(q)\" matches more than one child: \(candidates.joined(separator: ", ")); name one by its id prefix"
         case .archived(let name): "\(name) is archived: run `kidledger child restore \(name)` first"
+        case .alreadyMerged(let name, let into): "\(name) was merged into \(into) already"
+        case .mergeTargetMerged(let name, let into): "\(name) was merged into \(into): merge into \(into) instead"
+        case .mergeIntoItself(let name): "can't merge \(name) into itself"
         case .unchanged(let what): what
         case .badName(let why): why
         case .badNote: "note is longer than \(Limits.noteBytesMax) bytes"

@@ -149,7 +149,8 @@ extension Replica {
         } catch LedgerError.unknownChild(let q, let near) {
             let digits = Text.trimmed(query).lowercased().filter { $0 != "-" }
             guard digits.count >= 4 else { throw LedgerError.unknownChild(q, nearest: near) }
-            let matches = try childRows(r, queries).filter {
+            let stored = try childRowsAndKeys(r, queries)
+            let matches = stored.rows.indices.filter { stored.roots[$0] == $0 }.map { stored.rows[$0] }.filter {
                 $0.allowance.rule != nil && Allowance.scheduleID(household: household, child: $0.id).hex.hasPrefix(digits)
             }
             guard matches.count == 1 else { throw LedgerError.unknownChild(q, nearest: near) }
@@ -195,10 +196,13 @@ extension Replica {
         var postings: [Posting] = []
         // The rows without totals (kept between transactions by the simulator's store): most
         // children have no schedule, and only those that do read their totals.
-        for child in try childRows(r, queries) where child.allowance.rule != nil && child.allowance.amountCents != nil && !child.isArchived {
-            guard postings.count < Limits.allowancePaymentsPerCallMax,
+        // A child merged into another is paid no more (its effective child's own schedule pays),
+        // and a payment's range check is on the effective child's balance (docs/CRDT.md, "Child merges").
+        let stored = try childRowsAndKeys(r, queries)
+        for (i, child) in stored.rows.enumerated() where child.allowance.rule != nil && child.allowance.amountCents != nil && !child.isArchived {
+            guard postings.count < Limits.allowancePaymentsPerCallMax, !stored.hasMerges || stored.roots[i] == i,
                   let schedule = try schedule(of: child, household: household, now: now, r), schedule.isActive else { continue }
-            var balance = try Aggregate.load(child.id, r).sumCents
+            var balance = try mergedTotals(i, stored, r).sumCents
             for period in try unpaidPeriods(of: schedule, household: household, now: now, r)
             where postings.count < Limits.allowancePaymentsPerCallMax {
                 let next = balance + Int128(schedule.amountCents)

@@ -30,7 +30,11 @@ extension Replica {
             var names: [RecordID: String] = [:]
             var seen: [String: Int] = [:]
             var idsInFile = Set<RecordID>()
-            let existing = try Self.children(w, queryCache, includeArchived: true)
+            // Children merged into another are found by their id only; a balance's range is
+            // checked on the effective child (docs/CRDT.md, "Child merges").
+            let existing = try Self.children(w, queryCache, includeArchived: true, includeMerged: true)
+            let ownNames = existing.filter { $0.mergedInto == nil }
+            let stored = try Self.childRowsAndKeys(w, queryCache)
             for row in rows {
                 let childID: RecordID
                 if let id = row.childID, let c = existing.first(where: { $0.id == id }) {
@@ -39,7 +43,7 @@ extension Replica {
                 } else if let id = row.childID, createdByID.contains(id) {
                     childID = id
                 } else {
-                    let matches = existing.filter { $0.name.lowercased() == row.childName.lowercased() }
+                    let matches = ownNames.filter { $0.name.lowercased() == row.childName.lowercased() }
                     if matches.count > 1 { throw LedgerError.ambiguousChild(row.childName, candidates: matches.map(\.name)) }
                     if let c = matches.first {
                         childID = c.id
@@ -80,12 +84,14 @@ extension Replica {
                     result.alreadyPresent += 1
                     continue
                 }
-                if balances[childID] == nil { balances[childID] = try Aggregate.load(childID, w).sumCents }
-                let balance = balances[childID]! + Int128(row.amountCents)
+                let root = stored.root(of: childID)
+                let effective = root.map { stored.rows[$0].id } ?? childID
+                if balances[effective] == nil { balances[effective] = try root.map { try Self.mergedTotals($0, stored, w).sumCents } ?? 0 }
+                let balance = balances[effective]! + Int128(row.amountCents)
                 guard balance >= Int128(Int64.min), balance <= Int128(Int64.max) else {
-                    throw LedgerError.overflow(child: names[childID] ?? row.childName)
+                    throw LedgerError.overflow(child: root.map { stored.rows[$0].name } ?? names[childID] ?? row.childName)
                 }
-                balances[childID] = balance
+                balances[effective] = balance
                 operations.append(.addTransaction(LedgerTransaction(
                     id: id, childID: childID, amountCents: row.amountCents, createdAtMillis: row.createdAtMillis,
                     note: row.note, source: row.source, reverses: row.reverses)))

@@ -53,7 +53,8 @@ extension Replica {
             // Names, flags and sort orders decide: the rows without their totals.
             let existing = try Self.childRows(w, queryCache)
             let wanted = Text.folded(name)
-            if existing.contains(where: { !$0.isArchived && Self.equalFolded($0.name, folded: wanted) }) {
+            // A child merged into another holds no name of its own (docs/CRDT.md, "Child merges").
+            if try Self.activeNameHolders(w, queryCache).contains(where: { Self.equalFolded($0.name, folded: wanted) }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
             let order = (existing.map(\.sortOrder).max() ?? -1) + 1
@@ -65,7 +66,9 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let child = try Self.child(id, r) else { throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied") }
+            guard let child = try Self.effectiveChild(id, r, queryCache), child.id == id else {
+                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+            }
             return child
         }
     }
@@ -79,8 +82,8 @@ extension Replica {
             let child = try Self.resolveChild(query, w, queryCache)
             if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
             let wanted = Text.folded(name)
-            if try Self.childRows(w, queryCache).contains(where: {
-                !$0.isArchived && $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
+            if try Self.activeNameHolders(w, queryCache).contains(where: {
+                $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
             }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
@@ -90,7 +93,9 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let child = try Self.child(id, r) else { throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied") }
+            guard let child = try Self.effectiveChild(id, r, queryCache), child.id == id else {
+                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+            }
             return child
         }
     }
@@ -108,8 +113,8 @@ extension Replica {
             // would make the name ambiguous (docs/CRDT.md, "Child names").
             if !archived {
                 let wanted = Text.folded(child.name)
-                if let taken = try Self.childRows(w, queryCache).first(where: {
-                    !$0.isArchived && $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
+                if let taken = try Self.activeNameHolders(w, queryCache).first(where: {
+                    $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
                 }) {
                     throw LedgerError.restoreNameTaken(child.name, id: child.id, active: taken.name)
                 }
@@ -127,7 +132,9 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let child = try Self.child(id, r) else { throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied") }
+            guard let child = try Self.effectiveChild(id, r, queryCache), child.id == id else {
+                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+            }
             return child
         }
     }
@@ -178,22 +185,25 @@ extension Replica {
         var generator = random
         let (changes, _) = try commitLocalBatch { w, first in
             _ = try Self.requireHousehold(w, queryCache)
-            var children: [RecordID: ChildSummary] = [:]
+            var children: [RecordID: ChildSummary] = [:], rootOf: [RecordID: RecordID] = [:]
             var hlc = first
             var batches: [[Operation]] = []
             batches.reserveCapacity(drafts.count)
             for draft in drafts {
                 guard draft.note.utf8.count <= Limits.noteBytesMax else { throw LedgerError.badNote }
                 guard draft.signedCents != 0 && draft.signedCents != .min else { throw LedgerError.invalid("amount \(draft.signedCents)") }
-                if children[draft.childID] == nil {
-                    guard let child = try Self.child(draft.childID, w) else { throw LedgerError.unknownChild(draft.childID.description) }
-                    children[draft.childID] = child
+                // A child merged into another stands for its effective child (docs/CRDT.md, "Child merges").
+                if rootOf[draft.childID] == nil {
+                    guard let child = try Self.effectiveChild(draft.childID, w, queryCache) else { throw LedgerError.unknownChild(draft.childID.description) }
+                    rootOf[draft.childID] = child.id
+                    if children[child.id] == nil { children[child.id] = child }
                 }
-                var child = children[draft.childID]!
+                let root = rootOf[draft.childID]!
+                var child = children[root]!
                 if child.isArchived { throw LedgerError.archived(child.name) }
                 child.balanceCents = try Self.checkedBalance(child, adding: draft.signedCents)
-                children[draft.childID] = child
-                let t = LedgerTransaction(id: entryID(RecordID.timeOrdered(millis: hlc.millis, using: &generator)), childID: draft.childID,
+                children[root] = child
+                let t = LedgerTransaction(id: entryID(RecordID.timeOrdered(millis: hlc.millis, using: &generator)), childID: child.id,
                                           amountCents: draft.signedCents, createdAtMillis: hlc.millis,
                                           note: draft.note, source: source)
                 if let problem = Validation.problem(with: t) { throw LedgerError.invalid(problem) }

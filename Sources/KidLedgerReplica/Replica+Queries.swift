@@ -28,6 +28,13 @@ public struct ChildSummary: Equatable, Sendable {
     public var transactionCount: UInt64
     /// The child's allowance registers, as stored (``AllowanceSchedule``).
     var allowance = AllowanceRegisters()
+    /// For a child merged into another (`kidledger child merge`): the child it counts in now,
+    /// the end of its merge links (docs/CRDT.md, "Child merges"); nil for a child that keeps its
+    /// own identity. A merged child's summary holds its own totals; its effective child's holds
+    /// the sum of every child merged into it and its own.
+    public var mergedInto: RecordID? = nil
+    /// The child's merge register as stored (the child it was merged into), if it names one.
+    var mergeLink: RecordID? = nil
 }
 
 /// One line of history.
@@ -184,6 +191,8 @@ extension Replica {
             if case .integer(let i) = try StoredRegister.decode(raw).value { summary.sortOrder = i }
         case Field.allowanceAmount.rawValue...Field.allowanceStoppedAt.rawValue:
             summary.allowance.apply(field, try StoredRegister.decode(raw).value)
+        case Field.childMergedInto.rawValue:
+            if case .text(let s) = try StoredRegister.decode(raw).value { summary.mergeLink = RecordID(string: s) }
         default:
             break
         }
@@ -210,13 +219,34 @@ extension Replica {
         /// The rows' names, built once per kept value: every resolved query compares them all
         /// (reading a name from `rows` copied the whole row each time).
         private(set) lazy var names: [String] = rows.map(\.name)
+        /// The index of each row's effective child (itself unless it was merged into another):
+        /// ``Replica/mergeRoots(_:)``, computed once per kept value.
+        private(set) lazy var roots: [Int] = Replica.mergeRoots(rows)
+        /// Whether any child was merged into another.
+        private(set) lazy var hasMerges: Bool = roots.indices.contains { roots[$0] != $0 }
+        /// For each effective child with others merged into it: its index, and the indexes of
+        /// every child whose effective child it is (itself first).
+        private(set) lazy var members: [Int: [Int]] = {
+            var members: [Int: [Int]] = [:]
+            guard hasMerges else { return members }
+            for i in roots.indices where roots[i] != i { members[roots[i], default: [roots[i]]].append(i) }
+            return members
+        }()
+        /// The index of each child's row, by id.
+        private(set) lazy var index: [RecordID: Int] = Dictionary(uniqueKeysWithValues: rows.indices.map { (rows[$0].id, $0) })
         init(_ rows: [ChildSummary], _ keys: [[UInt8]]) { self.rows = rows; self.keys = keys }
+
+        /// The indexes of the children whose effective child is the row at `root` (itself first).
+        func members(of root: Int) -> [Int] { members[root] ?? [root] }
+
+        /// The row index of the effective child of the child `id`, or nil for an unknown child.
+        func root(of id: RecordID) -> Int? { index[id].map { roots[$0] } }
     }
 
     /// ``childRows(_:)`` and each row's key in the children table. Kept between transactions by
     /// a store that can tell its tables are unchanged (the in-memory store of simulations): every
     /// ledger operation resolves a child by name.
-    private static func childRowsAndKeys(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildRows {
+    static func childRowsAndKeys(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildRows {
         try queries.value(.childRows, tables: childRowsTables, reading: r) {
             let (rows, keys) = try readChildRowsAndKeys(r)
             return ChildRows(rows, keys)
@@ -263,13 +293,17 @@ extension Replica {
         return a.id < b.id
     }
 
-    /// Every child (or only active ones), ordered by sort order, then name, then id.
-    public func children(includeArchived: Bool = false) throws -> [ChildSummary] {
-        try store.read { r in try Self.children(r, queryCache, includeArchived: includeArchived) }
+    /// Every child (or only active ones), ordered by sort order, then name, then id. A child
+    /// merged into another is left out unless `includeMerged` (then with ``ChildSummary/mergedInto``
+    /// set and its own totals); every other child's totals are the sums over the children merged
+    /// into it and its own (docs/CRDT.md, "Child merges").
+    public func children(includeArchived: Bool = false, includeMerged: Bool = false) throws -> [ChildSummary] {
+        try store.read { r in try Self.children(r, queryCache, includeArchived: includeArchived, includeMerged: includeMerged) }
     }
 
-    /// What ``children(includeArchived:)`` lists with archived children, in the same order, but
-    /// without reading the totals (every balance and count is zero): names, flags and order only.
+    /// Every child's row, merged children too, in the order ``children(includeArchived:includeMerged:)``
+    /// lists them with archived and merged children, but without reading the totals (every
+    /// balance and count is zero, and ``ChildSummary/mergedInto`` is not set): names, flags and order only.
     public func childrenWithoutTotals() throws -> [ChildSummary] {
         try store.read { r in
             try Self.childRowsAndKeys(r, queryCache).ordered
@@ -295,19 +329,46 @@ extension Replica {
         }
     }
 
-    static func children(_ r: any KeyValueReader, _ queries: any QueryCache, includeArchived: Bool) throws -> [ChildSummary] {
+    static func children(_ r: any KeyValueReader, _ queries: any QueryCache, includeArchived: Bool,
+                         includeMerged: Bool = false) throws -> [ChildSummary] {
         let stored = try childRowsAndKeys(r, queries)
         var rows = stored.rows
         let keys = stored.keys
-        // The totals are keyed by child id too: one pass over them, joined like the registers
-        // (a child without an entry has zero totals).
-        try joinTotals(keys, r) { j, value in
-            guard includeArchived || !rows[j].isArchived else { return }
-            let aggregate = try Aggregate.decode(value)
-            rows[j].balanceCents = aggregate.sumCents
-            rows[j].transactionCount = aggregate.count
+        guard stored.hasMerges else {
+            // The totals are keyed by child id too: one pass over them, joined like the registers
+            // (a child without an entry has zero totals).
+            try joinTotals(keys, r) { j, value in
+                guard includeArchived || !rows[j].isArchived else { return }
+                let aggregate = try Aggregate.decode(value)
+                rows[j].balanceCents = aggregate.sumCents
+                rows[j].transactionCount = aggregate.count
+            }
+            return stored.order.compactMap { includeArchived || !rows[$0].isArchived ? rows[$0] : nil }
         }
-        return stored.order.compactMap { includeArchived || !rows[$0].isArchived ? rows[$0] : nil }
+        // Each child's totals go to its effective child's; a merged child keeps its own too.
+        let roots = stored.roots
+        var sums = [Int128](repeating: 0, count: rows.count), counts = [UInt64](repeating: 0, count: rows.count)
+        try joinTotals(keys, r) { j, value in
+            guard includeArchived || !rows[roots[j]].isArchived else { return }
+            let aggregate = try Aggregate.decode(value)
+            sums[roots[j]] &+= aggregate.sumCents
+            counts[roots[j]] &+= aggregate.count
+            if roots[j] != j {
+                rows[j].balanceCents = aggregate.sumCents
+                rows[j].transactionCount = aggregate.count
+            }
+        }
+        for i in rows.indices {
+            if roots[i] == i {
+                rows[i].balanceCents = sums[i]
+                rows[i].transactionCount = counts[i]
+            } else {
+                rows[i].mergedInto = rows[roots[i]].id
+            }
+        }
+        return stored.order.compactMap { i in
+            (includeMerged || roots[i] == i) && (includeArchived || !rows[roots[i]].isArchived) ? rows[i] : nil
+        }
     }
 
     /// Finds a child by name or by id prefix (at least 4 hex digits): an exact name match wins,
@@ -321,42 +382,112 @@ extension Replica {
     }
 
     static func resolveChild(_ query: String, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildSummary {
+        try resolveChildMatch(query, r, queries).child
+    }
+
+    /// What a query names: the row it matched (`named`, a merged child's when it named one) and
+    /// its effective child (`child`, with its totals: the sums over every child merged into it).
+    struct ChildMatch {
+        var named: ChildSummary
+        var child: ChildSummary
+        /// Whether the query named a child merged into another.
+        var namedMerged: Bool { named.id != child.id }
+    }
+
+    /// ``resolveChild(_:_:_:)``, with the row the query matched. At each step (exact name, folded
+    /// name, id prefix), children that keep their own identity beat children merged into another;
+    /// a merged child stands for its effective child (docs/CRDT.md, "Child names" and "Child merges").
+    static func resolveChildMatch(_ query: String, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildMatch {
         // Names, flags and ids decide the match; only the match's totals are read, and only the
         // matches are put in list order (the candidates of an ambiguous query).
         let stored = try childRowsAndKeys(r, queries)
         let all = stored.rows, names = stored.names
+        let roots = stored.hasMerges ? stored.roots : nil
+        func isRoot(_ i: Int) -> Bool { roots.map { $0[i] == i } ?? true }
         let trimmed = Text.trimmed(query)
         // Indexes first, so only the matches are copied; the ids are read in place (the array's
         // subscript copied each whole row), through a pointer used only in the closure.
-        var indexes = names.indices.filter { names[$0] == trimmed }
+        func preferRoots(_ indexes: [Int]) -> [Int] {
+            let own = indexes.filter(isRoot)
+            return own.isEmpty ? indexes : own
+        }
+        var indexes = preferRoots(names.indices.filter { names[$0] == trimmed })
         if indexes.isEmpty {
             let wanted = Text.folded(trimmed)
-            indexes = names.indices.filter { Self.equalFolded(names[$0], folded: wanted) }
+            indexes = preferRoots(names.indices.filter { Self.equalFolded(names[$0], folded: wanted) })
         }
         if indexes.isEmpty, let digits = hexDigits(trimmed.lowercased()), digits.count >= 4 {
-            indexes = all.withUnsafeBufferPointer { rows in
+            indexes = preferRoots(all.withUnsafeBufferPointer { rows in
                 rows.indices.filter { Self.hex(of: rows[$0].id, hasPrefix: digits) }
-            }
+            })
         }
-        if indexes.count > 1 {
-            let active = indexes.filter { !all[$0].isArchived }
-            if !active.isEmpty { indexes = active }
+        // Each match stands for its effective child (once).
+        var candidates: [Int] = []
+        for i in indexes {
+            let root = roots?[i] ?? i
+            if !candidates.contains(root) { candidates.append(root) }
         }
-        var matches = indexes.map { all[$0] }
-        matches.sort(by: listOrder)
-        switch matches.count {
+        if candidates.count > 1 {
+            let active = candidates.filter { !all[$0].isArchived }
+            if !active.isEmpty { candidates = active }
+        }
+        switch candidates.count {
         case 1:
-            var match = matches[0]
-            let aggregate = try Aggregate.load(match.id, r)
-            match.balanceCents = aggregate.sumCents
-            match.transactionCount = aggregate.count
-            return match
-        case 0: throw LedgerError.unknownChild(query, nearest: nearestName(trimmed, all))
+            let root = candidates[0]
+            var match = all[root]
+            let totals = try mergedTotals(root, stored, r)
+            match.balanceCents = totals.sumCents
+            match.transactionCount = totals.count
+            var named = match
+            if !indexes.contains(root), let i = indexes.first(where: { (roots?[$0] ?? $0) == root }) {
+                named = all[i]
+                named.mergedInto = match.id
+                let own = try Aggregate.load(named.id, r)
+                named.balanceCents = own.sumCents
+                named.transactionCount = own.count
+            }
+            return ChildMatch(named: named, child: match)
+        case 0:
+            throw LedgerError.unknownChild(query, nearest: nearestName(trimmed, all.indices.filter(isRoot).map { all[$0] }))
         default:
+            let matches = candidates.map { all[$0] }.sorted(by: listOrder)
             throw LedgerError.ambiguousChild(query, candidates: matches.map {
                 "\($0.name) (\(String($0.id.hex.prefix(8)))\($0.isArchived ? ", archived" : ""))"
             })
         }
+    }
+
+    /// The totals of the child at `root` of `stored`: the sums over every child whose effective
+    /// child it is (its own alone when none was merged into it).
+    static func mergedTotals(_ root: Int, _ stored: ChildRows, _ r: any KeyValueReader) throws -> (sumCents: Int128, count: UInt64) {
+        var sum: Int128 = 0, count: UInt64 = 0
+        for i in stored.members(of: root) {
+            let aggregate = try Aggregate.load(stored.rows[i].id, r)
+            sum &+= aggregate.sumCents
+            count &+= aggregate.count
+        }
+        return (sum, count)
+    }
+
+    /// The effective child of the child `id` (itself unless it was merged into another) with its
+    /// totals (the sums over every child merged into it), or nil for a child this replica does
+    /// not hold.
+    static func effectiveChild(_ id: RecordID, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildSummary? {
+        let stored = try childRowsAndKeys(r, queries)
+        guard let root = stored.root(of: id) else { return nil }
+        var child = stored.rows[root]
+        let totals = try mergedTotals(root, stored, r)
+        child.balanceCents = totals.sumCents
+        child.transactionCount = totals.count
+        return child
+    }
+
+    /// The active children that keep their own identity (not merged into another): the ones
+    /// whose names `child add`, `child rename` and `child restore` keep apart.
+    static func activeNameHolders(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> [ChildSummary] {
+        let stored = try childRowsAndKeys(r, queries)
+        guard stored.hasMerges else { return stored.rows.filter { !$0.isArchived } }
+        return stored.rows.indices.filter { stored.roots[$0] == $0 && !stored.rows[$0].isArchived }.map { stored.rows[$0] }
     }
 
     /// The name of the child `query` (which matched none) most likely meant: the nearest by
@@ -432,18 +563,48 @@ extension Replica {
         return true
     }
 
-    /// A child's balance.
+    /// The sum of a child's own applied transactions (without the children merged into it:
+    /// ``children(includeArchived:includeMerged:)`` and ``resolveChild(_:)`` give those sums).
     public func balance(of child: RecordID) throws -> Int128 {
         try store.read { r in try Aggregate.load(child, r).sumCents }
     }
 
     /// Newest-first history of one child or of all, at most `limit` entries, each with its
-    /// author and the same-id versions that lost to it.
+    /// author and the same-id versions that lost to it. A child's history is its effective
+    /// child's: the entries of every child merged into it and its own, in one time order. Each
+    /// entry names the effective child of the child it was written for.
     public func history(child: RecordID? = nil, limit: Int = .max) throws -> [HistoryEntry] {
         try store.read { r in
+            let stored = try Self.childRowsAndKeys(r, queryCache)
             var names: [RecordID: String] = [:]
             var authors = AuthorNames(r)
             var entries: [HistoryEntry] = []
+            var members: [RecordID] = child.map { [$0] } ?? []
+            if let child, let root = stored.root(of: child) { members = stored.members(of: root).map { stored.rows[$0].id } }
+            if members.count > 1 {
+                // Each member's newest `limit` entries, then the newest `limit` of them all, in
+                // the time index's order (created at, then id).
+                var found: [(order: ArraySlice<UInt8>, id: RecordID, origin: UInt64)] = []
+                for member in members {
+                    var taken = 0
+                    try r.scan(Tables.byChild, prefix: Keys.id(member), from: nil, reverse: true) { key, value in
+                        guard taken < limit else { return false }
+                        guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("transaction without its author") }
+                        found.append((key.dropFirst(16), try Keys.trailingID(key), origin))
+                        taken += 1
+                        return true
+                    }
+                }
+                found.sort { $1.order.lexicographicallyPrecedes($0.order) }
+                for f in found.prefix(limit) {
+                    guard let raw = try r.get(Tables.transactions, Keys.id(f.id)) else {
+                        throw LedgerError.corrupted("indexed transaction \(f.id) missing")
+                    }
+                    let t = try Self.decodeStoredTransaction(raw)
+                    entries.append(try Self.historyEntry(t, origin: ReplicaID(f.origin), reversed: Self.isUndone(t.id, r), r, stored, &authors, &names))
+                }
+                return entries
+            }
             let table = child == nil ? Tables.byTime : Tables.byChild
             let prefix = child.map(Keys.id) ?? []
             try r.scan(table, prefix: prefix, from: nil, reverse: true) { key, value in
@@ -454,18 +615,18 @@ extension Replica {
                 }
                 guard let origin = Bytes.u64(value) else { throw LedgerError.corrupted("transaction \(id) without its author") }
                 let t = try Self.decodeStoredTransaction(raw)
-                entries.append(try Self.historyEntry(t, origin: ReplicaID(origin), reversed: Self.isUndone(t.id, r), r, &authors, &names))
+                entries.append(try Self.historyEntry(t, origin: ReplicaID(origin), reversed: Self.isUndone(t.id, r), r, stored, &authors, &names))
                 return true
             }
             return entries
         }
     }
 
-    /// One entry of ``history(child:limit:)``: the transaction with its child's name, its author
-    /// and the same-id versions that lost to it.
+    /// One entry of ``history(child:limit:)``: the transaction with the name of its child's
+    /// effective child, its author and the same-id versions that lost to it.
     static func historyEntry(_ t: LedgerTransaction, origin: ReplicaID, reversed: Bool, _ r: any KeyValueReader,
-                             _ authors: inout AuthorNames, _ names: inout [RecordID: String]) throws -> HistoryEntry {
-        if names[t.childID] == nil { names[t.childID] = try child(t.childID, r)?.name ?? "?" }
+                             _ stored: ChildRows, _ authors: inout AuthorNames, _ names: inout [RecordID: String]) throws -> HistoryEntry {
+        if names[t.childID] == nil { names[t.childID] = stored.root(of: t.childID).map { stored.rows[$0].name } ?? "?" }
         var conflicting: [ConflictVersion] = []
         try r.scan(Tables.conflicts, prefix: [Conflict.transaction] + Keys.id(t.id)) { _, value in
             let (loserOrigin, payload) = try decodeConflictValue(value)

@@ -64,16 +64,20 @@ extension Replica {
             let author = try authors.author(plan.origin)
             var children: [RecordID: ChildSummary] = [:]
             var entries: [UndoEntry] = []
+            // Balances are checked on each entry's effective child: the one its child was merged
+            // into, if it was (docs/CRDT.md, "Child merges").
+            var effective: [RecordID: RecordID] = [:]
             for original in plan.originals {
-                if children[original.childID] == nil, let child = try Self.child(original.childID, w) {
-                    children[original.childID] = child
+                if effective[original.childID] == nil, let child = try Self.effectiveChild(original.childID, w, queryCache) {
+                    effective[original.childID] = child.id
+                    if children[child.id] == nil { children[child.id] = child }
                 }
                 let amount = -original.amountCents
                 // An entry waiting for its child (never the started-from one) counts in no
                 // balance yet, and its compensation waits with it.
-                if var child = children[original.childID] {
+                if let id = effective[original.childID], var child = children[id] {
                     child.balanceCents = try Self.checkedBalance(child, adding: amount)
-                    children[original.childID] = child
+                    children[id] = child
                 } else if original.id == plan.originals[0].id {
                     throw LedgerError.corrupted("child of indexed transaction")
                 }
@@ -82,10 +86,13 @@ extension Replica {
                 let t = LedgerTransaction(id: LedgerTransaction.undoID(for: original.id), childID: original.childID,
                                           amountCents: amount, createdAtMillis: hlc.millis, note: note,
                                           source: "undo", reverses: original.id)
-                entries.append(UndoEntry(undo: t, original: original, childName: children[original.childID]?.name ?? "?", balanceCents: 0))
+                entries.append(UndoEntry(undo: t, original: original,
+                                         childName: effective[original.childID].flatMap { children[$0]?.name } ?? "?", balanceCents: 0))
             }
-            // Each balance is the child's after the whole change.
-            for i in entries.indices { entries[i].balanceCents = children[entries[i].original.childID]?.balanceCents ?? 0 }
+            // Each balance is the (effective) child's after the whole change.
+            for i in entries.indices {
+                entries[i].balanceCents = effective[entries[i].original.childID].flatMap { children[$0]?.balanceCents } ?? 0
+            }
             let first = entries[0]
             return (entries.map { .addTransaction($0.undo) },
                     UndoResult(undo: first.undo, original: first.original, childName: first.childName,
@@ -103,8 +110,9 @@ extension Replica {
             let plan = try Self.undoPlan(target, mine: mine, r)
             var authors = AuthorNames(r)
             var names: [RecordID: String] = [:]
+            let stored = try Self.childRowsAndKeys(r, queryCache)
             return try plan.originals.map { t in
-                try Self.historyEntry(t, origin: plan.origin, reversed: false, r, &authors, &names)
+                try Self.historyEntry(t, origin: plan.origin, reversed: false, r, stored, &authors, &names)
             }
         }
     }

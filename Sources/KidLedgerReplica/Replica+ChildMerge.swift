@@ -1,0 +1,106 @@
+import KidLedgerDomain
+
+/// The result of ``Replica/mergeChild(_:into:)``.
+public struct ChildMergeResult: Equatable, Sendable {
+    /// The merged child: its totals are what it brought (its own and those of any child merged
+    /// into it before); ``ChildSummary/mergedInto`` names the child it counts in now.
+    public var from: ChildSummary
+    /// The child it was merged into, with its totals after the merge.
+    public var into: ChildSummary
+    /// The merged child's allowance schedule, when it was running: it pays no more.
+    public var stoppedAllowance: AllowanceSchedule?
+}
+
+extension Replica {
+    /// Merges the child `fromQuery` names into the child `intoQuery` names: one replicated
+    /// register write on FROM (``Field/childMergedInto``, INTO's id), after which every replica
+    /// counts FROM's transactions (and those of any child merged into FROM) in INTO's balance and
+    /// history. No transaction is changed; the merge is a view derived from the registers
+    /// (docs/CRDT.md, "Child merges").
+    ///
+    /// - Throws: ``LedgerError/unknownChild(_:nearest:)`` and
+    ///   ``LedgerError/ambiguousChild(_:candidates:)`` for either name,
+    ///   ``LedgerError/alreadyMerged(_:into:)`` when FROM was merged already,
+    ///   ``LedgerError/mergeTargetMerged(_:into:)`` when INTO was,
+    ///   ``LedgerError/mergeIntoItself(_:)``, ``LedgerError/archived(_:)`` for an archived INTO,
+    ///   ``LedgerError/overflow(child:)`` when the sum would leave Int64.
+    @discardableResult
+    public func mergeChild(_ fromQuery: String, into intoQuery: String) throws -> ChildMergeResult {
+        let now = clock.nowMillis()
+        let (_, planned) = try commitLocal { w, _ in
+            let household = try Self.requireHousehold(w, queryCache).id
+            let from = try Self.resolveChildMatch(fromQuery, w, queryCache)
+            let into = try Self.resolveChildMatch(intoQuery, w, queryCache)
+            if from.namedMerged { throw LedgerError.alreadyMerged(from.named.name, into: from.child.name) }
+            if into.namedMerged { throw LedgerError.mergeTargetMerged(into.named.name, into: into.child.name) }
+            if from.child.id == into.child.id { throw LedgerError.mergeIntoItself(from.child.name) }
+            if into.child.isArchived { throw LedgerError.archived(into.child.name) }
+            let sum = from.child.balanceCents + into.child.balanceCents
+            guard sum >= Int128(Int64.min), sum <= Int128(Int64.max) else { throw LedgerError.overflow(child: into.child.name) }
+            let stopped = try Self.schedule(of: from.child, household: household, now: now, w).flatMap { $0.isActive ? $0 : nil }
+            let op = Operation.setField(entity: from.child.id, field: .childMergedInto, value: .text(into.child.id.description),
+                                        base: try Self.registerStamp(from.child.id, .childMergedInto, w))
+            return ([op], (from: from.child, into: into.child.id, stopped: stopped))
+        }
+        return try store.read { r in
+            // Written, but not applied when this replica's member was revoked before it: the
+            // revocation rule rejects its own later changes too.
+            guard let into = try Self.effectiveChild(planned.into, r, queryCache), into.id == planned.into,
+                  try Self.effectiveChild(planned.from.id, r, queryCache)?.id == into.id else {
+                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+            }
+            var from = planned.from
+            from.mergedInto = into.id
+            return ChildMergeResult(from: from, into: into, stoppedAllowance: planned.stopped)
+        }
+    }
+
+    /// The index of each row's effective child: follow its merge link (``ChildSummary/mergeLink``)
+    /// to the child it names, and on, until a child without one. A link is ignored when it names
+    /// the child itself or a child not in `rows` (not arrived yet, or no child at all). The links
+    /// can form cycles (two laptops apart merge A into B and B into A): in a cycle, the child
+    /// with the smallest id keeps its identity (its link is ignored), so every child of the
+    /// cycle, and every child leading into it, ends there. A function of the rows alone, so every
+    /// replica holding the same children and registers computes the same; iterative, each row
+    /// visited once (docs/CRDT.md, "Child merges").
+    static func mergeRoots(_ rows: [ChildSummary]) -> [Int] {
+        let n = rows.count
+        var roots = Array(0..<n)
+        guard rows.contains(where: { $0.mergeLink != nil }) else { return roots }
+        var index: [RecordID: Int] = [:]
+        index.reserveCapacity(n)
+        for i in 0..<n { index[rows[i].id] = i }
+        var next = [Int](repeating: -1, count: n)
+        for i in 0..<n {
+            if let link = rows[i].mergeLink, link != rows[i].id, let j = index[link] { next[i] = j }
+        }
+        // 0: not visited; 1: on the path being walked; 2: its root is known.
+        var state = [UInt8](repeating: 0, count: n)
+        var path: [Int] = []
+        for start in 0..<n where state[start] == 0 {
+            path.removeAll(keepingCapacity: true)
+            var x = start
+            var root: Int
+            while true {
+                if state[x] == 2 { root = roots[x]; break }
+                if state[x] == 1 {
+                    // A cycle: the path from x's place on it. Its smallest id keeps its identity.
+                    let from = path.firstIndex(of: x)!
+                    var smallest = x
+                    for c in path[from...] where rows[c].id < rows[smallest].id { smallest = c }
+                    root = smallest
+                    break
+                }
+                state[x] = 1
+                path.append(x)
+                if next[x] < 0 { root = x; break }
+                x = next[x]
+            }
+            for p in path {
+                roots[p] = root
+                state[p] = 2
+            }
+        }
+        return roots
+    }
+}
