@@ -17,7 +17,7 @@ enum DataCommands {
         _ = try LedgerCommands.requireHousehold(replica)
         let child = try args.positionals.first.map { try replica.resolveChild($0) }
         var names: [RecordID: String] = [:]
-        for c in try replica.children(includeArchived: true) { names[c.id] = c.name }
+        for c in try replica.children(includeArchived: true, includeMerged: true) { names[c.id] = c.name }
         let household = try LedgerCommands.requireHousehold(replica)
         names[household.id] = household.name
         let journal = try replica.fieldConflicts(entity: child?.id)
@@ -96,7 +96,7 @@ enum DataCommands {
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         var names: [RecordID: String] = [:]
-        for c in try replica.children(includeArchived: true) { names[c.id] = c.name }
+        for c in try replica.children(includeArchived: true, includeMerged: true) { names[c.id] = c.name }
         let transactions = try replica.allTransactions()
         let text = LedgerCSV.export(transactions, childNames: names)
         if path == "-" {

@@ -4,7 +4,7 @@ import KidLedgerSecurity
 
 /// The household, children and money commands.
 enum LedgerCommands {
-    static let all: [CLI.Command] = [initCommand, childAdd, childRename, childArchive, childRestore, childrenList,
+    static let all: [CLI.Command] = [initCommand, childAdd, childRename, childArchive, childRestore, childMerge, childrenList,
                                      give, take, giveAll, takeAll, balance, history, undo]
 
     static let initCommand = CLI.Command(spec: CommandSpec(
@@ -65,21 +65,46 @@ enum LedgerCommands {
         ctx.emit(Render.child(c))
     }
 
+    static let childMerge = CLI.Command(spec: CommandSpec(
+        name: "child merge", synopsis: "FROM INTO", summary: "make two children one (one child added on two laptops)",
+        details: """
+        FROM is INTO from now on, on every laptop (the merge syncs like any change): FROM's transactions
+        count in INTO's balance and history, and no transaction is changed or lost. FROM is no longer
+        listed (`children --all` shows it as merged); its name and its id prefix stand for INTO, and its
+        allowance stops. Two children with one name (added on two laptops apart; `children` flags them) are
+        named by their id prefixes (`kidledger children` shows them). Merges made on two laptops at once (Max into
+        max on one, max into Max on the other) end the same way on every laptop (docs/CRDT.md, "Child merges").
+        """, arguments: 2...2)) { ctx, args in
+        let result = try ctx.openLedger(forChanges: true).mergeChild(args.positionals[0], into: args.positionals[1])
+        let from = result.from, into = result.into
+        ctx.say("Merged \(Render.safe(from.name)) (\(Render.shortID(from.id))) into \(Render.safe(into.name)) (\(Render.shortID(into.id))). Balance: \(Money.format(cents: into.balanceCents))")
+        if let s = result.stoppedAllowance {
+            ctx.say("\(Render.safe(from.name))'s allowance (\(Money.format(cents: s.amountCents)) \(s.rule)) no longer pays; `kidledger allowance set` gives \(Render.safe(into.name)) one.")
+        }
+        ctx.emit(.object([("from", Render.child(from)), ("into", Render.child(into)),
+                          ("stoppedAllowance", result.stoppedAllowance.map(AllowanceCommands.json) ?? .null)]))
+    }
+
     static let childrenList = CLI.Command(spec: CommandSpec(
         name: "children", synopsis: "[--all]", summary: "list children with balances",
         details: """
-          --all   include archived children
+          --all   include archived children, and children merged into another (`child merge`)
         Active children whose names are equal up to case and accents (added on two laptops apart) get a note
-        line after the table (`sameNames` in --json: each group an array of child ids).
+        line after the table (`sameNames` in --json: each group an array of child ids); `child merge` makes
+        two such children one. A child's balance includes the children merged into it; with --all a merged
+        child is listed as "merged into NAME" (in --json: `mergedInto`, the id, and its own balanceCents).
         """, flagOptions: ["all"])) { ctx, args in
         let replica = try ctx.openLedger(forChanges: false)
         _ = try requireHousehold(replica)
-        let list = try replica.children(includeArchived: args.has("all"))
-        let sameNames = Replica.sameNameGroups(list)
+        let all = args.has("all")
+        let list = try replica.children(includeArchived: all, includeMerged: all)
+        let sameNames = Replica.sameNameGroups(list.filter { $0.mergedInto == nil })
         ctx.emit(.object([("children", .array(list.map(Render.child))), ("sameNames", Render.sameNames(sameNames))]))
         if list.isEmpty { ctx.say("No children yet: `kidledger child add NAME`."); return }
+        let names = Dictionary(list.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
         ctx.say(Render.table(header: ["NAME", "BALANCE", "ID", ""], rightAligned: [1], rows: list.map {
-            [$0.name, Money.format(cents: $0.balanceCents), Render.shortID($0.id), $0.isArchived ? "archived" : ""]
+            if let into = $0.mergedInto { return [$0.name, "", Render.shortID($0.id), "merged into \(names[into] ?? Render.shortID(into))"] }
+            return [$0.name, Money.format(cents: $0.balanceCents), Render.shortID($0.id), $0.isArchived ? "archived" : ""]
         }, truncated: [0: Render.nameWidthMax]))
         for group in sameNames { ctx.say(Render.sameNameLine(group)) }
     }

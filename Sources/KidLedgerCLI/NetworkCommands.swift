@@ -472,7 +472,7 @@ enum NetworkCommands {
 
     static func writeBackup(_ replica: Replica, ctx: Context) throws -> String {
         var names: [RecordID: String] = [:]
-        for c in try replica.children(includeArchived: true) { names[c.id] = c.name }
+        for c in try replica.children(includeArchived: true, includeMerged: true) { names[c.id] = c.name }
         let path = "\(ctx.home)/backup-\(Timestamp.iso8601(millis: SystemClock().nowMillis()).replacingColons()).csv"
         try FileSystem.writeFile(path, LedgerCSV.export(try replica.allTransactions(), childNames: names))
         return path

@@ -42,7 +42,8 @@ enum Render {
     static func child(_ c: ChildSummary) -> JSON {
         .object([("id", .string(c.id.description)), ("name", .string(c.name)), ("archived", .bool(c.isArchived)),
                  ("sortOrder", .int(c.sortOrder)), ("balanceCents", .integer(c.balanceCents)),
-                 ("transactionCount", .int(c.transactionCount)), ("createdAtMillis", .int(c.createdAtMillis))])
+                 ("transactionCount", .int(c.transactionCount)), ("createdAtMillis", .int(c.createdAtMillis)),
+                 ("mergedInto", c.mergedInto.map { .string($0.description) } ?? .null)])
     }
 
     static func transaction(_ t: LedgerTransaction) -> JSON {

@@ -150,6 +150,7 @@ struct GoldenOutputTests {
           child rename CHILD NAME                      rename a child
           child archive CHILD                          archive a child (history is kept)
           child restore CHILD                          restore an archived child
+          child merge FROM INTO                        make two children one (one child added on two laptops)
           children [--all]                             list children with balances
           give CHILD AMOUNT [--note T]                 give money to a child
           take CHILD AMOUNT [--note T]                 take money from a child
@@ -286,7 +287,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 42)
+            #expect(CLI.commands.count == 43)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)
