@@ -42,7 +42,7 @@ struct StaleRestore {
 }
 
 /// The stages of the final checks, in the order they run (and report): each stage asks every
-/// checker in ``RunCheckers/all``'s order, and one checker (three for ``replica(_:)``) answers.
+/// checker in ``RunCheckers/all``'s order, and one checker answers (four for ``replica(_:)``, two for ``referenceModel``).
 enum FinalStage: Equatable {
     /// Every replica has the same digest.
     case converged
@@ -52,12 +52,14 @@ enum FinalStage: Equatable {
     case ownChanges
     /// The revocation rule on acknowledged transactions (it fills ``FinalRun/rejected``).
     case revocationRule
-    /// One replica: `verify`, its compensations, one allowance payment per period, the
-    /// acknowledged transactions it must hold.
+    /// One replica: `verify`, its compensations, one allowance payment per period, merged
+    /// balances equal to the sums of their children's transactions, the acknowledged
+    /// transactions it must hold.
     case replica(Int)
     /// No replica shows part of a give-all batch.
     case batches
-    /// Every replica's children are what the reference model computes.
+    /// Every replica's children are what the reference model computes, and the replicas agree on
+    /// which child each child counts in.
     case referenceModel
     /// Every replica has the same conflict journal.
     case conflictJournals
@@ -84,10 +86,11 @@ struct RunCheckers {
     let balance = BalanceChecker()
     let equivalence = EquivalenceChecker()
     let allowance = AllowanceChecker()
+    let merges = MergeChecker()
     /// Every checker, in report order.
     let all: [any Checker]
 
     init() {
-        all = [convergence, verify, compensation, allowance, acknowledged, revocation, batches, balance, equivalence]
+        all = [convergence, verify, compensation, allowance, merges, acknowledged, revocation, batches, balance, equivalence]
     }
 }

@@ -12,7 +12,13 @@ enum ReferenceModel {
         var balance: Int128
         /// The child's allowance schedule as "cents rule note stoppedAt" (its registers), or "".
         var allowance = ""
-        var description: String { "\(name)\(archived ? " (archived)" : "") \(balance)\(allowance.isEmpty ? "" : " allowance " + allowance)" }
+        /// The child it counts in, when it was merged into another (its balance is its own
+        /// transactions' sum then; the other's includes it).
+        var mergedInto: RecordID? = nil
+        var description: String {
+            "\(name)\(archived ? " (archived)" : "") \(balance)\(allowance.isEmpty ? "" : " allowance " + allowance)"
+                + (mergedInto.map { " merged into \($0.hex.prefix(8))" } ?? "")
+        }
 
         /// ``allowance`` of a replica's schedule.
         static func allowance(_ s: AllowanceSchedule) -> String {
@@ -106,6 +112,34 @@ enum ReferenceModel {
         for (_, t) in transactions where result[t.childID] != nil {
             result[t.childID]!.balance += Int128(t.amountCents)
         }
+        // Child merges (docs/CRDT.md, "Child merges"): each child's merge register names the
+        // child it was merged into; a link to itself or to a child not created is no link. Follow
+        // the links; where they go round, the smallest id of the round keeps its identity.
+        var link: [RecordID: RecordID] = [:]
+        for id in created {
+            if case .text(let s)? = registers[Register(entity: id, field: Field.childMergedInto.rawValue)]?.value,
+               let target = RecordID(string: s), target != id, created.contains(target) {
+                link[id] = target
+            }
+        }
+        func root(_ id: RecordID) -> RecordID {
+            var seen: [RecordID] = [id]
+            var current = id
+            while let next = link[current] {
+                if let i = seen.firstIndex(of: next) { return seen[i...].min()! }
+                seen.append(next)
+                current = next
+            }
+            return current
+        }
+        var own = result
+        for id in created {
+            let r = root(id)
+            guard r != id else { continue }
+            result[id]!.mergedInto = r
+            result[r]!.balance += own[id]!.balance
+        }
+        own.removeAll()
         return result
     }
 }
@@ -119,8 +153,8 @@ final class BalanceChecker: Checker {
         let expected = ReferenceModel.expected(from: run.logs.union, verifier: run.verifier)
         for (node, replica) in zip(run.nodes, run.replicas) {
             var actual: [RecordID: ReferenceModel.ChildState] = [:]
-            for c in try replica.children(includeArchived: true) {
-                actual[c.id] = ReferenceModel.ChildState(name: c.name, archived: c.isArchived, balance: c.balanceCents)
+            for c in try replica.children(includeArchived: true, includeMerged: true) {
+                actual[c.id] = ReferenceModel.ChildState(name: c.name, archived: c.isArchived, balance: c.balanceCents, mergedInto: c.mergedInto)
             }
             for s in try replica.allowanceSchedules() where actual[s.childID] != nil {
                 actual[s.childID]!.allowance = ReferenceModel.ChildState.allowance(s)

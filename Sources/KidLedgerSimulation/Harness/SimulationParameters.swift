@@ -34,8 +34,8 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     /// Whether replicas talk only to their neighbours in a line (0–1–2–…), so forwarding is needed.
     public var lineTopology: Bool
     /// Operation weights: add, rename, archive/restore, give, take, give-all/take-all, undo,
-    /// allowance set/stop (the last drawn from a generator of its own, so adding it changed no
-    /// other parameter of a seed).
+    /// allowance set/stop, child merge (the last two each drawn from a generator of its own, so
+    /// adding them changed no other parameter of a seed).
     public var operationWeights: [Int]
     /// Whether replicas keep their state in LMDB (temporary directories) instead of memory.
     public var usesLMDB: Bool
@@ -88,6 +88,16 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
             revocationPerMille: maybe(500, pick(300...1000)),
             accountChangePerMille: maybe(500, pick(2...40)))
             .withAllowanceWeight(seed: seed)
+            .withMergeWeight(seed: seed)
+    }
+
+    /// These parameters with the child-merge operation's weight (0 to 3) appended, drawn from the
+    /// seed by a generator of its own.
+    func withMergeWeight(seed: UInt64) -> SimulationParameters {
+        var g = SplitMix64(seed: seed ^ 0x3E56_EC41)
+        var copy = self
+        copy.operationWeights.append(Int.random(in: 0...3, using: &g))
+        return copy
     }
 
     /// These parameters with the allowance operation's weight (0 to 6) appended, drawn from the

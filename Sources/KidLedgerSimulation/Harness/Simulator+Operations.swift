@@ -24,7 +24,7 @@ extension Simulator {
         let childCount = try node.childCount()
         let picked = childCount == 0 ? nil : Int.random(in: 0..<childCount, using: &g)
         var child: PickableChild?
-        if let picked, (1...4).contains(kind) || kind == Self.allowanceOperation {
+        if let picked, (1...4).contains(kind) || kind == Self.allowanceOperation || kind == Self.mergeOperation {
             let listed = try node.pickableChild(at: picked)
             precondition(listed.count == childCount, "\(node.name) lists \(listed.count) of \(childCount) children")
             child = listed.child
@@ -78,6 +78,9 @@ extension Simulator {
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))
             case Self.allowanceOperation:
                 described = try drawnAllowance(node, replica, target: target, label: label, cents: cents)
+                log(described)
+            case Self.mergeOperation:
+                described = try drawnMerge(node, replica, target: target, label: label, childCount: childCount)
                 log(described)
             default:
                 let mine = drawsUndoMine()

@@ -46,6 +46,8 @@ public struct Scenario: Sendable, Equatable {
         case allowanceSet(child: String, cents: Int64, every: AllowanceRule.Every, on: Int64?)
         /// The replica stops a child's allowance.
         case allowanceStop(String)
+        /// The replica merges the first child into the second (`child merge FROM INTO`).
+        case merge(String, into: String)
     }
 
     /// One scripted step: at a virtual time (ms from the start), on a replica (network steps: nil).
@@ -81,6 +83,12 @@ public struct Scenario: Sendable, Equatable {
         case rejectedChanges(Int)
         /// The child holds this many allowance payments (transactions of source "allowance").
         case allowancePayments(String, Int)
+        /// `children` lists this many children (active ones that were not merged into another).
+        case childCount(Int)
+        /// The first child was merged into the second: the second is the first's effective child.
+        case merged(String, into: String)
+        /// `children` flags this many groups of children with one name up to case and accents.
+        case sameNames(Int)
     }
 
     public struct Expectation: Sendable, Equatable {
@@ -160,7 +168,8 @@ public struct Scenario: Sendable, Equatable {
                 guard words.count >= 3, let t = Int64(words[1]), t >= 0 else { throw fail("expected: at TIME (ms, >= 0) ...") }
                 if let last = s.steps.last, t < last.at { throw fail("steps must be in time order (\(t) < \(last.at))") }
                 let (replica, action) = try parseStep(Array(words.dropFirst(2)), replicas: s.replicas, line: line)
-                if let name = action.childNamed, let label = undefinedLabel(name, labels) {
+                for name in action.childrenNamed {
+                    guard let label = undefinedLabel(name, labels) else { continue }
                     throw fail("undefined label @\(label) (define it in an earlier step: rX add-child NAME as \(label))")
                 }
                 if case .addChild(_, let label?) = action { labels.insert(label) }
@@ -182,7 +191,8 @@ public struct Scenario: Sendable, Equatable {
             throw ParseError(line: 1, message: "the scenario is empty: it has no steps (at TIME …) and no expectations (expect …)")
         }
         for e in s.expectations {
-            if let name = e.check.childNamed, let label = undefinedLabel(name, labels) {
+            for name in e.check.childrenNamed {
+                guard let label = undefinedLabel(name, labels) else { continue }
                 throw ParseError(line: e.line, message: "undefined label @\(label) (no step defines it: rX add-child NAME as \(label))")
             }
         }
@@ -364,6 +374,9 @@ public struct Scenario: Sendable, Equatable {
             }
             return (r, .allowanceSet(child: w[2], cents: cents, every: every, on: day))
         case "allowance-stop": try arity(3, "rX allowance-stop CHILD"); return (r, .allowanceStop(w[2]))
+        case "merge":
+            guard w.count == 5, w[3] == "into" else { throw fail("expected: rX merge FROM into INTO") }
+            return (r, .merge(w[2], into: w[4]))
         default:
             throw fail("unknown operation \"\(w[1])\"")
         }
@@ -384,7 +397,8 @@ public struct Scenario: Sendable, Equatable {
             let r = try replicaIndex(w[w.count - 1], replicas, line: line)
             let inner = try parseCheck(Array(w.dropLast(2)), replicas: replicas, line: line)
             switch inner {
-            case .balance, .conflicts, .transactionCount, .archived, .present, .allowancePayments: return .on(r, inner)
+            case .balance, .conflicts, .transactionCount, .archived, .present, .allowancePayments, .childCount, .merged, .sameNames:
+                return .on(r, inner)
             default: throw fail("only ledger checks (balance, transaction-count, conflicts, child, present, absent) take \"on rX\"")
             }
         }
@@ -411,6 +425,11 @@ public struct Scenario: Sendable, Equatable {
         case "allowance-payments":
             guard w.count == 3, let n = Int(w[2]), n >= 0 else { throw fail("expected: expect allowance-payments CHILD N") }
             return .allowancePayments(w[1], n)
+        case "children": return .childCount(try count("children N"))
+        case "same-names": return .sameNames(try count("same-names N"))
+        case "merged":
+            guard w.count == 4, w[2] == "into" else { throw fail("expected: expect merged CHILD into CHILD") }
+            return .merged(w[1], into: w[3])
         case "present", "absent":
             guard w.count == 2 else { throw fail("expected: expect \(first) NOTE") }
             return .present(w[1], first == "present")
@@ -429,6 +448,12 @@ extension Scenario.Action {
         default: return nil
         }
     }
+
+    /// Every child a step names.
+    var childrenNamed: [String] {
+        if case .merge(let from, let into) = self { return [from, into] }
+        return childNamed.map { [$0] } ?? []
+    }
 }
 
 extension Scenario.Check {
@@ -438,6 +463,15 @@ extension Scenario.Check {
         case .on(_, let inner): return inner.childNamed
         case .balance(let child, _), .archived(let child, _), .allowancePayments(let child, _): return child
         default: return nil
+        }
+    }
+
+    /// Every child an expectation names.
+    var childrenNamed: [String] {
+        switch self {
+        case .on(_, let inner): return inner.childrenNamed
+        case .merged(let child, let into): return [child, into]
+        default: return childNamed.map { [$0] } ?? []
         }
     }
 }

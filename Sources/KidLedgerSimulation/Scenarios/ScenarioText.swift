@@ -94,6 +94,7 @@ extension Scenario.Action {
             let on = day.map { every == .week ? Allowance.weekdayNames[Int($0) - 1] : String($0) }
             return [r, "allowance-set", child, Scenario.amountText(cents), every.name] + (on.map { ["on", $0] } ?? [])
         case .allowanceStop(let child): return [r, "allowance-stop", child]
+        case .merge(let from, let into): return [r, "merge", from, "into", into]
         }
     }
 }
@@ -115,6 +116,9 @@ extension Scenario.Check {
         case .learnedFromRefusal(let r): return ["learned-from-refusal", "r\(r)"]
         case .rejectedChanges(let n): return ["rejected-changes", "\(n)"]
         case .allowancePayments(let child, let n): return ["allowance-payments", child, "\(n)"]
+        case .childCount(let n): return ["children", "\(n)"]
+        case .merged(let child, let into): return ["merged", child, "into", into]
+        case .sameNames(let n): return ["same-names", "\(n)"]
         }
     }
 }

@@ -68,7 +68,7 @@ extension Simulator {
                              operationIntervalMillis: 1_000, gossipIntervalMillis: scenario.gossipMillis,
                              delayMillisMax: scenarioDelayMillisMax, lossPerMille: 0, duplicationPerMille: 0,
                              reorderPerMille: 0, partitionPerMille: 0, crashPerMille: 0, staleRestorePerMille: 0,
-                             skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 8),
+                             skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 9),
                              usesLMDB: scenario.usesLMDB, revocationPerMille: 0, accountChangePerMille: 0,
                              hostileReplica: scenario.hostileReplica, hostileStrategies: scenario.hostileStrategies)
     }
@@ -236,6 +236,9 @@ extension Simulator {
                 let schedule = try replica.stopAllowance(try child(query))
                 noteStop(schedule, by: node)
                 outcome = "\(schedule.childName)'s allowance stopped"
+            case .merge(let from, let into):
+                let m = try replica.mergeChild(try child(from), into: try child(into))
+                outcome = "\(m.from.name) (\(m.from.id.hex.prefix(8))) merged into \(m.into.name) (\(m.into.id.hex.prefix(8))): balance \(Money.format(cents: m.into.balanceCents))"
             default:
                 preconditionFailure("not a ledger operation: \(action)")
             }
@@ -404,6 +407,21 @@ extension Simulator {
             return try onEach { _, r in let k = try r.membershipCounts().rejected; return k == n ? nil : "\(k) changes rejected" }
         case .refused(let n):
             return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
+        case .childCount(let n):
+            return try onEach { _, r in let k = try r.children().count; return k == n ? nil : "\(k) children" }
+        case .sameNames(let n):
+            return try onEach { _, r in let k = Replica.sameNameGroups(try r.children()).count; return k == n ? nil : "\(k) same-name groups" }
+        case .merged(let name, let into):
+            return try onEach { _, r in
+                let all = try r.children(includeArchived: true, includeMerged: true)
+                func id(_ query: String) -> RecordID? {
+                    if query.hasPrefix("@") { return state.labels[String(query.dropFirst())] }
+                    let matches = all.filter { $0.name == query }
+                    return matches.count == 1 ? matches[0].id : nil
+                }
+                guard let a = id(name), let b = id(into), let row = all.first(where: { $0.id == a }) else { return "no child \(name) or \(into)" }
+                return row.mergedInto == b ? nil : "\(name) counts in \(row.mergedInto.map { String($0.hex.prefix(8)) } ?? "itself")"
+            }
         case .allowancePayments(let name, let n):
             return try onEach { _, r in
                 let (c, problem) = try child(name, r)
