@@ -137,6 +137,7 @@ enum ReferenceModel {
             let r = root(id)
             guard r != id else { continue }
             result[id]!.mergedInto = r
+            result[id]!.allowance = ""  // a merged child's schedule is listed and paid no more
             result[r]!.balance += own[id]!.balance
         }
         own.removeAll()
