@@ -291,7 +291,7 @@ public enum PageAssets {
         // A keyboard user keeps their place: the focused button is focused again after the rebuild.
         const key = document.activeElement && box.contains(document.activeElement) ? document.activeElement.dataset.key : null;
         box.replaceChildren();
-        const active = children.filter(c => !c.archived);
+        const active = children.filter(c => !c.archived && !c.mergedInto);  // a merged child counts in another's card
         if (!active.length) box.append(el("p", { text: "No children yet: add one under \"Everyone at once, add a child\"." }));
         for (const c of active) {
           const card = childCard(c, quick);
@@ -300,7 +300,7 @@ public enum PageAssets {
         }
         if (key) { const again = box.querySelector('[data-key="' + CSS.escape(key) + '"]'); if (again) again.focus(); }
       }
-      const archived = children.filter(c => c.archived);
+      const archived = children.filter(c => c.archived && !c.mergedInto);
       $("archived").replaceChildren(...(archived.length ? [el("h3", { text: "Archived children" })] : []), ...archived.map(c =>
         el("div", { class: "archived-child" }, el("span", { text: c.name + " " + money(c.balanceCents) }),
           el("button", { type: "button", class: "secondary restore", text: "Restore " + c.name, onclick: () => post("/api/child/restore", { child: c.id }) }))));
@@ -321,8 +321,8 @@ public enum PageAssets {
         p.address + ": ", el("span", { class: "ago" }), p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
         : [el("li", { text: "No other laptop yet (kidledger invite / join)." })]));
       const dup = new Map();
-      for (const c of children.filter(c => !c.archived)) { const k = c.name.toLowerCase(); dup.set(k, (dup.get(k) || 0) + 1); }
-      for (const [name, n] of dup) if (n > 1) $("sync-text").append(el("p", { text: "Two children are named \"" + name + "\" (perhaps added on two laptops): rename or archive one." }));
+      for (const c of children.filter(c => !c.archived && !c.mergedInto)) { const k = c.name.toLowerCase(); dup.set(k, (dup.get(k) || 0) + 1); }
+      for (const [name, n] of dup) if (n > 1) $("sync-text").append(el("p", { text: "Two children are named \"" + name + "\" (perhaps added on two laptops): rename one, or make them one with `kidledger child merge`." }));
       const notes = $("sync-text").children.length;
       $("sync-summary").textContent = "Sync, laptops and members" + (notes ? " (" + notes + (notes === 1 ? " note)" : " notes)") : "");
       $("members").replaceChildren(...((state.members && state.members.members) || []).map(m => el("li", {
