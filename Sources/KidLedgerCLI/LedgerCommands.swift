@@ -4,7 +4,7 @@ import KidLedgerSecurity
 
 /// The household, children and money commands.
 enum LedgerCommands {
-    static let all: [CLI.Command] = [initCommand, childAdd, childRename, childArchive, childRestore, childMerge, childrenList,
+    static let all: [CLI.Command] = [initCommand, childAdd, childRename, childArchive, childRestore, childMerge, childUnmerge, childrenList,
                                      give, take, giveAll, takeAll, balance, history, undo]
 
     static let initCommand = CLI.Command(spec: CommandSpec(
@@ -71,7 +71,7 @@ enum LedgerCommands {
         FROM is INTO from now on, on every laptop (the merge syncs like any change): FROM's transactions
         count in INTO's balance and history, and no transaction is changed or lost. FROM is no longer
         listed (`children --all` shows it as merged); its name and its id prefix stand for INTO, and its
-        allowance stops. Two children with one name (added on two laptops apart; `children` flags them) are
+        allowance stops. `kidledger child unmerge FROM` undoes it. Two children with one name (added on two laptops apart; `children` flags them) are
         named by their id prefixes (`kidledger children` shows them). Merges made on two laptops at once (Max into
         max on one, max into Max on the other) end the same way on every laptop (docs/CRDT.md, "Child merges").
         """, arguments: 2...2)) { ctx, args in
@@ -83,6 +83,18 @@ enum LedgerCommands {
         }
         ctx.emit(.object([("from", Render.child(from)), ("into", Render.child(into)),
                           ("stoppedAllowance", result.stoppedAllowance.map(AllowanceCommands.json) ?? .null)]))
+    }
+
+    static let childUnmerge = CLI.Command(spec: CommandSpec(
+        name: "child unmerge", synopsis: "CHILD", summary: "undo a child merge: CHILD counts on its own again",
+        details: """
+        CHILD is a child merged into another (`children --all` lists them as "merged into NAME"), named by its
+        name or id prefix. It is listed again with its own transactions (and those of any child merged into
+        it); the child it was merged into keeps its own. Like the merge, it syncs as one change.
+        """, arguments: 1...1)) { ctx, args in
+        let (child, was) = try ctx.openLedger(forChanges: true).unmergeChild(args.positionals[0])
+        ctx.say("\(Render.safe(child.name)) (\(Render.shortID(child.id))) counts on its own again. Balance: \(Money.format(cents: child.balanceCents)); \(Render.safe(was.name)): \(Money.format(cents: was.balanceCents))")
+        ctx.emit(.object([("child", Render.child(child)), ("was", Render.child(was))]))
     }
 
     static let childrenList = CLI.Command(spec: CommandSpec(

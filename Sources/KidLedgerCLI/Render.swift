@@ -27,7 +27,7 @@ enum Render {
     static func sameNameLine(_ group: [ChildSummary]) -> String {
         let names = group.map { "\(safe($0.name)) (\(shortID($0.id)))" }
         let list = names.count == 2 ? names.joined(separator: " and ") : names.dropLast().joined(separator: ", ") + " and " + names[names.count - 1]
-        return "note: \(list) have the same name up to case and accents (added on two laptops?); rename one (`kidledger child rename ID NEWNAME`) so each child has one name"
+        return "note: \(list) have the same name up to case and accents (added on two laptops?); rename one (`kidledger child rename ID NEWNAME`) so each child has one name, or make them one child (`kidledger child merge FROM INTO`)"
     }
 
     /// `sameNames` in `children --json` and `status --json`: each group an array of child ids.

@@ -55,6 +55,56 @@ extension Replica {
         }
     }
 
+    /// Undoes a merge: the child `query` names (a child merged into another, by its name or id
+    /// prefix) counts on its own again, with its own transactions (and those of the children
+    /// merged into it). One register write on it: its own id, which is no link (so a merge and
+    /// an unmerge made concurrently resolve by the register rule, like two renames). Returns the
+    /// child, with its totals, and the child it counted in, with its totals after.
+    ///
+    /// - Throws: ``LedgerError/unknownChild(_:nearest:)``, ``LedgerError/ambiguousChild(_:candidates:)``,
+    ///   ``LedgerError/unchanged(_:)`` when the child was not merged into another.
+    @discardableResult
+    public func unmergeChild(_ query: String) throws -> (child: ChildSummary, was: ChildSummary) {
+        let (_, planned) = try commitLocal { w, _ in
+            _ = try Self.requireHousehold(w, queryCache)
+            let match = try Self.resolveChildMatch(query, w, queryCache)
+            guard match.namedMerged else {
+                throw LedgerError.unchanged("\(match.named.name) is not merged into another child (`kidledger children --all` shows merged children)")
+            }
+            let id = match.named.id
+            var ops: [Operation] = [.setField(entity: id, field: .childMergedInto, value: .text(id.description),
+                                              base: try Self.registerStamp(id, .childMergedInto, w))]
+            // In a round (merged both ways while apart), the child that kept its identity has a
+            // link too, which counts again once the round is open: it leads back to this child.
+            // It is written off as well, so the other child stays what it was.
+            let stored = try Self.childRowsAndKeys(w, queryCache)
+            if let root = stored.index[match.child.id], Self.linkLeads(from: root, to: id, stored.rows, stored.index) {
+                ops.append(.setField(entity: match.child.id, field: .childMergedInto, value: .text(match.child.id.description),
+                                     base: try Self.registerStamp(match.child.id, .childMergedInto, w)))
+            }
+            return (ops, (id: id, was: match.child.id))
+        }
+        return try store.read { r in
+            guard let child = try Self.effectiveChild(planned.id, r, queryCache), child.id == planned.id,
+                  let was = try Self.effectiveChild(planned.was, r, queryCache) else {
+                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+            }
+            return (child, was)
+        }
+    }
+
+    /// Whether the merge links from the row at `start` (its own link first) reach the child `target`
+    /// (at most one step per row: a round that does not pass through it ends the walk).
+    static func linkLeads(from start: Int, to target: RecordID, _ rows: [ChildSummary], _ index: [RecordID: Int]) -> Bool {
+        var current = start
+        for _ in 0..<rows.count {
+            guard let link = rows[current].mergeLink, link != rows[current].id, let next = index[link] else { return false }
+            if link == target { return true }
+            current = next
+        }
+        return false
+    }
+
     /// The index of each row's effective child: follow its merge link (``ChildSummary/mergeLink``)
     /// to the child it names, and on, until a child without one. A link is ignored when it names
     /// the child itself or a child not in `rows` (not arrived yet, or no child at all). The links

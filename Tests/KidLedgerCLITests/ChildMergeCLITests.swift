@@ -47,6 +47,13 @@ struct ChildMergeCLITests {
             #expect(l.ok("undo").hasPrefix("Undid +$1.00 for max ("))
             #expect(l.ok("balance", "max") == "max: $0.00\n")
             #expect(l.masked(l.ok("verify")).hasPrefix("ok: 6 transactions, 2 children"))
+            // Unmerged, Max counts on its own again (and is flagged with max once more).
+            #expect(l.ok("child", "unmerge", "Max") == "Max (\(upper)) counts on its own again. Balance: $0.00; max: $0.00\n")
+            #expect(l.ok("children").hasPrefix("NAME  BALANCE  ID\nMax     $0.00  \(upper)\nmax     $0.00  \(lower)\nnote: Max ("))
+            let doc = try #require(checkJSON(l, "child", "merge", upper, lower) as? [String: Any])
+            #expect((doc["into"] as? [String: Any])?["transactionCount"] as? NSNumber == 6)
+            let json = try #require(checkJSON(l, "child", "unmerge", upper) as? [String: Any])
+            #expect((json["child"] as? [String: Any])?["mergedInto"] is NSNull && (json["was"] as? [String: Any])?["name"] as? String == "max")
         }
     }
 
@@ -97,6 +104,7 @@ struct ChildMergeCLITests {
             refused(["child", "merge", "Ben", upper], 65, "Max was merged into max: merge into max instead")
             refused(["child", "merge", "max", "Max"], 65, "Max was merged into max: merge into max instead")
             refused(["child", "merge", "max", "MAX"], 65, "can't merge max into itself")
+            refused(["child", "unmerge", "max"], 65, "max is not merged into another child (`kidledger children --all` shows merged children)")
             let json = l.run("child", "merge", "Ben", "ben", "--json")
             #expect(json.code == 65 && json.stderr.contains("\"code\":\"dataError\""))
         }

@@ -151,6 +151,7 @@ struct GoldenOutputTests {
           child archive CHILD                          archive a child (history is kept)
           child restore CHILD                          restore an archived child
           child merge FROM INTO                        make two children one (one child added on two laptops)
+          child unmerge CHILD                          undo a child merge: CHILD counts on its own again
           children [--all]                             list children with balances
           give CHILD AMOUNT [--note T]                 give money to a child
           take CHILD AMOUNT [--note T]                 take money from a child
@@ -287,7 +288,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 43)
+            #expect(CLI.commands.count == 44)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

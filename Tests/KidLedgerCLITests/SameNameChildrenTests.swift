@@ -31,7 +31,7 @@ struct SameNameChildrenTests {
             l.ok("child", "add", "Ben")
             let other = RecordID(high: 0xABCD_EF01_0000_4000, low: 0x8000_0000_0000_0001)
             try Self.addAsAnotherLaptop(l, other, "max")
-            let note = "note: Max (########) and max (abcdef01) have the same name up to case and accents (added on two laptops?); rename one (`kidledger child rename ID NEWNAME`) so each child has one name\n"
+            let note = "note: Max (########) and max (abcdef01) have the same name up to case and accents (added on two laptops?); rename one (`kidledger child rename ID NEWNAME`) so each child has one name, or make them one child (`kidledger child merge FROM INTO`)\n"
             #expect(l.masked(l.ok("children")).replacingOccurrences(of: "max (########)", with: "max (abcdef01)") == """
                 NAME  BALANCE  ID
                 Max     $0.00  ########

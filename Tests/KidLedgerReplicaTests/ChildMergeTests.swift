@@ -258,3 +258,39 @@ struct ChildMergeTests {
         #expect(Set(Replica.mergeRoots(chain)) == [0])
     }
 }
+
+@Suite("Child unmerges")
+struct ChildUnmergeTests {
+    @Test("unmerge: the child counts on its own again, everywhere; a round is opened without flipping it")
+    func unmerge() throws {
+        let base = ChildMergeTests()
+        let (a, b, _, _, upper, lower) = try base.twoMaxes()
+        try a.mergeChild(upper.hex, into: lower.hex)
+        #expect(throws: LedgerError.unchanged("max is not merged into another child (`kidledger children --all` shows merged children)")) {
+            try a.unmergeChild("max")
+        }
+        let (child, was) = try a.unmergeChild(upper.hex)
+        #expect(child.id == upper && child.balanceCents == 100 && was.id == lower && was.balanceCents == 200)
+        #expect(try base.listed(a) == [upper: 100, lower: 200])
+        try b.receive(a.changeLog())
+        #expect(try base.listed(b) == [upper: 100, lower: 200])
+        // It can be merged again.
+        try a.mergeChild(upper.hex, into: lower.hex)
+        #expect(try base.listed(a) == [lower: 300])
+        #expect(try a.verify().problems.isEmpty)
+
+        // Crossed merges (a round): unmerging the merged one leaves both on their own.
+        let (c, d, _, _, x, y) = try base.twoMaxes()
+        try c.mergeChild(x.hex, into: y.hex)
+        try d.mergeChild(y.hex, into: x.hex)
+        try base.exchange(c, d)
+        let kept = min(x, y), merged = max(x, y)
+        #expect(try base.listed(c) == [kept: 300])
+        try c.unmergeChild(merged.hex)
+        let own: [RecordID: Int128] = [x: 100, y: 200]
+        #expect(try base.listed(c) == own)
+        try d.receive(c.changeLog())
+        #expect(try base.listed(d) == own)
+        #expect(try c.digest() == d.digest())
+    }
+}

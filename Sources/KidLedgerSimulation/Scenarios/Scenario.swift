@@ -48,6 +48,8 @@ public struct Scenario: Sendable, Equatable {
         case allowanceStop(String)
         /// The replica merges the first child into the second (`child merge FROM INTO`).
         case merge(String, into: String)
+        /// The replica undoes a merge: the child counts on its own again (`child unmerge CHILD`).
+        case unmerge(String)
     }
 
     /// One scripted step: at a virtual time (ms from the start), on a replica (network steps: nil).
@@ -377,6 +379,7 @@ public struct Scenario: Sendable, Equatable {
         case "merge":
             guard w.count == 5, w[3] == "into" else { throw fail("expected: rX merge FROM into INTO") }
             return (r, .merge(w[2], into: w[4]))
+        case "unmerge": try arity(3, "rX unmerge CHILD"); return (r, .unmerge(w[2]))
         default:
             throw fail("unknown operation \"\(w[1])\"")
         }
@@ -444,7 +447,7 @@ extension Scenario.Action {
     var childNamed: String? {
         switch self {
         case .rename(let child, _), .archive(let child), .restore(let child), .post(let child, _, _),
-             .allowanceSet(let child, _, _, _), .allowanceStop(let child): return child
+             .allowanceSet(let child, _, _, _), .allowanceStop(let child), .unmerge(let child): return child
         default: return nil
         }
     }

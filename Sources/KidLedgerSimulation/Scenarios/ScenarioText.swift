@@ -95,6 +95,7 @@ extension Scenario.Action {
             return [r, "allowance-set", child, Scenario.amountText(cents), every.name] + (on.map { ["on", $0] } ?? [])
         case .allowanceStop(let child): return [r, "allowance-stop", child]
         case .merge(let from, let into): return [r, "merge", from, "into", into]
+        case .unmerge(let child): return [r, "unmerge", child]
         }
     }
 }

@@ -239,6 +239,9 @@ extension Simulator {
             case .merge(let from, let into):
                 let m = try replica.mergeChild(try child(from), into: try child(into))
                 outcome = "\(m.from.name) (\(m.from.id.hex.prefix(8))) merged into \(m.into.name) (\(m.into.id.hex.prefix(8))): balance \(Money.format(cents: m.into.balanceCents))"
+            case .unmerge(let query):
+                let (c, was) = try replica.unmergeChild(try child(query))
+                outcome = "\(c.name) (\(c.id.hex.prefix(8))) on its own again: balance \(Money.format(cents: c.balanceCents)); \(was.name) \(Money.format(cents: was.balanceCents))"
             default:
                 preconditionFailure("not a ledger operation: \(action)")
             }
