@@ -35,7 +35,7 @@ extension Replica {
             if into.namedMerged { throw LedgerError.mergeTargetMerged(into.named.name, into: into.child.name) }
             if from.child.id == into.child.id { throw LedgerError.mergeIntoItself(from.child.name) }
             if into.child.isArchived { throw LedgerError.archived(into.child.name) }
-            let sum = from.child.balanceCents + into.child.balanceCents
+            let sum = from.child.balanceCents &+ into.child.balanceCents
             guard sum >= Int128(Int64.min), sum <= Int128(Int64.max) else { throw LedgerError.overflow(child: into.child.name) }
             let stopped = try Self.schedule(of: from.child, household: household, now: now, w).flatMap { $0.isActive ? $0 : nil }
             let op = Operation.setField(entity: from.child.id, field: .childMergedInto, value: .text(into.child.id.description),
