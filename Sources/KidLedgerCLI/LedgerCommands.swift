@@ -71,9 +71,11 @@ enum LedgerCommands {
         FROM is INTO from now on, on every laptop (the merge syncs like any change): FROM's transactions
         count in INTO's balance and history, and no transaction is changed or lost. FROM is no longer
         listed (`children --all` shows it as merged); its name and its id prefix stand for INTO, and its
-        allowance stops. `kidledger child unmerge FROM` undoes it. Two children with one name (added on two laptops apart; `children` flags them) are
-        named by their id prefixes (`kidledger children` shows them). Merges made on two laptops at once (Max into
-        max on one, max into Max on the other) end the same way on every laptop (docs/CRDT.md, "Child merges").
+        allowance stops. Two children with one name (added on two laptops apart; `children` flags them) are
+        named by their id prefixes (`kidledger children` shows them). Merges made on two laptops at once end the same
+        way on every laptop: one child merged into two others follows the later merge; Max into max on one
+        and max into Max on the other keep the child whose id comes first in hex order
+        (`children` shows the ids). `kidledger child unmerge FROM` undoes a merge.
         """, arguments: 2...2)) { ctx, args in
         let result = try ctx.openLedger(forChanges: true).mergeChild(args.positionals[0], into: args.positionals[1])
         let from = result.from, into = result.into
