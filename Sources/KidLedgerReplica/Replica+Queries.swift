@@ -432,6 +432,24 @@ extension Replica {
         return true
     }
 
+    /// The ids of the stored transactions whose hex form ends with `digits` (dashes ignored,
+    /// case-insensitive), in id order, at most `limit`; empty when `digits` is not hex. What
+    /// `undo ID` resolves a short id with: `history` shows an id's last 8 digits, its random
+    /// tail (the first digits are its creation time, shared by the entries of a minute). One
+    /// pass over the transactions' keys, for a command a person types.
+    public func transactionIDs(endingWith digits: String, limit: Int = 10) throws -> [RecordID] {
+        guard let wanted = Self.hexDigits(digits.lowercased()), !wanted.isEmpty, wanted.count <= 32 else { return [] }
+        var ids: [RecordID] = []
+        try store.read { r in
+            try r.scan(Tables.transactions, prefix: []) { key, _ in
+                let id = RecordID(bytes: key)
+                if id.hex.utf8.reversed().starts(with: wanted.reversed()) { ids.append(id) }
+                return ids.count < limit
+            }
+        }
+        return ids
+    }
+
     /// A child's balance.
     public func balance(of child: RecordID) throws -> Int128 {
         try store.read { r in try Aggregate.load(child, r).sumCents }
