@@ -267,6 +267,12 @@ struct GoldenOutputTests {
             l.ok("child", "restore", "Ava")
             #expect(l.ok("balance", "Ava") == "Ava: $15.00\n")
             #expect(l.run("allowance", "set", "Ava", "1", "--every", "week").code == 0)
+            // export pays what is due first too (on standard error when the CSV goes to standard output).
+            l.setClock(TestLedger.startMillis + 42 * 86_400_000)
+            let export = l.run("export", "--csv", "-")
+            #expect(export.code == 0 && export.stdout.hasPrefix("id,createdAt,"), "\(export)")
+            #expect(export.stderr == "kidledger: Paid Ava's allowance of $1.00 for the period from 2026-12-30 00:00 UTC. Balance: $17.00\n", "\(export)")
+            #expect(export.stdout.contains(",2026-12-30T00:00:00.000Z,Ava,"), "the CSV has the payment")
         }
     }
 
