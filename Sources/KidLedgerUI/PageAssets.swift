@@ -257,7 +257,7 @@ public enum PageAssets {
       if (!list.length) { target.append(el("li", { text: "No transactions yet." })); return; }
       for (const e of list) {
         const t = e.transaction;
-        const what = signed(t.amountCents) + (t.source === "undo" ? " undo" : "") + (t.note ? " " + t.note : "") + (e.reversed ? " (undone)" : "");
+        const what = signed(t.amountCents) + (t.note ? " " + t.note : "") + (e.reversed ? " (undone)" : "");
         const item = el("li", {}, el("span", { class: e.reversed ? "undone" : "", text: what }),
           el("span", { class: "hint", text: "by " + author(e.author) + ", " + when(t.createdAtMillis) }));
         if (!e.reversed && t.source !== "undo" && !t.reverses) {
