@@ -34,7 +34,7 @@ public enum PageAssets {
           </section>
           <section id="children" aria-label="children" tabindex="-1"></section>
           <details id="family">
-            <summary>Everyone at once, add a child, archived children</summary>
+            <summary>Everyone at once, add a child, archived children<span id="archived-count"></span></summary>
             <form id="all-form" class="row">
               <label>Amount for every child <input name="amount" inputmode="decimal" autocomplete="off" required></label>
               <label>Note <input name="note" autocomplete="off"></label>
@@ -330,9 +330,22 @@ public enum PageAssets {
       }
     }
 
+    // How many entries each child's history shows (50, then 50 more at a time).
+    const historyLimits = new Map();
     async function loadHistory(details, c) {
-      const result = await getJSON("/api/history?child=" + encodeURIComponent(c.id) + "&limit=50");
-      if (result) historyList(result.transactions, details.querySelector("ol.history"));
+      const limit = historyLimits.get(c.id) || 50;
+      const result = await getJSON("/api/history?child=" + encodeURIComponent(c.id) + "&limit=" + (limit + 1));
+      if (!result) return;
+      const list = result.transactions;
+      historyList(list.slice(0, limit), details.querySelector("ol.history"));
+      const old = details.querySelector("button.more"); if (old) old.remove();
+      if (list.length > limit) details.append(el("button", { type: "button", class: "secondary more", "data-key": "m" + c.id,
+        "aria-label": "Show older entries of " + c.name + "'s history", text: "Show older entries",
+        onclick: async () => {
+          historyLimits.set(c.id, limit + 50);
+          await loadHistory(details, c);
+          (details.querySelector("button.more") || details.querySelector("summary")).focus();
+        } }));
     }
 
     function allowanceBox(c) {
@@ -446,6 +459,7 @@ public enum PageAssets {
         }
       }
       const archived = children.filter(c => c.archived);
+      $("archived-count").textContent = archived.length ? " (" + archived.length + ")" : "";
       $("archived").replaceChildren(...(archived.length ? [el("h3", { text: "Archived children" })] : []), ...archived.map(c =>
         el("div", { class: "archived-child" }, el("span", { text: c.name + " " + money(c.balanceCents) }),
           el("button", { type: "button", class: "secondary restore", text: "Restore " + c.name, onclick: () => post("/api/child/restore", { child: c.id }) }))));

@@ -2,11 +2,16 @@
 """The family page in a real browser (issue 24, point 9), started by Scripts/browser-test.sh.
 
 Two homes on loopback (Mom's and Dad's laptops), each with its daemon serving the page on a free
-port. Headless Chromium opens Mom's page and gives with a quick button, gives an arbitrary amount,
-sees a bad amount refused with the CLI's message, undoes after reading the preview, renames a child,
-sets a weekly allowance (its first period paid at once),
-sees a give made on Dad's laptop appear without a reload, checks Dad's page agrees, fits 360 px, and
-takes a screenshot whose size it checks. A second test checks that requests without the token or
+port, after changes made apart on both (a child with the same name, a rename of one child on both).
+Headless Chromium opens Mom's page and, with the keyboard where a parent without a mouse would:
+sees the same-name note and the conflict, gives with a quick button reached with Tab, gives an
+arbitrary amount, sees a bad amount refused with the CLI's message, undoes after reading the
+preview, sees a take's below-zero warning and undoes it from the child's history, renames a child,
+archives and restores, sees a give made on Dad's laptop appear without a reload within 2 s of its
+arrival, checks "2 minutes ago", the peers and members, checks Dad's page agrees and shows
+attention required when his account changes, sets a weekly allowance (its first period paid at
+once), checks every control has a name, takes a screenshot whose size it checks, and fits 360 px
+with every panel open (docs/UI.md, "The browser test"). A second test checks that requests without the token or
 from a foreign Origin are refused and change nothing. Everything is bounded in time and cleaned up.
 
 usage: page_test.py KIDLEDGER_BINARY [SCREENSHOT.png]
@@ -100,7 +105,7 @@ def api_balance(laptop, name):
     return None
 
 
-def browser_test(mom, dad, screenshot):
+def browser_test(mom, dad, screenshot, scratch):
     from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -342,7 +347,7 @@ def browser_test(mom, dad, screenshot):
             return "fits";"""))
         if overflow != "fits":
             fail(f"at 360 px: {overflow}")
-        narrow = os.path.splitext(path)[0] + "-360.png"
+        narrow = os.path.join(scratch, "page-360.png")
         driver.save_screenshot(narrow)
         if png_size(narrow)[0] != 360:
             fail(f"the narrow screenshot is {png_size(narrow)[0]} px wide")
@@ -422,7 +427,7 @@ def main():
         mom.run("child", "rename", "Cleo", "Cleo M")
         dad.serve()
         mom.run("peer", "add", dad.sync_address)
-        browser_test(mom, dad, screenshot)
+        browser_test(mom, dad, screenshot, root)
         refusal_test(mom, dad)
         return 0
     except Exception as e:
