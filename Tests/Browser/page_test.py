@@ -397,6 +397,12 @@ def refusal_test(mom, dad):
     status, body = http("GET", base + "/", {})
     if status != 401 or "kidledger ui" not in body:
         fail(f"the page without the token: {status}")
+    # A daemon that was killed leaves its page's address behind: `kidledger ui` says it is not served.
+    mom.daemon.kill()
+    mom.daemon.wait(5)
+    r = mom.run("ui")
+    if f"http://{mom.page}/?token=" not in r.stdout or "not being served now" not in r.stderr:
+        fail(f"`kidledger ui` after the daemon was killed: {r.stdout!r} {r.stderr!r}")
     print(f"refusal test: passed ({len(checks) + 3} requests refused, the digest unchanged, the daemon still syncing)")
 
 
