@@ -159,6 +159,7 @@ public enum PageAssets {
       for (const c of children) if (c != null) e.append(c);
       return e;
     }
+    function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
     function author(a) { return a && a.name ? a.name : (a && a.device ? "device " + a.device.slice(0, 8) : "?"); }
     function when(ms) { return new Date(ms).toLocaleString(); }
     function shortId(id) { return String(id).replace(/-/g, "").slice(0, 8); }
@@ -464,12 +465,13 @@ public enum PageAssets {
         el("div", { class: "archived-child" }, el("span", { text: c.name + " " + money(c.balanceCents) }),
           el("button", { type: "button", class: "secondary restore", text: "Restore " + c.name, onclick: () => post("/api/child/restore", { child: c.id }) }))));
       const s = state.status;
-      $("sync").textContent = s ? words[s.state] || s.state : "";
+      // Live regions are written only when their words change (a screen reader reads each change).
+      setText($("sync"), s ? words[s.state] || s.state : "");
       $("sync-pill").className = "pill " + (s ? s.state : "");
       const attention = s && s.state === "attentionRequired";
       $("attention").hidden = !attention;
-      $("attention").textContent = attention ? "Changes and sync are stopped: " + (s.attentionReason || "attention required")
-        + ". The balances below are this laptop's last known state and may be stale." : "";
+      setText($("attention"), attention ? "Changes and sync are stopped: " + (s.attentionReason || "attention required")
+        + ". The balances below are this laptop's last known state and may be stale." : "");
       const lines = s ? notes(s) : [];
       $("sync-text").replaceChildren(...lines.map(l => el("p", { text: l })));
       $("sync-summary").textContent = "Sync, laptops and members" + (lines.length ? " (" + lines.length + (lines.length === 1 ? " note)" : " notes)") : "");
