@@ -90,10 +90,11 @@ struct DiscoveryProcessTests {
         // Strangers' packets are dropped without harm: noise, and a well-formed packet sealed
         // under no household's key.
         var noise = SplitMix64(seed: 22)
-        for size in [0, 1, 4, 86, 87, 1_400] {
+        for size in [0, 1, 4, 86, 87, 572, 1_400] {
             Self.sendDatagram((0..<size).map { _ in UInt8(truncatingIfNeeded: noise.next()) }, to: momPort)
         }
         Self.sendDatagram(Array("KLd1".utf8) + (0..<82).map { _ in UInt8(truncatingIfNeeded: noise.next()) }, to: momPort)
+        Self.sendDatagram(Array("KLd2".utf8) + (0..<568).map { _ in UInt8(truncatingIfNeeded: noise.next()) }, to: momPort)
 
         try ok(mom, "give", "Ava", "1.00", "--note", "found by discovery")
         #expect(try Self.eventually(30) { try Self.balance(dad, "Ava") == 100 }, "dad never got mom's give: \(dadDaemon.log)\n\(momDaemon.log)")
@@ -105,6 +106,7 @@ struct DiscoveryProcessTests {
         let onDad = try Self.learned(dad), onMom = try Self.learned(mom)
         #expect(onDad.count == 1 && onDad.first?["address"] as? String == momDaemon.address && onDad.first?["memberKey"] as? String == momKey, "\(onDad)")
         #expect(onMom.count == 1 && onMom.first?["address"] as? String == dadDaemon.address && onMom.first?["memberKey"] as? String == dadKey, "\(onMom)")
+        #expect((onDad + onMom).allSatisfy { $0["learnedFrom"] as? String == "announcement" }, "\(onDad) \(onMom)")
         #expect(momDaemon.log.contains("discovery: found member ") && dadDaemon.log.contains("discovery: found member "))
         #expect(try ok(dad, "peers").contains("(found on this network "))
         #expect(try digest(mom) == digest(dad))
@@ -150,10 +152,16 @@ struct DiscoveryProcessTests {
         try ok(dad, "join", try inviteCode(mom))
         let dadDaemon = try #require(try DaemonProcess.start(dad, in: group))
         let dadKey = try Self.key(dad)
+        // Learned from the session, not found on the network: `peers` says which.
         let learned = try Self.eventually(30) {
-            try Self.learned(mom).contains { $0["address"] as? String == dadDaemon.address && $0["memberKey"] as? String == dadKey }
+            (try json(mom, "peers")["peers"] as? [[String: Any]] ?? []).contains {
+                $0["address"] as? String == dadDaemon.address && $0["memberKey"] as? String == dadKey
+                    && $0["learnedFrom"] as? String == "session" && $0["discovered"] as? Bool == false
+            }
         }
         #expect(learned, "\(momDaemon.log)")
+        #expect(try Self.learned(mom).isEmpty)
+        #expect(try ok(mom, "peers").contains("(learned from its session "))
         #expect(momDaemon.log.contains("learned from its session that member "))
         try ok(mom, "give", "Ava", "1.00", "--note", "pushed to dad")
         // Mom's daemon pushed it (its own sync sent the change; Dad's daemon would pull only on its 30 s interval).
