@@ -80,7 +80,8 @@ public struct DeviceState {
     /// addresses of the same member not named again within ``learnedAliasKeepMillis``, and any
     /// learned address not named within ``learnedAddressKeepMillis``, are forgotten: an address
     /// change replaces the old address. Returns true when the address was not known before (a
-    /// peer to dial now).
+    /// peer to dial now), or was known only from a session and an announcement now names it
+    /// (discovery found it: its log says so).
     @discardableResult
     public func learnAddress(_ address: String, member: [UInt8], from source: AddressSource = .announcement) throws -> Bool {
         precondition(source != .typed, "a typed address is added with addPeer")
@@ -108,11 +109,15 @@ public struct DeviceState {
                 record.learnedFrom = source
                 isNew = true
             }
-            if record.learnedFrom == .session && source == .announcement { record.learnedFrom = .announcement }
+            var found = isNew
+            if record.learnedFrom == .session && source == .announcement {
+                record.learnedFrom = .announcement
+                found = true
+            }
             record.memberKey = member
             record.announcedAtMillis = now
             try w.put(Tables.peers, key, record.encoded())
-            return isNew
+            return found
         }
     }
 
