@@ -63,6 +63,14 @@ struct DiscoveryProcessTests {
         try childTable(ledger)[child]?[0]
     }
 
+    /// The fingerprint form of a hex key (its first 8 bytes, four dash-separated groups).
+    enum PublicKeyText {
+        static func fingerprint(_ hex: String) -> String {
+            let digits = Array(hex.prefix(16))
+            return stride(from: 0, to: 16, by: 4).map { String(digits[$0..<min($0 + 4, digits.count)]) }.joined(separator: "-")
+        }
+    }
+
     static func key(_ ledger: TestLedger) throws -> String {
         try #require(try json(ledger, "account", "show")["key"] as? String)
     }
@@ -139,6 +147,38 @@ struct DiscoveryProcessTests {
         let status = try runKidledger(dad, ["status"]).stdout
         #expect(synced, "\(status)")
         #expect(try digest(mom) == digest(dad))
+    }
+
+    /// Issue 22: a revoked member is a non-member on the LAN too. Mom's daemon announces to Dad's
+    /// and to Gran's discovery ports alike; Gran's membership was revoked (her own ledger has not
+    /// heard of it yet, so she still takes Mom for a member): Dad finds Mom by the announcement,
+    /// Gran learns nothing from the very same datagrams (they carry no box for her), and Mom's
+    /// daemon takes nothing from Gran's.
+    @Test func aRevokedMemberLearnsNothingFromAnnouncements() throws {
+        let mom = TestLedger(), dad = TestLedger(), gran = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove(); dad.remove(); gran.remove() }
+        try ok(mom, "init", "Smiths")
+        try ok(mom, "child", "add", "Ava")
+        let first = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(dad, "join", try inviteCode(mom))
+        try ok(gran, "join", try inviteCode(mom))
+        #expect(first.stop() == 0)
+        let granKey = try Self.key(gran)
+        try ok(mom, "revoke", String(granKey.prefix(8)), "--yes")
+        for ledger in [dad, gran] { try ok(ledger, "peer", "remove", first.address) }
+
+        let momPort = try Self.freeUDPPort(), dadPort = try Self.freeUDPPort(), granPort = try Self.freeUDPPort()
+        let granDaemon = try #require(try DaemonProcess.start(gran, in: group, arguments: Self.discoveryArguments(listen: granPort, announceTo: momPort)))
+        let dadDaemon = try #require(try DaemonProcess.start(dad, in: group, arguments: Self.discoveryArguments(listen: dadPort, announceTo: momPort)))
+        let momDaemon = try #require(try DaemonProcess.start(mom, in: group, arguments: [
+            "--discovery-port", String(momPort), "--announce-to", "127.0.0.1:\(dadPort),127.0.0.1:\(granPort)"]))
+        #expect(try Self.eventually(30) { try Self.learned(dad).contains { $0["address"] as? String == momDaemon.address } }, "\(dadDaemon.log)\n\(momDaemon.log)")
+        // The datagram Dad opened went to Gran in the same round: give her daemon time to hear it
+        // (bounded: the absence of an event), then check it took nothing.
+        #expect(try !Self.eventually(2) { try !Self.learned(gran).isEmpty || granDaemon.log.contains("discovery: found member") },
+                "\(granDaemon.log)")
+        #expect(try Self.learned(gran).isEmpty && (try json(gran, "peers")["peers"] as? [Any])?.isEmpty == true)
+        #expect(!momDaemon.log.contains("discovery: found member \(PublicKeyText.fingerprint(granKey))"), "\(momDaemon.log)")
     }
 
     /// Without discovery (loopback daemons announce nowhere), the joiner's daemon tells the
