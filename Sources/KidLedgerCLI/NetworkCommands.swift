@@ -52,7 +52,7 @@ enum NetworkCommands {
             guard listen.hasPrefix(":"), let v4 = try? TCPListener(address: PeerAddress(host: "0.0.0.0", port: address.port)) else {
                 throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
             }
-            note = "no IPv6 here (\(address): \(error)): serving on IPv4 alone"
+            note = "cannot listen on \(address) (\(error)): serving on IPv4 alone (0.0.0.0:\(address.port))"
             address = PeerAddress(host: "0.0.0.0", port: address.port)
             listener = v4
         }
