@@ -17,7 +17,9 @@
 #   5. IPv6 alone: the laptops lose their IPv4 addresses and every IPv4 packet is dropped; each has
 #      only an IPv6 link-local address (fe80::79:1, fe80::79:2). The daemons (dual-stack, as
 #      `--listen :4717` is) find each other by IPv6 multicast alone (ff12::4717), learn the
-#      link-local addresses from announcements, and sync both ways.
+#      link-local addresses from announcements, and sync both ways. Then Gran's laptop, plugged
+#      into the same bridge with nothing but a link-local IPv6 address (fe80::79:3), joins with a
+#      short code: its `join` hears the invitation's announcement by IPv6 multicast.
 #
 # Every wait is bounded; the namespaces, daemons and homes are removed at the end, whatever
 # happens. Needs root, `ip` and `iptables`: elsewhere it exits 77 (a skip) with the reason on
@@ -40,14 +42,14 @@ if [ -z "$bin" ]; then
   bin="$(swift build --show-bin-path)/kidledger"
 fi
 
-ns=(kl-check-mom kl-check-dad)
+ns=(kl-check-mom kl-check-dad kl-check-gran)
 lan=kl-check-lan
-links=(kl-chk-mom kl-chk-dad)
-ports=(kl-port-mom kl-port-dad)
+links=(kl-chk-mom kl-chk-dad kl-chk-gran)
+ports=(kl-port-mom kl-port-dad kl-port-gran)
 addr=(10.79.0.1 10.79.0.2)
-addr6=(fe80::79:1 fe80::79:2)
+addr6=(fe80::79:1 fe80::79:2 fe80::79:3)
 work="$(mktemp -d /tmp/kidledger-netns.XXXXXX)"
-home=("$work/mom" "$work/dad")
+home=("$work/mom" "$work/dad" "$work/gran")
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -62,18 +64,18 @@ trap cleanup EXIT
 for n in "${ns[@]}" "$lan"; do ip netns del "$n" 2>/dev/null || true; done
 for l in "${links[@]}" "${ports[@]}"; do ip link del "$l" 2>/dev/null || true; done
 ip netns add "$lan" 2>/dev/null || skip "this machine does not let root create network namespaces"
-ip netns add "${ns[0]}"
-ip netns add "${ns[1]}"
+for n in "${ns[@]}"; do ip netns add "$n"; done
 # A switch that floods multicast (no MLD snooping: nothing on this bridge answers MLD queries).
 ip -n "$lan" link add br0 type bridge mcast_snooping 0
 ip -n "$lan" link set br0 up
-for i in 0 1; do
+for i in 0 1 2; do
   ip link add "${links[$i]}" type veth peer name "${ports[$i]}"
   ip link set "${links[$i]}" netns "${ns[$i]}"
   ip link set "${ports[$i]}" netns "$lan"
   ip -n "$lan" link set "${ports[$i]}" master br0
   ip -n "$lan" link set "${ports[$i]}" up
-  ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev "${links[$i]}"
+  # Gran's laptop (the third) has no IPv4 address at all.
+  if [ "$i" -lt 2 ]; then ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev "${links[$i]}"; fi
   # One fixed IPv6 link-local address, usable at once (no duplicate address detection wait), and
   # no address generated from the MAC beside it.
   ip -n "${ns[$i]}" link set "${links[$i]}" addrgenmode none
@@ -83,7 +85,7 @@ for i in 0 1; do
 done
 
 say() { printf 'netns-check: %s\n' "$*"; }
-fail() { echo "netns-check: FAILED: $*" >&2; for i in 0 1; do echo "--- daemon $i log:" >&2; tail -n 20 "$work/daemon$i.log" >&2 || true; done; exit 1; }
+fail() { echo "netns-check: FAILED: $*" >&2; for i in 0 1 2; do echo "--- daemon $i log:" >&2; tail -n 20 "$work/daemon$i.log" >&2 || true; done; exit 1; }
 kl() { local i=$1; shift; ip netns exec "${ns[$i]}" "$bin" --home "${home[$i]}" "$@"; }
 digest() { "$bin" --home "${home[$1]}" digest; }
 balance() { "$bin" --home "${home[$1]}" balance Ava --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["balanceCents"])'; }
@@ -198,4 +200,21 @@ converge 60 || fail "the laptops did not sync over IPv6 within 60 s"
 [ "$(balance 0)" = 1050 ] && [ "$(balance 1)" = 1050 ] || fail "balances $(balance 0) and $(balance 1), not 1050"
 grep -q "sync with \[fe80::79:" "$work/daemon0.log" "$work/daemon1.log" || fail "no session went over IPv6"
 say "synced over IPv6 link-local"
+
+say "Gran's laptop, IPv6 alone (${addr6[2]}), joins with a short code heard by multicast"
+# With no IPv4 and no global IPv6 address, Mom's laptop has no address to put in the long code:
+# `--address` gives her link-local one as Gran's laptop reaches it (the short code's join dials
+# whatever answered its announcement first anyway).
+short=$(kl 0 invite --address "[${addr6[0]}%${links[2]}]:4717" 2>/dev/null | grep -o '[0-9A-Z]\{4\}-[0-9A-Z]\{4\}-[0-9A-Z]\{4\}' | head -n 1)
+[ -n "$short" ] || fail "invite printed no short code"
+mkdir -p "${home[2]}"
+kl 2 join "$short" --wait 20 >/dev/null || fail "Gran's join with the short code $short did not find Mom's laptop over IPv6"
+"$bin" --home "${home[2]}" --json peers | python3 -c 'import json,sys; sys.exit(0 if any(p["address"] == sys.argv[1] for p in json.load(sys.stdin)["peers"]) else 1)' "[${addr6[0]}%${links[2]}]:4717" \
+  || fail "Gran's laptop did not join through Mom's link-local address"
+deadline=$(( $(date +%s) + 10 ))
+until [ "$(digest 2)" = "$(digest 0)" ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "Gran's laptop does not hold Mom's ledger after the join"
+  sleep 0.5
+done
+say "Gran's laptop joined over IPv6 link-local"
 say "passed: digests $(digest 0 | cut -c1-16)…, both show \$10.50, both synced"
