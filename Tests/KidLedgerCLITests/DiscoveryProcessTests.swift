@@ -10,7 +10,9 @@ import Testing
 /// inviter learns where the joiner's daemon is without `peer add`, and a laptop whose address
 /// changed is found again. On loopback the announcements go by unicast to the other daemon's
 /// discovery port (`--announce-to`; a loopback daemon broadcasts nowhere): tests send no packet
-/// off 127.0.0.1. Scripts/netns-check.sh shows real broadcasts between network namespaces.
+/// off 127.0.0.1. Scripts/netns-check.sh shows real broadcasts and IPv6 multicast between network
+/// namespaces (not here: `lo` has no MULTICAST flag, and a send to ff12::4717%lo fails with
+/// ENETUNREACH, so IPv6 multicast can't be tested on loopback).
 @Suite("LAN discovery between two laptops", .serialized)
 struct DiscoveryProcessTests {
     /// A free UDP port on 127.0.0.1 (bound, read, closed).
