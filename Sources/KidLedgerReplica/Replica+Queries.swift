@@ -52,8 +52,7 @@ extension Replica {
     }
 
     /// The household's genesis record as its owner signed it (owner, salt, recovery key,
-    /// signature), or nil before `init` or `join`. LAN discovery derives its key from the
-    /// signature (`DiscoveryKey`), which only members hold.
+    /// signature), or nil before `init` or `join`.
     public func genesis() throws -> Household? {
         try store.read { r in
             guard let pin = try Self.pinnedHousehold(r), let raw = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
