@@ -29,6 +29,10 @@ say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 if $netns; then
   [ "$(id -u)" -eq 0 ] || { echo "--netns needs root" >&2; exit 1; }
   command -v ip >/dev/null || apt-get install -y -qq iproute2 >/dev/null
+  # What a killed earlier run left behind (namespaces, or a veth not yet moved out of the root
+  # namespace) is removed first, so this run starts clean instead of failing on "File exists".
+  for ns in kl-mom kl-dad; do ip netns del "$ns" 2>/dev/null || true; done
+  for link in kl-veth-mom kl-veth-dad; do ip link del "$link" 2>/dev/null || true; done
   ip netns add kl-mom; ip netns add kl-dad
   ip link add kl-veth-mom type veth peer name kl-veth-dad
   ip link set kl-veth-mom netns kl-mom; ip link set kl-veth-dad netns kl-dad
@@ -93,8 +97,11 @@ fi
 if $netns; then
   ip netns exec kl-dad "$bin" --home "$dad" serve --listen :4717 2>>"$work/dad.log" & pids+=($!)
   say "Nobody types Dad's address: Mom's daemon finds Dad's by its LAN announcement"
+  # Only an announcement Mom's daemon opened logs "discovery: found member" (an address learned
+  # from Dad's session logs "learned from its session"), and `peers` says how each was learned.
   for _ in $(seq 1 100); do grep -q "discovery: found member" "$work/mom.log" 2>/dev/null && break; sleep 0.2; done
-  grep "discovery: found member" "$work/mom.log" | head -n 1 | cut -d' ' -f2-
+  grep "discovery: found member" "$work/mom.log" | head -n 1 | cut -d' ' -f2- \
+    || { echo "Mom's daemon did not find Dad's by its announcement within 20 s" >&2; cat "$work/mom.log" >&2; exit 1; }
   mom_run peers
 else
   # Loopback daemons announce nowhere (docs/SYNC.md): Mom adds Dad's daemon by hand.

@@ -174,23 +174,31 @@ private func export(_ replica: Replica) throws -> String {
 
 // MARK: - LAN announcements
 
-/// The key `announcement` opens datagrams under (a fixed household's).
-private let fuzzDiscoveryKey = DiscoveryKey(bytes: Array(repeating: 0x5A, count: 32))
+/// The announcing member and the receiving one of `announcement` (fixed identities of one household).
+private let fuzzSender = try! Identity(seed: Array(repeating: 0x0C, count: 32))
+private let fuzzReceiver = try! Identity(seed: Array(repeating: 0x0D, count: 32))
+private let fuzzHousehold = RecordID(bytes: Array(repeating: 0x5A, count: 16))
+/// The receiver's keys with the sender: what it opens datagrams with.
+private let fuzzReceiverKeys = [AnnouncementKeys(identity: fuzzReceiver, member: fuzzSender.publicKey.bytes, household: fuzzHousehold)!]
 
-/// `announcement`: the input is one received UDP datagram (a stranger's, a member's modified
-/// client's). Properties: nothing but an exact-size datagram with the magic opens; one that opens
-/// has a 32-byte member key and a port above 0, and sealing its announcement again with the
-/// datagram's own nonce gives the datagram back byte for byte.
+/// `announcement`: the input is one received UDP datagram (a stranger's, a revoked member's, a
+/// member's modified client's). Properties: nothing but an exact-size datagram with the magic
+/// opens; one that opens names the sender and a port above 0, and sealing its announcement again
+/// with the datagram's own nonce gives one of the datagram's slots back byte for byte.
 @Sendable func fuzzAnnouncement(_ data: [UInt8]) {
-    guard let announcement = Announcement.open(data, key: fuzzDiscoveryKey) else { return }
+    guard let announcement = Announcement.open(data, from: fuzzReceiverKeys) else { return }
     check(data.count == Announcement.packetBytes && Array(data.prefix(4)) == Announcement.magic, "a datagram of the wrong shape opened")
-    check(announcement.member.count == 32 && announcement.port > 0, "an announcement with a bad key or port 0")
+    check(announcement.member == fuzzSender.publicKey.bytes && announcement.port > 0, "an announcement of another sender or port 0")
     let nonce = Array(data[4..<(4 + Announcement.nonceBytes)])
-    check(announcement.sealed(key: fuzzDiscoveryKey, nonce: nonce) == data, "open→seal is not the identity")
+    let box = announcement.box(key: fuzzReceiverKeys[0].receive, nonce: nonce)
+    let base = 4 + Announcement.nonceBytes
+    let slots = (0..<Announcement.recipientsMax).map { Array(data[(base + $0 * Announcement.boxBytes)..<(base + ($0 + 1) * Announcement.boxBytes)]) }
+    check(slots.contains(box), "open→seal does not give the slot back")
 }
 
 @Sendable func announcementSeeds() -> [[UInt8]] {
-    let sealed = Announcement(member: Array(repeating: 0x0C, count: 32), port: 4717, sentAtMillis: 1_795_000_600_000)
-        .sealed(key: fuzzDiscoveryKey, nonce: Array(repeating: 0x24, count: Announcement.nonceBytes))
+    let senderKeys = [AnnouncementKeys(identity: fuzzSender, member: fuzzReceiver.publicKey.bytes, household: fuzzHousehold)!]
+    let random = (0..<Announcement.randomBytes).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+    let sealed = Announcement(member: fuzzSender.publicKey.bytes, port: 4717, sentAtMillis: 1_795_000_600_000).sealed(to: senderKeys, random: random)
     return [sealed, Array(sealed.prefix(40)), Announcement.magic + Array(repeating: 0, count: Announcement.packetBytes - 4)]
 }

@@ -111,11 +111,13 @@ extension Context {
     /// Opens the replica for a ledger command (`forChanges`: one that writes, behind the
     /// attentionRequired gate) and first pays the allowance periods now due. A read command pays
     /// only when something is due and the gate lets this laptop write (never when attention is
-    /// required or it is revoked); otherwise it just reads.
-    func openLedger(forChanges: Bool) throws -> Replica {
+    /// required or it is revoked); otherwise it just reads. `paymentsOnStandardError`: the lines
+    /// that say what was paid go to standard error (a command whose standard output is data,
+    /// such as `export --csv -`).
+    func openLedger(forChanges: Bool, paymentsOnStandardError: Bool = false) throws -> Replica {
         if forChanges {
             let replica = try openReplicaForChanges()
-            if try replica.household() != nil { _ = try payAllowances(replica) }
+            if try replica.household() != nil { _ = try payAllowances(replica, onStandardError: paymentsOnStandardError) }
             return replica
         }
         let replica = try openReplica()
@@ -123,15 +125,16 @@ extension Context {
         let me = try identity(creating: false)
         guard try attentionReason(replica, identity: me) == nil else { return replica }
         if let me { configure(replica, identity: me) }
-        _ = try payAllowances(replica)
+        _ = try payAllowances(replica, onStandardError: paymentsOnStandardError)
         return replica
     }
 
     /// Pays the due allowance periods and says so, one line each.
-    func payAllowances(_ replica: Replica) throws -> [Posting] {
+    func payAllowances(_ replica: Replica, onStandardError: Bool = false) throws -> [Posting] {
         let paid = try replica.payDueAllowances(now: clock.nowMillis())
         for p in paid {
-            say("Paid \(Render.safe(p.childName))'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(time.stamped(p.transaction.createdAtMillis)). Balance: \(Money.format(cents: p.balanceCents))")
+            let line = "Paid \(Render.safe(p.childName))'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(time.stamped(p.transaction.createdAtMillis)). Balance: \(Money.format(cents: p.balanceCents))"
+            if onStandardError { console.err("kidledger: \(TextEscaping.terminal(line))\n") } else { say(line) }
         }
         return paid
     }

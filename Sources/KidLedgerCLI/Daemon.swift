@@ -282,7 +282,7 @@ final class Daemon: Sendable {
     func learn(_ address: PeerAddress, of member: [UInt8], in replica: Replica) {
         guard address.port != 0, !address.host.isEmpty, address.host != "?" else { return }
         do {
-            guard try replica.device.learnAddress(address.description, member: member) else { return }
+            guard try replica.device.learnAddress(address.description, member: member, from: .session) else { return }
             log("learned from its session that member \(PublicKey(bytes: member)?.fingerprint ?? "?") accepts peers at \(address)")
             _ = woken.withLock { $0.insert(SyncDriver.dialGroupKey(member: member)) }
         } catch {

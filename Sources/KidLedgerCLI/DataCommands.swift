@@ -93,7 +93,8 @@ enum DataCommands {
         """,
         valueOptions: ["csv"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("export needs --csv FILE") }
-        let replica = try ctx.openReplica()
+        // The periods due are paid first, as by every ledger command, so the file has them.
+        let replica = try ctx.openLedger(forChanges: false, paymentsOnStandardError: path == "-")
         _ = try LedgerCommands.requireHousehold(replica)
         var names: [RecordID: String] = [:]
         for c in try replica.children(includeArchived: true, includeMerged: true) { names[c.id] = c.name }
@@ -121,7 +122,8 @@ enum DataCommands {
         valueOptions: ["csv"], flagOptions: ["dry-run"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("import needs --csv FILE") }
         let dryRun = args.has("dry-run")
-        let replica = try ctx.openReplicaForChanges()
+        // A real import pays the periods due first, as every ledger command does; a dry run stores nothing.
+        let replica = try dryRun ? ctx.openReplicaForChanges() : ctx.openLedger(forChanges: true)
         _ = try LedgerCommands.requireHousehold(replica)
         let rows = try LedgerCSV.parse(ImportDates.withPlainDates(try FileSystem.readFile(path)))
         let result = dryRun ? try dryRunImport(rows, from: replica, ctx: ctx) : try replica.importTransactions(rows)

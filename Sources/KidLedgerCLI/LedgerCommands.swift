@@ -205,10 +205,10 @@ enum LedgerCommands {
         if entries.isEmpty { ctx.say("No transactions yet."); return }
         let time = ctx.time
         let zone = time.label(for: entries.map(\.transaction.createdAtMillis))
-        ctx.say(Render.table(header: ["WHEN (\(zone))", "CHILD", "AMOUNT", "SOURCE", "BY", "NOTE"], rightAligned: [2], rows: entries.map { e in
+        ctx.say(Render.table(header: ["WHEN (\(zone))", "CHILD", "AMOUNT", "SOURCE", "BY", "ID", "NOTE"], rightAligned: [2], rows: entries.map { e in
             let t = e.transaction
             return [time.short(t.createdAtMillis), e.childName, Render.signedAmount(t.amountCents), t.source,
-                    e.author.key == nil ? "" : Names.label(e.author),
+                    e.author.key == nil ? "" : Names.label(e.author), String(t.id.hex.suffix(8)),
                     e.isReversed ? (t.note.isEmpty ? "(undone)" : t.note + " (undone)") : t.note]
         }, truncated: [1: Render.nameWidthMax]))
         for e in entries {
@@ -223,15 +223,17 @@ enum LedgerCommands {
         repeating undo walks back through older transactions across all children.
         Undoing an entry of a give-all or take-all reverses the whole batch (its entries not yet undone)
         in one change: every laptop sees all of it or none.
-          ID          reverse the transaction with this id (`id` in `history --json`)
+          ID          reverse the transaction with this id: the ID column of `history` (its last
+                      digits, at least 4), or the whole `id` of `history --json`
           --mine      reverse the newest transaction you made (not another member's)
           --dry-run   only say what undo would reverse and who made it (`wouldUndo` in --json); change nothing
         """,
         flagOptions: ["dry-run", "mine"], arguments: 0...1)) { ctx, args in
-        let target = try undoTarget(args)
+        if args.has("mine") && !args.positionals.isEmpty { throw CLIError.usage("`undo` takes an ID or --mine, not both") }
+        let replica = try ctx.openLedger(forChanges: !args.has("dry-run"))
         if args.has("dry-run") {
-            let replica = try ctx.openLedger(forChanges: false)
             _ = try requireHousehold(replica)
+            let target = try undoTarget(args, replica)
             let entries = try replica.undoPreview(target)
             let e = entries[0]
             let stamp = ctx.time.stamped(e.transaction.createdAtMillis)
@@ -246,13 +248,13 @@ enum LedgerCommands {
             ctx.emit(.object([("wouldUndo", Render.entry(e)), ("wouldUndoAll", .array(entries.map(Render.entry)))]))
             return
         }
-        let u = try ctx.openLedger(forChanges: true).undo(target)
+        let u = try replica.undo(try undoTarget(args, replica))
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
         let stamp = ctx.time.stamped(u.original.createdAtMillis)
         if u.entries.count == 1 && !Replica.batchSources.contains(u.original.source) {
             ctx.say("Undid \(Render.signedAmount(u.original.amountCents)) for \(Render.safe(u.childName)) (\(stamp)\(by)). Balance: \(Money.format(cents: u.balanceCents))")
         } else {
-            ctx.say("Undid the \(u.original.source) of \(stamp)\(by) for \(count(u.entries.count)):")
+            ctx.say("Undid the \(u.original.source) of \(stamp)\(by)\(by.isEmpty ? "" : ",") for \(count(u.entries.count)):")
             ctx.say(Render.table(header: nil, rightAligned: [1, 2], rows: byName(u.entries, \.childName, \.original.id).map {
                 ["  " + $0.childName, Render.signedAmount($0.original.amountCents), Money.format(cents: $0.balanceCents)]
             }, truncated: [0: 2 + Render.nameWidthMax]))
@@ -278,13 +280,23 @@ enum LedgerCommands {
     static func count(_ children: Int) -> String { "\(children) \(children == 1 ? "child" : "children")" }
 
     /// What `undo` starts from: an id, `--mine`, or the newest entry.
-    static func undoTarget(_ args: ParsedArguments) throws -> UndoTarget {
+    /// An ID is a whole id or its last digits (at least 4; `history` shows 8); a short id that
+    /// names no transaction or several is refused with the candidates.
+    static func undoTarget(_ args: ParsedArguments, _ replica: Replica) throws -> UndoTarget {
         guard let raw = args.positionals.first else { return args.has("mine") ? .mine : .newest }
-        if args.has("mine") { throw CLIError.usage("`undo` takes an ID or --mine, not both") }
-        guard let id = RecordID(string: raw) else {
-            throw CLIError("\"\(raw)\" is not a transaction id (a UUID such as `id` in `kidledger history --json`)", code: .dataError)
+        if let id = RecordID(string: raw) { return .entry(id) }
+        let digits = raw.filter { $0 != "-" }
+        guard digits.count >= 4, digits.allSatisfy(\.isHexDigit) else {
+            throw CLIError("\"\(Render.safe(raw))\" is not a transaction id (the ID column of `kidledger history`, at least 4 digits, or `id` in `history --json`)", code: .dataError)
         }
-        return .entry(id)
+        let ids = try replica.transactionIDs(endingWith: digits, limit: 6)
+        switch ids.count {
+        case 1: return .entry(ids[0])
+        case 0: throw CLIError("no transaction has an id ending in \(digits.lowercased()) (the ID column of `kidledger history`)", code: .dataError)
+        default:
+            let shown = ids.prefix(5).map(\.hex).joined(separator: ", ")
+            throw CLIError("\(digits.lowercased()) ends more than one transaction id (\(shown)\(ids.count > 5 ? ", …" : "")): give more digits", code: .dataError)
+        }
     }
 
     /// A warning for each posting of a take that left its child's balance below zero (a take is

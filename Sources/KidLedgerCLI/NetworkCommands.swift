@@ -15,7 +15,8 @@ enum NetworkCommands {
     static let serve = CLI.Command(spec: CommandSpec(
         name: "serve", synopsis: "--listen HOST:PORT [--ui ADDRESS]", summary: "run the peer daemon",
         details: """
-        Accepts peers on HOST:PORT (port 0 picks a free one; `:PORT` alone means every interface, 0.0.0.0:PORT),
+        Accepts peers on HOST:PORT (port 0 picks a free one; `:PORT` alone means every interface, IPv6 and IPv4:
+        [::]:PORT, dual-stack, or 0.0.0.0:PORT on a host without IPv6),
         syncs with every known peer every 30 s and within about a second after a local change (also one made by
         another kidledger process on this home), and logs one line per session to standard error. Stops cleanly
         on SIGINT or SIGTERM. One daemon per home: a second `serve` on the same home is refused (exit 75) while
@@ -23,10 +24,10 @@ enum NetworkCommands {
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
                                for none); `kidledger ui` prints its address with the key
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
-        LAN discovery: the daemon announces where it listens by UDP broadcast (and IPv6 multicast to ff12::4717
-        when it listens on IPv6, e.g. --listen [::]:4717) on port 4717 every 10 s, and dials the other members' daemons where they announce, so nobody types
-        addresses at home. Only members can read an announcement; allow UDP 4717 in from the home network in a
-        firewall, as TCP 4717.
+        LAN discovery: the daemon announces where it listens by UDP broadcast and IPv6 multicast to ff12::4717
+        (when it listens on IPv6, as --listen :4717 does) on port 4717 about every 10 s, and dials the other
+        members' daemons where they announce, so nobody types addresses at home. Only current members can read
+        an announcement; allow UDP 4717 in from the home network in a firewall (IPv4 and IPv6), as TCP 4717.
         A daemon on loopback announces nowhere.
           --no-discovery             neither announce nor listen for announcements (typed peers only)
           --discovery-port PORT      the UDP port to announce to and listen on (default 4717)
@@ -34,8 +35,7 @@ enum NetworkCommands {
                                      laptop on another subnet; up to 8 addresses
         """, valueOptions: ["listen", "ui", "discovery-port", "announce-to"], flagOptions: ["ui-any-interface", "no-discovery"])) { ctx, args in
         guard let listen = args.values["listen"] else { throw CLIError.usage("serve needs --listen HOST:PORT") }
-        let address = try listenAddress(listen, option: "--listen")
-        let discovery = try discoverySettings(args, listen: address)
+        var address = try listenAddress(listen, option: "--listen")
         let pageAddress = try PageCommands.address(args)
         let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
         let replica = try ctx.openReplicaForChanges()
@@ -46,9 +46,17 @@ enum NetworkCommands {
         let lock = try DaemonLock.acquire(home: ctx.home)
         defer { lock.release() }
         let listener: TCPListener
+        var note: String?
         do { listener = try TCPListener(address: address) } catch {
-            throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
+            // `:PORT` is dual-stack `[::]`; a host without IPv6 serves IPv4 alone.
+            guard listen.hasPrefix(":"), let v4 = try? TCPListener(address: PeerAddress(host: "0.0.0.0", port: address.port)) else {
+                throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
+            }
+            note = "cannot listen on \(address) (\(error)): serving on IPv4 alone (0.0.0.0:\(address.port))"
+            address = PeerAddress(host: "0.0.0.0", port: address.port)
+            listener = v4
         }
+        let discovery = try discoverySettings(args, listen: address)
         let bound = PeerAddress(host: address.host, port: listener.port).description
         try replica.device.setSetting("listen", bound)
         lock.record(address: bound)
@@ -58,6 +66,7 @@ enum NetworkCommands {
             console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(TextEscaping.terminal(line))\n")
         }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
+        if let note { log(note) }
         if let reason = lock.unlocked { log("warning: cannot lock \(lock.path) (\(reason)): a second daemon on this home would not be refused") }
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
@@ -97,8 +106,9 @@ enum NetworkCommands {
 
     /// A listening address for `option` ("HOST:PORT"; port 0 asks the system for a free one).
     static func listenAddress(_ text: String, option: String) throws -> PeerAddress {
-        // ":4717" means every interface (IPv4), as in Syncthing's and Go's listen addresses.
-        if text.hasPrefix(":") { return try listenAddress("0.0.0.0" + text, option: option) }
+        // ":4717" means every interface, IPv6 and IPv4 (a dual-stack `[::]`), as in Syncthing's
+        // and Go's listen addresses; `serve` falls back to 0.0.0.0 on a host without IPv6.
+        if text.hasPrefix(":") { return try listenAddress("[::]" + text, option: option) }
         do {
             // PeerAddress itself wants a real port.
             if text.hasSuffix(":0") {

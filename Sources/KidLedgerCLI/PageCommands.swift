@@ -31,10 +31,15 @@ enum PageCommands {
         """, flagOptions: ["open"])) { ctx, args in
         let replica = try ctx.openReplica()
         let household = try LedgerCommands.requireHousehold(replica)
-        let serving = try replica.device.setting("ui")
+        let recorded = try replica.device.setting("ui")
+        // The address the daemon recorded, while a daemon holds the home's lock (or this is the
+        // daemon, answering its page): a daemon that was killed leaves its address behind.
+        let live = ctx.sharedStore != nil || DaemonLock.holder(home: ctx.home) != nil
+        let serving = live ? recorded : nil
         let token = try loadToken(ctx.home)
-        let url = "http://\(serving ?? defaultAddress)/?token=\(token)"
-        ctx.emit(.object([("url", .string(url)), ("address", .string(serving ?? defaultAddress)), ("serving", .bool(serving != nil)),
+        let address = recorded ?? defaultAddress
+        let url = "http://\(address)/?token=\(token)"
+        ctx.emit(.object([("url", .string(url)), ("address", .string(address)), ("serving", .bool(serving != nil)),
                           ("household", Render.household(household))]))
         ctx.say(url)
         if serving == nil {

@@ -188,12 +188,17 @@ struct StatusReport {
                  ("sameDeviceAs", newerAlias(of: p).map { .string($0.address) } ?? .null),
                  ("memberKey", p.memberKey.isEmpty ? .null : .string(Hex.encode(p.memberKey))),
                  ("discovered", .bool(p.discovered)),
+                 ("learnedFrom", .string(p.learnedFrom.name)),
                  ("lastAnnouncedMillis", p.announcedAtMillis > 0 ? .int(p.announcedAtMillis) : .null)])
     }
 
     func line(_ p: PeerRecord) -> String {
         var text = p.address
-        if p.discovered { text += " (found on this network \(time.stamped(p.announcedAtMillis)))" }
+        switch p.learnedFrom {
+        case .announcement: text += " (found on this network \(time.stamped(p.announcedAtMillis)))"
+        case .session: text += " (learned from its session \(time.stamped(p.announcedAtMillis)))"
+        case .typed: break
+        }
         if p.lastSuccessMillis == 0 {
             text += ": never synced"
         } else {

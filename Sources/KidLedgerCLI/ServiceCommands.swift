@@ -6,7 +6,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 
 /// `kidledger service install|status|uninstall`: the daemon as a sandboxed systemd user unit
-/// (docs/SYNC.md, "Running as a service").
+/// (docs/SYNC.md, steps 4 and 6, and "The service unit").
 enum ServiceCommands {
     static let all: [CLI.Command] = [install, status, uninstall]
 

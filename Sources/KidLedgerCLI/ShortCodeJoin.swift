@@ -36,11 +36,8 @@ enum ShortCodeJoin {
                 throw CLIError("could not reach the inviting device (\(address)): \(why); nothing was changed here", code: .unavailable)
             }
         }
-        let socket: UDPSocket
-        do { socket = try UDPSocket(binding: PeerAddress(host: "0.0.0.0", port: discoveryPort)) } catch {
-            throw CLIError("cannot listen for the invitation on UDP port \(discoveryPort) (\(error)); pass --address HOST:PORT of the inviting laptop's daemon", code: .unavailable)
-        }
-        defer { socket.close() }
+        let sockets = try listeningSockets(port: discoveryPort)
+        defer { for socket in sockets { socket.close() } }
         let deadline = monotonicMillis() + Int64(waitSeconds) * 1_000
         var dialed = Set<String>()
         var problems: [String] = []
@@ -53,8 +50,13 @@ enum ShortCodeJoin {
                 shown = (left + 999) / 1_000
                 console.err("\rlooking for the inviting laptop on this network (\(shown) s left)…   ")
             }
-            let received: (bytes: [UInt8], from: PeerAddress)?
-            do { received = try socket.receive(timeoutMillis: Int(min(left, 250))) } catch {
+            var received: (bytes: [UInt8], from: PeerAddress)?
+            do {
+                // Both families in turn, a short wait on each.
+                for socket in sockets where received == nil {
+                    received = try socket.receive(timeoutMillis: Int(min(left, 250)) / sockets.count)
+                }
+            } catch {
                 problems.append("listening on UDP port \(discoveryPort) failed: \(error)")
                 break
             }
@@ -69,6 +71,26 @@ enum ShortCodeJoin {
         let heard = problems.isEmpty ? "no daemon on this network announced it within \(waitSeconds) s (UDP port \(discoveryPort)); is `kidledger serve` running on the inviting laptop? From another network use the long code (KL1-…)"
             : problems.joined(separator: "; ")
         throw CLIError("\(noMatch) (\(heard))", code: problems.isEmpty ? .unavailable : .notPermitted)
+    }
+
+    /// The sockets `join` hears invitation announcements on: IPv4 (broadcasts) and, where this
+    /// host has IPv6, IPv6 joined to the announcement group on every interface with IPv6
+    /// (a daemon that listens on IPv6 multicasts them there too). Only the IPv4 socket is required.
+    static func listeningSockets(port: UInt16) throws -> [UDPSocket] {
+        let v4: UDPSocket
+        do { v4 = try UDPSocket(binding: PeerAddress(host: "0.0.0.0", port: port)) } catch {
+            throw CLIError("cannot listen for the invitation on UDP port \(port) (\(error)); pass --address HOST:PORT of the inviting laptop's daemon", code: .unavailable)
+        }
+        guard let v6 = try? UDPSocket(binding: PeerAddress(host: "::", port: port)) else { return [v4] }
+        var joined = false
+        for interface in LocalInterface.all() where interface.isUsable && interface.multicast && !interface.ipv6.isEmpty {
+            joined = v6.join(group: Discovery.group, interface: interface.index) || joined
+        }
+        guard joined else {
+            v6.close()
+            return [v4]
+        }
+        return [v4, v6]
     }
 
     /// One short-code handshake with the daemon at `address`, and the invitation it hands over.

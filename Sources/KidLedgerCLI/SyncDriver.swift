@@ -223,12 +223,15 @@ enum SyncDriver {
 
     /// Known peers as devices to dial: the laptops `status` counts (``StatusReport/devices(_:)``:
     /// the addresses of one member key or one replica id together), each with its addresses in
-    /// the order to try them: the last to sync first, then the most recently announced, then by
-    /// address. A group's key is its member's (``dialGroupKey(member:)``), else its first address.
+    /// the order to try them: typed ones first (a typed address is an override: it is always
+    /// among the ``Daemon/addressesPerDialMax`` tried), then the last to sync, then the most
+    /// recently announced, then by address. A group's key is its member's
+    /// (``dialGroupKey(member:)``), else its first address.
     static func dialGroups(_ peers: [PeerRecord]) -> [(key: String, addresses: [String])] {
         StatusReport.devices(peers).map { device in
             let key = device.first { !$0.memberKey.isEmpty }.map { dialGroupKey(member: $0.memberKey) } ?? "address \(device[0].address)"
             let sorted = device.sorted { a, b in
+                if a.isLearned != b.isLearned { return !a.isLearned }
                 if a.lastSuccessMillis != b.lastSuccessMillis { return a.lastSuccessMillis > b.lastSuccessMillis }
                 if a.announcedAtMillis != b.announcedAtMillis { return a.announcedAtMillis > b.announcedAtMillis }
                 return a.address < b.address

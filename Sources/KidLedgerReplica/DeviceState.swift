@@ -73,20 +73,24 @@ public struct DeviceState {
     /// a week is found again by its next announcement).
     public static let learnedAddressKeepMillis: Int64 = 7 * 24 * 3_600_000
 
-    /// Records that the device of `member` announced it accepts peers at `address` (LAN
-    /// discovery): the address's record gets the key and the time (a typed record stays typed),
-    /// or a new learned record is added. Learned addresses of the same member not announced within
-    /// ``learnedAliasKeepMillis``, and any learned address not announced within
-    /// ``learnedAddressKeepMillis``, are forgotten: an address change replaces the old address.
-    /// Returns true when the address was not known before (a peer to dial now).
+    /// Records that the device of `member` accepts peers at `address`, as `source` says (a LAN
+    /// announcement, or the `hello` of a session it opened): the address's record gets the key and
+    /// the time (a typed record stays typed; one learned from a session becomes one an
+    /// announcement named, never the other way), or a new learned record is added. Learned
+    /// addresses of the same member not named again within ``learnedAliasKeepMillis``, and any
+    /// learned address not named within ``learnedAddressKeepMillis``, are forgotten: an address
+    /// change replaces the old address. Returns true when the address was not known before (a
+    /// peer to dial now), or was known only from a session and an announcement now names it
+    /// (discovery found it: its log says so).
     @discardableResult
-    public func learnAddress(_ address: String, member: [UInt8]) throws -> Bool {
+    public func learnAddress(_ address: String, member: [UInt8], from source: AddressSource = .announcement) throws -> Bool {
+        precondition(source != .typed, "a typed address is added with addPeer")
         let now = clock.nowMillis()
         return try store.write { w in
             var stale: [[UInt8]] = []
             try w.scan(Tables.peers) { key, value in
                 let p = try PeerRecord.decode(value)
-                guard p.discovered, p.address != address else { return true }
+                guard p.isLearned, p.address != address else { return true }
                 let age = now - p.announcedAtMillis
                 if age > Self.learnedAddressKeepMillis || (p.memberKey == member && age > Self.learnedAliasKeepMillis) {
                     stale.append(key)
@@ -102,13 +106,18 @@ public struct DeviceState {
                 isNew = false
             } else {
                 record = PeerRecord(address: address, addedAtMillis: now)
-                record.discovered = true
+                record.learnedFrom = source
                 isNew = true
+            }
+            var found = isNew
+            if record.learnedFrom == .session && source == .announcement {
+                record.learnedFrom = .announcement
+                found = true
             }
             record.memberKey = member
             record.announcedAtMillis = now
             try w.put(Tables.peers, key, record.encoded())
-            return isNew
+            return found
         }
     }
 
@@ -303,6 +312,26 @@ extension Tables {
     public static let settings = Table("settings")
 }
 
+/// How a device learned a peer's address (``PeerRecord/learnedFrom``); the raw value is stored.
+public enum AddressSource: UInt8, Sendable {
+    /// Typed: `peer add`, `sync HOST:PORT`, the addresses of an invitation `join` used.
+    case typed = 0
+    /// Named by a LAN announcement of the device's member (discovery).
+    case announcement = 1
+    /// Named by the `hello` of a session the device opened to this one (its daemon's port at the
+    /// address the connection came from).
+    case session = 2
+
+    /// The name `peers --json` shows (`learnedFrom`).
+    public var name: String {
+        switch self {
+        case .typed: "typed"
+        case .announcement: "announcement"
+        case .session: "session"
+        }
+    }
+}
+
 /// What this device knows about one peer it syncs with (local to this device, not replicated).
 public struct PeerRecord: Equatable, Sendable {
     /// "host:port" as the user gave it.
@@ -327,12 +356,22 @@ public struct PeerRecord: Equatable, Sendable {
     /// The member key (32 bytes) of the device last met at this address (from a session or an
     /// announcement); empty while unknown.
     public var memberKey: [UInt8] = []
-    /// Whether the address was learned from a LAN announcement rather than typed (`peer add`,
-    /// `sync HOST:PORT`, `join`): a learned one is forgotten when its device announces elsewhere
-    /// (``DeviceState/learnAddress(_:member:)``); a typed one stays until `peer remove`.
-    public var discovered = false
-    /// When an announcement last named this address, Unix milliseconds (0: never).
+    /// How this device came to know the address: typed (`peer add`, `sync HOST:PORT`, `join`),
+    /// from a LAN announcement, or from the `hello` of a session the device at it opened. A learned
+    /// one is forgotten when its device is heard of elsewhere (``DeviceState/learnAddress(_:member:from:)``);
+    /// a typed one stays until `peer remove`.
+    public var learnedFrom: AddressSource = .typed
+    /// When an announcement or a session last named this address, Unix milliseconds (0: never).
     public var announcedAtMillis: Int64 = 0
+
+    /// Whether the address was learned (an announcement or a session), not typed.
+    public var isLearned: Bool { learnedFrom != .typed }
+    /// Whether a LAN announcement named this address (discovery found it); setting it makes the
+    /// record one learned from an announcement (true) or a typed one (false).
+    public var discovered: Bool {
+        get { learnedFrom == .announcement }
+        set { learnedFrom = newValue ? .announcement : .typed }
+    }
 
     /// A new record.
     public init(address: String, addedAtMillis: Int64) {
@@ -359,7 +398,7 @@ public struct PeerRecord: Equatable, Sendable {
         // Added with LAN discovery (records written before end here).
         w.write(varint: UInt64(memberKey.count))
         w.write(raw: memberKey)
-        w.write(discovered ? 1 : 0)
+        w.write(learnedFrom.rawValue)
         w.write(zigzag: announcedAtMillis)
         return w.bytes
     }
@@ -384,7 +423,9 @@ public struct PeerRecord: Equatable, Sendable {
                 let keyCount = try r.readVarint()
                 guard keyCount == 0 || keyCount == 32 else { throw DecodeError.invalid("member key size") }
                 p.memberKey = try r.readRaw(count: Int(keyCount))
-                p.discovered = try r.readByte() != 0
+                let source = try r.readByte()
+                // Older versions wrote 1 for any learned address; a value this version does not know is a learned one.
+                p.learnedFrom = AddressSource(rawValue: source) ?? .session
                 p.announcedAtMillis = try r.readZigzag()
             }
             try r.expectEnd()

@@ -59,8 +59,7 @@ extension Replica {
     }
 
     /// The household's genesis record as its owner signed it (owner, salt, recovery key,
-    /// signature), or nil before `init` or `join`. LAN discovery derives its key from the
-    /// signature (`DiscoveryKey`), which only members hold.
+    /// signature), or nil before `init` or `join`.
     public func genesis() throws -> Household? {
         try store.read { r in
             guard let pin = try Self.pinnedHousehold(r), let raw = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
@@ -561,6 +560,24 @@ extension Replica {
             if byte != (nibble < 10 ? 0x30 + nibble : 0x57 + nibble) { return false }
         }
         return true
+    }
+
+    /// The ids of the stored transactions whose hex form ends with `digits` (dashes ignored,
+    /// case-insensitive), in id order, at most `limit`; empty when `digits` is not hex. What
+    /// `undo ID` resolves a short id with: `history` shows an id's last 8 digits, its random
+    /// tail (the first digits are its creation time, shared by the entries of a minute). One
+    /// pass over the transactions' keys, for a command a person types.
+    public func transactionIDs(endingWith digits: String, limit: Int = 10) throws -> [RecordID] {
+        guard let wanted = Self.hexDigits(digits.lowercased()), !wanted.isEmpty, wanted.count <= 32 else { return [] }
+        var ids: [RecordID] = []
+        try store.read { r in
+            try r.scan(Tables.transactions, prefix: []) { key, _ in
+                let id = RecordID(bytes: key)
+                if id.hex.utf8.reversed().starts(with: wanted.reversed()) { ids.append(id) }
+                return ids.count < limit
+            }
+        }
+        return ids
     }
 
     /// The sum of a child's own applied transactions (without the children merged into it:

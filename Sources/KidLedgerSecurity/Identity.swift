@@ -87,6 +87,22 @@ public struct Identity: Sendable {
         return signature
     }
 
+    /// The X25519 shared secret of this identity and the Ed25519 key `other`, both converted to
+    /// their Curve25519 forms (LAN announcements: ``AnnouncementKeys``); nil when `other` has no
+    /// Curve25519 form or the result is degenerate (all zero: a small-order point).
+    public func sharedSecret(with other: [UInt8]) -> [UInt8]? {
+        _ = Sodium.ready
+        guard other.count == 32 else { return nil }
+        var curvePublic = [UInt8](repeating: 0, count: 32)
+        var curveSecret = [UInt8](repeating: 0, count: 32)
+        defer { sodium_memzero(&curveSecret, 32) }
+        guard crypto_sign_ed25519_pk_to_curve25519(&curvePublic, other) == 0,
+              crypto_sign_ed25519_sk_to_curve25519(&curveSecret, secretKey) == 0 else { return nil }
+        var shared = [UInt8](repeating: 0, count: 32)
+        guard crypto_scalarmult(&shared, curveSecret, curvePublic) == 0 else { return nil }
+        return shared
+    }
+
     /// Whether `signature` is `key`'s valid detached signature of `message`. False for a signature of
     /// the wrong length, a malformed key, or any mismatch.
     public static func verify(signature: [UInt8], message: [UInt8], key: PublicKey) -> Bool {

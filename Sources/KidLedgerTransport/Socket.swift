@@ -134,14 +134,14 @@ enum Sockets {
         return value
     }
 
-    /// Numeric `host:port` (IPv6 in brackets) of a socket address.
+    /// Numeric `host:port` (IPv6 in brackets; an IPv4-mapped address as plain IPv4) of a socket address.
     static func describe(_ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> String {
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
         let rc = getnameinfo(address, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
                              NI_NUMERICHOST | NI_NUMERICSERV)
         guard rc == 0 else { return "?" }
-        let h = SystemError.string(host), s = SystemError.string(service)
+        let h = unmapped(SystemError.string(host)), s = SystemError.string(service)
         return h.contains(":") ? "[\(h)]:\(s)" : "\(h):\(s)"
     }
 

@@ -16,7 +16,8 @@ public final class TCPListener: Sendable {
     /// The bound port (the chosen one when the address asked for port 0).
     public let port: UInt16
 
-    /// Binds and listens on `address` (e.g. `0.0.0.0:4000`, `[::]:4000`, `127.0.0.1:0`).
+    /// Binds and listens on `address` (e.g. `0.0.0.0:4000`, `[::]:4000`, `127.0.0.1:0`). An IPv6
+    /// address is bound dual-stack (`IPV6_V6ONLY` off): `[::]:4000` takes IPv4 connections too.
     ///
     /// - Throws: ``TransportError/resolve(_:)`` when the host doesn't resolve; ``TransportError/io(_:_:)``
     ///   when no resolved address could be bound (e.g. `EADDRINUSE`: another server has the port).
@@ -30,6 +31,9 @@ public final class TCPListener: Sendable {
                 continue
             }
             Sockets.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+            // An IPv6 listener is dual-stack: `[::]:PORT` accepts IPv4 peers too (as ::ffff:a.b.c.d,
+            // which ``Sockets/describe(_:_:)`` shows as a.b.c.d), whatever net.ipv6.bindv6only says.
+            if candidate.family == AF_INET6 { Sockets.setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 0) }
             if candidate.withSockaddr({ bind(fd, $0, $1) }) != 0 {
                 lastError = .io("bind \(address)", errno)
                 _ = Glibc.close(fd)

@@ -67,6 +67,19 @@ public final class UDPSocket: Sendable {
         }) ?? false
     }
 
+    /// Leaves the IPv6 multicast `group` on the interface with index `interface` (before joining it
+    /// again: an interface that went away and came back, a Wi-Fi reconnect); false when it was not joined.
+    @discardableResult
+    public func leave(group: String, interface: UInt32) -> Bool {
+        guard family == AF_INET6 else { return false }
+        var request = ipv6_mreq()
+        guard inet_pton(AF_INET6, group, &request.ipv6mr_multiaddr) == 1 else { return false }
+        request.ipv6mr_interface = interface
+        return (try? handle.with { fd in
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_DROP_MEMBERSHIP, &request, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
+        }) ?? false
+    }
+
     /// Sends one datagram to `target` (a numeric host, IPv6 with `%interface` for link scope, and a
     /// port); false when it could not be sent (no route, a family this socket lacks). Never blocks.
     @discardableResult
@@ -132,6 +145,17 @@ public struct LocalInterface: Equatable, Sendable {
     /// Whether it supports multicast.
     public var multicast: Bool
 
+    /// An interface as given (tests; ``all()`` lists the machine's).
+    public init(name: String, index: UInt32, isUsable: Bool, ipv4: [String], broadcast: [String], ipv6: [String], multicast: Bool) {
+        self.name = name
+        self.index = index
+        self.isUsable = isUsable
+        self.ipv4 = ipv4
+        self.broadcast = broadcast
+        self.ipv6 = ipv6
+        self.multicast = multicast
+    }
+
     /// This machine's interfaces (empty when `getifaddrs` fails).
     public static func all() -> [LocalInterface] {
         var list: UnsafeMutablePointer<ifaddrs>?
@@ -186,11 +210,21 @@ public struct LocalInterface: Equatable, Sendable {
 extension Sockets {
     static let datagramType = Int32(SOCK_DGRAM.rawValue)
 
-    /// The numeric host of a socket address (IPv6 link-local with `%interface`), or "?".
+    /// The numeric host of a socket address (IPv6 link-local with `%interface`; an IPv4-mapped
+    /// IPv6 address, as a dual-stack socket sees an IPv4 peer, as plain IPv4), or "?".
     static func numericHost(_ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> String {
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         let rc = getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
-        return rc == 0 ? SystemError.string(host) : "?"
+        return rc == 0 ? unmapped(SystemError.string(host)) : "?"
+    }
+
+    /// `a.b.c.d` for an IPv4-mapped IPv6 host (`::ffff:a.b.c.d`), else `host` unchanged: one
+    /// laptop's IPv4 address reads the same whether an IPv4 or a dual-stack socket met it.
+    static func unmapped(_ host: String) -> String {
+        let prefix = "::ffff:"
+        guard host.lowercased().hasPrefix(prefix) else { return host }
+        let rest = host.dropFirst(prefix.count)
+        return rest.split(separator: ".").count == 4 && !rest.contains(":") ? String(rest) : host
     }
 
     /// The port a socket is bound to, or nil.

@@ -18,18 +18,23 @@ public enum PageAssets {
         <a class="skip" href="#children">Skip to the children</a>
         <header>
           <h1 id="title">kidledger</h1>
-          <p id="sync" class="pill" role="status" aria-live="polite" aria-label="sync status">loading…</p>
+          <div class="sync-head">
+            <p id="sync-pill" class="pill" role="status"><span class="sr">Sync status: </span><span id="sync">loading…</span></p>
+            <p id="last-sync"></p>
+          </div>
         </header>
         <main>
+          <p id="attention" role="alert" hidden></p>
           <p id="message" role="status" aria-live="polite"></p>
+          <p id="warning" role="alert"></p>
           <p id="error" role="alert"></p>
           <section id="undo-bar" aria-label="undo" hidden>
             <span id="undo-preview"></span>
-            <button id="undo" type="button">Undo</button>
+            <button id="undo" type="button" aria-describedby="undo-preview">Undo</button>
           </section>
-          <section id="children" aria-label="children"></section>
+          <section id="children" aria-label="children" tabindex="-1"></section>
           <details id="family">
-            <summary>Everyone at once, add a child</summary>
+            <summary>Everyone at once, add a child, archived children<span id="archived-count"></span></summary>
             <form id="all-form" class="row">
               <label>Amount for every child <input name="amount" inputmode="decimal" autocomplete="off" required></label>
               <label>Note <input name="note" autocomplete="off"></label>
@@ -47,7 +52,6 @@ public enum PageAssets {
             <div id="sync-text"></div>
             <h3>Laptops (peers)</h3><ul id="peers"></ul>
             <h3>Members</h3><ul id="members"></ul>
-            <p class="hint">Allowance schedules are not part of this version of kidledger yet.</p>
           </details>
           <details id="settings">
             <summary>Settings: quick amounts on this laptop</summary>
@@ -101,6 +105,20 @@ public enum PageAssets {
     .hint{color:#555;font-size:.9em}
     svg.chart{width:100%;height:3em;display:block}
     .archived-child{display:flex;justify-content:space-between;align-items:center;gap:.5em;margin:.3em 0}
+    .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
+    .sync-head{display:flex;flex-wrap:wrap;align-items:center;gap:.2em .8em}
+    #last-sync{margin:0;font-size:.9em}
+    #attention{background:#f8c4c4;color:#5a0d0d;border-radius:.8em;padding:.6em 1em;font-weight:600;margin:0 0 1em}
+    #attention[hidden]{display:none}
+    #warning{color:#8a4b00;font-weight:600;margin:.2em 0}
+    #warning:empty{margin:0}
+    .same-name{background:#fff1c2;border-radius:.4em;padding:.3em .6em;font-size:.92em;margin:.4em 0}
+    .child-id{font-size:.7em;color:#555;font-weight:400;margin-left:.3em}
+    .child h2 .name{overflow-wrap:anywhere}
+    ol.history li{flex-wrap:wrap;align-items:center}
+    ol.history button{min-height:2.2em;padding:.15em .6em;font-size:.9em}
+    .set-aside{display:block;width:100%;color:#8a4b00;font-size:.9em}
+    #sync-text p{margin:.3em 0}
     @media (max-width:420px){main{padding:.5em}.balance{font-size:2.2em}}
     """
 
@@ -109,9 +127,10 @@ public enum PageAssets {
     public static let script = #"""
     "use strict";
     const token = document.querySelector('meta[name="kidledger-token"]').content;
-    let etag = null, state = null, busy = false;
+    let etag = null, state = null, busy = false, pendingFocus = null, dirty = false;
     const $ = (id) => document.getElementById(id);
     const words = { synced: "synced", pending: "changes pending", offline: "offline", attentionRequired: "attention required" };
+    const notesMax = 5;
 
     function money(cents) {
       const negative = cents < 0, abs = Math.abs(cents);
@@ -121,10 +140,11 @@ public enum PageAssets {
     // "1.25" from 125: the amount as the CLI reads it, made with integer arithmetic only.
     function plain(cents) { return Math.floor(cents / 100) + "." + String(cents % 100).padStart(2, "0"); }
     function signed(cents) { return (cents > 0 ? "+" : "") + money(cents); }
+    // "just now", "2 minutes ago", "3 hours ago", "5 days ago".
     function ago(millis) {
       const s = Math.max(0, Math.round((Date.now() - millis) / 1000));
       if (s < 45) return "just now";
-      const m = Math.round(s / 60);
+      const m = Math.max(1, Math.round(s / 60));
       if (m < 60) return m + (m === 1 ? " minute ago" : " minutes ago");
       const h = Math.round(m / 60);
       if (h < 36) return h + (h === 1 ? " hour ago" : " hours ago");
@@ -139,13 +159,24 @@ public enum PageAssets {
       for (const c of children) if (c != null) e.append(c);
       return e;
     }
+    function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
     function author(a) { return a && a.name ? a.name : (a && a.device ? "device " + a.device.slice(0, 8) : "?"); }
     function when(ms) { return new Date(ms).toLocaleString(); }
+    function shortId(id) { return String(id).replace(/-/g, "").slice(0, 8); }
+    // The member who writes from a device (replica id), for conflicts.
+    function deviceName(replicaId) {
+      for (const m of (state.members && state.members.members) || []) if ((m.devices || []).includes(replicaId)) return m.name;
+      return "device " + shortId(replicaId);
+    }
+    function limited(lines, more) {
+      if (lines.length <= notesMax) return lines;
+      return lines.slice(0, notesMax).concat([more(lines.length - notesMax)]);
+    }
 
     async function post(path, fields) {
       if (busy) return null;
       busy = true;
-      $("error").textContent = "";
+      $("error").textContent = ""; $("warning").textContent = "";
       try {
         const r = await fetch(path, { method: "POST", credentials: "same-origin",
           headers: { "Content-Type": "application/x-www-form-urlencoded", "X-KidLedger-Token": token },
@@ -153,21 +184,47 @@ public enum PageAssets {
         const body = await r.json();
         if (!r.ok) { $("message").textContent = ""; $("error").textContent = body.error ? body.error.message : ("error " + r.status); return null; }
         $("message").textContent = body.message || "Done.";
+        // A take that leaves a balance below zero is written, with the CLI's warning.
+        const warnings = (body.result && body.result.warnings) || [];
+        $("warning").textContent = warnings.map(w => "Warning: " + w).join(" ");
         await refresh(true);
-        return body.result;
+        return body.result || {};
       } catch (e) { $("error").textContent = "The daemon did not answer: is `kidledger serve` running?"; return null; }
       finally { busy = false; }
+    }
+
+    async function getJSON(path) {
+      const r = await fetch(path, { credentials: "same-origin" });
+      const b = await r.json();
+      if (!r.ok) { $("error").textContent = b.error ? b.error.message : "error " + r.status; return null; }
+      return b.result;
     }
 
     async function refresh(force) {
       try {
         const r = await fetch("/api/state", { credentials: "same-origin", headers: (etag && !force) ? { "If-None-Match": etag } : {} });
-        if (r.status === 304) { renderTimes(); return; }
+        if (r.status === 304) { if (dirty) render(); else renderTimes(); return; }
         if (!r.ok) { const b = await r.json().catch(() => null); $("error").textContent = b && b.error ? b.error.message : "error " + r.status; return; }
         etag = r.headers.get("ETag");
         state = await r.json();
         render();
-      } catch (e) { $("sync").textContent = "daemon not answering"; $("sync").className = "pill offline"; }
+      } catch (e) { $("sync").textContent = "daemon not answering"; $("sync-pill").className = "pill offline"; }
+    }
+
+    // What an undo would reverse, from `undo --dry-run`'s document: amount, child(ren), note, author, time.
+    function undoText(preview) {
+      const u = preview.wouldUndo, all = preview.wouldUndoAll || [u], t = u.transaction;
+      const what = all.length > 1 || t.source === "give-all" || t.source === "take-all"
+        ? "the " + t.source + " of " + signed(t.amountCents) + " for " + all.length + (all.length === 1 ? " child" : " children")
+          + " (" + all.map(e => e.childName).join(", ") + ")"
+        : signed(t.amountCents) + " for " + u.childName;
+      return "Undo " + what + (t.note ? " (\"" + t.note + "\")" : "") + ", made by " + author(u.author) + " on " + when(t.createdAtMillis) + "?";
+    }
+
+    // Undo one entry of the history: the CLI's preview first (`undo --dry-run ID`), then `undo ID`.
+    async function undoEntry(id) {
+      const preview = await getJSON("/api/undo-preview?id=" + encodeURIComponent(id));
+      if (preview && confirm(undoText(preview))) await post("/api/undo", { id: preview.wouldUndo.transaction.id });
     }
 
     function chart(child) {
@@ -183,6 +240,12 @@ public enum PageAssets {
       const svg = document.createElementNS(ns, "svg");
       svg.setAttribute("viewBox", "0 0 " + w + " " + h); svg.setAttribute("class", "chart"); svg.setAttribute("preserveAspectRatio", "none");
       svg.setAttribute("role", "img"); svg.setAttribute("aria-label", child.name + "'s balance over the last " + (points.length - 1) + " entries, from " + money(points[0]) + " to " + money(child.balanceCents));
+      if (lo < 0) {
+        const zero = document.createElementNS(ns, "line"), y = (h - 2 - (0 - lo) * (h - 4) / (hi - lo)).toFixed(1);
+        zero.setAttribute("x1", "0"); zero.setAttribute("x2", String(w)); zero.setAttribute("y1", y); zero.setAttribute("y2", y);
+        zero.setAttribute("stroke", "#a11"); zero.setAttribute("stroke-dasharray", "4 3"); zero.setAttribute("vector-effect", "non-scaling-stroke");
+        svg.append(zero);
+      }
       const line = document.createElementNS(ns, "polyline");
       line.setAttribute("points", xy.join(" ")); line.setAttribute("fill", "none"); line.setAttribute("stroke", "#2b4c7e"); line.setAttribute("stroke-width", "2");
       line.setAttribute("vector-effect", "non-scaling-stroke");
@@ -195,16 +258,33 @@ public enum PageAssets {
       if (!list.length) { target.append(el("li", { text: "No transactions yet." })); return; }
       for (const e of list) {
         const t = e.transaction;
-        target.append(el("li", {}, el("span", { class: e.reversed ? "undone" : "", text: signed(t.amountCents) + (t.note ? " " + t.note : "") + (e.reversed ? " (undone)" : "") }),
-          el("span", { class: "hint", text: "by " + author(e.author) + ", " + when(t.createdAtMillis) })));
+        const what = signed(t.amountCents) + (t.note ? " " + t.note : "") + (e.reversed ? " (undone)" : "");
+        const item = el("li", {}, el("span", { class: e.reversed ? "undone" : "", text: what }),
+          el("span", { class: "hint", text: "by " + author(e.author) + ", " + when(t.createdAtMillis) }));
+        if (!e.reversed && t.source !== "undo" && !t.reverses) {
+          item.append(el("button", { type: "button", class: "secondary undo-entry", "data-key": "u" + t.id,
+            "aria-label": "Undo " + signed(t.amountCents) + " for " + e.childName + " made by " + author(e.author) + " on " + when(t.createdAtMillis),
+            text: "Undo", onclick: () => undoEntry(t.id) }));
+        }
+        for (const lost of e.conflicts || []) {
+          item.append(el("span", { class: "set-aside", text: "Another version of this entry, by " + author(lost.author)
+            + (lost.transaction ? " (" + signed(lost.transaction.amountCents) + ")" : "") + ", was set aside on every laptop." }));
+        }
+        target.append(item);
       }
+      if (pendingFocus) { const again = target.querySelector('[data-key="' + CSS.escape(pendingFocus) + '"]'); if (again) { again.focus(); pendingFocus = null; } }
     }
 
-    function childCard(c, quick) {
+    function childCard(c, quick, sameAs) {
       const card = el("article", { class: "child", "data-child-id": c.id, "aria-label": c.name });
-      card.append(el("h2", {}, el("span", { class: "name", text: c.name }),
+      card.append(el("h2", {}, el("span", { class: "name", text: c.name }), sameAs ? el("span", { class: "child-id", text: "id " + shortId(c.id) }) : null,
         el("button", { type: "button", class: "secondary rename", "data-key": "r" + c.id, "aria-label": "Rename " + c.name, text: "Rename", onclick: () => renameForm(card, c) })));
-      card.append(el("p", { class: "balance" + (c.balanceCents < 0 ? " negative" : ""), "aria-label": c.name + "'s balance " + money(c.balanceCents), text: money(c.balanceCents) }));
+      if (sameAs) {
+        card.append(el("p", { class: "same-name", role: "note", text: "Same name as " + sameAs.map(o => o.name + " (id " + shortId(o.id) + ")").join(" and ")
+          + ": one child added on two laptops? Rename one so each child has one name, or archive the extra one." }));
+      }
+      card.append(el("p", { class: "balance" + (c.balanceCents < 0 ? " negative" : "") }, el("span", { class: "sr", text: "Balance: " }),
+        el("span", { class: "amount", text: money(c.balanceCents) })));
       const svg = chart(c); if (svg) card.append(svg);
       const row = el("div", { class: "quick", role: "group", "aria-label": "Quick amounts for " + c.name });
       for (const cents of quick) {
@@ -215,8 +295,8 @@ public enum PageAssets {
       const form = el("form", { class: "row other" },
         el("label", {}, "Amount", el("input", { name: "amount", inputmode: "decimal", autocomplete: "off", "aria-label": "Amount for " + c.name })),
         el("label", {}, "Note", el("input", { name: "note", autocomplete: "off", "aria-label": "Note for " + c.name })),
-        el("button", { type: "submit", value: "give", class: "give", "data-key": "g" + c.id, text: "Give" }),
-        el("button", { type: "submit", value: "take", class: "secondary take", "data-key": "t" + c.id, text: "Take" }));
+        el("button", { type: "submit", value: "give", class: "give", "data-key": "g" + c.id, "aria-label": "Give this amount to " + c.name, text: "Give" }),
+        el("button", { type: "submit", value: "take", class: "secondary take", "data-key": "t" + c.id, "aria-label": "Take this amount from " + c.name, text: "Take" }));
       form.addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const kind = ev.submitter ? ev.submitter.value : "give";
@@ -226,17 +306,47 @@ public enum PageAssets {
       card.append(form);
       card.append(allowanceBox(c));
       const list = el("ol", { class: "history", "aria-label": c.name + "'s history" });
-      const details = el("details", { class: "child-history" }, el("summary", { text: "History" }), list);
-      details.addEventListener("toggle", async () => {
-        if (!details.open) return;
-        const r = await fetch("/api/history?child=" + encodeURIComponent(c.id) + "&limit=50", { credentials: "same-origin" });
-        const b = await r.json();
-        if (r.ok) historyList(b.result.transactions, list); else $("error").textContent = b.error.message;
-      });
+      const details = el("details", { class: "child-history" }, el("summary", { text: "History", "aria-label": c.name + "'s history" }), list);
+      details.addEventListener("toggle", () => { if (details.open) loadHistory(details, c); });
+      card.dataset.seen = c.balanceCents + "/" + c.transactionCount;
       card.append(details);
       card.append(el("button", { type: "button", class: "secondary archive", text: "Archive " + c.name,
         onclick: () => { if (confirm("Archive " + c.name + "? The history is kept and you can restore it.")) post("/api/child/archive", { child: c.id }); } }));
+      // Every control keeps a key, so a keyboard user keeps their place when the cards are rebuilt.
+      card.querySelectorAll("button, summary, input, select").forEach((e, i) => { if (!e.dataset.key) e.dataset.key = c.id + ":" + i; });
       return card;
+    }
+
+    // A card's balance, chart and open history, updated in place.
+    function updateCard(card, c) {
+      card.querySelector(".balance .amount").textContent = money(c.balanceCents);
+      card.querySelector(".balance").classList.toggle("negative", c.balanceCents < 0);
+      const old = card.querySelector("svg.chart"), svg = chart(c);
+      if (old && svg) old.replaceWith(svg); else if (old) old.remove(); else if (svg) card.querySelector(".balance").after(svg);
+      const seen = c.balanceCents + "/" + c.transactionCount;
+      if (card.dataset.seen !== seen) {
+        card.dataset.seen = seen;
+        const details = card.querySelector("details.child-history");
+        if (details.open) loadHistory(details, c);
+      }
+    }
+
+    // How many entries each child's history shows (50, then 50 more at a time).
+    const historyLimits = new Map();
+    async function loadHistory(details, c) {
+      const limit = historyLimits.get(c.id) || 50;
+      const result = await getJSON("/api/history?child=" + encodeURIComponent(c.id) + "&limit=" + (limit + 1));
+      if (!result) return;
+      const list = result.transactions;
+      historyList(list.slice(0, limit), details.querySelector("ol.history"));
+      const old = details.querySelector("button.more"); if (old) old.remove();
+      if (list.length > limit) details.append(el("button", { type: "button", class: "secondary more", "data-key": "m" + c.id,
+        "aria-label": "Show older entries of " + c.name + "'s history", text: "Show older entries",
+        onclick: async () => {
+          historyLimits.set(c.id, limit + 50);
+          await loadHistory(details, c);
+          (details.querySelector("button.more") || details.querySelector("summary")).focus();
+        } }));
     }
 
     function allowanceBox(c) {
@@ -251,7 +361,7 @@ public enum PageAssets {
         el("label", {}, "Amount", el("input", { name: "amount", inputmode: "decimal", autocomplete: "off", value: s ? plain(s.amountCents) : "", "aria-label": "Allowance amount for " + c.name })),
         el("label", {}, "Every", every),
         el("label", {}, "On", el("input", { name: "on", autocomplete: "off", value: s ? s.on : "", placeholder: "monday, or 1 to 28", "aria-label": "Allowance day for " + c.name })),
-        el("button", { type: "submit", class: "set-allowance", "data-key": "a" + c.id, text: "Set allowance" }));
+        el("button", { type: "submit", class: "set-allowance", "data-key": "a" + c.id, "aria-label": "Set " + c.name + "'s allowance", text: "Set allowance" }));
       form.addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const fields = { child: c.id, amount: form.amount.value, every: form.every.value };
@@ -265,12 +375,20 @@ public enum PageAssets {
     }
 
     function renameForm(card, c) {
+      const old = card.querySelector(".rename-form"); if (old) old.remove();
+      const back = () => { const b = $("children").querySelector('[data-key="r' + CSS.escape(c.id) + '"]'); if (b) b.focus(); };
       const input = el("input", { name: "name", value: c.name, "aria-label": "New name for " + c.name, autocomplete: "off" });
       const form = el("form", { class: "row rename-form" }, el("label", {}, "New name", input), el("button", { type: "submit", text: "Save name" }),
-        el("button", { type: "button", class: "secondary", text: "Cancel", onclick: () => form.remove() }));
-      form.addEventListener("submit", async (ev) => { ev.preventDefault(); if (await post("/api/child/rename", { child: c.id, name: input.value })) form.remove(); });
+        el("button", { type: "button", class: "secondary", text: "Cancel", onclick: () => { form.remove(); back(); } }));
+      form.addEventListener("keydown", (ev) => { if (ev.key === "Escape") { form.remove(); back(); } });
+      form.addEventListener("submit", async (ev) => { ev.preventDefault(); if (await post("/api/child/rename", { child: c.id, name: input.value })) { form.remove(); render(); back(); } });
       card.querySelector("h2").after(form);
       input.focus(); input.select();
+    }
+
+    function lastSync() {
+      const peers = (state && state.status && state.status.peers) || [];
+      return Math.max(0, ...peers.map(p => p.lastSyncMillis || 0));
     }
 
     function renderTimes() {
@@ -278,65 +396,105 @@ public enum PageAssets {
         const last = Number(li.dataset.last);
         li.querySelector(".ago").textContent = last ? "last synced " + ago(last) : "never synced";
       }
+      const last = lastSync(), peers = (state && state.status && state.status.peers) || [];
+      $("last-sync").textContent = last ? "last sync " + ago(last) : (peers.length ? "not synced yet" : "no other laptop yet");
+    }
+
+    // The CLI's notes of `status` and `conflicts`, in words a parent reads.
+    function notes(s) {
+      const lines = [];
+      if (s.joinInterrupted) lines.push("A join into this home did not finish: run the same `kidledger join CODE` again.");
+      if (s.state !== "attentionRequired" && s.pendingChanges && s.state !== "synced") lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
+      if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
+      for (const group of s.sameNames || []) {
+        const names = group.map(id => { const c = state.children.children.find(x => x.id === id); return (c ? c.name : "?") + " (id " + shortId(id) + ")"; });
+        lines.push(names.join(" and ") + " have the same name (added on two laptops?): rename one so each child has one name, or make them one child (`kidledger child merge`).");
+      }
+      const k = state.conflicts || { fieldConflicts: [], transactionConflicts: s.conflicts, sameIdConflicts: s.sameIdConflicts || [] };
+      lines.push(...limited((k.fieldConflicts || []).map(c => "Changed on two laptops at once: " + (c.name || "?") + "'s " + c.field + " \"" + c.loserValue + "\" (by "
+        + deviceName(c.loserReplicaId) + ", " + when(c.loserAtMillis) + ") lost to \"" + c.winnerValue + "\" (by " + deviceName(c.winnerReplicaId) + ", "
+        + when(c.winnerAtMillis) + "); every laptop keeps \"" + c.winnerValue + "\"."), n => "and " + n + " more changes made on two laptops at once."));
+      if (k.transactionConflicts) lines.push(k.transactionConflicts + " conflicting cop" + (k.transactionConflicts === 1 ? "y" : "ies") + " of entries seen; the same copy was kept on every laptop.");
+      lines.push(...limited((k.sameIdConflicts || []).map(c => (c.kind === "child" ? "A child was added twice with one id" : "An entry has two versions") + ": kept the one by "
+        + author(c.kept.author) + ", set aside the one by " + author(c.lost.author) + "."), n => "and " + n + " more."));
+      if (s.forged) lines.push(s.forged + " record(s) not signed by a member were refused.");
+      return lines;
     }
 
     function render() {
       const children = state.children.children;
       const quick = state.quick ? state.quick.quickAmountsCents : [5, 10, 15, 20, 25, 50];
+      const byId = new Map(children.map(c => [c.id, c]));
+      const sameAs = new Map();
+      for (const group of state.children.sameNames || []) for (const id of group) sameAs.set(id, group.filter(x => x !== id).map(x => byId.get(x)).filter(Boolean));
       const box = $("children");
-      // Keep open forms and history panels: rebuild only when not typing in a card.
-      const focused = document.activeElement && box.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
-      if (!focused) {
-        const open = new Set([...box.querySelectorAll("details[open]")].map(d => d.closest(".child").dataset.childId));
-        // A keyboard user keeps their place: the focused button is focused again after the rebuild.
-        const key = document.activeElement && box.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+      const active = children.filter(c => !c.archived && !c.mergedInto);  // a merged child counts in another's card
+      // The cards are rebuilt only when what they are made of changed (children, names, quick
+      // amounts, same names, allowances), and not while the user types or chooses in one: otherwise
+      // each card's balance, chart and open history are updated in place, so a click is never lost.
+      const shape = JSON.stringify([active.map(c => [c.id, c.name]), quick, state.children.sameNames, state.allowances]);
+      const a = document.activeElement;
+      const typing = a && box.contains(a) && (a.tagName === "INPUT" || a.tagName === "SELECT");
+      if (shape === box.dataset.shape || (typing && box.dataset.shape)) {
+        for (const card of box.querySelectorAll("article.child")) {
+          const c = byId.get(card.dataset.childId);
+          if (c) updateCard(card, c);
+        }
+        dirty = shape !== box.dataset.shape;
+      } else {
+        dirty = false;
+        box.dataset.shape = shape;
+        const open = new Set([...box.querySelectorAll("details[open]")].map(d => d.closest(".child").dataset.childId + " " + d.className));
+        // A keyboard user keeps their place: the focused control is focused again after the rebuild.
+        const key = a && box.contains(a) ? a.dataset.key : null;
         box.replaceChildren();
-        const active = children.filter(c => !c.archived && !c.mergedInto);  // a merged child counts in another's card
         if (!active.length) box.append(el("p", { text: "No children yet: add one under \"Everyone at once, add a child\"." }));
         for (const c of active) {
-          const card = childCard(c, quick);
+          const card = childCard(c, quick, sameAs.get(c.id));
           box.append(card);
-          if (open.has(c.id)) { const d = card.querySelector("details"); d.open = true; }
+          for (const d of card.querySelectorAll("details")) if (open.has(c.id + " " + d.className)) d.open = true;
         }
-        if (key) { const again = box.querySelector('[data-key="' + CSS.escape(key) + '"]'); if (again) again.focus(); }
+        if (key) {
+          const again = box.querySelector('[data-key="' + CSS.escape(key) + '"]');
+          if (again) again.focus(); else { pendingFocus = key; box.focus(); }
+        }
       }
       const archived = children.filter(c => c.archived && !c.mergedInto);
+      $("archived-count").textContent = archived.length ? " (" + archived.length + ")" : "";
       $("archived").replaceChildren(...(archived.length ? [el("h3", { text: "Archived children" })] : []), ...archived.map(c =>
         el("div", { class: "archived-child" }, el("span", { text: c.name + " " + money(c.balanceCents) }),
           el("button", { type: "button", class: "secondary restore", text: "Restore " + c.name, onclick: () => post("/api/child/restore", { child: c.id }) }))));
       const s = state.status;
-      $("sync").textContent = s ? words[s.state] || s.state : "";
-      $("sync").className = "pill " + (s ? s.state : "");
-      const lines = [];
-      if (s) {
-        if (s.attentionReason) lines.push("Changes and sync are stopped: " + s.attentionReason);
-        if (s.pendingChanges && s.state !== "synced") lines.push(s.pendingChanges + " change(s) not yet on every laptop.");
-        if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
-        if (s.conflicts) lines.push(s.conflicts + " conflicting cop" + (s.conflicts === 1 ? "y" : "ies") + " seen (`kidledger conflicts` lists them).");
-        for (const c of s.sameIdConflicts || []) lines.push((c.kind === "child" ? "A child was added twice with one id" : "An entry has two versions") + ": kept the one by " + author(c.kept.author) + ", set aside the one by " + author(c.lost.author) + ".");
-      }
+      // Live regions are written only when their words change (a screen reader reads each change).
+      setText($("sync"), s ? words[s.state] || s.state : "");
+      $("sync-pill").className = "pill " + (s ? s.state : "");
+      const attention = s && s.state === "attentionRequired";
+      $("attention").hidden = !attention;
+      setText($("attention"), attention ? "Changes and sync are stopped: " + (s.attentionReason || "attention required")
+        + ". The balances below are this laptop's last known state and may be stale." : "");
+      const lines = s ? notes(s) : [];
       $("sync-text").replaceChildren(...lines.map(l => el("p", { text: l })));
+      $("sync-summary").textContent = "Sync, laptops and members" + (lines.length ? " (" + lines.length + (lines.length === 1 ? " note)" : " notes)") : "");
       if (state.page && state.page.household) { $("title").textContent = state.page.household.name; document.title = state.page.household.name + " · kidledger"; }
+      const members = (state.members && state.members.members) || [];
+      const owner = (key) => { const m = members.find(m => m.key === key); return m ? m.name + "'s laptop" : null; };
       $("peers").replaceChildren(...(s && s.peers.length ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
-        p.address + ": ", el("span", { class: "ago" }), p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
+        (owner(p.memberKey) ? owner(p.memberKey) + " (" + p.address + ")" : p.address) + ": ", el("span", { class: "ago" }),
+        p.sameDeviceAs ? el("span", { class: "hint", text: " (the same laptop as " + p.sameDeviceAs + ")" }) : null,
+        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
         : [el("li", { text: "No other laptop yet (kidledger invite / join)." })]));
-      const dup = new Map();
-      for (const c of children.filter(c => !c.archived && !c.mergedInto)) { const k = c.name.toLowerCase(); dup.set(k, (dup.get(k) || 0) + 1); }
-      for (const [name, n] of dup) if (n > 1) $("sync-text").append(el("p", { text: "Two children are named \"" + name + "\" (perhaps added on two laptops): rename one, or make them one with `kidledger child merge`." }));
-      const notes = $("sync-text").children.length;
-      $("sync-summary").textContent = "Sync, laptops and members" + (notes ? " (" + notes + (notes === 1 ? " note)" : " notes)") : "");
-      $("members").replaceChildren(...((state.members && state.members.members) || []).map(m => el("li", {
-        text: m.name + " (" + m.fingerprint + ")" + (m.owner ? ", owner" : "") + (m.revoked ? ", revoked" : "") })));
+      $("members").replaceChildren(...members.map(m => el("li", {
+        text: m.name + " (" + m.fingerprint + ")" + (m.owner ? ", owner" : "") + (m.formerOwner ? ", former owner" : "") + (m.revoked ? ", revoked" : "") })));
       const u = state.undo && state.undo.wouldUndo;
       $("undo-bar").hidden = !u;
-      const all = (state.undo && state.undo.wouldUndoAll) || [];
-      if (u) $("undo-preview").textContent = "Undo " + (all.length > 1 ? "the " + u.transaction.source + " of " + signed(u.transaction.amountCents) + " for " + all.length + " children" : signed(u.transaction.amountCents) + " for " + u.childName) + (u.transaction.note ? " (\"" + u.transaction.note + "\")" : "") + ", made by " + author(u.author) + " on " + when(u.transaction.createdAtMillis) + "?";
+      if (u) { $("undo-preview").textContent = undoText(state.undo); $("undo").dataset.id = u.transaction.id; }
       if (document.activeElement !== $("quick-input")) $("quick-input").value = quick.map(plain).join(" ");
       renderTimes();
     }
 
     document.addEventListener("DOMContentLoaded", () => {
-      $("undo").addEventListener("click", () => post("/api/undo", {}));
+      // Undo what the preview shows (`undo ID`), even when a newer entry arrived since.
+      $("undo").addEventListener("click", () => post("/api/undo", $("undo").dataset.id ? { id: $("undo").dataset.id } : {}));
       $("all-form").addEventListener("submit", (ev) => { ev.preventDefault(); const f = ev.target; post("/api/" + (ev.submitter ? ev.submitter.value : "give-all"), { amount: f.amount.value, note: f.note.value }); });
       $("add-form").addEventListener("submit", async (ev) => { ev.preventDefault(); const input = ev.target.elements.namedItem("name"); if (await post("/api/child/add", { name: input.value })) input.value = ""; });
       $("quick-form").addEventListener("submit", (ev) => { ev.preventDefault(); post("/api/quick", { amounts: $("quick-input").value }); });

@@ -67,6 +67,9 @@ public struct UIApp: Sendable {
             var words = ["history", "--limit", request.query["limit"] ?? "20"]
             if let child = request.query["child"] { words += ["--", child] }
             return answer(run(words))
+        case "/api/undo-preview":
+            guard reading else { return methodNotAllowed("GET") }
+            return answer(run(["undo", "--dry-run"] + (request.query["id"].map { ["--", $0] } ?? [])))
         default:
             guard let make = Self.changes[request.path] else {
                 return request.path.hasPrefix("/api/") ? .json(404, Self.errorJSON("no such API route: \(request.path)", exitCode: nil))
@@ -97,7 +100,7 @@ public struct UIApp: Sendable {
         "/api/take": { f in amount("take", f) },
         "/api/give-all": { f in all("give-all", f) },
         "/api/take-all": { f in all("take-all", f) },
-        "/api/undo": { _ in .success(["undo"]) },
+        "/api/undo": { f in .success(["undo"] + (f["id"].map { ["--", $0] } ?? [])) },
         "/api/child/add": { f in fields(f, ["name"]).map { ["child", "add", "--"] + $0 } },
         "/api/child/rename": { f in fields(f, ["child", "name"]).map { ["child", "rename", "--"] + $0 } },
         "/api/child/archive": { f in fields(f, ["child"]).map { ["child", "archive", "--"] + $0 } },
@@ -133,7 +136,7 @@ public struct UIApp: Sendable {
     static let stateParts: [(String, [String])] = [
         ("children", ["children", "--all"]), ("status", ["status"]), ("quick", ["quick", "show"]),
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
-        ("page", ["ui"]), ("allowances", ["allowance", "list"]),
+        ("page", ["ui"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.

@@ -20,7 +20,7 @@ struct BatchUndoCLITests {
 
                 """)
             #expect(maskFingerprints(l.ok("undo")) == """
-                Undid the give-all of 2026-11-18 11:10 UTC, made by Mom (xxxx-xxxx-xxxx-xxxx) for 2 children:
+                Undid the give-all of 2026-11-18 11:10 UTC, made by Mom (xxxx-xxxx-xxxx-xxxx), for 2 children:
                   Ava  +$2.00  $5.00
                   Ben  +$2.00  $0.00
 
@@ -55,6 +55,22 @@ struct BatchUndoCLITests {
             #expect(unknown.code == 65 && unknown.stderr.contains("no transaction with id 00000000-0000-4000-8000-000000000000"), "\(unknown.stderr)")
             let word = l.run("undo", "Ava")
             #expect(word.code == 65 && word.stderr.contains("\"Ava\" is not a transaction id"), "\(word.stderr)")
+            // A short id: the 8 last digits of history's ID column, or any 4 or more.
+            let give = try #require(entries.compactMap { $0["transaction"] as? [String: Any] }.first { $0["source"] as? String == "give" })
+            let giveID = try #require(give["id"] as? String)
+            let short = String(giveID.suffix(8))
+            #expect(l.ok("history", "Ava").contains("  \(short)\n"), "history shows the short id")
+            #expect(maskFingerprints(l.ok("undo", short, "--dry-run")).hasPrefix("Undo would reverse +$3.00 for Ava"))
+            #expect(maskFingerprints(l.ok("undo", String(giveID.suffix(14)).uppercased(), "--dry-run")).hasPrefix("Undo would reverse +$3.00 for Ava"))
+            let absent = l.run("undo", short == "ffffffff" ? "eeeeeeee" : "ffffffff")
+            #expect(absent.code == 65 && absent.stderr.contains("no transaction has an id ending in"), "\(absent.stderr)")
+            let undoEntries = try #require(checkJSON(l, "history") as? [String: Any])["transactions"] as? [[String: Any]]
+            let anUndo = try #require(undoEntries?.compactMap { $0["transaction"] as? [String: Any] }.first { $0["source"] as? String == "undo" })
+            let undoID = try #require(anUndo["id"] as? String)
+            let ofUndo = l.run("undo", String(undoID.suffix(8)))
+            #expect(ofUndo.code == 65 && ofUndo.stderr.contains("can't undo: entry \(undoID) is itself an undo: an undo cannot be undone"), "\(ofUndo.stderr)")
+            let tooShort = l.run("undo", "abc")
+            #expect(tooShort.code == 65 && tooShort.stderr.contains("at least 4 digits"), "\(tooShort.stderr)")
             let both = l.run("undo", id, "--mine")
             #expect(both.code == 64 && both.stderr.contains("`undo` takes an ID or --mine, not both"), "\(both.stderr)")
             // --mine: the newest of this member's entries (here Ava's $3).

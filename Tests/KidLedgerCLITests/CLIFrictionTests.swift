@@ -146,14 +146,14 @@ struct LocalTimeTests {
             l.ok("give", "Ava", "2", "--note", "x")   // 11:08
             let utcJSON = l.ok("--json", "history")
             l.timeZone = "America/New_York"
-            #expect(maskFingerprints(l.ok("history")) == """
-                WHEN (-05:00)     CHILD  AMOUNT  SOURCE  BY                            NOTE
-                2026-11-18 06:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  x
+            #expect(maskIDs(maskFingerprints(l.ok("history"))) == """
+                WHEN (-05:00)     CHILD  AMOUNT  SOURCE  BY                            ID        NOTE
+                2026-11-18 06:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  x
 
                 """)
-            #expect(maskFingerprints(l.ok("--utc", "history")) == """
-                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
-                2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  x
+            #expect(maskIDs(maskFingerprints(l.ok("--utc", "history"))) == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            ID        NOTE
+                2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  x
 
                 """)
             #expect(l.ok("--json", "history") == utcJSON, "JSON does not depend on the zone")

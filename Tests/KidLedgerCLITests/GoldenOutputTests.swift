@@ -77,19 +77,19 @@ struct GoldenOutputTests {
             l.ok("take", "Ava", "dime")                               // 11:09
             l.ok("give", "Ava", "0.75")                               // 11:10
             #expect(maskFingerprints(l.ok("undo")) == "Undid +$0.75 for Ava (2026-11-18 11:10 UTC, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $1.90\n") // 11:11
-            #expect(maskFingerprints(l.ok("history")) == """
-                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
-                2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
-                2026-11-18 11:10  Ava    +$0.75  give    member (xxxx-xxxx-xxxx-xxxx)  (undone)
-                2026-11-18 11:09  Ava    -$0.10  take    member (xxxx-xxxx-xxxx-xxxx)
-                2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  birthday
+            #expect(maskIDs(maskFingerprints(l.ok("history"))) == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            ID        NOTE
+                2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  undo $0.75
+                2026-11-18 11:10  Ava    +$0.75  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  (undone)
+                2026-11-18 11:09  Ava    -$0.10  take    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx
+                2026-11-18 11:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  birthday
 
                 """)                                                  // 11:12
             #expect(maskFingerprints(l.ok("undo")) == "Undid -$0.10 for Ava (2026-11-18 11:09 UTC, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $2.00\n") // 11:13
-            #expect(maskFingerprints(l.ok("history", "Ava", "--limit", "2")) == """
-                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
-                2026-11-18 11:13  Ava    +$0.10  undo    member (xxxx-xxxx-xxxx-xxxx)  undo -$0.10
-                2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $0.75
+            #expect(maskIDs(maskFingerprints(l.ok("history", "Ava", "--limit", "2"))) == """
+                WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            ID        NOTE
+                2026-11-18 11:13  Ava    +$0.10  undo    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  undo -$0.10
+                2026-11-18 11:11  Ava    -$0.75  undo    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  undo $0.75
 
                 """)                                                  // 11:14
             #expect(maskFingerprints(l.ok("undo")) == "Undid +$2.00 for Ava (2026-11-18 11:08 UTC, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $0.00\n") // 11:15
@@ -126,11 +126,11 @@ struct GoldenOutputTests {
                 #expect(b.ok("import", "--csv", csv) == "Imported 3 transactions from \(csv); added Ava, Ben.\n")
                 #expect(b.ok("import", "--csv", csv) == "Imported 0 transactions from \(csv) (3 already present).\n")
                 #expect(b.ok("balance") == "Ava  $1.25\nBen  $0.00\n")
-                #expect(maskFingerprints(b.ok("history")) == """
-                    WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            NOTE
-                    2026-11-18 11:11  Ben    -$3.00  undo    member (xxxx-xxxx-xxxx-xxxx)  undo $3.00
-                    2026-11-18 11:10  Ben    +$3.00  give    member (xxxx-xxxx-xxxx-xxxx)  (undone)
-                    2026-11-18 11:09  Ava    +$1.25  give    member (xxxx-xxxx-xxxx-xxxx)  chores, "big" ones
+                #expect(maskIDs(maskFingerprints(b.ok("history"))) == """
+                    WHEN (UTC)        CHILD  AMOUNT  SOURCE  BY                            ID        NOTE
+                    2026-11-18 11:11  Ben    -$3.00  undo    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  undo $3.00
+                    2026-11-18 11:10  Ben    +$3.00  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  (undone)
+                    2026-11-18 11:09  Ava    +$1.25  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  chores, "big" ones
 
                     """)
                 #expect(b.masked(b.ok("verify")) == "ok: 3 transactions, 2 children, 3 changes; digest <digest>\n")
@@ -269,6 +269,12 @@ struct GoldenOutputTests {
             l.ok("child", "restore", "Ava")
             #expect(l.ok("balance", "Ava") == "Ava: $15.00\n")
             #expect(l.run("allowance", "set", "Ava", "1", "--every", "week").code == 0)
+            // export pays what is due first too (on standard error when the CSV goes to standard output).
+            l.setClock(TestLedger.startMillis + 42 * 86_400_000)
+            let export = l.run("export", "--csv", "-")
+            #expect(export.code == 0 && export.stdout.hasPrefix("id,createdAt,"), "\(export)")
+            #expect(export.stderr == "kidledger: Paid Ava's allowance of $1.00 for the period from 2026-12-30 00:00 UTC. Balance: $17.00\n", "\(export)")
+            #expect(export.stdout.contains(",2026-12-30T00:00:00.000Z,Ava,"), "the CSV has the payment")
         }
     }
 

@@ -81,8 +81,9 @@ struct ServiceProcessTests {
     }
 
     @Test func listenWithoutAHostMeansEveryInterface() throws {
-        #expect(try NetworkCommands.listenAddress(":4717", option: "--listen").description == "0.0.0.0:4717")
-        #expect(try NetworkCommands.listenAddress(":0", option: "--listen").description == "0.0.0.0:0")
+        // Dual-stack: IPv6 and IPv4 (serve falls back to 0.0.0.0 on a host without IPv6).
+        #expect(try NetworkCommands.listenAddress(":4717", option: "--listen").description == "[::]:4717")
+        #expect(try NetworkCommands.listenAddress(":0", option: "--listen").description == "[::]:0")
         #expect(try NetworkCommands.listenAddress("127.0.0.1:0", option: "--listen").description == "127.0.0.1:0")
         #expect(throws: CLIError.self) { try NetworkCommands.listenAddress(":", option: "--listen") }
         #expect(throws: CLIError.self) { try NetworkCommands.listenAddress(":99999", option: "--listen") }

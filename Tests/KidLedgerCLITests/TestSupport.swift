@@ -115,6 +115,11 @@ func maskFingerprints(_ text: String) -> String {
     text.replacingOccurrences(of: "[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}", with: "xxxx-xxxx-xxxx-xxxx", options: .regularExpression)
 }
 
+/// `text` with the ID column of a `history` table (8 hex digits of a random transaction id) masked.
+func maskIDs(_ text: String) -> String {
+    text.replacingOccurrences(of: "  [0-9a-f]{8}(  |\n)", with: "  xxxxxxxx$1", options: .regularExpression)
+}
+
 /// Runs `body` with a fresh ledger and removes its directory afterwards.
 func withLedger<T>(_ body: (TestLedger) throws -> T) rethrows -> T {
     let ledger = TestLedger()

@@ -218,6 +218,32 @@ struct LearnedAddressTests {
         #expect(Set(try device.peers().map(\.address)) == ["10.0.0.9:4717", "10.0.0.7:4717"])
     }
 
+    @Test("an address learned from a session is not 'discovered' until an announcement names it; a typed one stays typed")
+    func learnedFromASession() throws {
+        let clock = TestClock(1_000)
+        let device = DeviceState(store: MemoryStore(), clock: clock)
+        try device.addPeer("10.0.0.2:4717")
+        #expect(try device.learnAddress("10.0.0.3:4717", member: Self.mom, from: .session))
+        #expect(try !device.learnAddress("10.0.0.2:4717", member: Self.dad, from: .session))
+        var peers = try device.peers()
+        #expect(peers.first { $0.address == "10.0.0.3:4717" }.map { ($0.learnedFrom, $0.discovered, $0.isLearned) } ?? (.typed, true, false) == (.session, false, true))
+        #expect(peers.first { $0.address == "10.0.0.2:4717" }?.learnedFrom == .typed)
+        // An announcement names it: discovery found it. A later session does not undo that.
+        #expect(try device.learnAddress("10.0.0.3:4717", member: Self.mom, from: .announcement))
+        #expect(try !device.learnAddress("10.0.0.3:4717", member: Self.mom, from: .announcement))
+        #expect(try !device.learnAddress("10.0.0.3:4717", member: Self.mom, from: .session))
+        _ = try device.learnAddress("10.0.0.2:4717", member: Self.dad, from: .announcement)
+        peers = try device.peers()
+        #expect(peers.first { $0.address == "10.0.0.3:4717" }?.learnedFrom == .announcement)
+        #expect(peers.first { $0.address == "10.0.0.2:4717" }?.learnedFrom == .typed)
+        for source in [AddressSource.typed, .announcement, .session] {
+            var record = PeerRecord(address: "a:1", addedAtMillis: 3)
+            record.memberKey = Self.mom
+            record.learnedFrom = source
+            #expect(try PeerRecord.decode(record.encoded()).learnedFrom == source)
+        }
+    }
+
     @Test("a record written before discovery decodes, and the new fields survive a round trip")
     func recordCompatibility() throws {
         var record = PeerRecord(address: "a:1", addedAtMillis: 3)

@@ -36,6 +36,29 @@ struct UndoTests {
         #expect(try r.history().map(\.isReversed) == [false, false, true, true])
     }
 
+    @Test("a short id finds its transactions by their last digits: any case, dashes ignored, a shared tail gives several")
+    func transactionIDsByTail() throws {
+        let clock = TestClock(1_000_000)
+        let r = try householdWithChildren(["Ava"], seed: 6, clock: clock)
+        var ids: [RecordID] = []
+        for i in 0..<17 {   // 17 ids: two of them share their last hex digit
+            clock.millis += 10
+            ids.append(try r.post("Ava", signedCents: Int64(i + 1), note: "", source: "give").transaction.id)
+        }
+        for id in ids {
+            #expect(try r.transactionIDs(endingWith: id.hex) == [id])
+            #expect(try r.transactionIDs(endingWith: id.description.uppercased()) == [id])
+            #expect(try r.transactionIDs(endingWith: String(id.hex.suffix(8))) == [id], "the random tail tells 17 apart")
+        }
+        let byDigit = Dictionary(grouping: ids) { $0.hex.suffix(1) }
+        let shared = try #require(byDigit.first { $0.value.count > 1 })
+        #expect(try r.transactionIDs(endingWith: String(shared.key)) == shared.value.sorted())
+        #expect(try r.transactionIDs(endingWith: String(shared.key), limit: 1).count == 1)
+        #expect(try r.transactionIDs(endingWith: "not hex").isEmpty)
+        #expect(try r.transactionIDs(endingWith: "").isEmpty)
+        #expect(try r.transactionIDs(endingWith: String(repeating: "0", count: 33)).isEmpty)
+    }
+
     @Test("undo takes the newest entry even when both were made in the same millisecond",
           arguments: UInt64(0)..<8)
     func newestWithinOneMillisecond(seed: UInt64) throws {

@@ -207,3 +207,65 @@ import Testing
         #expect(throws: TokenFileError.self) { try TokenFile.loadOrCreate(home: directory.path) }
     }
 }
+
+/// The page's gaps of issue 24 closed: undo of what the preview showed, the take's warning, the
+/// conflicts and same names in the state.
+@Suite struct PageIssue24Tests {
+    let page = PageCommandTests()
+
+    func get(_ app: UIApp, _ target: String) -> HTTPResponse {
+        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
+        return app.respond(to: request)
+    }
+
+    /// The undo bar undoes what it showed (`undo ID`), also when a newer entry arrived since (from
+    /// the other laptop); a bad id is the CLI's refusal and changes nothing.
+    @Test func undoReversesWhatThePreviewShowedEvenAfterANewerEntry() throws {
+        let h = page.family()
+        let app = try h.app()
+        #expect(page.post(app, "/api/give", "child=Ava&amount=1.25").status == 200)
+        let preview = get(app, "/api/undo-preview")
+        #expect(preview.status == 200)
+        let text = page.body(preview)
+        let marker = "{\"result\":{\"wouldUndo\":{\"transaction\":{\"id\":\""
+        #expect(text.hasPrefix(marker), "\(text)")
+        let id = String(text.dropFirst(marker.count).prefix(36))
+        #expect(page.body(get(app, "/api/undo-preview?id=" + id)) == text)
+        #expect(h.run("give", "Ava", "2").code == 0)   // newer: the plain `undo` would reverse this one
+        let digest = h.run("digest").out
+        let bad = page.post(app, "/api/undo", "id=nonsense")
+        #expect(bad.status == 400)
+        #expect(page.body(bad).contains("is not a transaction id"))
+        #expect(h.run("digest").out == digest)
+        let undo = page.post(app, "/api/undo", "id=" + id)
+        #expect(undo.status == 200, "\(page.body(undo))")
+        #expect(page.body(undo).contains("\"message\":\"Undid +$1.25 for Ava"))
+        #expect(h.run("balance", "Ava").out == "Ava: $2.00\n")
+        let again = page.post(app, "/api/undo", "id=" + id)
+        #expect(again.status == 400)
+        #expect(h.run("balance", "Ava").out == "Ava: $2.00\n")
+    }
+
+    /// A take that leaves a balance below zero is written, and the answer carries the CLI's warning.
+    @Test func aTakeBelowZeroCarriesTheCLIsWarning() throws {
+        let h = page.family()
+        let app = try h.app()
+        let r = page.post(app, "/api/take", "child=Ava&amount=1")
+        #expect(r.status == 200)
+        #expect(page.body(r).contains("\"warnings\":[\"Ava's balance is now negative (-$1.00): Ava owes that much\"]"), "\(page.body(r))")
+        let cli = h.run("take", "Ava", "1")
+        #expect(cli.err == "kidledger: warning: Ava's balance is now negative (-$2.00): Ava owes that much\n")
+        let all = page.post(app, "/api/take-all", "amount=0.5")
+        #expect(page.body(all).contains("\"warnings\":[\"Ava's balance is now negative (-$2.50): Ava owes that much\"]"), "\(page.body(all))")
+    }
+
+    /// The state has the conflicts (`conflicts --json`) and the same-name groups (`children --json`).
+    @Test func theStateCarriesConflictsAndSameNames() throws {
+        let h = page.family()
+        let app = try h.app()
+        let state = page.body(get(app, "/api/state"))
+        #expect(state.contains("\"conflicts\":{\"fieldConflicts\":[],\"transactionConflicts\":0,\"sameIdConflicts\":[]}"), "\(state)")
+        #expect(state.contains("\"sameNames\":[]"), "\(state)")
+    }
+}

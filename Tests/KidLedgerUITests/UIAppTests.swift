@@ -128,8 +128,12 @@ import Testing
         #expect(app.respond(to: post("/api/child/rename", "child=Ava&name=--help")).status == 200)
         #expect(app.respond(to: post("/api/quick", "amounts=0.05+0.10+quarter")).status == 200)
         #expect(app.respond(to: post("/api/undo", "")).status == 200)
+        #expect(app.respond(to: post("/api/undo", "id=--mine")).status == 200)
+        #expect(app.respond(to: request("GET", "/api/undo-preview?id=--mine", headers: cookie)).status == 200)
+        #expect(app.respond(to: request("GET", "/api/undo-preview", headers: cookie)).status == 200)
         #expect(recorder.recorded == [["give", "--note", "--json", "--", "--home", "-5"], ["child", "rename", "--", "Ava", "--help"],
-                                      ["quick", "set", "--", "0.05", "0.10", "quarter"], ["undo"]])
+                                      ["quick", "set", "--", "0.05", "0.10", "quarter"], ["undo"], ["undo", "--", "--mine"],
+                                      ["undo", "--dry-run", "--", "--mine"], ["undo", "--dry-run"]])
     }
 
     @Test(arguments: [(Int32(64), 400), (65, 400), (77, 423), (69, 503), (75, 503), (70, 500), (74, 500)])
@@ -152,6 +156,43 @@ import Testing
         let second = app.respond(to: request("GET", "/api/state", headers: headers))
         #expect(second.status == 304)
         #expect(second.body.isEmpty)
+    }
+
+    @Test func theUndoPreviewIsARead() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: post("/api/undo-preview", "")).status == 405)
+        #expect(app.respond(to: request("GET", "/api/undo-preview")).status == 401)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    /// Everything is in the binary: no address of another server, no web font, no imported sheet.
+    @Test func thePageLoadsNothingFromElsewhere() {
+        let all = PageAssets.html(token: Self.token) + PageAssets.style + PageAssets.script
+        let addresses = all.split(separator: "\"").filter { $0.hasPrefix("http:") || $0.hasPrefix("https:") || $0.hasPrefix("//") }
+        #expect(addresses == ["http://www.w3.org/2000/svg"])
+        for banned in ["@import", "@font-face", "url(", "<iframe", "eval(", "innerHTML"] { #expect(!all.contains(banned), "\(banned)") }
+    }
+
+    /// Labelled for screen readers: every input of the HTML is inside a label, every button has words.
+    @Test func theShellsControlsAreLabelled() {
+        let html = PageAssets.html(token: Self.token)
+        var label = 0
+        var i = html.startIndex
+        while let open = html[i...].firstRange(of: "<") {
+            let tag = html[open.upperBound...].prefix { $0 != " " && $0 != ">" }
+            if tag == "label" { label += 1 } else if tag == "/label" { label -= 1 }
+            if tag == "input" || tag == "select" {
+                let named = label > 0 || html[open.upperBound...].prefix(200).contains("aria-label")
+                #expect(named, "\(html[open.lowerBound...].prefix(80))")
+            }
+            if tag == "button", let end = html[open.upperBound...].firstRange(of: "</button>") {
+                let inner = html[open.upperBound..<end.lowerBound].drop { $0 != ">" }.dropFirst()
+                let blank = inner.allSatisfy { $0.isWhitespace }
+                #expect(!blank, "\(html[open.lowerBound...].prefix(80))")
+            }
+            i = open.upperBound
+        }
     }
 
     @Test func unknownRoutesAre404() {
