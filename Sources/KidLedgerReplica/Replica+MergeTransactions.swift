@@ -37,6 +37,18 @@ extension Replica {
 
     /// The origin that wrote the stored version of `t`: the value of its index entry (the time
     /// index once placed, the deferred table before its child arrived).
+    /// For each of `ids`, in order, the origin whose change wrote the stored version of that
+    /// transaction (its author), or nil when this replica holds no transaction of that id; in one
+    /// read. The simulator's checks ask it (whose batch a held entry belongs to).
+    package func transactionAuthors(_ ids: [RecordID]) throws -> [ReplicaID?] {
+        try store.read { r in
+            try ids.map { id in
+                guard let raw = try r.get(Tables.transactions, Keys.id(id)) else { return nil }
+                return try Self.transactionOrigin(try Self.decodeStoredTransaction(raw), r)
+            }
+        }
+    }
+
     static func transactionOrigin(_ t: LedgerTransaction, _ r: any KeyValueReader) throws -> ReplicaID {
         let raw = try r.get(Tables.byTime, Keys.byTime(t)) ?? r.get(Tables.deferred, Keys.deferred(t))
         guard let origin = Bytes.u64(raw) else { throw LedgerError.corrupted("transaction \(t.id) without its author") }

@@ -20,7 +20,7 @@ struct BatchCheckTests {
         try sim.checkpoint([1])
         try sim.checkpoint([1])  // nothing new: skipped
         #expect(sim.failures.isEmpty)
-        sim.madeBatch(ids)
+        try sim.madeBatch(ids, on: a.replica!)
         try sim.checkpoint([1])
         #expect(sim.failures == ["r1 shows 1 of 2 transactions of give-all batch 0"])
     }

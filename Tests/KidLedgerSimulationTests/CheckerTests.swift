@@ -141,6 +141,22 @@ struct CheckerTests {
         #expect(try checker.checkpoint(sim.nodes, only: nil) == ["r0 shows 1 of 2 transactions of give-all batch 0"])
     }
 
+    @Test("no partial batch: the part a replica holds as another maker's (a derived undo id) is no part of the batch; its maker's own is")
+    func batchAtomicityByMaker() throws {
+        let sim = try twoReplicaSimulator(seed: 5)
+        let a = sim.nodes[0]
+        _ = try a.replica!.addChild(name: "Ava")
+        let held = try a.replica!.post("Ava", signedCents: 5, note: "", source: "give").transaction.id
+        let author = try #require(try a.replica!.transactionAuthors([held, RecordID(high: 9, low: 9)]).first ?? nil)
+        #expect(try a.replica!.transactionAuthors([RecordID(high: 9, low: 9)]) == [nil])
+        let other = BatchAtomicityChecker()
+        other.madeBatch([held, RecordID(high: 9, low: 9)], maker: ReplicaID(author.rawValue &+ 1))
+        #expect(try other.checkpoint(sim.nodes, only: nil) == [], "r0 holds the shared id as another's: not the batch")
+        let own = BatchAtomicityChecker()
+        own.madeBatch([held, RecordID(high: 9, low: 9)], maker: author)
+        #expect(try own.checkpoint(sim.nodes, only: nil) == ["r0 shows 1 of 2 transactions of give-all batch 0"])
+    }
+
     @Test("balances equal sums: a replica lacks a child the changes hold")
     func balance() throws {
         var child = RecordID.zero

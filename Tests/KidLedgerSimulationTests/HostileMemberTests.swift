@@ -56,6 +56,17 @@ struct HostileMemberTests {
                      "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --replicas 2..5 --hostile --trace")
     }
 
+    /// The hostile campaign of 2,000 seeds from 950000 (issue 23's merge round): a revoked
+    /// member's undo of a forked take-all's ten entries, rejected everywhere, shared five derived
+    /// ids with the owner's own undo of five; the batch check counted those as part of the
+    /// revoked member's batch (it now counts a held entry as the batch's only when its maker
+    /// wrote it, ``BatchAtomicityChecker``).
+    @Test("hostile campaign seed 950169: a rejected undo's derived ids held from another's undo are no partial batch")
+    func rejectedUndoSharingIDs() {
+        expectPassed(SimulatorCLI.runSeed(950169, adjust: Self.makeHostile),
+                     "seed 950169 — reproduce: swift run kidledger-sim seed 950169 --hostile --trace")
+    }
+
     /// Makes the hostile member use `strategy` only.
     static func only(_ strategy: HostileStrategy) -> (inout SimulationParameters) -> Void {
         { p in

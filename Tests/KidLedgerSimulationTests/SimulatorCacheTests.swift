@@ -125,7 +125,7 @@ struct SimulatorCacheTests {
         try sync(a, b)
         let files = try #require(b.store as? MemoryStore).clone()
         let ids = try (1...2 as ClosedRange<Int64>).map { try a.replica!.post("Ava", signedCents: $0, note: "", source: "give").transaction.id }
-        sim.madeBatch(ids)
+        try sim.madeBatch(ids, on: a.replica!)
         return (try b.replica!.versionVector(), files, ids)
     }
 

@@ -12,8 +12,9 @@ protocol Checker: AnyObject {
     /// A replica committed local changes (`carrier`: a user's operation, a grant, a revocation),
     /// which acknowledged `transactions` to the user (none for other operations).
     func committed(_ carrier: Carrier, acknowledging transactions: [RecordID])
-    /// A give-all or take-all acknowledged `transactions` as one batch (maybe empty).
-    func madeBatch(_ transactions: [RecordID])
+    /// A give-all or take-all (or an undo's compensations) acknowledged `transactions` as one
+    /// batch (maybe empty), written under origin `maker` (nil: not known).
+    func madeBatch(_ transactions: [RecordID], maker: ReplicaID?)
     /// A replica is about to come back from a stale copy of its files (before its restart).
     func restoring(_ restore: StaleRestore) throws
     /// The run's periodic check (every 500 virtual ms) and the check after a delivery: of the
@@ -25,7 +26,7 @@ protocol Checker: AnyObject {
 
 extension Checker {
     func committed(_ carrier: Carrier, acknowledging transactions: [RecordID]) {}
-    func madeBatch(_ transactions: [RecordID]) {}
+    func madeBatch(_ transactions: [RecordID], maker: ReplicaID?) {}
     func restoring(_ restore: StaleRestore) throws {}
     func checkpoint(_ nodes: [SimNode], only: [Int]?) throws -> [String] { [] }
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] { [] }

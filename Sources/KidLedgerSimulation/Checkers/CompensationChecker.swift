@@ -11,7 +11,7 @@ final class CompensationChecker: Checker {
     /// Every batch acknowledged (give-all, take-all, and each undo's compensations), its entries.
     private var batches: [[RecordID]] = []
 
-    func madeBatch(_ transactions: [RecordID]) { batches.append(transactions) }
+    func madeBatch(_ transactions: [RecordID], maker: ReplicaID?) { batches.append(transactions) }
 
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard case .replica(let index) = stage else { return [] }

@@ -2,9 +2,12 @@ import KidLedgerDomain
 import KidLedgerReplica
 
 extension Simulator {
-    /// A give-all or take-all acknowledged `transactions` as one batch: the checkers hear of it.
-    func madeBatch(_ transactions: [RecordID]) {
-        for checker in checkers.all { checker.madeBatch(transactions) }
+    /// A give-all or take-all (or an undo) acknowledged `transactions` as one batch, just
+    /// written on `replica` (whose author of them is the batch's maker; nil: not known): the
+    /// checkers hear of it.
+    func madeBatch(_ transactions: [RecordID], on replica: Replica? = nil) throws {
+        let maker = try transactions.first.flatMap { first in try replica?.transactionAuthors([first])[0] }
+        for checker in checkers.all { checker.madeBatch(transactions, maker: maker) }
     }
 
     /// The checkpoint hook (every 500 virtual ms for every replica, after a delivery for the

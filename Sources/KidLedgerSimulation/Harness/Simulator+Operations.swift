@@ -72,7 +72,7 @@ extension Simulator {
                 let give = chance(500)
                 let ps = try replica.postAll(signedCents: give ? cents : -cents, note: "all\(events)", source: give ? "give-all" : "take-all")
                 made = ps.map(\.transaction.id)
-                madeBatch(made)
+                try madeBatch(made, on: replica)
                 described = "\(node.name) \(give ? "give-all" : "take-all") \(Money.format(cents: cents)) to \(ps.count): \(ps.map { $0.transaction.id.tail }.joined(separator: ","))"
                 log(described)
                 record(node.index, .postAll(cents: give ? cents : -cents, note: "all\(events)"))

@@ -8,7 +8,7 @@ extension Simulator {
     /// none of them).
     func undo(_ node: SimNode, _ replica: Replica, mine: Bool) throws -> UndoResult {
         let u = try replica.undo(mine ? .mine : .newest)
-        madeBatch(u.entries.map(\.undo.id))
+        try madeBatch(u.entries.map(\.undo.id), on: replica)
         plantedBugCheck(undo: u.original.id, by: node)  // a batch has one maker: its entries' too
         return u
     }

@@ -218,7 +218,7 @@ extension Simulator {
                 outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.tail))"
             case .postAll(let cents, let note):
                 let ps = try replica.postAll(signedCents: cents, note: note, source: cents > 0 ? "give-all" : "take-all")
-                madeBatch(ps.map(\.transaction.id))
+                try madeBatch(ps.map(\.transaction.id), on: replica)
                 made += ps.map(\.transaction.id)
                 outcome = ps.map { "\($0.childName) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
             case .undo(let mine):
