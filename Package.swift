@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSimulation", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerUI", "KidLedgerCLI", "KidLedgerTransport", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerUI", "KidLedgerCLI", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

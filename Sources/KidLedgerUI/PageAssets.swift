@@ -119,6 +119,16 @@ public enum PageAssets {
     ol.history button{min-height:2.2em;padding:.15em .6em;font-size:.9em}
     .set-aside{display:block;width:100%;color:#8a4b00;font-size:.9em}
     #sync-text p{margin:.3em 0}
+    .same-name p{margin:0 0 .3em}
+    .same-name button{min-height:2.2em;padding:.15em .7em}
+    .merge-form{margin:.5em 0 0;padding:.5em 0 0;border-top:1px solid #e0c868}
+    .merge-form fieldset{border:0;padding:0;margin:0;min-width:0}
+    .merge-form legend{font-weight:600;padding:0}
+    label.merge-choice{display:flex;align-items:center;gap:.5em;margin:.3em 0;font-size:1em;overflow-wrap:anywhere}
+    .merge-choice input{width:1.3em;height:1.3em;flex:none;margin:0}
+    .merge-what{margin:.4em 0}
+    .merge-buttons{display:flex;flex-wrap:wrap;gap:.5em}
+    .merge-buttons button{max-width:100%;overflow-wrap:anywhere}
     @media (max-width:420px){main{padding:.5em}.balance{font-size:2.2em}}
     """
 
@@ -280,8 +290,14 @@ public enum PageAssets {
       card.append(el("h2", {}, el("span", { class: "name", text: c.name }), sameAs ? el("span", { class: "child-id", text: "id " + shortId(c.id) }) : null,
         el("button", { type: "button", class: "secondary rename", "data-key": "r" + c.id, "aria-label": "Rename " + c.name, text: "Rename", onclick: () => renameForm(card, c) })));
       if (sameAs) {
-        card.append(el("p", { class: "same-name", role: "note", text: "Same name as " + sameAs.map(o => o.name + " (id " + shortId(o.id) + ")").join(" and ")
-          + ": one child added on two laptops? Rename one so each child has one name, or archive the extra one." }));
+        const note = el("div", { class: "same-name", role: "note" },
+          el("p", { text: "Same name as " + sameAs.map(o => o.name + " (id " + shortId(o.id) + ")").join(" and ")
+            + ": one child added on two laptops? Merge them into one (nothing is deleted), or rename one so each child has one name." }),
+          el("button", { type: "button", class: "secondary merge-open", "data-key": "mo" + c.id, "aria-expanded": "false",
+            "aria-label": "Merge… " + [c].concat(sameAs).map(o => o.name).join(" and ") + ": choose which to keep", text: "Merge…",
+            onclick: () => openMerge(card, c) }));
+        card.append(note);
+        if (mergeDraft && mergeDraft.id === c.id) { note.append(mergeForm(card, c)); note.querySelector(".merge-open").setAttribute("aria-expanded", "true"); }
       }
       card.append(el("p", { class: "balance" + (c.balanceCents < 0 ? " negative" : "") }, el("span", { class: "sr", text: "Balance: " }),
         el("span", { class: "amount", text: money(c.balanceCents) })));
@@ -320,6 +336,7 @@ public enum PageAssets {
     // A card's balance, chart and open history, updated in place.
     function updateCard(card, c) {
       card.querySelector(".balance .amount").textContent = money(c.balanceCents);
+      const merging = card.querySelector(".merge-form"); if (merging) fillMerge(merging);
       card.querySelector(".balance").classList.toggle("negative", c.balanceCents < 0);
       const old = card.querySelector("svg.chart"), svg = chart(c);
       if (old && svg) old.replaceWith(svg); else if (old) old.remove(); else if (svg) card.querySelector(".balance").after(svg);
@@ -374,6 +391,97 @@ public enum PageAssets {
       return box;
     }
 
+    // Same-name children made one on the page: which child to keep (each with its balance and short
+    // id), what will happen, then `child merge -- FROM INTO` by id for each of the others. The
+    // question is kept across rebuilds of the cards (mergeDraft), so a change arriving from the
+    // other laptop never closes it; its balances and words follow the state.
+    let mergeDraft = null;   // { id: the card's child, keep: the child to keep }
+    function sameGroup(id) {
+      const byId = new Map(state.children.children.map(x => [x.id, x]));
+      const group = (state.children.sameNames || []).find(g => g.includes(id)) || [];
+      return group.map(x => byId.get(x)).filter(x => x && !x.archived && !x.mergedInto);
+    }
+    function focusKey(key) {
+      const e = $("children").querySelector('[data-key="' + CSS.escape(key) + '"]');
+      if (e) e.focus();
+      return e;
+    }
+    // "Zoë's $2.00 and its history will count in Zoe's: …" in a parent's words.
+    function mergeWhat(group, keepId) {
+      const keep = group.find(x => x.id === keepId), others = group.filter(x => x.id !== keepId);
+      if (!keep || !others.length) return "";
+      // Names equal to the letter are told apart by their short ids.
+      const who = (x) => group.some(y => y !== x && y.name === x.name) ? x.name + " (id " + shortId(x.id) + ")" : x.name;
+      const total = group.reduce((sum, x) => sum + x.balanceCents, 0);
+      const one = others.length === 1;
+      const schedules = (state.allowances && state.allowances.schedules) || [];
+      const stopping = others.filter(o => schedules.some(s => s.childId === o.id && s.active));
+      return others.map(o => who(o) + "'s " + money(o.balanceCents)).join(" and ") + (one ? " and its history" : " and their histories")
+        + " will count in " + who(keep) + "'s: " + who(keep) + " will have " + money(total) + ", on every laptop, and "
+        + others.map(who).join(" and ") + (one ? " will no longer have a card of its own." : " will no longer have cards of their own.")
+        + (stopping.length ? " " + stopping.map(o => who(o) + "'s allowance").join(" and ") + (stopping.length === 1 ? " stops." : " stop.") : "")
+        + " Nothing is deleted, and it can be undone (in a terminal: " + others.map(o => "kidledger child unmerge " + shortId(o.id)).join(", ") + ").";
+    }
+    // The question's words and balances from the state now.
+    function fillMerge(form) {
+      const group = sameGroup(form.dataset.childId), keepId = mergeDraft ? mergeDraft.keep : form.dataset.childId;
+      for (const span of form.querySelectorAll(".merge-choice span")) {
+        const x = group.find(y => y.id === span.dataset.id);
+        if (x) setText(span, "Keep " + x.name + ": " + money(x.balanceCents) + ", id " + shortId(x.id));
+      }
+      const keep = group.find(x => x.id === keepId);
+      setText(form.querySelector(".merge-what"), mergeWhat(group, keepId));
+      setText(form.querySelector(".merge-confirm"), keep ? "Merge " + group.filter(x => x !== keep).map(x => x.name).join(" and ") + " into " + keep.name : "Merge");
+    }
+    function mergeForm(card, c) {
+      const group = sameGroup(c.id);
+      if (!mergeDraft || mergeDraft.id !== c.id || !group.some(x => x.id === mergeDraft.keep)) mergeDraft = { id: c.id, keep: c.id };
+      const close = () => { mergeDraft = null; form.remove(); const b = focusKey("mo" + c.id); if (b) b.setAttribute("aria-expanded", "false"); };
+      const what = el("p", { class: "merge-what", id: "merge-what-" + c.id, "aria-live": "polite" });
+      const choices = el("fieldset", {}, el("legend", { text: "Which child to keep?" }));
+      for (const x of group) {
+        const radio = el("input", { type: "radio", name: "keep", value: x.id, "data-key": "mk" + c.id + x.id });
+        radio.checked = x.id === mergeDraft.keep;
+        radio.addEventListener("change", () => { if (radio.checked && mergeDraft) { mergeDraft.keep = x.id; fillMerge(form); } });
+        choices.append(el("label", { class: "merge-choice" }, radio, el("span", { "data-id": x.id })));
+      }
+      const form = el("form", { class: "merge-form", "data-child-id": c.id, "aria-label": "Merge " + group.map(x => x.name).join(" and ") }, choices, what,
+        el("div", { class: "merge-buttons" },
+          el("button", { type: "submit", class: "merge-confirm", "data-key": "mc" + c.id, "aria-describedby": what.id }),
+          el("button", { type: "button", class: "secondary merge-cancel", "data-key": "mx" + c.id, text: "Cancel", onclick: close })));
+      form.addEventListener("keydown", (ev) => { if (ev.key === "Escape") { ev.preventDefault(); close(); } });
+      form.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const keep = mergeDraft && mergeDraft.keep, all = sameGroup(c.id);
+        if (!all.some(x => x.id === keep)) return;
+        const said = [];
+        for (const from of all.filter(x => x.id !== keep)) {
+          if (!(await post("/api/child/merge", { from: from.id, into: keep }))) break;   // the CLI's refusal is shown
+          said.push($("message").textContent);
+        }
+        if (!said.length) return;
+        if (said.length > 1) $("message").textContent = said.join(" ");
+        mergeDraft = null;
+        render();
+        focusKey("r" + keep);
+      });
+      fillMerge(form);
+      return form;
+    }
+    function openMerge(card, c) {
+      const open = card.querySelector(".merge-form");
+      if (open) { const r = open.querySelector("input:checked"); if (r) r.focus(); return; }
+      for (const other of $("children").querySelectorAll(".merge-form")) {
+        other.remove();
+        for (const b of $("children").querySelectorAll(".merge-open")) b.setAttribute("aria-expanded", "false");
+      }
+      mergeDraft = { id: c.id, keep: c.id };
+      const form = mergeForm(card, c);
+      card.querySelector(".same-name").append(form);
+      card.querySelector(".merge-open").setAttribute("aria-expanded", "true");
+      const r = form.querySelector("input:checked"); if (r) r.focus();
+    }
+
     function renameForm(card, c) {
       const old = card.querySelector(".rename-form"); if (old) old.remove();
       const back = () => { const b = $("children").querySelector('[data-key="r' + CSS.escape(c.id) + '"]'); if (b) b.focus(); };
@@ -408,7 +516,7 @@ public enum PageAssets {
       if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
       for (const group of s.sameNames || []) {
         const names = group.map(id => { const c = state.children.children.find(x => x.id === id); return (c ? c.name : "?") + " (id " + shortId(id) + ")"; });
-        lines.push(names.join(" and ") + " have the same name (added on two laptops?): rename one so each child has one name, or make them one child (`kidledger child merge`).");
+        lines.push(names.join(" and ") + " have the same name (added on two laptops?): merge them with Merge… on a card (nothing is deleted), or rename one so each child has one name.");
       }
       const k = state.conflicts || { fieldConflicts: [], transactionConflicts: s.conflicts, sameIdConflicts: s.sameIdConflicts || [] };
       lines.push(...limited((k.fieldConflicts || []).map(c => "Changed on two laptops at once: " + (c.name || "?") + "'s " + c.field + " \"" + c.loserValue + "\" (by "

@@ -105,6 +105,7 @@ public struct UIApp: Sendable {
         "/api/child/rename": { f in fields(f, ["child", "name"]).map { ["child", "rename", "--"] + $0 } },
         "/api/child/archive": { f in fields(f, ["child"]).map { ["child", "archive", "--"] + $0 } },
         "/api/child/restore": { f in fields(f, ["child"]).map { ["child", "restore", "--"] + $0 } },
+        "/api/child/merge": { f in fields(f, ["from", "into"]).map { ["child", "merge", "--"] + $0 } },
         "/api/quick": { f in fields(f, ["amounts"]).map { ["quick", "set", "--"] + $0[0].split(separator: " ").map(String.init) } },
         "/api/allowance/set": { f in
             fields(f, ["child", "amount", "every"]).map { v in

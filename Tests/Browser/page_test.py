@@ -4,10 +4,12 @@
 Two homes on loopback (Mom's and Dad's laptops), each with its daemon serving the page on a free
 port, after changes made apart on both (a child with the same name, a rename of one child on both).
 Headless Chromium opens Mom's page and, with the keyboard where a parent without a mouse would:
-sees the same-name note and the conflict, gives with a quick button reached with Tab, gives an
+sees the same-name note and the conflict, merges the two same-name children on the page (Merge…,
+which child to keep, what will happen, confirmed with the keyboard; it fits 360 px), gives with a
+quick button reached with Tab, gives an
 arbitrary amount, sees a bad amount refused with the CLI's message, undoes after reading the
 preview, sees a take's below-zero warning and undoes it from the child's history, renames a child,
-archives and restores, sees a give made on Dad's laptop appear without a reload within 2 s of its
+archives, adds a child and restores, sees a give made on Dad's laptop appear without a reload within 2 s of its
 arrival, checks "2 minutes ago", the peers and members, checks Dad's page agrees and shows
 attention required when his account changes, sets a weekly allowance (its first period paid at
 once), checks every control has a name, takes a screenshot whose size it checks, and fits 360 px
@@ -162,6 +164,29 @@ def browser_test(mom, dad, screenshot, scratch):
                     fail(f"{what}: {said!r} does not say {part!r}")
             return said
 
+        def overflow():
+            """What ends past the right edge or scrolls sideways ("fits" when nothing does)."""
+            return driver.execute_script("""
+                if (document.documentElement.scrollWidth > window.innerWidth) return "scrollWidth " + document.documentElement.scrollWidth;
+                for (const e of document.querySelectorAll("body *")) {
+                    const r = e.getBoundingClientRect();
+                    if (r.width && r.right > window.innerWidth + 0.5) return e.tagName + "." + e.className + " ends at " + r.right;
+                }
+                return "fits";""")
+
+        def unnamed_controls():
+            return driver.execute_script("""
+                const bad = [];
+                for (const e of document.querySelectorAll("button, input, select, summary, a[href]")) {
+                    const label = e.getAttribute("aria-label") || (e.labels && e.labels.length ? e.labels[0].textContent : "") || e.textContent;
+                    if (!label || !label.trim()) bad.push(e.outerHTML.slice(0, 80));
+                }
+                return bad;""")
+
+        def focused_choice():
+            """The label of the focused radio button, if one has the focus."""
+            return driver.execute_script("const a = document.activeElement; return a && a.type === 'radio' && a.checked ? a.labels[0].textContent : null")
+
         eventually("Ava's card", lambda: balance("Ava") == "$0.00")
         eventually("the sync status", lambda: text("sync") in ("synced", "changes pending"))
         driver.execute_script("window.__noReload = 42")
@@ -172,6 +197,52 @@ def browser_test(mom, dad, screenshot, scratch):
         # The rename made on both laptops apart: the one that lost is listed, with both names.
         eventually("the conflict note", lambda: "Changed on two laptops at once" in text("sync-text")
                    and "Cleo D" in text("sync-text") and "Cleo M" in text("sync-text"))
+
+        # The two made one on the page, with the keyboard: Merge… on Zoë's card asks which child to
+        # keep (each with its balance and short id; Zoë first, the card's own), Escape closes the
+        # question, an arrow key chooses Zoe, the question says what will happen, Tab reaches the
+        # confirming button, and only Enter on it merges (`child merge -- FROM INTO` by id).
+        eventually("Zoe's and Zoë's balances", lambda: balance("Zoë") == "$2.00" and balance("Zoe") == "$1.50")
+        zoe_id, zoe2_id = (driver.execute_script("""
+            for (const c of document.querySelectorAll("article.child"))
+                if (c.querySelector(".name").textContent === arguments[0]) return c.dataset.childId;""", n) for n in ("Zoe", "Zoë"))
+        act("Merge… on Zoë's card", lambda: card("Zoë").find_element(By.CSS_SELECTOR, "button.merge-open").send_keys(Keys.ENTER))
+        eventually("the question's first choice to have the focus", lambda: focused_choice() == f"Keep Zoë: $2.00, id {zoe2_id.replace('-', '')[:8]}")
+        keys(Keys.ESCAPE)
+        eventually("Escape to close the question", lambda: focused() == "Merge… Zoë and Zoe: choose which to keep"
+                   and not driver.find_elements(By.CSS_SELECTOR, ".merge-form"))
+        keys(Keys.ENTER)
+        eventually("the question again", lambda: focused_choice() and focused_choice().startswith("Keep Zoë: "))
+        keys(Keys.ARROW_DOWN)
+        eventually("Zoe chosen", lambda: focused_choice() == f"Keep Zoe: $1.50, id {zoe_id.replace('-', '')[:8]}")
+        said = driver.execute_script("return document.querySelector('.merge-form .merge-what').textContent")
+        for part in ("Zoë's $2.00 and its history will count in Zoe's: Zoe will have $3.50", "Nothing is deleted",
+                     "kidledger child unmerge " + zoe2_id.replace("-", "")[:8]):
+            if part not in said:
+                fail(f"the merge question {said!r} does not say {part!r}")
+        keys(Keys.TAB)
+        eventually("Tab to reach the confirming button", lambda: focused() == "Merge Zoë into Zoe")
+        if unnamed_controls():
+            fail(f"controls of the merge question without a name: {unnamed_controls()}")
+        if mom.run("balance", "Zoe").stdout != "Zoe: $1.50\n":
+            fail("the question merged before it was confirmed")
+        # The open question fits 360 px.
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 360, "height": 800, "deviceScaleFactor": 1, "mobile": False})
+        eventually("a 360 px viewport", lambda: driver.execute_script("return window.innerWidth") == 360)
+        narrow = eventually("the merge question at 360 px", lambda: overflow())
+        if narrow != "fits":
+            fail(f"the merge question at 360 px: {narrow}")
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        eventually("the wide viewport again", lambda: driver.execute_script("return window.innerWidth") > 360)
+        if focused() != "Merge Zoë into Zoe":
+            fail(f"the focus left the confirming button: {focused()!r}")
+        keys(Keys.ENTER)
+        eventually("one card with the sum", lambda: card("Zoë") is None and balance("Zoe") == "$3.50")
+        eventually("the same-name notes to go", lambda: not driver.find_elements(By.CSS_SELECTOR, ".same-name")
+                   and "have the same name" not in text("sync-text"))
+        eventually("the CLI's message", lambda: text("message").startswith("Merged Zoë (") and text("message").endswith("into Zoe (" + zoe_id.replace("-", "")[:8] + "). Balance: $3.50"))
+        eventually("the focus on the kept child's card", lambda: focused() == "Rename Zoe")
+        eventually("the merge to reach Dad's laptop", lambda: dad.run("balance", "Zoe").stdout == "Zoe: $3.50\n" and "Zoë" not in dad.run("children").stdout)
 
         # The keyboard alone: Tab from the top of the page reaches Ava's first quick button (found by
         # its accessible name); Enter gives; the button keeps its focus through the re-render.
@@ -233,20 +304,25 @@ def browser_test(mom, dad, screenshot, scratch):
         eventually("the rename", lambda: balance("Ava Rose") == "$0.10")
         eventually("the focus back on Rename", lambda: focused() == "Rename Ava Rose")
 
-        # Archive and restore: archiving the extra Zoë clears the note; restoring it while Zoe is
-        # active is refused with the CLI's message; with Zoe archived it comes back.
-        act("Archive Zoë", lambda: card("Zoë").find_element(By.CSS_SELECTOR, "button.archive").click())
-        accept("the archive question", ["Archive Zoë?"])
-        eventually("Zoë archived", lambda: card("Zoë") is None and not driver.find_elements(By.CSS_SELECTOR, ".same-name"))
-        act("the family box", lambda: driver.find_element(By.CSS_SELECTOR, "#family summary").click())
-        refused = mom.run("child", "restore", "Zoë", check=False).stderr.strip().removeprefix("kidledger: ")
-        act("Restore Zoë", lambda: driver.find_element(By.XPATH, "//button[text()='Restore Zoë']").click())
-        eventually("the refused restore's message", lambda: text("error") == refused)
+        # Archive, add and restore: Zoe (with Zoë merged in) archived; a new "zoe" added on the page;
+        # restoring Zoe while zoe is active is refused with the CLI's message; with zoe archived, Zoe
+        # comes back with the sum.
         act("Archive Zoe", lambda: card("Zoe").find_element(By.CSS_SELECTOR, "button.archive").click())
         accept("the archive question", ["Archive Zoe?"])
         eventually("Zoe archived", lambda: card("Zoe") is None)
-        act("Restore Zoë", lambda: driver.find_element(By.XPATH, "//button[text()='Restore Zoë']").click())
-        eventually("Zoë restored", lambda: balance("Zoë") == "$0.00")
+        act("the family box", lambda: driver.find_element(By.CSS_SELECTOR, "#family summary").click())
+        act("adding zoe", lambda: driver.find_element(By.CSS_SELECTOR, "#add-form input[name=name]").send_keys("zoe" + Keys.ENTER))
+        eventually("zoe added", lambda: balance("zoe") == "$0.00")
+        refused = mom.run("child", "restore", "Zoe", check=False).stderr.strip().removeprefix("kidledger: ")
+        if "has that name" not in refused:
+            fail(f"the CLI's restore of Zoe: {refused!r}")
+        act("Restore Zoe", lambda: driver.find_element(By.XPATH, "//button[text()='Restore Zoe']").click())
+        eventually("the refused restore's message", lambda: text("error") == refused)
+        act("Archive zoe", lambda: card("zoe").find_element(By.CSS_SELECTOR, "button.archive").click())
+        accept("the archive question", ["Archive zoe?"])
+        eventually("zoe archived", lambda: card("zoe") is None)
+        act("Restore Zoe", lambda: driver.find_element(By.XPATH, "//button[text()='Restore Zoe']").click())
+        eventually("Zoe restored with the sum", lambda: balance("Zoe") == "$3.50")
         act("closing the family box", lambda: driver.find_element(By.CSS_SELECTOR, "#family summary").click())
 
         # A change made on the other laptop appears without a reload, within 2 s of arriving here.
@@ -307,13 +383,7 @@ def browser_test(mom, dad, screenshot, scratch):
         act("closing the allowance box", lambda: card("Ava Rose").find_element(By.CSS_SELECTOR, "details.allowance summary").click())
 
         # Labelled for screen readers: every control has an accessible name.
-        unnamed = driver.execute_script("""
-            const bad = [];
-            for (const e of document.querySelectorAll("button, input, select, summary, a[href]")) {
-                const label = e.getAttribute("aria-label") || (e.labels && e.labels.length ? e.labels[0].textContent : "") || e.textContent;
-                if (!label || !label.trim()) bad.push(e.outerHTML.slice(0, 80));
-            }
-            return bad;""")
+        unnamed = unnamed_controls()
         if unnamed:
             fail(f"controls without a name: {unnamed}")
 
@@ -338,15 +408,9 @@ def browser_test(mom, dad, screenshot, scratch):
         act("a rename form", lambda: card("Ben").find_element(By.CSS_SELECTOR, "button.rename").click())
         keys(Keys.ESCAPE)
         eventually("Ben's history", lambda: card("Ben").find_element(By.CSS_SELECTOR, "button.undo-entry"))
-        overflow = eventually("a 360 px layout", lambda: driver.execute_script("""
-            if (document.documentElement.scrollWidth > window.innerWidth) return "scrollWidth " + document.documentElement.scrollWidth;
-            for (const e of document.querySelectorAll("body *")) {
-                const r = e.getBoundingClientRect();
-                if (r.width && r.right > window.innerWidth + 0.5) return e.tagName + "." + e.className + " ends at " + r.right;
-            }
-            return "fits";"""))
-        if overflow != "fits":
-            fail(f"at 360 px: {overflow}")
+        layout = eventually("a 360 px layout", overflow)
+        if layout != "fits":
+            fail(f"at 360 px: {layout}")
         narrow = os.path.join(scratch, "page-360.png")
         driver.save_screenshot(narrow)
         if png_size(narrow)[0] != 360:
@@ -428,8 +492,10 @@ def main():
         # While Dad's daemon is not running, both laptops change things apart: one child added on
         # each (Zoe and Zoë: the same name up to accents), and Cleo renamed on both.
         dad.run("child", "add", "Zoë")
+        dad.run("give", "Zoë", "2")
         dad.run("child", "rename", "Cleo", "Cleo D")
         mom.run("child", "add", "Zoe")
+        mom.run("give", "Zoe", "1.50")
         mom.run("child", "rename", "Cleo", "Cleo M")
         dad.serve()
         mom.run("peer", "add", dad.sync_address)

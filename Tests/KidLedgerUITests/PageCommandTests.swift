@@ -1,7 +1,10 @@
 import Foundation
+import KidLedgerDomain
+import KidLedgerLMDB
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerReplica
 @testable import KidLedgerUI
 
 /// The page's commands and the real API over a real home: the CLI's messages, statuses, and that
@@ -267,5 +270,100 @@ import Testing
         let state = page.body(get(app, "/api/state"))
         #expect(state.contains("\"conflicts\":{\"fieldConflicts\":[],\"transactionConflicts\":0,\"sameIdConflicts\":[]}"), "\(state)")
         #expect(state.contains("\"sameNames\":[]"), "\(state)")
+    }
+}
+
+/// Same-name children made one on the page (`POST /api/child/merge`): the CLI's `child merge`, by
+/// full ids, with its message; refusals with the CLI's message change nothing.
+@Suite struct PageChildMergeTests {
+    let page = PageCommandTests()
+
+    func get(_ app: UIApp, _ target: String) -> HTTPResponse {
+        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
+        return app.respond(to: request)
+    }
+
+    /// Max on this laptop and max as the other laptop added it while apart ($1.00 and $2.00): their full ids.
+    func twoMaxes(_ h: PageCommandTests.Home) throws -> (upper: String, lower: String) {
+        #expect(h.run("init", "The Smiths").code == 0)
+        #expect(h.run("child", "add", "Max").code == 0)
+        let other = RecordID(high: 0xABCD_EF01_0000_4000, low: 0x8000_0000_0000_0001)
+        do {
+            // Written past this laptop's own check (it refuses a second active "Max"), as a sync would bring it.
+            let replica = try Context(home: h.home, json: false, console: BufferConsole(), clock: SystemClock()).openReplicaForChanges()
+            defer { (replica.store as? LMDBEnvironment)?.close() }
+            try replica.commitLocal { _, hlc in
+                ([.createChild(ChildRecord(id: other, createdAtMillis: hlc.millis)),
+                  .setField(entity: other, field: .childName, value: .text("max")),
+                  .setField(entity: other, field: .childArchived, value: .flag(false)),
+                  .setField(entity: other, field: .childSortOrder, value: .integer(5))], ())
+            }
+        }
+        #expect(h.run("give", "Max", "1").code == 0)
+        #expect(h.run("give", "max", "2").code == 0)
+        let doc = try JSONSerialization.jsonObject(with: Data(h.run("children", "--json").out.utf8)) as? [String: Any]
+        let list = doc?["children"] as? [[String: Any]] ?? []
+        let upper = try #require(list.first { $0["name"] as? String == "Max" }?["id"] as? String)
+        #expect(doc?["sameNames"] as? [[String]] == [[upper, other.description]], "\(String(describing: doc))")
+        return (upper, other.description)
+    }
+
+    @Test func mergedByIdWithTheCLIsMessageTheSumAndNoSameNamesLeft() throws {
+        let h = PageCommandTests.Home()
+        let (upper, lower) = try twoMaxes(h)
+        let app = try h.app()
+        let r = page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)")
+        #expect(r.status == 200, "\(page.body(r))")
+        #expect(page.body(r).hasSuffix(",\"message\":\"Merged Max (\(upper.prefix(8))) into max (abcdef01). Balance: $3.00\"}"), "\(page.body(r))")
+        #expect(page.body(r).hasPrefix("{\"result\":{\"from\":{"), "\(page.body(r))")
+        #expect(h.run("children").out == "NAME  BALANCE  ID\nmax     $3.00  abcdef01\n")
+        #expect(h.run("balance", "max").out == "max: $3.00\n")
+        let state = page.body(get(app, "/api/state"))
+        #expect(state.contains("\"sameNames\":[]"), "\(state)")
+        #expect(state.contains("\"mergedInto\":\"\(lower)\""), "\(state)")
+        // Merged already: the CLI's refusal, nothing changed.
+        let digest = h.run("digest").out
+        let again = page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)")
+        #expect(again.status == 400)
+        #expect(page.body(again).contains("Max was merged into max already"), "\(page.body(again))")
+        #expect(h.run("digest").out == digest)
+        // `child unmerge` (the CLI) undoes it: both count on their own again.
+        #expect(h.run("child", "unmerge", upper).code == 0)
+        #expect(h.run("balance", "Max").out == "Max: $1.00\n")
+    }
+
+    @Test func aBadOrUnknownChildIs400WithTheCLIsMessageAndChangesNothing() throws {
+        let h = PageCommandTests.Home()
+        let (upper, lower) = try twoMaxes(h)
+        let app = try h.app()
+        let digest = h.run("digest").out
+        for (from, into) in [("Zed", lower), (upper, "0000dead"), (upper, upper), (lower, "ffff")] {
+            let r = page.post(app, "/api/child/merge", "from=\(from)&into=\(into)")
+            let cli = h.run("child", "merge", "--", from, into)
+            #expect(cli.code == 65, "\(cli)")
+            #expect(r.status == 400)
+            #expect(page.body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":65}}")
+        }
+        #expect(page.body(page.post(app, "/api/child/merge", "from=\(upper)&into=\(upper)")).contains("can't merge Max into itself"))
+        #expect(page.body(page.post(app, "/api/child/merge", "from=Zed&into=\(lower)")).contains("no child named \\\"Zed\\\""))
+        let missing = page.post(app, "/api/child/merge", "from=\(upper)")
+        #expect(missing.status == 400 && page.body(missing).contains("the form needs a field \\\"into\\\""), "\(page.body(missing))")
+        #expect(h.run("digest").out == digest)
+        #expect(h.run("children").out.contains("note: Max ("))
+    }
+
+    @Test func withoutTheTokenOrByGetNothingIsMerged() throws {
+        let h = PageCommandTests.Home()
+        let (upper, lower) = try twoMaxes(h)
+        let app = try h.app()
+        let digest = h.run("digest").out
+        #expect(page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)", token: "0").status == 403)
+        #expect(page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)", origin: "http://evil.example").status == 403)
+        let byGet = get(app, "/api/child/merge?from=\(upper)&into=\(lower)")
+        #expect(byGet.status == 405)
+        #expect(byGet.header("Allow") == "POST")
+        #expect(h.run("digest").out == digest)
+        #expect(h.run("balance", "Max").out == "Max: $1.00\n")
     }
 }

@@ -136,6 +136,20 @@ import Testing
                                       ["undo", "--dry-run", "--", "--mine"], ["undo", "--dry-run"]])
     }
 
+    /// The merge route runs `child merge -- FROM INTO` (the page sends ids); its gates as any change.
+    @Test func theMergeRouteRunsChildMergeAfterDoubleDashBehindTheGates() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: post("/api/child/merge", "from=--home&into=abcdef01")).status == 200)
+        #expect(app.respond(to: post("/api/child/merge", "from=abcdef01")).status == 400)
+        #expect(app.respond(to: request("GET", "/api/child/merge?from=a&into=b", headers: cookie)).status == 405)
+        var noToken = post("/api/child/merge", "from=a&into=b", extra: cookie)
+        noToken.headers[UIGate.tokenHeader] = nil
+        #expect(app.respond(to: noToken).status == 403)
+        #expect(app.respond(to: post("/api/child/merge", "from=a&into=b", extra: ["Origin": "http://evil.example"])).status == 403)
+        #expect(recorder.recorded == [["child", "merge", "--", "--home", "abcdef01"]])
+    }
+
     @Test(arguments: [(Int32(64), 400), (65, 400), (77, 423), (69, 503), (75, 503), (70, 500), (74, 500)])
     func exitCodesMapToStatuses(code: Int32, status: Int) {
         let recorder = Recorder(CommandOutcome(exitCode: code, json: "", error: "amount must be positive"))
