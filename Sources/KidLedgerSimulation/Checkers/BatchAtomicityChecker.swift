@@ -32,7 +32,7 @@ final class BatchAtomicityChecker: Checker {
     /// Every batch, its transactions.
     @exclusivity(unchecked) private(set) var batches: [[RecordID]] = []
     /// Every batch's maker (the origin that wrote it), nil when not known: then any partial
-    /// batch fails.
+    /// batch fails. (One thread, as for `batches`: appended beside it, read in the same check.)
     @exclusivity(unchecked) private var makers: [ReplicaID?] = []
     /// Per replica index, what is known of its batches.
     @exclusivity(unchecked) private var books: [Book] = []
