@@ -58,25 +58,24 @@ public final class UDPSocket: Sendable {
     /// index `interface`; false when the system refuses (no IPv6 on it, say).
     @discardableResult
     public func join(group: String, interface: UInt32) -> Bool {
-        guard family == AF_INET6 else { return false }
-        var request = ipv6_mreq()
-        guard inet_pton(AF_INET6, group, &request.ipv6mr_multiaddr) == 1 else { return false }
-        request.ipv6mr_interface = interface
-        return (try? handle.with { fd in
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
-        }) ?? false
+        membership(IPV6_ADD_MEMBERSHIP, group: group, interface: interface)
     }
 
     /// Leaves the IPv6 multicast `group` on the interface with index `interface` (before joining it
     /// again: an interface that went away and came back, a Wi-Fi reconnect); false when it was not joined.
     @discardableResult
     public func leave(group: String, interface: UInt32) -> Bool {
+        membership(IPV6_DROP_MEMBERSHIP, group: group, interface: interface)
+    }
+
+    /// Sets the IPv6 socket option `option` (add or drop a membership) for `group` on `interface`.
+    private func membership(_ option: Int32, group: String, interface: UInt32) -> Bool {
         guard family == AF_INET6 else { return false }
         var request = ipv6_mreq()
         guard inet_pton(AF_INET6, group, &request.ipv6mr_multiaddr) == 1 else { return false }
         request.ipv6mr_interface = interface
         return (try? handle.with { fd in
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_DROP_MEMBERSHIP, &request, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
+            setsockopt(fd, Int32(IPPROTO_IPV6), option, &request, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
         }) ?? false
     }
 

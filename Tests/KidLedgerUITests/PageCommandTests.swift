@@ -37,6 +37,13 @@ import Testing
         return h
     }
 
+    /// A read of `target` with the page's cookie, as the page's script makes it.
+    func get(_ app: UIApp, _ target: String) -> HTTPResponse {
+        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
+        return app.respond(to: request)
+    }
+
     func post(_ app: UIApp, _ path: String, _ body: String, origin: String = "http://127.0.0.1:4718", token: String? = nil) -> HTTPResponse {
         let text = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nOrigin: \(origin)\r\nX-KidLedger-Token: \(token ?? app.gate.token)\r\n"
             + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
@@ -216,25 +223,19 @@ import Testing
 @Suite struct PageIssue24Tests {
     let page = PageCommandTests()
 
-    func get(_ app: UIApp, _ target: String) -> HTTPResponse {
-        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
-        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
-        return app.respond(to: request)
-    }
-
     /// The undo bar undoes what it showed (`undo ID`), also when a newer entry arrived since (from
     /// the other laptop); a bad id is the CLI's refusal and changes nothing.
     @Test func undoReversesWhatThePreviewShowedEvenAfterANewerEntry() throws {
         let h = page.family()
         let app = try h.app()
         #expect(page.post(app, "/api/give", "child=Ava&amount=1.25").status == 200)
-        let preview = get(app, "/api/undo-preview")
+        let preview = page.get(app, "/api/undo-preview")
         #expect(preview.status == 200)
         let text = page.body(preview)
         let marker = "{\"result\":{\"wouldUndo\":{\"transaction\":{\"id\":\""
         #expect(text.hasPrefix(marker), "\(text)")
         let id = String(text.dropFirst(marker.count).prefix(36))
-        #expect(page.body(get(app, "/api/undo-preview?id=" + id)) == text)
+        #expect(page.body(page.get(app, "/api/undo-preview?id=" + id)) == text)
         #expect(h.run("give", "Ava", "2").code == 0)   // newer: the plain `undo` would reverse this one
         let digest = h.run("digest").out
         let bad = page.post(app, "/api/undo", "id=nonsense")
@@ -267,7 +268,7 @@ import Testing
     @Test func theStateCarriesConflictsAndSameNames() throws {
         let h = page.family()
         let app = try h.app()
-        let state = page.body(get(app, "/api/state"))
+        let state = page.body(page.get(app, "/api/state"))
         #expect(state.contains("\"conflicts\":{\"fieldConflicts\":[],\"transactionConflicts\":0,\"sameIdConflicts\":[]}"), "\(state)")
         #expect(state.contains("\"sameNames\":[]"), "\(state)")
     }
@@ -277,12 +278,6 @@ import Testing
 /// full ids, with its message; refusals with the CLI's message change nothing.
 @Suite struct PageChildMergeTests {
     let page = PageCommandTests()
-
-    func get(_ app: UIApp, _ target: String) -> HTTPResponse {
-        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
-        guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
-        return app.respond(to: request)
-    }
 
     /// Max on this laptop and max as the other laptop added it while apart ($1.00 and $2.00): their full ids.
     func twoMaxes(_ h: PageCommandTests.Home) throws -> (upper: String, lower: String) {
@@ -319,7 +314,7 @@ import Testing
         #expect(page.body(r).hasPrefix("{\"result\":{\"from\":{"), "\(page.body(r))")
         #expect(h.run("children").out == "NAME  BALANCE  ID\nmax     $3.00  abcdef01\n")
         #expect(h.run("balance", "max").out == "max: $3.00\n")
-        let state = page.body(get(app, "/api/state"))
+        let state = page.body(page.get(app, "/api/state"))
         #expect(state.contains("\"sameNames\":[]"), "\(state)")
         #expect(state.contains("\"mergedInto\":\"\(lower)\""), "\(state)")
         // Merged already: the CLI's refusal, nothing changed.
@@ -360,7 +355,7 @@ import Testing
         let digest = h.run("digest").out
         #expect(page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)", token: "0").status == 403)
         #expect(page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)", origin: "http://evil.example").status == 403)
-        let byGet = get(app, "/api/child/merge?from=\(upper)&into=\(lower)")
+        let byGet = page.get(app, "/api/child/merge?from=\(upper)&into=\(lower)")
         #expect(byGet.status == 405)
         #expect(byGet.header("Allow") == "POST")
         #expect(h.run("digest").out == digest)
