@@ -1,6 +1,6 @@
-// SHA-256's compression function with the x86 SHA extensions: the one place kidledger uses
-// processor-specific instructions. Everything else about hashing (padding, lengths, the portable
-// fallback that is also the reference) is Swift, in KidLedgerDomain/SHA256.swift.
+// SHA-256's compression function with the x86 SHA extensions: with SHA-1's (sha1_hw.c), the one
+// place kidledger uses processor-specific instructions. Everything else about hashing (padding,
+// lengths, the portable fallback that is also the reference) is Swift, in KidLedgerDomain/SHA256.swift.
 
 #include "csha256.h"
 

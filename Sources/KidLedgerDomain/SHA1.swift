@@ -1,4 +1,9 @@
-/// SHA-1 (FIPS 180-4) in pure Swift; used only for name-based (version-5) record ids, not for security.
+#if canImport(CSHA256)
+import CSHA256
+#endif
+
+/// SHA-1 (FIPS 180-4), on the processor's SHA instructions when it has them (x86-64), else in
+/// Swift; used only for name-based (version-5) record ids, not for security.
 public enum SHA1 {
     /// Returns the 20-byte SHA-1 digest of `bytes`.
     public static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
@@ -35,15 +40,49 @@ public struct SHA1Hasher: Sendable {
     }
 }
 
+/// The five state words H0…H4, in order and contiguous (a homogeneous tuple), as the C function
+/// takes them.
+typealias SHA1State = (UInt32, UInt32, UInt32, UInt32, UInt32)
+
+/// SHA-1's compression: the processor's SHA instructions when it has them (the ones SHA-256 uses:
+/// ``SHA256Compressor/hardware``), else ``PortableSHA1Compressor``'s Swift.
 struct SHA1Compressor: BlockCompressor {
-    private var h0: UInt32 = 0x6745_2301, h1: UInt32 = 0xefcd_ab89, h2: UInt32 = 0x98ba_dcfe
-    private var h3: UInt32 = 0x1032_5476, h4: UInt32 = 0xc3d2_e1f0
+    private var h: SHA1State = PortableSHA1Compressor.initial
 
     init() {}
 
-    var digest: [UInt8] { bigEndianBytes([h0, h1, h2, h3, h4]) }
+    var digest: [UInt8] { PortableSHA1Compressor.digest(h) }
 
     mutating func compress(blocks: UnsafeRawBufferPointer) {
+        #if canImport(CSHA256)
+        if SHA256Compressor.hardware, let start = blocks.baseAddress {
+            withUnsafeMutableBytes(of: &h) { state in
+                kl_sha1_hw_compress(state.baseAddress!.assumingMemoryBound(to: UInt32.self),
+                                    start.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
+            }
+            return
+        }
+        #endif
+        PortableSHA1Compressor.compress(&h, blocks: blocks)
+    }
+}
+
+/// SHA-1's compression in Swift: the fallback on processors without the SHA instructions, and the
+/// reference the tests hold the hardware path to.
+struct PortableSHA1Compressor: BlockCompressor {
+    /// The initial state.
+    static var initial: SHA1State { (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476, 0xc3d2_e1f0) }
+    private var h: SHA1State = Self.initial
+
+    init() {}
+
+    var digest: [UInt8] { Self.digest(h) }
+
+    mutating func compress(blocks: UnsafeRawBufferPointer) { Self.compress(&h, blocks: blocks) }
+
+    static func digest(_ h: SHA1State) -> [UInt8] { bigEndianBytes([h.0, h.1, h.2, h.3, h.4]) }
+
+    static func compress(_ h: inout SHA1State, blocks: UnsafeRawBufferPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
             var offset = 0
             while offset < blocks.count {
@@ -53,7 +92,7 @@ struct SHA1Compressor: BlockCompressor {
                 for t in 16..<80 {
                     w[t] = rotateLeft(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1)
                 }
-                var (a, b, c, d, e) = (h0, h1, h2, h3, h4)
+                var (a, b, c, d, e) = h
                 // Four 20-round stages, each with its own boolean function and constant.
                 for t in 0..<20 {
                     let temp = rotateLeft(a, 5) &+ ((b & c) | (~b & d)) &+ e &+ 0x5a82_7999 &+ w[t]
@@ -71,7 +110,7 @@ struct SHA1Compressor: BlockCompressor {
                     let temp = rotateLeft(a, 5) &+ (b ^ c ^ d) &+ e &+ 0xca62_c1d6 &+ w[t]
                     (e, d, c, b, a) = (d, c, rotateLeft(b, 30), a, temp)
                 }
-                h0 &+= a; h1 &+= b; h2 &+= c; h3 &+= d; h4 &+= e
+                h.0 &+= a; h.1 &+= b; h.2 &+= c; h.3 &+= d; h.4 &+= e
                 offset += 64
             }
         }

@@ -59,11 +59,8 @@ extension Replica {
 
     /// The schedule of `child`, or nil when its registers do not make one (no amount or rule).
     static func schedule(of child: ChildSummary, household: RecordID, now: Int64, _ r: any KeyValueReader) throws -> AllowanceSchedule? {
-        guard let amount = child.allowance.amountCents, let rule = child.allowance.rule else { return nil }
-        let stopped = child.allowance.stoppedAtMillis == 0 ? nil : child.allowance.stoppedAtMillis
-        var schedule = AllowanceSchedule(id: Allowance.scheduleID(household: household, child: child.id), childID: child.id,
-                                         childName: child.name, childArchived: child.isArchived, amountCents: amount, rule: rule,
-                                         note: child.allowance.note, stoppedAtMillis: stopped, nextPaymentMillis: nil)
+        guard var schedule = registeredSchedule(of: child, household: household) else { return nil }
+        let rule = schedule.rule
         if schedule.isActive {
             // The oldest period not paid here among the due ones, else the first one after now.
             var next = rule.periodStart(onOrAfter: max(rule.startDay, Allowance.day(ofMillis: now)))
@@ -75,6 +72,16 @@ extension Replica {
             schedule.nextPaymentMillis = next * Allowance.millisPerDay
         }
         return schedule
+    }
+
+    /// ``schedule(of:household:now:_:)`` without its next payment (nil): what the child's
+    /// registers say, no read of the store.
+    static func registeredSchedule(of child: ChildSummary, household: RecordID) -> AllowanceSchedule? {
+        guard let amount = child.allowance.amountCents, let rule = child.allowance.rule else { return nil }
+        let stopped = child.allowance.stoppedAtMillis == 0 ? nil : child.allowance.stoppedAtMillis
+        return AllowanceSchedule(id: Allowance.scheduleID(household: household, child: child.id), childID: child.id,
+                                 childName: child.name, childArchived: child.isArchived, amountCents: amount, rule: rule,
+                                 note: child.allowance.note, stoppedAtMillis: stopped, nextPaymentMillis: nil)
     }
 
     /// Sets `query`'s allowance to `amountCents` each period of `every` on `day` (a weekday 1...7
@@ -185,26 +192,30 @@ extension Replica {
         return postings
     }
 
-    /// Whether ``payDueAllowances(now:)`` would pay anything (a read transaction only).
+    /// Whether ``payDueAllowances(now:)`` would pay anything (a read transaction only: the
+    /// daemon asks at every tick and every ledger command before it opens for changes).
     public func hasDueAllowances(now: Int64) throws -> Bool {
-        try store.read { r in try !Self.duePayments(now: now, r, queryCache).isEmpty }
+        try store.read { r in try !Self.duePayments(now: now, r, queryCache, limit: 1).isEmpty }
     }
 
-    /// The payments ``payDueAllowances(now:)`` would make, with each child's balance after them.
-    static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> [Posting] {
+    /// The payments ``payDueAllowances(now:)`` would make (at most `limit`), with each child's
+    /// balance after them.
+    static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache,
+                            limit: Int = Limits.allowancePaymentsPerCallMax) throws -> [Posting] {
         guard let household = try household(r, queries)?.id else { return [] }
         var postings: [Posting] = []
         // The rows without totals (kept between transactions by the simulator's store): most
-        // children have no schedule, and only those that do read their totals.
+        // children have no schedule, and only those with an unpaid period read their totals.
         // A child merged into another is paid no more (its effective child's own schedule pays),
         // and a payment's range check is on the effective child's balance (docs/CRDT.md, "Child merges").
         let stored = try childRowsAndKeys(r, queries)
         for (i, child) in stored.rows.enumerated() where child.allowance.rule != nil && child.allowance.amountCents != nil && !child.isArchived {
-            guard postings.count < Limits.allowancePaymentsPerCallMax, !stored.hasMerges || stored.roots[i] == i,
-                  let schedule = try schedule(of: child, household: household, now: now, r), schedule.isActive else { continue }
+            guard postings.count < limit, !stored.hasMerges || stored.roots[i] == i,
+                  let schedule = registeredSchedule(of: child, household: household), schedule.isActive else { continue }
+            let unpaid = try unpaidPeriods(of: schedule, household: household, now: now, r)
+            guard !unpaid.isEmpty else { continue }
             var balance = try mergedTotals(i, stored, r).sumCents
-            for period in try unpaidPeriods(of: schedule, household: household, now: now, r)
-            where postings.count < Limits.allowancePaymentsPerCallMax {
+            for period in unpaid where postings.count < limit {
                 let next = balance + Int128(schedule.amountCents)
                 guard next <= Int128(Int64.max) else { break }
                 balance = next

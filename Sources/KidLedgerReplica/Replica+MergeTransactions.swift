@@ -35,11 +35,10 @@ extension Replica {
         }
     }
 
-    /// The origin that wrote the stored version of `t`: the value of its index entry (the time
-    /// index once placed, the deferred table before its child arrived).
     /// For each of `ids`, in order, the origin whose change wrote the stored version of that
     /// transaction (its author), or nil when this replica holds no transaction of that id; in one
-    /// read. The simulator's checks ask it (whose batch a held entry belongs to).
+    /// read. The simulator's checks ask it (whose batch a held entry belongs to, who paid an
+    /// allowance period).
     package func transactionAuthors(_ ids: [RecordID]) throws -> [ReplicaID?] {
         try store.read { r in
             try ids.map { id in
@@ -49,6 +48,8 @@ extension Replica {
         }
     }
 
+    /// The origin that wrote the stored version of `t`: the value of its index entry (the time
+    /// index once placed, the deferred table before its child arrived).
     static func transactionOrigin(_ t: LedgerTransaction, _ r: any KeyValueReader) throws -> ReplicaID {
         let raw = try r.get(Tables.byTime, Keys.byTime(t)) ?? r.get(Tables.deferred, Keys.deferred(t))
         guard let origin = Bytes.u64(raw) else { throw LedgerError.corrupted("transaction \(t.id) without its author") }

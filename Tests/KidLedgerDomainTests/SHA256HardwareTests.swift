@@ -47,3 +47,25 @@ func portableSHA256(_ message: [UInt8], piece: Int) -> [UInt8] {
     #expect(!SHA256.hardwareAccelerated)
     #endif
 }
+
+/// SHA-1 on the hardware path, where the processor has it, gives the Swift path's digest on every
+/// length from 0 to 4 blocks and beyond, whole and in pieces; the Swift path itself is held to
+/// the known answers in HashTests.
+@Test func sha1HardwareCompressionMatchesPortable() {
+    for length in Array(0...260) + [1000, 4096, 65_537] {
+        let message = messageBytes(count: length, seed: UInt64(length) &* 0x85EB_CA6B)
+        var portable = BlockHashEngine(PortableSHA1Compressor())
+        message.withUnsafeBytes { portable.update($0) }
+        let reference = portable.finalize()
+        #expect(SHA1.hash(message) == reference, "length \(length)")
+        var hasher = SHA1Hasher()
+        var start = 0
+        for piece in [1, 63, 64, 65, 200, 1000] where start < message.count {
+            let end = min(message.count, start + piece)
+            hasher.update(Array(message[start..<end]))
+            start = end
+        }
+        hasher.update(Array(message[start...]))
+        #expect(hasher.finalize() == reference, "length \(length)")
+    }
+}

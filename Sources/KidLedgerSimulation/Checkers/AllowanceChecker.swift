@@ -18,29 +18,31 @@ final class AllowanceChecker: Checker {
 
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard case .replica(let index) = stage else { return [] }
-        guard try run.transactions(of: index).all.contains(where: { $0.source == Allowance.source }) else { return [] }
+        let payments = try run.transactions(of: index).all.filter { $0.source == Allowance.source }
+        guard !payments.isEmpty else { return [] }
         let replica = run.replicas[index], name = run.nodes[index].name
-        let entries = try replica.history().filter { $0.transaction.source == Allowance.source }
-        var problems = Self.problems(entries.filter { e in hostileKey.map { e.author.key != $0 } ?? true },
+        var keys: [ReplicaID: [UInt8]] = [:]
+        for member in try replica.members() { for device in member.devices { keys[device] = member.key } }
+        let authors = try replica.transactionAuthors(payments.map(\.id)).map { $0.flatMap { keys[$0] } }
+        var problems = Self.problems(zip(payments, authors).filter { hostileKey == nil || $0.1 != hostileKey }.map(\.0),
                                      household: run.household, name: name)
         guard !stops.isEmpty else { return problems }
         let schedules = try replica.allowanceSchedules()
         for stop in stops {
             guard schedules.first(where: { $0.childID == stop.child })?.stoppedAtMillis == stop.at else { continue }
-            for e in entries where e.transaction.childID == stop.child && e.transaction.createdAtMillis >= stop.at && e.author.key == stop.by {
-                problems.append("\(name) holds a payment for the period from \(Timestamp.short(millis: e.transaction.createdAtMillis)) by the member that stopped the schedule at \(Timestamp.short(millis: stop.at))")
+            for (t, author) in zip(payments, authors) where t.childID == stop.child && t.createdAtMillis >= stop.at && author == stop.by {
+                problems.append("\(name) holds a payment for the period from \(Timestamp.short(millis: t.createdAtMillis)) by the member that stopped the schedule at \(Timestamp.short(millis: stop.at))")
             }
         }
         return problems
     }
 
-    /// What is wrong with the allowance payments `entries` (of replica `name`): one not at its
+    /// What is wrong with the allowance payments `payments` (of replica `name`): one not at its
     /// period's derived id or not dated at 00:00 UTC, or two for one child and period.
-    static func problems(_ entries: [HistoryEntry], household: RecordID, name: String) -> [String] {
+    static func problems(_ payments: [LedgerTransaction], household: RecordID, name: String) -> [String] {
         var problems: [String] = []
         var periods: [String: RecordID] = [:]
-        for e in entries where e.transaction.source == Allowance.source {
-            let t = e.transaction
+        for t in payments where t.source == Allowance.source {
             let schedule = Allowance.scheduleID(household: household, child: t.childID)
             let day = Allowance.day(ofMillis: t.createdAtMillis)
             if t.createdAtMillis != day * Allowance.millisPerDay

@@ -12,9 +12,10 @@ import KidLedgerReplica
 /// batch found whole is not looked at again, but after a restore from stale files, which resets
 /// the bookkeeping of that replica).
 ///
-/// Only `containsTransaction` is asked (for all the batches looked at in one read:
-/// `containsTransactions`), so for an in-memory store whose transactions table was not written
-/// since its last clean check, only batches made since then are looked at.
+/// Only whether each entry is held is asked (for all the batches looked at in one read:
+/// `containsTransactions`), and whose versions the held ones are only for a partial batch; for an
+/// in-memory store whose transactions table was not written since its last clean check, only
+/// batches made since then are looked at.
 final class BatchAtomicityChecker: Checker {
     /// What the checker knows of one replica's give-all batches.
     struct Book {
@@ -91,20 +92,16 @@ final class BatchAtomicityChecker: Checker {
         var ids: [RecordID] = []
         ids.reserveCapacity(book.pending[start...].reduce(0) { $0 + batches[$1].count })
         for i in book.pending[start...] { ids.append(contentsOf: batches[i]) }
-        let authors = try replica.transactionAuthors(ids)
+        let held = try replica.containsTransactions(ids)
         var at = 0
         var kept = start
         for j in start..<book.pending.count {
             let i = book.pending[j]
             let batch = batches[i]
-            var present = 0, byMaker = 0
-            for k in at..<(at + batch.count) {
-                guard let author = authors[k] else { continue }
-                present += 1
-                if makers[i] == nil || author == makers[i] { byMaker += 1 }
-            }
+            let present = held[at..<(at + batch.count)].count(where: { $0 })
             at += batch.count
-            if present != 0 && present != batch.count && byMaker > 0 {
+            // Only a partial batch asks whose versions the held entries are (decoding each).
+            if present != 0 && present != batch.count, try heldByMaker(i, replica) {
                 failures.append("\(node.name) shows \(present) of \(batch.count) transactions of give-all batch \(i)")
             }
             if present != batch.count {
@@ -115,6 +112,14 @@ final class BatchAtomicityChecker: Checker {
         book.pending.removeLast(book.pending.count - kept)
         if let memory, let written, failures.count == failuresBefore {
             book.clean = (memory, written, batches.count)
+        }
+    }
+
+    /// Whether `replica` holds any entry of batch `i` as the version its maker wrote (any held
+    /// entry when the maker is not known).
+    private func heldByMaker(_ i: Int, _ replica: Replica) throws -> Bool {
+        try replica.transactionAuthors(batches[i]).contains { author in
+            author != nil && (makers[i] == nil || author == makers[i])
         }
     }
 }
