@@ -41,9 +41,9 @@ final class ApplyContext {
     /// when a claim, a grant or a revocation is written.
     @exclusivity(unchecked) private var horizons = FewMap<UInt64, Standing?>()
     /// How many origins each member's valid claims name (counted once, then kept up to date).
-    @exclusivity(unchecked) private var claimCounts: [[UInt8]: Int] = [:]
+    @exclusivity(unchecked) private var claimCounts: [ByteKey: Int] = [:]
     /// How many children each member's changes create (counted once, then kept up to date).
-    @exclusivity(unchecked) private var childCounts: [[UInt8]: Int] = [:]
+    @exclusivity(unchecked) private var childCounts: [ByteKey: Int] = [:]
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
 
@@ -114,8 +114,8 @@ final class ApplyContext {
     func setClaim(_ member: [UInt8], of origin: ReplicaID, replacing previous: [UInt8]? = nil) {
         precondition(!member.isEmpty, "a claim without a member")
         claims[origin.rawValue] = Held(value: member, dirty: true)
-        if let previous { claimCounts[previous]? -= 1 }
-        claimCounts[member]? += 1
+        if let previous { claimCounts[ByteKey(previous)]? -= 1 }
+        claimCounts[ByteKey(member)]? += 1
         horizons = FewMap()
         isDirty = true
     }
@@ -182,26 +182,26 @@ final class ApplyContext {
     /// How many origins valid claims give `member`: one scan of the claims the first time a
     /// context is asked of a member, then kept up to date by ``setClaim(_:of:replacing:)``.
     func claimCount(of member: [UInt8]) throws -> Int {
-        if let known = claimCounts[member] { return known }
+        if let known = claimCounts[ByteKey(member)] { return known }
         try flush()
         var count = 0
         try store.scan(Tables.claims) { _, value in
             if value == member { count += 1 }
             return true
         }
-        claimCounts[member] = count
+        claimCounts[ByteKey(member)] = count
         return count
     }
 
     /// How many children `member`'s changes create (``Tables/childCreations``).
     func childCount(of member: [UInt8]) throws -> Int {
-        if let known = childCounts[member] { return known }
+        if let known = childCounts[ByteKey(member)] { return known }
         var count = 0
         try store.scan(Tables.childCreations, prefix: member) { _, _ in
             count += 1
             return true
         }
-        childCounts[member] = count
+        childCounts[ByteKey(member)] = count
         return count
     }
 
@@ -211,7 +211,7 @@ final class ApplyContext {
         guard try store.get(Tables.childCreations, key) == nil else { return false }
         let count = try childCount(of: member)
         try store.put(Tables.childCreations, key, [])
-        childCounts[member] = count + 1
+        childCounts[ByteKey(member)] = count + 1
         horizons = FewMap()
         return true
     }

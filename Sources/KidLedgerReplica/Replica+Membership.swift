@@ -387,27 +387,27 @@ extension Replica {
         try store.read { r in
             guard let ownership = try Self.ownership(r, queryCache) else { return [] }
             let ownerKey = ownership.current
-            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
+            var byKey: [ByteKey: MemberSummary] = [ByteKey(ownerKey): MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
             // A former owner stays a member (its laptop may turn up again) until it is revoked.
-            for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
-                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
+            for term in ownership.terms.dropLast() where byKey[ByteKey(term.owner)] == nil {
+                byKey[ByteKey(term.owner)] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
                                                   isFormerOwner: true, devices: [])
             }
             try r.scan(Tables.grants) { _, value in
                 var reader = ByteReader(value)
-                if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[g.member] == nil {
-                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
+                if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[ByteKey(g.member)] == nil {
+                    byKey[ByteKey(g.member)] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
                 }
                 return true
             }
-            for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
+            for key in byKey.keys where try Self.revokedSeen(key.bytes, r) != nil { byKey[key]?.isRevoked = true }
             for key in byKey.keys {
-                guard let chosen = try Self.chosenName(of: key, r) else { continue }
+                guard let chosen = try Self.chosenName(of: key.bytes, r) else { continue }
                 byKey[key]?.name = chosen
                 byKey[key]?.chosenName = chosen
             }
             try r.scan(Tables.claims) { key, value in
-                if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
+                if let origin = Bytes.u64(key) { byKey[ByteKey(value)]?.devices.append(ReplicaID(origin)) }
                 return true
             }
             return byKey.values.sorted {

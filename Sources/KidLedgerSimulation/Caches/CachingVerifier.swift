@@ -27,14 +27,14 @@ final class CachingVerifier: SignatureVerifier {
     private let base: any SignatureVerifier
     /// Answers by signature (64 bytes: cheaper to hash than the message, and almost always unique).
     /// A seed's runs follow each other on one thread, but a lock costs nothing next to a lookup.
-    private let answers = Mutex<[[UInt8]: [Entry]]>([:])
+    private let answers = Mutex<[ByteKey: [Entry]]>([:])
 
     /// A cache of `base`'s answers.
     init(_ base: any SignatureVerifier) { self.base = base }
 
     func isValid(signature: [UInt8], message: [UInt8], key: [UInt8]) -> Bool {
         let known = answers.withLock { table in
-            table[signature]?.first { $0.message == message && $0.key == key }?.answer
+            table[ByteKey(signature)]?.first { $0.message == message && $0.key == key }?.answer
         }
         if let known { return known }
         let answer = base.isValid(signature: signature, message: message, key: key)
@@ -50,9 +50,9 @@ final class CachingVerifier: SignatureVerifier {
 
     private func remember(signature: [UInt8], message: [UInt8], key: [UInt8], answer: Bool) {
         answers.withLock { table in
-            if table[signature]?.contains(where: { $0.message == message && $0.key == key }) == true { return }
-            if table.count >= Self.signaturesMax && table[signature] == nil { table.removeAll() }
-            table[signature, default: []].append(Entry(message: message, key: key, answer: answer))
+            if table[ByteKey(signature)]?.contains(where: { $0.message == message && $0.key == key }) == true { return }
+            if table.count >= Self.signaturesMax && table[ByteKey(signature)] == nil { table.removeAll() }
+            table[ByteKey(signature), default: []].append(Entry(message: message, key: key, answer: answer))
         }
     }
 }

@@ -21,7 +21,11 @@ public final class SeedShare: @unchecked Sendable {
     let verifier = CachingVerifier(SodiumVerifier())
     /// What each function was asked (the signer's seed first) and answered.
     private var identities: [[UInt8]: Identity] = [:]
-    private struct SignatureQuestion: Hashable { let signer: [UInt8], message: [UInt8] }
+    private struct SignatureQuestion: Hashable {
+        let signer: [UInt8], message: [UInt8]
+        /// The message as one buffer (``ByteKey``); the signer is one of a few per seed.
+        func hash(into hasher: inout Hasher) { hasher.combine(ByteKey(message)) }
+    }
     private var signatures: [SignatureQuestion: [UInt8]] = [:]
     private struct GrantQuestion: Hashable { let signer: [UInt8], member: PublicKey, name: String, household: RecordID, atMillis: Int64 }
     private var grants: [GrantQuestion: MemberGrant] = [:]
