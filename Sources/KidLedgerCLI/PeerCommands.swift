@@ -110,8 +110,7 @@ struct StatusReport {
         membership = try replica.membershipCounts()
         ownership = try replica.ownership()
         sameID = try replica.sameIDConflicts()
-        inboundSessions = Int(try replica.device.setting(Daemon.inboundSessionsSetting) ?? "0") ?? 0
-        lastInboundMillis = Int64(try replica.device.setting(Daemon.lastInboundSetting) ?? "0") ?? 0
+        (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
         let mine = vector
         let devices = Self.devices(peers)
         // One device under several addresses is one peer: its receipt is the one of the address
