@@ -265,7 +265,7 @@ final class Daemon: Sendable {
             if sentAtRelease > 0 { environment.releaseResidentPages() }
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
-                try? Self.countInbound(replica, atMillis: SystemClock().nowMillis())
+                recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
             } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
@@ -329,15 +329,14 @@ final class Daemon: Sendable {
         log("session from \(stream.remote) proved the short code of invitation slot \(slot): handed it the invitation; it joins with it next")
     }
 
-    /// The device settings `status` reads for the sessions other laptops opened to this daemon.
-    static let inboundSessionsSetting = "inboundSessions", lastInboundSetting = "lastInboundMillis"
-
-    /// Counts a session another laptop opened that completed (issue 22, point 2: the owner's
-    /// laptop sees that the joined one syncs with it).
-    static func countInbound(_ replica: Replica, atMillis now: Int64) throws {
-        let count = Int(try replica.device.setting(inboundSessionsSetting) ?? "0") ?? 0
-        try replica.device.setSetting(inboundSessionsSetting, String(count + 1))
-        try replica.device.setSetting(lastInboundSetting, String(now))
+    /// Records a session another laptop opened that completed, in one transaction
+    /// (``DeviceState/recordInbound(member:from:_:)``): counted (issue 22, point 2: the owner's
+    /// laptop sees that the joined one syncs with it), and its member's address, time and receipt
+    /// kept, so `status` shows a member whose laptop runs no daemon as one that dials in.
+    private func recordInbound(_ summary: SessionSummary, of member: [UInt8], from host: String, in replica: Replica) {
+        do { try replica.device.recordInbound(member: member, from: host, SyncDriver.outcome(of: summary)) } catch {
+            log("cannot record the session of member \(Names.fingerprint(member)) from \(host): \(error)")
+        }
     }
 
     /// Whether this laptop's member key is revoked as its own ledger knows it (``Replica/isRevokedHere(_:)``).

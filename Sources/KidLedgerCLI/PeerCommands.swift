@@ -42,23 +42,26 @@ enum PeerCommands {
         let replica = try ctx.openReplica()
         var report = try StatusReport(replica: replica)
         report.time = ctx.time
-        report.time = ctx.time
-        ctx.emit(.object([("peers", .array(report.peers.map(report.json)))]))
-        if report.peers.isEmpty {
+        ctx.emit(.object([("peers", .array(report.peers.map(report.json))), ("dialsIn", .array(report.dialsIn.map(report.json)))]))
+        if report.laptops.isEmpty {
             ctx.say("No peers yet: `kidledger serve` finds the household's other laptops on this network; elsewhere `kidledger peer add HOST:PORT`.")
             return
         }
         for p in report.peers { ctx.say(report.line(p)) }
+        for d in report.dialsIn { ctx.say(report.line(d)) }
     }
 
     static let status = CLI.Command(spec: CommandSpec(
         name: "status", synopsis: "", summary: "sync state, pending changes, peers, digest",
         details: """
-        States: synced (every known peer has acknowledged, after its durable commit, everything this device
-        holds), pending (some changes are not acknowledged yet, or there is no peer), offline (changes are
-        pending and the last attempt to reach every peer failed), attentionRequired (mutations and sync are
-        stopped until the account or membership is sorted out: switch back to the account this home joined
-        with (`kidledger account switch NAME`), or ask the owner if this laptop was revoked).
+        States: synced (every known peer, and every member whose laptop syncs in with this laptop's daemon,
+        has acknowledged, after its durable commit, everything this device holds), pending (some changes are
+        not acknowledged yet, or there is no peer), offline (changes are pending and the last attempt to reach
+        every peer failed; never with a laptop that syncs in: it is not reached, it comes), attentionRequired
+        (mutations and sync are stopped until the account or membership is sorted out: switch back to the
+        account this home joined with (`kidledger account switch NAME`), or ask the owner if this laptop was
+        revoked). A member whose laptop runs no daemon (it only runs `kidledger sync`) is listed as one that
+        dials in (`dialsIn` in --json), with its last sync and what it lacks.
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
         Active children with one name up to case and accents (added on two laptops apart) get a note line
@@ -92,6 +95,12 @@ struct StatusReport {
     var membership: MembershipCounts
     var ownership: OwnershipSummary?
     var sameID: [SameIDConflict]
+    /// Members whose laptops synced with this laptop's daemon and that this laptop has no address
+    /// of (their laptops run no daemon): they dial in. Current members only, with their names.
+    var dialsIn: [DialIn]
+    /// The other laptops, one each: the peers' devices (``devices(_:)``), then the members that
+    /// dial in.
+    var laptops: [Laptop]
     var attention: String?
     /// How times are shown (the local zone, or UTC with --utc).
     var time = LocalTime.utc
@@ -110,24 +119,67 @@ struct StatusReport {
         membership = try replica.membershipCounts()
         ownership = try replica.ownership()
         sameID = try replica.sameIDConflicts()
-        inboundSessions = Int(try replica.device.setting(Daemon.inboundSessionsSetting) ?? "0") ?? 0
-        lastInboundMillis = Int64(try replica.device.setting(Daemon.lastInboundSetting) ?? "0") ?? 0
+        (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
+        (laptops, dialsIn) = try Self.laptops(peers, inbound: replica.device.inbound(), members: replica.members())
         let mine = vector
-        let devices = Self.devices(peers)
-        // One device under several addresses is one peer: its receipt is the one of the address
-        // synced last, and it is reachable when any of its addresses was (a dead alias, such as
-        // the address a laptop had before the router changed it, keeps nothing pending).
-        let lacking = devices.map { Self.lacks(Self.latest($0).receipt, mine) }
+        let lacking = laptops.map { Self.lacks($0.last.receipt, mine) }
         pending = lacking.max() ?? changesMissing(from: [:], in: vector)
-        if peers.isEmpty {
+        if laptops.isEmpty {
             state = "pending"
         } else if lacking.allSatisfy({ $0 == 0 }) {
             state = "synced"
-        } else if devices.allSatisfy({ $0.allSatisfy(Self.failedLast) }) {
+        } else if laptops.allSatisfy(\.unreachable) {
             state = "offline"
         } else {
             state = "pending"
         }
+    }
+
+    /// A member whose laptop dials in (``dialsIn``): its record and the name shown for it.
+    struct DialIn {
+        var record: InboundRecord
+        var name: String
+    }
+
+    /// One other laptop as `status` counts it: its latest sync either way.
+    struct Laptop {
+        /// When it last synced with this laptop (0: never).
+        var lastSyncMillis: Int64
+        /// What that sync established (its receipt counts for `pending` and `synced`).
+        var last: SyncOutcome
+        /// Whether this laptop reaches it only by dialing and the last attempt at each of its
+        /// addresses failed. A laptop that synced in is never unreachable: it gets the changes when
+        /// it next syncs.
+        var unreachable: Bool
+    }
+
+    /// The other laptops. One device under several addresses is one laptop: its receipt is the one
+    /// of the address synced last, and it is reachable when any of its addresses was (a dead alias,
+    /// such as the address a laptop had before the router changed it, keeps nothing pending). A
+    /// member that synced in (`inbound`, current `members` only) is the laptop of a peer of its key,
+    /// whose receipt its session's replaces when newer; else it is a laptop of its own that dials in.
+    static func laptops(_ peers: [PeerRecord], inbound: [InboundRecord], members: [MemberSummary]) -> ([Laptop], [DialIn]) {
+        let devices = Self.devices(peers)
+        var laptops = devices.map { device in
+            let latest = Self.latest(device)
+            return Laptop(lastSyncMillis: latest.lastSuccessMillis, last: latest.outcome, unreachable: device.allSatisfy(Self.failedLast))
+        }
+        var dialsIn: [DialIn] = []
+        let names = Dictionary(members.filter { !$0.isRevoked }.map { ($0.key, $0.name) }, uniquingKeysWith: { first, _ in first })
+        for record in inbound {
+            guard let name = names[record.memberKey] else { continue }
+            guard let i = devices.firstIndex(where: { $0.contains { $0.memberKey == record.memberKey } }) else {
+                dialsIn.append(DialIn(record: record, name: name))
+                laptops.append(Laptop(lastSyncMillis: record.lastMillis, last: record.last, unreachable: false))
+                continue
+            }
+            laptops[i].unreachable = false
+            if record.lastMillis > laptops[i].lastSyncMillis {
+                laptops[i].lastSyncMillis = record.lastMillis
+                laptops[i].last = record.last
+            }
+        }
+        return (laptops, dialsIn)
     }
 
     /// The known peers by device: the addresses of one member key (from a session or an
@@ -192,6 +244,36 @@ struct StatusReport {
                  ("lastAnnouncedMillis", p.announcedAtMillis > 0 ? .int(p.announcedAtMillis) : .null)])
     }
 
+    /// A member that dials in, for `--json` (`dialsIn`).
+    func json(_ d: DialIn) -> JSON {
+        let r = d.record
+        return .object([("memberKey", .string(Hex.encode(r.memberKey))), ("name", .string(d.name)),
+                        ("fingerprint", .string(Names.fingerprint(r.memberKey))), ("host", .string(r.host)),
+                        ("replicaId", r.last.peerReplica.map { .string($0.description) } ?? .null),
+                        ("firstSyncMillis", .int(r.firstMillis)), ("lastSyncMillis", .int(r.lastMillis)), ("sessions", .int(r.sessions)),
+                        ("theyLack", .int(Self.lacks(r.last.receipt, vector))), ("weLack", .int(Self.lacks(vector, r.last.receipt))),
+                        ("childrenAgreeing", .int(r.last.childrenAgreeing)),
+                        ("childrenDiffering", .array(r.last.childrenDiffering.map { .string($0.description) }))])
+    }
+
+    /// "laptop of Dad (3fa2-…) dials in from 192.168.1.21 (…): has everything (last sync …)".
+    func line(_ d: DialIn) -> String {
+        "laptop of \(Names.label(d.name, key: d.record.memberKey)) dials in from \(Render.safe(d.record.host)) (runs no daemon, so this laptop cannot start a sync with it; it gets this laptop's changes when it next syncs)"
+            + synced(d.record.last.receipt, lastSyncMillis: d.record.lastMillis)
+    }
+
+    /// ": never synced", or what a laptop whose last sync was at `lastSyncMillis` lacks by its
+    /// `receipt`, and what it had that this laptop lacked.
+    func synced(_ receipt: VersionVector, lastSyncMillis: Int64) -> String {
+        guard lastSyncMillis > 0 else { return ": never synced" }
+        let lack = Self.lacks(receipt, vector)
+        let weLack = Self.lacks(vector, receipt)
+        var text = lack == 0 ? ": has everything (last sync \(time.stamped(lastSyncMillis)))"
+                             : ": lacks \(Render.plural(lack, "change")) (last sync \(time.stamped(lastSyncMillis)))"
+        if weLack > 0 { text += "; it had \(Render.plural(weLack, "change")) this laptop lacks" }
+        return text
+    }
+
     func line(_ p: PeerRecord) -> String {
         var text = p.address
         switch p.learnedFrom {
@@ -199,15 +281,7 @@ struct StatusReport {
         case .session: text += " (learned from its session \(time.stamped(p.announcedAtMillis)))"
         case .typed: break
         }
-        if p.lastSuccessMillis == 0 {
-            text += ": never synced"
-        } else {
-            let lack = Self.lacks(p.receipt, vector)
-            let weLack = Self.lacks(vector, p.receipt)
-            text += lack == 0 ? ": has everything (last sync \(time.stamped(p.lastSuccessMillis)))"
-                              : ": lacks \(Render.plural(lack, "change")) (last sync \(time.stamped(p.lastSuccessMillis)))"
-            if weLack > 0 { text += "; it had \(Render.plural(weLack, "change")) this laptop lacks" }
-        }
+        text += synced(p.receipt, lastSyncMillis: p.lastSuccessMillis)
         if Self.failedLast(p) {
             text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(Render.safe(p.lastError))"
         }
@@ -217,9 +291,9 @@ struct StatusReport {
 
     /// "all 2 laptops agree: Ava $12.34, Ben $1.00" or the children they differ on.
     func agreement() -> String? {
-        let synced = Self.devices(peers.filter { $0.lastSuccessMillis > 0 }).map(Self.latest)  // one per laptop
+        let synced = laptops.filter { $0.lastSyncMillis > 0 }
         guard !synced.isEmpty else { return nil }
-        let differing = Set(synced.flatMap(\.childrenDiffering))
+        let differing = Set(synced.flatMap(\.last.childrenDiffering))
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.name) })
         if !differing.isEmpty {
             return "at the last sync, laptops differed on: " + differing.sorted().map { names[$0].map(Render.safe) ?? String($0.hex.prefix(8)) }.joined(separator: ", ")
@@ -243,8 +317,8 @@ struct StatusReport {
         case "synced": lines.append("every peer has acknowledged everything this device holds")
         case "offline": lines.append("\(Render.plural(pending, "change")) waiting; no peer could be reached (they sync when one is back)")
         default:
-            lines.append(peers.isEmpty ? "no peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`"
-                                       : "\(Render.plural(pending, "change")) not yet acknowledged by every peer")
+            lines.append(laptops.isEmpty ? "no peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`"
+                                         : "\(Render.plural(pending, "change")) not yet acknowledged by every peer")
         }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         for group in Replica.sameNameGroups(children) { lines.append(Render.sameNameLine(group)) }
@@ -262,6 +336,7 @@ struct StatusReport {
             lines.append("two owner transfers competed at \(o.conflictedEpochs.map(String.init).joined(separator: ", ")) (two recoveries at once): every laptop picked the same owner; check `kidledger members` and recover again if it is the wrong one")
         }
         for p in peers { lines.append("peer " + line(p)) }
+        for d in dialsIn { lines.append(line(d)) }
         if inboundSessions > 0 {
             lines.append("\(Render.plural(inboundSessions, "session")) from other laptops to this laptop's daemon, the last \(time.stamped(lastInboundMillis))")
         }
@@ -278,7 +353,7 @@ struct StatusReport {
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
-                 ("peers", .array(peers.map(json))),
+                 ("peers", .array(peers.map(json))), ("dialsIn", .array(dialsIn.map(json))),
                  ("inboundSessions", .int(inboundSessions)), ("lastInboundMillis", lastInboundMillis > 0 ? .int(lastInboundMillis) : .null),
                  ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])
     }

@@ -208,14 +208,17 @@ enum SyncDriver {
             if let summary = result.outcome?.summary {
                 p.lastSuccessMillis = now
                 p.lastError = ""
-                p.peerReplica = summary.peer
-                p.receipt = summary.peerVector
-                p.childrenAgreeing = summary.childrenAgreeing.count
-                p.childrenDiffering = summary.childrenDiffering
+                p.outcome = Self.outcome(of: summary)
             } else {
                 p.lastError = result.failure ?? "unknown error"
             }
         }
+    }
+
+    /// What a completed session established about its peer, as the device state keeps it.
+    static func outcome(of summary: SessionSummary) -> SyncOutcome {
+        SyncOutcome(peerReplica: summary.peer, receipt: summary.peerVector,
+                    childrenAgreeing: summary.childrenAgreeing.count, childrenDiffering: summary.childrenDiffering)
     }
 
     /// The key of a member's dial group (``dialGroups(_:)``).

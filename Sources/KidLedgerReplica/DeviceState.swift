@@ -276,18 +276,77 @@ public struct DeviceState {
         }
     }
 
+    // MARK: Sessions other laptops open
+
+    /// The settings that count the completed sessions other laptops opened to this device (all
+    /// members together; kept since before ``InboundRecord``s) and hold the last one's time, Unix
+    /// milliseconds: ``inboundTotals()``.
+    public static let inboundSessionsSetting = "inboundSessions", lastInboundSetting = "lastInboundMillis"
+
+    /// Records a completed session that the laptop of `member` opened to this device from `host`,
+    /// timed by this device's clock, in one write transaction: the totals (``inboundTotals()``)
+    /// count it, and the member's ``InboundRecord`` keeps its first session's time, counts this
+    /// one and takes the host, the time and `outcome`. Sessions that end at once each count: each
+    /// reads and writes inside its own write transaction, which the store serializes. Returns the
+    /// record stored.
+    @discardableResult
+    public func recordInbound(member: [UInt8], from host: String, _ outcome: SyncOutcome) throws -> InboundRecord {
+        let now = clock.nowMillis()
+        return try store.write { w in
+            let sessions = Int(try Self.setting(Self.inboundSessionsSetting, w) ?? "0") ?? 0
+            try Self.put(Self.inboundSessionsSetting, String(sessions + 1), w)
+            try Self.put(Self.lastInboundSetting, String(now), w)
+            var record = try w.get(Tables.inbound, member).map { try InboundRecord.decode(key: member, $0) }
+                ?? InboundRecord(memberKey: member, host: host, firstMillis: now)
+            record.host = host
+            record.lastMillis = now
+            record.sessions += 1
+            record.last = outcome
+            try w.put(Tables.inbound, member, record.encoded())
+            return record
+        }
+    }
+
+    /// The members whose laptops completed a session opened to this device, by member key.
+    public func inbound() throws -> [InboundRecord] {
+        try store.read { r in
+            var result: [InboundRecord] = []
+            try r.scan(Tables.inbound) { key, value in
+                result.append(try InboundRecord.decode(key: key, value))
+                return true
+            }
+            return result
+        }
+    }
+
+    /// How many sessions other laptops opened to this device completed, and when the last one did
+    /// (Unix milliseconds, 0: never).
+    public func inboundTotals() throws -> (sessions: Int, lastMillis: Int64) {
+        try store.read { r in
+            (Int(try Self.setting(Self.inboundSessionsSetting, r) ?? "0") ?? 0, Int64(try Self.setting(Self.lastInboundSetting, r) ?? "0") ?? 0)
+        }
+    }
+
     // MARK: Settings
 
     /// A device-local setting, or nil.
     public func setting(_ name: String) throws -> String? {
-        try store.read { r in try r.get(Tables.settings, Array(name.utf8)).map { String(decoding: $0, as: UTF8.self) } }
+        try store.read { r in try Self.setting(name, r) }
     }
 
     /// Sets (or, with nil, removes) a device-local setting.
     public func setSetting(_ name: String, _ value: String?) throws {
-        try store.write { w in
-            if let value { try w.put(Tables.settings, Array(name.utf8), Array(value.utf8)) } else { try w.delete(Tables.settings, Array(name.utf8)) }
-        }
+        try store.write { w in try Self.put(name, value, w) }
+    }
+
+    /// ``setting(_:)`` in a transaction.
+    private static func setting(_ name: String, _ r: any KeyValueReader) throws -> String? {
+        try r.get(Tables.settings, Array(name.utf8)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// ``setSetting(_:_:)`` in a write transaction.
+    private static func put(_ name: String, _ value: String?, _ w: any KeyValueWriter) throws {
+        if let value { try w.put(Tables.settings, Array(name.utf8), Array(value.utf8)) } else { try w.delete(Tables.settings, Array(name.utf8)) }
     }
 }
 
@@ -310,6 +369,10 @@ extension Tables {
     public static let shortInvites = Table("shortInvites")
     /// Device-local settings (for example where this device's daemon listens): name → UTF-8 value.
     public static let settings = Table("settings")
+    /// Members whose laptops completed sessions opened to this device: member key (32) →
+    /// ``InboundRecord`` (version u8 (1) | host | first and last session millis | sessions | the
+    /// last session's ``SyncOutcome``). Local to the device.
+    public static let inbound = Table("inbound")
 }
 
 /// How a device learned a peer's address (``PeerRecord/learnedFrom``); the raw value is stored.
@@ -364,6 +427,17 @@ public struct PeerRecord: Equatable, Sendable {
     /// When an announcement or a session last named this address, Unix milliseconds (0: never).
     public var announcedAtMillis: Int64 = 0
 
+    /// What the last successful sync established: the peer's replica, receipt and checks.
+    public var outcome: SyncOutcome {
+        get { SyncOutcome(peerReplica: peerReplica, receipt: receipt, childrenAgreeing: childrenAgreeing, childrenDiffering: childrenDiffering) }
+        set {
+            peerReplica = newValue.peerReplica
+            receipt = newValue.receipt
+            childrenAgreeing = newValue.childrenAgreeing
+            childrenDiffering = newValue.childrenDiffering
+        }
+    }
+
     /// Whether the address was learned (an announcement or a session), not typed.
     public var isLearned: Bool { learnedFrom != .typed }
     /// Whether a LAN announcement named this address (discovery found it); setting it makes the
@@ -386,15 +460,7 @@ public struct PeerRecord: Equatable, Sendable {
         w.write(zigzag: lastAttemptMillis)
         w.write(zigzag: lastSuccessMillis)
         w.write(string: lastError)
-        w.write(bigEndian: peerReplica?.rawValue ?? 0)
-        w.write(varint: UInt64(receipt.count))
-        for (origin, sequence) in receipt.sorted(by: { $0.key < $1.key }) {
-            w.write(bigEndian: origin.rawValue)
-            w.write(varint: sequence)
-        }
-        w.write(varint: UInt64(childrenAgreeing))
-        w.write(varint: UInt64(childrenDiffering.count))
-        for child in childrenDiffering { w.write(id: child) }
+        outcome.encode(into: &w)
         // Added with LAN discovery (records written before end here).
         w.write(varint: UInt64(memberKey.count))
         w.write(raw: memberKey)
@@ -410,15 +476,7 @@ public struct PeerRecord: Equatable, Sendable {
             p.lastAttemptMillis = try r.readZigzag()
             p.lastSuccessMillis = try r.readZigzag()
             p.lastError = try r.readString(maxBytes: 2_000, "error")
-            let replica = try r.readBigEndianUInt64()
-            p.peerReplica = replica == 0 ? nil : ReplicaID(replica)
-            let n = try r.readVarint()
-            guard n <= 100_000 else { throw DecodeError.invalid("receipt size") }
-            for _ in 0..<n { p.receipt[ReplicaID(try r.readBigEndianUInt64())] = try r.readVarint() }
-            p.childrenAgreeing = Int(clamping: try r.readVarint())
-            let d = try r.readVarint()
-            guard d <= 100_000 else { throw DecodeError.invalid("children count") }
-            for _ in 0..<d { p.childrenDiffering.append(try r.readID()) }
+            p.outcome = try SyncOutcome.decode(&r)
             if !r.isAtEnd {
                 let keyCount = try r.readVarint()
                 guard keyCount == 0 || keyCount == 32 else { throw DecodeError.invalid("member key size") }
@@ -432,6 +490,109 @@ public struct PeerRecord: Equatable, Sendable {
             return p
         } catch {
             throw LedgerError.corrupted("peer record: \(error)")
+        }
+    }
+}
+
+/// What a completed session established about its peer: its replica, its receipt and how the
+/// children's checks compared. ``PeerRecord`` keeps it for a peer this device syncs with,
+/// ``InboundRecord`` for a member whose laptop syncs with this device; both encode it alike.
+public struct SyncOutcome: Equatable, Sendable {
+    /// The peer's replica id.
+    public var peerReplica: ReplicaID?
+    /// The peer's receipt: the vector it acknowledged holding, after its durable commit, at the
+    /// end of the session.
+    public var receipt: VersionVector
+    /// Children whose checks agreed at the end.
+    public var childrenAgreeing: Int
+    /// Children whose checks differed then.
+    public var childrenDiffering: [RecordID]
+
+    /// An outcome.
+    public init(peerReplica: ReplicaID? = nil, receipt: VersionVector = [:], childrenAgreeing: Int = 0, childrenDiffering: [RecordID] = []) {
+        self.peerReplica = peerReplica
+        self.receipt = receipt
+        self.childrenAgreeing = childrenAgreeing
+        self.childrenDiffering = childrenDiffering
+    }
+
+    func encode(into w: inout ByteWriter) {
+        w.write(bigEndian: peerReplica?.rawValue ?? 0)
+        w.write(varint: UInt64(receipt.count))
+        for (origin, sequence) in receipt.sorted(by: { $0.key < $1.key }) {
+            w.write(bigEndian: origin.rawValue)
+            w.write(varint: sequence)
+        }
+        w.write(varint: UInt64(childrenAgreeing))
+        w.write(varint: UInt64(childrenDiffering.count))
+        for child in childrenDiffering { w.write(id: child) }
+    }
+
+    static func decode(_ r: inout ByteReader) throws -> SyncOutcome {
+        var outcome = SyncOutcome()
+        let replica = try r.readBigEndianUInt64()
+        outcome.peerReplica = replica == 0 ? nil : ReplicaID(replica)
+        let n = try r.readVarint()
+        guard n <= 100_000 else { throw DecodeError.invalid("receipt size") }
+        for _ in 0..<n { outcome.receipt[ReplicaID(try r.readBigEndianUInt64())] = try r.readVarint() }
+        outcome.childrenAgreeing = Int(clamping: try r.readVarint())
+        let d = try r.readVarint()
+        guard d <= 100_000 else { throw DecodeError.invalid("children count") }
+        for _ in 0..<d { outcome.childrenDiffering.append(try r.readID()) }
+        return outcome
+    }
+}
+
+/// A member whose laptop completed sessions opened to this device (local to this device, not
+/// replicated): where it came from, when, and what its last session established. `status` shows a
+/// member this device has no address of as a laptop that dials in.
+public struct InboundRecord: Equatable, Sendable {
+    /// The member's key (32 bytes).
+    public var memberKey: [UInt8]
+    /// The address (host, no port) its last session came from.
+    public var host: String
+    /// When its first session recorded here completed, Unix milliseconds.
+    public var firstMillis: Int64
+    /// When its last session completed.
+    public var lastMillis: Int64
+    /// How many of its sessions completed.
+    public var sessions = 0
+    /// What its last session established.
+    public var last = SyncOutcome()
+
+    static let rowVersion: UInt8 = 1
+
+    /// A record of no session yet.
+    public init(memberKey: [UInt8], host: String, firstMillis: Int64) {
+        self.memberKey = memberKey
+        self.host = host
+        self.firstMillis = firstMillis
+        self.lastMillis = firstMillis
+    }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.write(Self.rowVersion)
+        w.write(string: host)
+        w.write(zigzag: firstMillis)
+        w.write(zigzag: lastMillis)
+        w.write(varint: UInt64(sessions))
+        last.encode(into: &w)
+        return w.bytes
+    }
+
+    static func decode(key: [UInt8], _ raw: [UInt8]) throws -> InboundRecord {
+        var r = ByteReader(raw)
+        do {
+            guard try r.readByte("version") == rowVersion else { throw DecodeError.invalid("version") }
+            var record = InboundRecord(memberKey: key, host: try r.readString(maxBytes: 300, "host"), firstMillis: try r.readZigzag())
+            record.lastMillis = try r.readZigzag()
+            record.sessions = Int(clamping: try r.readVarint())
+            record.last = try SyncOutcome.decode(&r)
+            try r.expectEnd()
+            return record
+        } catch {
+            throw LedgerError.corrupted("inbound session record: \(error)")
         }
     }
 }

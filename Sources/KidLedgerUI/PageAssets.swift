@@ -494,9 +494,14 @@ public enum PageAssets {
       input.focus(); input.select();
     }
 
+    // The other laptops: the peers this laptop dials and the laptops that dial in (status's dialsIn).
+    function laptops() {
+      const s = state && state.status;
+      return s ? (s.peers || []).concat(s.dialsIn || []) : [];
+    }
+
     function lastSync() {
-      const peers = (state && state.status && state.status.peers) || [];
-      return Math.max(0, ...peers.map(p => p.lastSyncMillis || 0));
+      return Math.max(0, ...laptops().map(p => p.lastSyncMillis || 0));
     }
 
     function renderTimes() {
@@ -504,8 +509,8 @@ public enum PageAssets {
         const last = Number(li.dataset.last);
         li.querySelector(".ago").textContent = last ? "last synced " + ago(last) : "never synced";
       }
-      const last = lastSync(), peers = (state && state.status && state.status.peers) || [];
-      $("last-sync").textContent = last ? "last sync " + ago(last) : (peers.length ? "not synced yet" : "no other laptop yet");
+      const last = lastSync();
+      $("last-sync").textContent = last ? "last sync " + ago(last) : (laptops().length ? "not synced yet" : "no other laptop yet");
     }
 
     // The CLI's notes of `status` and `conflicts`, in words a parent reads.
@@ -586,11 +591,14 @@ public enum PageAssets {
       if (state.page && state.page.household) { $("title").textContent = state.page.household.name; document.title = state.page.household.name + " · kidledger"; }
       const members = (state.members && state.members.members) || [];
       const owner = (key) => { const m = members.find(m => m.key === key); return m ? m.name + "'s laptop" : null; };
-      $("peers").replaceChildren(...(s && s.peers.length ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
+      const others = s ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
         (owner(p.memberKey) ? owner(p.memberKey) + " (" + p.address + ")" : p.address) + ": ", el("span", { class: "ago" }),
         p.sameDeviceAs ? el("span", { class: "hint", text: " (the same laptop as " + p.sameDeviceAs + ")" }) : null,
         p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
-        : [el("li", { text: "No other laptop yet (kidledger invite / join)." })]));
+        .concat((s.dialsIn || []).map(d => el("li", { "data-last": d.lastSyncMillis || 0 },
+          d.name + "'s laptop (dials in from " + d.host + "): ", el("span", { class: "ago" }),
+          el("span", { class: "hint", text: " (it runs no daemon: it gets this laptop's changes when it next syncs)" })))) : [];
+      $("peers").replaceChildren(...(others.length ? others : [el("li", { text: "No other laptop yet (kidledger invite / join)." })]));
       $("members").replaceChildren(...members.map(m => el("li", {
         text: m.name + " (" + m.fingerprint + ")" + (m.owner ? ", owner" : "") + (m.formerOwner ? ", former owner" : "") + (m.revoked ? ", revoked" : "") })));
       const u = state.undo && state.undo.wouldUndo;

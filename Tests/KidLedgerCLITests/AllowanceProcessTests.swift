@@ -9,9 +9,7 @@ struct AllowanceProcessTests {
     @Test func bothLaptopsPayTodaysPeriodOnce() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
-        try ok(a, "init", "Smiths")
-        try ok(a, "child", "add", "Ava")
-        let daemon = try #require(try DaemonProcess.start(a, in: group))
+        let daemon = try smithsServing(a, in: group)
         try ok(b, "join", try inviteCode(a))
         #expect(try digest(a) == digest(b))
 

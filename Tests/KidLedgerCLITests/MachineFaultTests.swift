@@ -110,9 +110,7 @@ struct MachineFaultTests {
     @Test func killedDaemonDuringSyncLosesNothing() throws {
         let a = TestLedger(), b = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); a.remove(); b.remove() }
-        try ok(a, "init", "Smiths")
-        try ok(a, "child", "add", "Ava")
-        var daemon = try #require(try DaemonProcess.start(a, in: group))
+        var daemon = try smithsServing(a, in: group)
         try ok(b, "join", try inviteCode(a))
         var random = SplitMix64(seed: 0xDAE_4011)
         var given = 0, completed = 0

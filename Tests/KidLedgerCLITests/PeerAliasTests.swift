@@ -9,9 +9,7 @@ struct PeerAliasTests {
     @Test func aDeadAliasOfALaptopKeepsNothingPending() throws {
         let mom = TestLedger(), dad = TestLedger(), group = ProcessGroup()
         defer { group.stopAll(); mom.remove(); dad.remove() }
-        try ok(mom, "init", "Smiths")
-        try ok(mom, "child", "add", "Ava")
-        let before = try #require(try DaemonProcess.start(mom, in: group))
+        let before = try smithsServing(mom, in: group)
         try ok(dad, "join", try inviteCode(mom))
         #expect(before.stop() == 0)
         // The router gave Mom's laptop another address: her daemon is back on another port.

@@ -101,6 +101,38 @@ struct DeviceStateTests {
         #expect(try device.setting("listen") == nil)
     }
 
+    @Test("inbound sessions: counted in all and per member, the first time kept, the last host, time and outcome taken")
+    func inboundSessions() throws {
+        let clock = TestClock(1_000)
+        let store = MemoryStore()
+        let device = DeviceState(store: store, clock: clock)
+        #expect(try device.inbound().isEmpty)
+        #expect(try device.inboundTotals() == (0, 0))
+        let early = SyncOutcome(peerReplica: ReplicaID(5), receipt: [ReplicaID(5): 2], childrenAgreeing: 1)
+        try device.recordInbound(member: Self.key(8), from: "10.0.0.2", early)
+        clock.millis = 2_000
+        try device.recordInbound(member: Self.key(7), from: "10.0.0.3", SyncOutcome())
+        clock.millis = 3_000
+        let late = SyncOutcome(peerReplica: ReplicaID(5), receipt: [ReplicaID(5): 4, ReplicaID(6): 1], childrenAgreeing: 1,
+                               childrenDiffering: [RecordID(high: 1, low: 2)])
+        let stored = try device.recordInbound(member: Self.key(8), from: "10.0.0.4", late)
+
+        var expected = InboundRecord(memberKey: Self.key(8), host: "10.0.0.4", firstMillis: 1_000)
+        expected.lastMillis = 3_000
+        expected.sessions = 2
+        expected.last = late
+        #expect(stored == expected)
+        var other = InboundRecord(memberKey: Self.key(7), host: "10.0.0.3", firstMillis: 2_000)
+        other.sessions = 1
+        #expect(try device.inbound() == [other, expected], "by member key")
+        #expect(try device.inboundTotals() == (3, 3_000))
+        // The totals are the settings `status` read before members were recorded.
+        #expect(try device.setting(DeviceState.inboundSessionsSetting) == "3" && device.setting(DeviceState.lastInboundSetting) == "3000")
+        // A row that does not decode is reported, not skipped.
+        try store.write { w in try w.put(Tables.inbound, Self.key(9), [1, 200]) }
+        #expect(throws: LedgerError.self) { try device.inbound() }
+    }
+
     @Test("not replicated: the digest, vector and change log stay as they were")
     func notReplicated() throws {
         let r = try householdWithChildren(["Ava"], seed: 21)
@@ -111,6 +143,7 @@ struct DeviceStateTests {
         try r.device.updatePeer("a:1") { $0.lastSuccessMillis = 5 }
         try r.device.addInvite(key: Self.key(1), expiresAtMillis: 5)
         try r.device.setSetting("listen", "a:1")
+        try r.device.recordInbound(member: Self.key(2), from: "a", SyncOutcome(receipt: vector))
         #expect(try r.digest() == digest)
         #expect(try r.versionVector() == vector)
         #expect(try r.changeLog() == log)
