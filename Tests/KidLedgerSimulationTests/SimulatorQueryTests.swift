@@ -52,6 +52,39 @@ struct SimulatorQueryTests {
         #expect(try !b.listsItselfRevoked())
     }
 
+    @Test("the remembered allowance check answers as the replica's, across days, payments, changes and a replaced store")
+    func dueAllowancesFollowDaysAndWrites() throws {
+        let sim = try simulator()
+        let a = sim.nodes[0], b = sim.nodes[1]
+        _ = try a.replica!.addChild(name: "Ava")
+        _ = try a.replica!.addChild(name: "Ben")
+        let start = sim.time.millis + a.skew
+        func expectSame(_ node: SimNode, _ now: Int64) throws {
+            #expect(try node.hasDueAllowances(now: now) == node.replica!.hasDueAllowances(now: now), "at \(now - start) ms")
+        }
+        _ = try a.replica!.setAllowance("Ava", amountCents: 150, every: .week, on: nil, note: nil)
+        var dues = 0
+        // Every five hours for three weeks: the answer moves with the day, a payment and a change.
+        for step in 0..<100 {
+            let now = start + Int64(step) * 5 * 3_600_000
+            try expectSame(a, now)
+            try expectSame(a, now)  // asked again, unchanged: the remembered answer
+            if try a.hasDueAllowances(now: now) { dues += 1 }
+            if step % 7 == 3 { _ = try a.replica!.payDueAllowances(now: now) }
+            if step % 11 == 5 { _ = try a.replica!.post("Ben", signedCents: 1, note: "", source: "give") }
+            if step == 40 { _ = try a.replica!.stopAllowance("Ava") }
+            if step == 60 { _ = try a.replica!.setAllowance("Ben", amountCents: 20, every: .week, on: 3, note: nil) }
+            try sync(a, b)
+            try expectSame(b, now)
+            if step == 50 {
+                b.store = (b.store as! MemoryStore).clone()
+                try b.boot(time: sim.time, seed: 5)
+                try expectSame(b, now)
+            }
+        }
+        #expect(dues > 0 && dues < 100, "the check found something due at some steps, not all: \(dues)")
+    }
+
     @Test("one origin's held sequence and log entries equal the vector's entry and the whole read's, forked versions too")
     func oneOriginRead() throws {
         let sim = try simulator()

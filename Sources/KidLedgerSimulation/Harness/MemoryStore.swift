@@ -181,6 +181,10 @@ public final class MemoryStore: KeyValueStore {
     /// enough for most transactions, so it seldom grows.
     static let undoCapacity = 64
 
+    /// The last stamp a write took: while it is unchanged (outside a write transaction), so is
+    /// every table's content.
+    public var lastStamp: UInt64 { stamp }
+
     func nextStamp() -> UInt64 {
         stamp &+= 1
         return stamp

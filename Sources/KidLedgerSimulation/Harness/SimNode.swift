@@ -63,6 +63,9 @@ final class SimNode {
     /// The store, settings write count and member key at which the device settings held no
     /// placed revocation of that member (``holdsPlacedRevocation(of:)``).
     private var noPlacementCache: (store: MemoryStore, stamp: UInt64, key: [UInt8])?
+    /// The store, its last write stamp and the UTC day at which ``hasDueAllowances(now:)`` was
+    /// last answered, and the answer.
+    private var dueCache: (store: MemoryStore, stamp: UInt64, day: Int64, due: Bool)?
 
     init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
          verifier: any SignatureVerifier) {
@@ -140,6 +143,21 @@ final class SimNode {
         let revoked = try read()
         revokedCache = (memory, stamps, revoked)
         return revoked
+    }
+
+    /// `replica.hasDueAllowances(now:)` (false while down). For a ``MemoryStore``, asked again
+    /// while nothing wrote to the store and `now` is in the same UTC day, it is the last answer:
+    /// the answer is a function of the store and of that day alone (a period is due from 00:00
+    /// UTC of its start day; `SimulatorQueryTests` holds the two to each other). The daemon asks
+    /// at every gossip tick and every ledger command before it writes.
+    func hasDueAllowances(now: Int64) throws -> Bool {
+        guard let replica else { return false }
+        guard let memory = replica.store as? MemoryStore else { return try replica.hasDueAllowances(now: now) }
+        let day = Allowance.day(ofMillis: now)
+        if let cache = dueCache, cache.store === memory, cache.stamp == memory.lastStamp, cache.day == day { return cache.due }
+        let due = try replica.hasDueAllowances(now: now)
+        dueCache = (memory, memory.lastStamp, day, due)
+        return due
     }
 
     /// `replica.holdsPlacedRevocation(of: key)`; for a ``MemoryStore`` whose device settings hold

@@ -14,7 +14,7 @@ extension Simulator {
     /// write nothing then). Returns the payments' ids; the caller records the local change.
     func payAllowances(_ node: SimNode) throws -> [RecordID] {
         // Most ticks have nothing due: that read first (the product's own check).
-        guard let replica = node.replica, !node.isFrozen, try replica.hasDueAllowances(now: time.millis + node.skew),
+        guard let replica = node.replica, !node.isFrozen, try node.hasDueAllowances(now: time.millis + node.skew),
               try !knowsItIsRevoked(node) else { return [] }
         let paid: [Posting]
         do {
@@ -33,7 +33,7 @@ extension Simulator {
 
     /// ``payAllowances(_:)`` as one recorded step (the daemon's check at a gossip tick).
     func payAllowancesRecorded(_ node: SimNode) throws {
-        guard let replica = node.replica, !node.isFrozen, try replica.hasDueAllowances(now: time.millis + node.skew) else { return }
+        guard node.replica != nil, !node.isFrozen, try node.hasDueAllowances(now: time.millis + node.skew) else { return }
         let before = try ownSequence(node)
         let paid = try payAllowances(node)
         if !paid.isEmpty { try recordLocalChanges(node, after: before, acknowledging: paid) }
