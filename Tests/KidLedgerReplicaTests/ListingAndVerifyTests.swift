@@ -213,6 +213,33 @@ struct ListingAndVerifyTests {
         #expect(try !Replica.verifiesAlike(content, RecordingStore(memory)))
     }
 
+    @Test("verifyAlikeness: the three answers at once, as each table differs, in memory and through any store")
+    func verifyAlikenessByTable() throws {
+        let r = try busyReplica()
+        let memory = r.store as! MemoryStore
+        let content = try Replica.verifiedContent(of: memory)
+        func changed(_ table: Table) throws -> MemoryStore {
+            let copy = memory.clone()
+            try copy.write { w in try w.put(table, [0xFF, 0xFE], [1]) }
+            return copy
+        }
+        typealias Alike = Replica.VerifyAlikeness
+        let cases: [(MemoryStore, Alike)] = [
+            (memory.clone(), Alike(everything: true, allButHeads: true, recomputation: true)),
+            (try changed(Tables.heads), Alike(everything: false, allButHeads: true, recomputation: true)),
+            (try changed(Tables.byTime), Alike(everything: false, allButHeads: false, recomputation: true)),
+            (try changed(Tables.rejected), Alike(everything: false, allButHeads: false, recomputation: false)),
+            (try changed(Tables.peers), Alike(everything: true, allButHeads: true, recomputation: true)),
+        ]
+        for (i, (store, expected)) in cases.enumerated() {
+            #expect(try Replica.verifyAlikeness(content, store) == expected, "case \(i)")
+            #expect(try Replica.verifyAlikeness(content, RecordingStore(store)) == expected, "case \(i), entry by entry")
+        }
+        let digest = memory.clone()
+        try digest.write { w in try w.put(Tables.meta, Keys.digest, [UInt8](repeating: 0, count: 32)) }
+        #expect(try Replica.verifyAlikeness(content, digest) == Alike())
+    }
+
     @Test("writeCount moves with every put and delete, not with reads; clones keep it")
     func writeCounts() throws {
         let store = MemoryStore()

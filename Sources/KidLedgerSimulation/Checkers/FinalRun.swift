@@ -75,11 +75,12 @@ final class FinalRun {
     /// recomputation of one that recomputes alike (the same log: converged replicas usually differ
     /// only in the signed heads they hold), computed only when none does.
     private static func verify(_ replica: Replica, known: inout [Verified]) throws -> VerifyReport {
-        for entry in known where try Replica.verifiesAlike(entry.content, replica.store) { return entry.report }
         var readsButHeads: VerifyReport?, recomputation: Recomputation?
         for entry in known {
-            if readsButHeads == nil, try Replica.readsAlikeButHeads(entry.content, replica.store) { readsButHeads = entry.readsButHeads }
-            if recomputation == nil, try Replica.recomputesAlike(entry.content, replica.store) { recomputation = entry.recomputation }
+            let alike = try Replica.verifyAlikeness(entry.content, replica.store)
+            if alike.everything { return entry.report }
+            if readsButHeads == nil, alike.allButHeads { readsButHeads = entry.readsButHeads }
+            if recomputation == nil, alike.recomputation { recomputation = entry.recomputation }
         }
         let reads = try readsButHeads ?? replica.verifyReads(headsToo: false)
         let recomputed = try recomputation ?? replica.verifyRecomputation()

@@ -10,44 +10,70 @@ extension Replica {
     /// replica's) read entry by entry and compared with `a` in key order, which costs a scan, not
     /// the hashing `verify` does.
     public static func verifiesAlike(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
-        try holdAlike(a, b, in: verifiedTables)
+        try verifyAlikeness(a, b).everything
     }
 
     /// Whether ``verifyRecomputation()`` must find the same on the two stores: they hold the
     /// same entries in ``recomputedFrom`` and the same stored digest (the same log, usually, on
     /// replicas whose signed heads differ). `a` is a ``verifiedContent(of:)`` copy.
     public static func recomputesAlike(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
-        try holdAlike(a, b, in: recomputedFrom)
+        try verifyAlikeness(a, b).recomputation
     }
 
     /// Whether ``verifyReads(headsToo:)`` without the heads must report the same on the two
     /// stores: the same entries in every verified table but the signed heads, and the same
     /// stored digest. `a` is a ``verifiedContent(of:)`` copy.
     public static func readsAlikeButHeads(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
-        try holdAlike(a, b, in: verifiedTables.filter { $0 != Tables.heads })
+        try verifyAlikeness(a, b).allButHeads
     }
 
-    /// Whether the two stores hold the same entries in `tables` and the same stored digest.
-    private static func holdAlike(_ a: MemoryStore, _ b: any KeyValueStore, in tables: [Table]) throws -> Bool {
-        if let memory = b as? MemoryStore {
-            guard a.hasSameEntries(as: memory, in: tables) else { return false }
-            return try a.read { try $0.get(Tables.meta, verifiedMetaKey) } == memory.read { try $0.get(Tables.meta, verifiedMetaKey) }
+    /// Which parts of ``verify()`` must report the same on two stores (``verifiesAlike(_:_:)``,
+    /// ``readsAlikeButHeads(_:_:)``, ``recomputesAlike(_:_:)``).
+    public struct VerifyAlikeness: Equatable, Sendable {
+        public var everything = false, allButHeads = false, recomputation = false
+
+        public init(everything: Bool = false, allButHeads: Bool = false, recomputation: Bool = false) {
+            self.everything = everything
+            self.allButHeads = allButHeads
+            self.recomputation = recomputation
         }
-        return try a.read { mine in
+    }
+
+    /// The three answers at once, each table compared at most once: the stored digests first, then
+    /// the tables the recomputation reads, then the others (the heads last), until every answer
+    /// is known.
+    public static func verifyAlikeness(_ a: MemoryStore, _ b: any KeyValueStore) throws -> VerifyAlikeness {
+        var alike = VerifyAlikeness()
+        guard try a.read({ try $0.get(Tables.meta, verifiedMetaKey) }) == b.read({ try $0.get(Tables.meta, verifiedMetaKey) }) else {
+            return alike
+        }
+        let same: (Table) throws -> Bool
+        if let memory = b as? MemoryStore {
+            same = { a.hasSameEntries(as: memory, in: [$0]) }
+        } else {
+            same = { table in try sameEntries(a, b, in: table) }
+        }
+        alike.recomputation = try recomputedFrom.allSatisfy(same)
+        let rest = verifiedTables.filter { !recomputedFrom.contains($0) && $0 != Tables.heads }
+        alike.allButHeads = try alike.recomputation && rest.allSatisfy(same)
+        alike.everything = try alike.allButHeads && same(Tables.heads)
+        return alike
+    }
+
+    /// Whether `b` (read entry by entry, in key order: an LMDB replica's store) holds exactly
+    /// `a`'s entries in `table`: a scan, not the hashing `verify` does.
+    private static func sameEntries(_ a: MemoryStore, _ b: any KeyValueStore, in table: Table) throws -> Bool {
+        try a.read { mine in
             try b.read { theirs in
-                guard try mine.get(Tables.meta, verifiedMetaKey) == theirs.get(Tables.meta, verifiedMetaKey) else { return false }
-                for table in tables {
-                    var expected: [(key: [UInt8], value: [UInt8])] = []
-                    try mine.scan(table) { key, value in expected.append((key, value)); return true }
-                    var i = 0, same = true
-                    try theirs.scan(table) { key, value in
-                        same = i < expected.count && expected[i].key == key && expected[i].value == value
-                        i += 1
-                        return same
-                    }
-                    guard same && i == expected.count else { return false }
+                var expected: [(key: [UInt8], value: [UInt8])] = []
+                try mine.scan(table) { key, value in expected.append((key, value)); return true }
+                var i = 0, same = true
+                try theirs.scan(table) { key, value in
+                    same = i < expected.count && expected[i].key == key && expected[i].value == value
+                    i += 1
+                    return same
                 }
-                return true
+                return same && i == expected.count
             }
         }
     }

@@ -95,6 +95,22 @@ public final class MemoryStore: KeyValueStore {
         @inline(__always)
         static func head(_ key: [UInt8]) -> UInt64 { key.withUnsafeBytes { head($0) } }
 
+        /// Whether the two lists hold the same entries: `==`, with the bytes compared eight at a
+        /// time (`[UInt8]`'s `==` compares one at a time; the final checks compare whole tables).
+        static func same(_ a: [Entry], _ b: [Entry]) -> Bool {
+            guard a.count == b.count else { return false }
+            for i in a.indices {
+                let x = a[i], y = b[i]
+                guard x.head == y.head, sameBytes(x.key, y.key), sameBytes(x.value, y.value) else { return false }
+            }
+            return true
+        }
+
+        @inline(__always)
+        private static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+            a.count == b.count && KeyBytes.compare(a, b) == 0
+        }
+
         /// The key's first eight bytes as a big-endian number, zeros past the end of a shorter
         /// key. Two keys whose heads differ sort as their heads do (where they differ, either
         /// both keys have bytes and those differ, or the shorter key has ended and is a prefix
@@ -224,7 +240,7 @@ public final class MemoryStore: KeyValueStore {
     public func hasSameEntries(as other: MemoryStore, in tables: [Table]) -> Bool {
         for t in tables {
             let mine = committed[t], theirs = other.committed[t]
-            guard (mine?.entries ?? []) == (theirs?.entries ?? []) else {
+            guard Entry.same(mine?.entries ?? [], theirs?.entries ?? []) else {
                 return false
             }
         }
