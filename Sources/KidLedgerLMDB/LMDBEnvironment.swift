@@ -265,6 +265,18 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         guardSlot = MapFaultGuard.register(start: range.start, count: Int(range.end - range.start))
     }
 
+    /// The id of the last committed write transaction (LMDB's `me_last_txnid`; 0 once closed):
+    /// it moves with every commit, so while it stands still nothing committed has changed.
+    public var lastCommittedTransaction: Int {
+        gate.lockShared()
+        defer { gate.unlock() }
+        return env.map { env in
+            var info = MDB_envinfo()
+            mdb_env_info(env, &info)
+            return info.me_last_txnid
+        } ?? 0
+    }
+
     private static func mapSize(_ env: OpaquePointer) -> Int {
         var info = MDB_envinfo()
         mdb_env_info(env, &info)

@@ -87,6 +87,51 @@ struct SimulatorCacheTests {
         #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
     }
 
+    @Test("on LMDB replicas, the revoked keys, hash-chain heads and allowance check follow local and remote changes and a reopened environment")
+    func nodeCachesFollowChangesOnLMDB() throws {
+        var parameters = SimulationParameters.draw(seed: 3, replicas: 2...2)
+        parameters.usesLMDB = true
+        let base = TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(base) }
+        let sim = Simulator(parameters: parameters, lmdbBase: base)
+        try sim.setUp()
+        defer { for node in sim.nodes { (node.store as? LMDBEnvironment)?.close() } }
+        let a = sim.nodes[0], b = sim.nodes[1]
+        #expect(b.store is LMDBEnvironment)
+        let now = sim.time.millis
+        func expectFresh(_ node: SimNode, _ at: Int64 = now) throws {
+            let replica = node.replica!
+            #expect(try node.revokedKeys() == Set(replica.members().filter(\.isRevoked).map(\.key)))
+            #expect(node.heads() == (try replica.chains(at: replica.versionVector())))
+            #expect(try node.hasDueAllowances(now: at) == replica.hasDueAllowances(now: at))
+        }
+        for node in [a, b] { try expectFresh(node) }
+        _ = try a.replica!.addChild(name: "Ava")
+        _ = try a.replica!.setAllowance("Ava", amountCents: 100, every: .week, on: nil, note: nil)
+        try expectFresh(a)
+        try sync(a, b)
+        try expectFresh(b)
+        try expectFresh(b, now + 8 * 86_400_000)  // another day: a period is due
+        #expect(try b.hasDueAllowances(now: now + 8 * 86_400_000))
+        _ = try b.replica!.payDueAllowances(now: now + 8 * 86_400_000)
+        try expectFresh(b, now + 8 * 86_400_000)
+        #expect(try !b.hasDueAllowances(now: now + 8 * 86_400_000))
+        // The owner revokes b; b learns it by sync, and its heads move.
+        let headsBefore = b.heads()
+        try sim.revoke(1)
+        try expectFresh(a)
+        try sync(a, b)
+        try expectFresh(b)
+        #expect(b.heads() != headsBefore)
+        #expect(try b.listsItselfRevoked())
+        // A restart from the files: another environment object, read again.
+        b.crash()
+        try sim.reopenLMDB(b)
+        try b.boot(time: sim.time, seed: 3)
+        try expectFresh(b)
+        #expect(try b.listsItselfRevoked())
+    }
+
     @Test("a replaced store (a restore from stale files) is read again")
     func replacedStoreIsReadAgain() throws {
         let sim = try simulator()

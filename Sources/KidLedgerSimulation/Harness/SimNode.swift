@@ -52,20 +52,43 @@ final class SimNode {
         return try replica.store.read { try $0.count(Tables.children) }
     }
 
-    /// The member keys the replica lists as revoked (``revokedKeys()``), with what they were read
-    /// from: the store and the write counts of the tables `members()` reads.
-    private var revokedCache: (store: MemoryStore, stamps: [UInt64], revoked: Set<[UInt8]>)?
+    /// The member keys the replica lists as revoked (``revokedKeys()``), and the stamp of what
+    /// they were read from.
+    private var revokedCache: (stamp: StoreStamp, revoked: Set<[UInt8]>)?
     /// The tables ``Replica/members()`` reads.
     private static let memberTables = [Tables.households, Tables.grants, Tables.revocations, Tables.claims, Tables.transfers]
-    /// The hash chain at the head of every origin (``heads()``), with what it was read from: the
-    /// store and its vector and chains tables' write counts.
-    private var headsCache: (store: MemoryStore, vector: UInt64, chains: UInt64, heads: [ReplicaID: [UInt8]])?
-    /// The store, settings write count and member key at which the device settings held no
+    /// The hash chain at the head of every origin (``heads()``), and the stamp of what it was
+    /// read from (the vector and chains tables).
+    private var headsCache: (stamp: StoreStamp, heads: [ReplicaID: [UInt8]])?
+    /// The stamp (of the settings table) and member key at which the device settings held no
     /// placed revocation of that member (``holdsPlacedRevocation(of:)``).
-    private var noPlacementCache: (store: MemoryStore, stamp: UInt64, key: [UInt8])?
-    /// The store, its last write stamp and the UTC day at which ``hasDueAllowances(now:)`` was
-    /// last answered, and the answer.
-    private var dueCache: (store: MemoryStore, stamp: UInt64, day: Int64, due: Bool)?
+    private var noPlacementCache: (stamp: StoreStamp, key: [UInt8])?
+    /// The stamp of the whole store and the UTC day at which ``hasDueAllowances(now:)`` was last
+    /// answered, and the answer.
+    private var dueCache: (stamp: StoreStamp, day: Int64, due: Bool)?
+
+    /// What the node's caches of answers read from its store are kept by: the store, and numbers
+    /// that move whenever what was read may have changed. For a ``MemoryStore``, the write counts
+    /// of the tables read (nil: its last write stamp); for an LMDB environment, its last committed
+    /// transaction, whatever was read (every commit moves it).
+    struct StoreStamp {
+        let store: AnyObject
+        let numbers: [UInt64]
+
+        func same(as other: StoreStamp?) -> Bool { other.map { store === $0.store && numbers == $0.numbers } ?? false }
+    }
+
+    /// The stamp of `tables` (nil: of the whole store) in ``store`` now; nil for a store of
+    /// another kind (nothing is cached for it).
+    private func stamp(_ tables: [Table]?) -> StoreStamp? {
+        if let memory = store as? MemoryStore {
+            return StoreStamp(store: memory, numbers: tables?.map { memory.writeCount($0) } ?? [memory.lastStamp])
+        }
+        if let lmdb = store as? LMDBEnvironment {
+            return StoreStamp(store: lmdb, numbers: [UInt64(lmdb.lastCommittedTransaction)])
+        }
+        return nil
+    }
 
     init(index: Int, store: any KeyValueStore, skew: Int64, lmdbDirectory: String?, identity: Identity,
          verifier: any SignatureVerifier) {
@@ -132,61 +155,53 @@ final class SimNode {
 
     /// The member keys `replica.members()` lists as revoked (empty while down): the keys the
     /// secure channel's authorisation refuses (the CLI's `SyncDriver.admissibleKeys`). Derived
-    /// from the tables `members()` reads only, so for a ``MemoryStore`` it is re-read only when
-    /// one of them was written (or the store replaced).
+    /// from the tables `members()` reads only, so it is re-read only when one of them was written
+    /// (``StoreStamp``), or the store replaced.
     func revokedKeys() throws -> Set<[UInt8]> {
         guard let replica else { return [] }
-        func read() throws -> Set<[UInt8]> { Set(try replica.members().filter(\.isRevoked).map(\.key)) }
-        guard let memory = replica.store as? MemoryStore else { return try read() }
-        let stamps = Self.memberTables.map { memory.writeCount($0) }
-        if let cache = revokedCache, cache.store === memory, cache.stamps == stamps { return cache.revoked }
-        let revoked = try read()
-        revokedCache = (memory, stamps, revoked)
+        let stamp = stamp(Self.memberTables)
+        if let cache = revokedCache, cache.stamp.same(as: stamp) { return cache.revoked }
+        let revoked = Set(try replica.members().filter(\.isRevoked).map(\.key))
+        if let stamp { revokedCache = (stamp, revoked) }
         return revoked
     }
 
-    /// `replica.hasDueAllowances(now:)` (false while down). For a ``MemoryStore``, asked again
-    /// while nothing wrote to the store and `now` is in the same UTC day, it is the last answer:
-    /// the answer is a function of the store and of that day alone (a period is due from 00:00
-    /// UTC of its start day; `SimulatorQueryTests` holds the two to each other). The daemon asks
-    /// at every gossip tick and every ledger command before it writes.
+    /// `replica.hasDueAllowances(now:)` (false while down). Asked again while nothing wrote to
+    /// the store (``StoreStamp``) and `now` is in the same UTC day, it is the last answer: the
+    /// answer is a function of the store and of that day alone (a period is due from 00:00 UTC of
+    /// its start day; `SimulatorQueryTests` holds the two to each other). The daemon asks at
+    /// every gossip tick and every ledger command before it writes.
     func hasDueAllowances(now: Int64) throws -> Bool {
         guard let replica else { return false }
-        guard let memory = replica.store as? MemoryStore else { return try replica.hasDueAllowances(now: now) }
-        let day = Allowance.day(ofMillis: now)
-        if let cache = dueCache, cache.store === memory, cache.stamp == memory.lastStamp, cache.day == day { return cache.due }
+        let stamp = stamp(nil), day = Allowance.day(ofMillis: now)
+        if let cache = dueCache, cache.stamp.same(as: stamp), cache.day == day { return cache.due }
         let due = try replica.hasDueAllowances(now: now)
-        dueCache = (memory, memory.lastStamp, day, due)
+        if let stamp { dueCache = (stamp, day, due) }
         return due
     }
 
-    /// `replica.holdsPlacedRevocation(of: key)`; for a ``MemoryStore`` whose device settings hold
-    /// no placement (almost always), answered from the settings table's write count.
+    /// `replica.holdsPlacedRevocation(of: key)`; when the device settings hold no placement
+    /// (almost always), answered from the settings table's stamp.
     private func holdsPlacedRevocation(of key: [UInt8]) throws -> Bool {
         guard let replica else { return false }
-        if let memory = replica.store as? MemoryStore {
-            let stamp = memory.writeCount(Tables.settings)
-            if let cache = noPlacementCache, cache.store === memory, cache.stamp == stamp, cache.key == key { return false }
-            guard try replica.device.setting(Replica.placementSetting(key)) != nil else {
-                noPlacementCache = (memory, stamp, key)
-                return false
-            }
+        let stamp = stamp([Tables.settings])
+        if let cache = noPlacementCache, cache.stamp.same(as: stamp), cache.key == key { return false }
+        guard try replica.device.setting(Replica.placementSetting(key)) != nil else {
+            if let stamp { noPlacementCache = (stamp, key) }
+            return false
         }
         return try replica.holdsPlacedRevocation(of: key)
     }
 
     /// The running replica's hash chains at its version vector (nil when down or unreadable):
     /// equal on two replicas exactly when they hold the same changes. Derived from the vector and
-    /// chains tables only, so for a ``MemoryStore`` it is re-read only when one was written.
+    /// chains tables only, so it is re-read only when one was written (``StoreStamp``).
     func heads() -> [ReplicaID: [UInt8]]? {
         guard let replica else { return nil }
-        let memory = store as? MemoryStore
-        let vector = memory?.writeCount(Tables.vector), chains = memory?.writeCount(Tables.chains)
-        if let memory, let cache = headsCache, cache.store === memory, cache.vector == vector, cache.chains == chains {
-            return cache.heads
-        }
+        let stamp = stamp([Tables.vector, Tables.chains])
+        if let cache = headsCache, cache.stamp.same(as: stamp) { return cache.heads }
         guard let v = try? versionVector(), let heads = try? replica.chains(at: v) else { return nil }
-        if let memory, let vector, let chains { headsCache = (memory, vector, chains, heads) }
+        if let stamp { headsCache = (stamp, heads) }
         return heads
     }
 
