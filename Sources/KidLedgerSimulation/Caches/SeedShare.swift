@@ -69,22 +69,29 @@ public final class SeedShare: @unchecked Sendable {
         }
     }
 
-    /// `identity.grant(_:name:household:atMillis:)`.
+    /// `identity.grant(_:name:household:atMillis:)`; the verifier learns its signature (like
+    /// ``sign(_:by:)``'s).
     func grant(by identity: Identity, _ member: PublicKey, name: String, household: RecordID, atMillis: Int64) -> MemberGrant {
         thread.check()
         return Self.remembered(&grants, GrantQuestion(signer: identity.seed, member: member, name: name, household: household,
                                                atMillis: atMillis)) {
-            identity.grant(member, name: name, household: household, atMillis: atMillis)
+            let grant = identity.grant(member, name: name, household: household, atMillis: atMillis)
+            verifier.noteSigned(signature: grant.signature, message: Membership.grantMessage(household: household, grant),
+                                key: identity.publicKey.bytes)
+            return grant
         }
     }
 
-    /// `identity.revocation(of:seen:household:atMillis:)`.
+    /// `identity.revocation(of:seen:household:atMillis:)`; the verifier learns its signature.
     func revocation(by identity: Identity, of member: [UInt8], seen: VersionVector, household: RecordID,
                     atMillis: Int64) -> MemberRevocation {
         thread.check()
         return Self.remembered(&revocations, RevocationQuestion(signer: identity.seed, member: member, seen: seen,
                                                          household: household, atMillis: atMillis)) {
-            identity.revocation(of: member, seen: seen, household: household, atMillis: atMillis)
+            let revocation = identity.revocation(of: member, seen: seen, household: household, atMillis: atMillis)
+            verifier.noteSigned(signature: revocation.signature, message: Membership.revocationMessage(household: household, revocation),
+                                key: identity.publicKey.bytes)
+            return revocation
         }
     }
 }

@@ -228,7 +228,8 @@ public final class Simulator {
         let founder = owner.replica!
         recovery = try Self.recoveryIdentity(seed: parameters.seed, share: share)
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
-                                                salt: drawBytes(16), recovery: recovery.publicKey.bytes, sign: owner.member.sign).id
+                                                salt: drawBytes(16), recovery: recovery.publicKey.bytes,
+                                                sign: { [share] in share.sign($0, by: owner.member) }).id
         let grants = nodes.dropFirst().map { node in
             Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
                                         atMillis: time.millis + owner.skew))
