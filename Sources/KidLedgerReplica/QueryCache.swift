@@ -19,6 +19,8 @@ public enum CachedQuery: Int, Hashable, Sendable, CaseIterable {
     case aggregates
     /// The household's summary.
     case household
+    /// The household's ownership: its owners and transfers.
+    case ownership
 }
 
 /// Keeps nothing: every query computes. The product's query cache.

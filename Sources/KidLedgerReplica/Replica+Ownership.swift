@@ -8,9 +8,9 @@ extension Tables {
 
 /// Who owns the household: a function of its genesis and the set of valid transfers in the log
 /// alone, so every replica holding the same log agrees (docs/SECURITY.md, "A stolen laptop").
-struct Ownership {
+struct Ownership: Equatable {
     /// One owner's term: the owner, and the transfer that ended it (nil for the current owner).
-    struct Term {
+    struct Term: Equatable {
         var owner: [UInt8]
         var endedBy: OwnerTransfer?
     }
@@ -70,9 +70,20 @@ public struct OwnershipSummary: Equatable, Sendable {
 extension Replica {
     /// The household's ownership, or nil for a household without membership or before its
     /// genesis is here. A stored genesis or transfer that does not decode throws (a damaged store).
+    /// Kept between transactions by a store that can tell its tables are unchanged (the
+    /// simulator's: every judged change asks), on the households and transfers tables alone: the
+    /// pin it starts from changes only with the households table (``pinnedHousehold(_:)``).
     static func ownership(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> Ownership? {
-        guard try household(r, queries) != nil, let pin = try pinnedHousehold(r), !pin.owner.isEmpty else { return nil }
-        guard let raw = try r.get(Tables.households, Keys.id(pin.id)) else { throw LedgerError.corrupted("household record missing") }
+        try queries.value(.ownership, tables: ownershipTables, reading: r) { Memo(try readOwnership(r)) }.value
+    }
+
+    /// What ``ownership(_:_:)`` keeps its answer on.
+    private static let ownershipTables = [Tables.households, Tables.transfers]
+
+    static func readOwnership(_ r: any KeyValueReader) throws -> Ownership? {
+        guard let pin = try pinnedHousehold(r), !pin.owner.isEmpty, let raw = try r.get(Tables.households, Keys.id(pin.id)) else {
+            return nil
+        }
         let genesis: Household
         do { genesis = try RecordCodec.decodeHousehold(raw) } catch {
             throw LedgerError.corrupted("household record: \(error)")
