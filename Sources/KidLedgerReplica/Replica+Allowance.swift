@@ -48,11 +48,16 @@ public struct AllowanceSchedule: Equatable, Sendable {
 extension Replica {
     /// Every child's schedule (stopped ones too), in the children's list order.
     public func allowanceSchedules() throws -> [AllowanceSchedule] {
+        try allowanceSchedules { _ in true }
+    }
+
+    /// The schedules of the children `include` selects (by id), in the children's list order.
+    private func allowanceSchedules(_ include: (RecordID) -> Bool) throws -> [AllowanceSchedule] {
         let now = clock.nowMillis()
         return try store.read { r in
             let household = try Self.requireHousehold(r, queryCache).id
             return try Self.children(r, queryCache, includeArchived: true).compactMap {
-                try Self.schedule(of: $0, household: household, now: now, r)
+                include($0.id) ? try Self.schedule(of: $0, household: household, now: now, r) : nil
             }
         }
     }
@@ -166,7 +171,7 @@ extension Replica {
     }
 
     private func requireSchedule(of child: RecordID) throws -> AllowanceSchedule {
-        guard let schedule = try allowanceSchedules().first(where: { $0.childID == child }) else {
+        guard let schedule = try allowanceSchedules({ $0 == child }).first else {
             throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
         }
         return schedule
@@ -202,7 +207,10 @@ extension Replica {
     /// balance after them.
     static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache,
                             limit: Int = Limits.allowancePaymentsPerCallMax) throws -> [Posting] {
-        guard let household = try household(r, queries)?.id else { return [] }
+        // The household's id only (``household(_:_:)`` without its record's decoding and name:
+        // the daemon asks at every tick).
+        guard let pin = try pinnedHousehold(r), try r.get(Tables.households, Keys.id(pin.id)) != nil else { return [] }
+        let household = pin.id
         var postings: [Posting] = []
         // The rows without totals (kept between transactions by the simulator's store): most
         // children have no schedule, and only those with an unpaid period read their totals.
