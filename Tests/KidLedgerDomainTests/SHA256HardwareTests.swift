@@ -15,6 +15,17 @@ func portableSHA256(_ message: [UInt8], piece: Int) -> [UInt8] {
     return engine.finalize()
 }
 
+/// Hands `message` to `update` in pieces of 1, 63, 64, 65, 200 and 1,000 bytes, then the rest.
+func inPieces(_ message: [UInt8], _ update: ([UInt8]) -> Void) {
+    var start = 0
+    for piece in [1, 63, 64, 65, 200, 1000] where start < message.count {
+        let end = min(message.count, start + piece)
+        update(Array(message[start..<end]))
+        start = end
+    }
+    update(Array(message[start...]))
+}
+
 /// The hardware path, where the processor has it, gives the Swift path's digest on every length
 /// from 0 to 4 blocks and beyond, whole and in pieces (one C call over several blocks, and a
 /// block at a time); the Swift path itself is held to the known answers in HashTests.
@@ -25,13 +36,7 @@ func portableSHA256(_ message: [UInt8], piece: Int) -> [UInt8] {
         #expect(portableSHA256(message, piece: 64 * 3 + 5) == reference, "length \(length)")
         #expect(SHA256.hash(message) == reference, "length \(length)")
         var hasher = SHA256Hasher()
-        var start = 0
-        for piece in [1, 63, 64, 65, 200, 1000] where start < message.count {
-            let end = min(message.count, start + piece)
-            hasher.update(Array(message[start..<end]))
-            start = end
-        }
-        hasher.update(Array(message[start...]))
+        inPieces(message) { hasher.update($0) }
         #expect(hasher.finalize() == reference, "length \(length)")
     }
 }
@@ -59,13 +64,7 @@ func portableSHA256(_ message: [UInt8], piece: Int) -> [UInt8] {
         let reference = portable.finalize()
         #expect(SHA1.hash(message) == reference, "length \(length)")
         var hasher = SHA1Hasher()
-        var start = 0
-        for piece in [1, 63, 64, 65, 200, 1000] where start < message.count {
-            let end = min(message.count, start + piece)
-            hasher.update(Array(message[start..<end]))
-            start = end
-        }
-        hasher.update(Array(message[start...]))
+        inPieces(message) { hasher.update($0) }
         #expect(hasher.finalize() == reference, "length \(length)")
     }
 }

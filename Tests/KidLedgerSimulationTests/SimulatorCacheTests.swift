@@ -49,8 +49,8 @@ struct SimulatorCacheTests {
         #expect(try b.pickableChildren() == fresh(b))
     }
 
-    @Test("on LMDB replicas, the pickable children follow local and remote changes and a reopened environment")
-    func pickableChildrenFollowChangesOnLMDB() throws {
+    /// Runs `body` on a two-replica simulation whose replicas are in LMDB (closed and removed after).
+    func onLMDB(_ body: (Simulator, SimNode, SimNode) throws -> Void) throws {
         var parameters = SimulationParameters.draw(seed: 3, replicas: 2...2)
         parameters.usesLMDB = true
         let base = TemporaryDirectory.make()
@@ -58,78 +58,77 @@ struct SimulatorCacheTests {
         let sim = Simulator(parameters: parameters, lmdbBase: base)
         try sim.setUp()
         defer { for node in sim.nodes { (node.store as? LMDBEnvironment)?.close() } }
-        let a = sim.nodes[0], b = sim.nodes[1]
-        #expect(b.store is LMDBEnvironment)
-        #expect(try b.pickableChildren() == [])
-        let ava = try a.replica!.addChild(name: "Ava")
-        let cleo = try b.replica!.addChild(name: "Cleo")
-        #expect(try b.pickableChildren().map(\.id) == [cleo.id])
-        try sync(a, b)
-        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
-        // A remote rename moves Ava after Cleo; a local archive flags Cleo.
-        try a.replica!.renameChild("Ava", to: "Zed")
-        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
-        try sync(a, b)
-        #expect(try b.pickableChildren().map(\.id) == [cleo.id, ava.id])
-        try b.replica!.setArchived("Cleo", true)
-        #expect(try b.pickableChildren() == fresh(b))
-        #expect(try b.pickableChildren().first { $0.id == cleo.id }?.isArchived == true)
-        // Transactions alone leave the list as it was (and it stays right).
-        try b.replica!.post("Zed", signedCents: 5, note: "", source: "give")
-        #expect(try b.pickableChildren() == fresh(b))
-        // A restart from the files: another environment object, read again.
-        b.crash()
-        try sim.reopenLMDB(b)
-        try b.boot(time: sim.time, seed: 3)
-        #expect(try b.pickableChildren() == fresh(b))
-        try b.replica!.renameChild("Zed", to: "Ava")
-        #expect(try b.pickableChildren() == fresh(b))
-        #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+        #expect(sim.nodes[1].store is LMDBEnvironment)
+        try body(sim, sim.nodes[0], sim.nodes[1])
+    }
+
+    @Test("on LMDB replicas, the pickable children follow local and remote changes and a reopened environment")
+    func pickableChildrenFollowChangesOnLMDB() throws {
+        try onLMDB { sim, a, b in
+            #expect(try b.pickableChildren() == [])
+            let ava = try a.replica!.addChild(name: "Ava")
+            let cleo = try b.replica!.addChild(name: "Cleo")
+            #expect(try b.pickableChildren().map(\.id) == [cleo.id])
+            try sync(a, b)
+            #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+            // A remote rename moves Ava after Cleo; a local archive flags Cleo.
+            try a.replica!.renameChild("Ava", to: "Zed")
+            #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+            try sync(a, b)
+            #expect(try b.pickableChildren().map(\.id) == [cleo.id, ava.id])
+            try b.replica!.setArchived("Cleo", true)
+            #expect(try b.pickableChildren() == fresh(b))
+            #expect(try b.pickableChildren().first { $0.id == cleo.id }?.isArchived == true)
+            // Transactions alone leave the list as it was (and it stays right).
+            try b.replica!.post("Zed", signedCents: 5, note: "", source: "give")
+            #expect(try b.pickableChildren() == fresh(b))
+            // A restart from the files: another environment object, read again.
+            b.crash()
+            try sim.reopenLMDB(b)
+            try b.boot(time: sim.time, seed: 3)
+            #expect(try b.pickableChildren() == fresh(b))
+            try b.replica!.renameChild("Zed", to: "Ava")
+            #expect(try b.pickableChildren() == fresh(b))
+            #expect(try b.pickableChildren().map(\.id) == [ava.id, cleo.id])
+        }
     }
 
     @Test("on LMDB replicas, the revoked keys, hash-chain heads and allowance check follow local and remote changes and a reopened environment")
     func nodeCachesFollowChangesOnLMDB() throws {
-        var parameters = SimulationParameters.draw(seed: 3, replicas: 2...2)
-        parameters.usesLMDB = true
-        let base = TemporaryDirectory.make()
-        defer { TemporaryDirectory.remove(base) }
-        let sim = Simulator(parameters: parameters, lmdbBase: base)
-        try sim.setUp()
-        defer { for node in sim.nodes { (node.store as? LMDBEnvironment)?.close() } }
-        let a = sim.nodes[0], b = sim.nodes[1]
-        #expect(b.store is LMDBEnvironment)
-        let now = sim.time.millis
-        func expectFresh(_ node: SimNode, _ at: Int64 = now) throws {
-            let replica = node.replica!
-            #expect(try node.revokedKeys() == Set(replica.members().filter(\.isRevoked).map(\.key)))
-            #expect(node.heads() == (try replica.chains(at: replica.versionVector())))
-            #expect(try node.hasDueAllowances(now: at) == replica.hasDueAllowances(now: at))
+        try onLMDB { sim, a, b in
+            let now = sim.time.millis
+            func expectFresh(_ node: SimNode, _ at: Int64 = now) throws {
+                let replica = node.replica!
+                #expect(try node.revokedKeys() == Set(replica.members().filter(\.isRevoked).map(\.key)))
+                #expect(node.heads() == (try replica.chains(at: replica.versionVector())))
+                #expect(try node.hasDueAllowances(now: at) == replica.hasDueAllowances(now: at))
+            }
+            for node in [a, b] { try expectFresh(node) }
+            _ = try a.replica!.addChild(name: "Ava")
+            _ = try a.replica!.setAllowance("Ava", amountCents: 100, every: .week, on: nil, note: nil)
+            try expectFresh(a)
+            try sync(a, b)
+            try expectFresh(b)
+            try expectFresh(b, now + 8 * 86_400_000)  // another day: a period is due
+            #expect(try b.hasDueAllowances(now: now + 8 * 86_400_000))
+            _ = try b.replica!.payDueAllowances(now: now + 8 * 86_400_000)
+            try expectFresh(b, now + 8 * 86_400_000)
+            #expect(try !b.hasDueAllowances(now: now + 8 * 86_400_000))
+            // The owner revokes b; b learns it by sync, and its heads move.
+            let headsBefore = b.heads()
+            try sim.revoke(1)
+            try expectFresh(a)
+            try sync(a, b)
+            try expectFresh(b)
+            #expect(b.heads() != headsBefore)
+            #expect(try b.listsItselfRevoked())
+            // A restart from the files: another environment object, read again.
+            b.crash()
+            try sim.reopenLMDB(b)
+            try b.boot(time: sim.time, seed: 3)
+            try expectFresh(b)
+            #expect(try b.listsItselfRevoked())
         }
-        for node in [a, b] { try expectFresh(node) }
-        _ = try a.replica!.addChild(name: "Ava")
-        _ = try a.replica!.setAllowance("Ava", amountCents: 100, every: .week, on: nil, note: nil)
-        try expectFresh(a)
-        try sync(a, b)
-        try expectFresh(b)
-        try expectFresh(b, now + 8 * 86_400_000)  // another day: a period is due
-        #expect(try b.hasDueAllowances(now: now + 8 * 86_400_000))
-        _ = try b.replica!.payDueAllowances(now: now + 8 * 86_400_000)
-        try expectFresh(b, now + 8 * 86_400_000)
-        #expect(try !b.hasDueAllowances(now: now + 8 * 86_400_000))
-        // The owner revokes b; b learns it by sync, and its heads move.
-        let headsBefore = b.heads()
-        try sim.revoke(1)
-        try expectFresh(a)
-        try sync(a, b)
-        try expectFresh(b)
-        #expect(b.heads() != headsBefore)
-        #expect(try b.listsItselfRevoked())
-        // A restart from the files: another environment object, read again.
-        b.crash()
-        try sim.reopenLMDB(b)
-        try b.boot(time: sim.time, seed: 3)
-        try expectFresh(b)
-        #expect(try b.listsItselfRevoked())
     }
 
     @Test("a replaced store (a restore from stale files) is read again")
