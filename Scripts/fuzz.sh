@@ -39,13 +39,17 @@ usage() {
 build_fuzzer() {
   mkdir -p "$build"
   local stamp="" libs=()
-  # The one C file of ours (SHA-256 on the SHA instructions), which KidLedgerDomain imports.
-  if [ ! -f "$build/sha256_hw.o" ] || [ Sources/CSHA256/sha256_hw.c -nt "$build/sha256_hw.o" ]; then
-    echo "fuzz: building CSHA256" >&2
-    clang -O2 -g -fsanitize=fuzzer-no-link,address -I Sources/CSHA256/include -c Sources/CSHA256/sha256_hw.c \
-      -o "$build/sha256_hw.o"
-    stamp=rebuilt
-  fi
+  # Our C files (SHA-256's and SHA-1's compression on the SHA instructions), which KidLedgerDomain imports.
+  local objects=()
+  for c in Sources/CSHA256/*.c; do
+    local object="$build/$(basename "$c" .c).o"
+    if [ ! -f "$object" ] || [ "$c" -nt "$object" ]; then
+      echo "fuzz: building CSHA256 ($(basename "$c"))" >&2
+      clang -O2 -g -fsanitize=fuzzer-no-link,address -I Sources/CSHA256/include -c "$c" -o "$object"
+      stamp=rebuilt
+    fi
+    objects+=("$object")
+  done
   for m in "${modules[@]}"; do
     local lib="$build/lib$m.a"
     if [ ! -f "$lib" ] || [ -n "$stamp" ] || [ -n "$(find "Sources/$m" -newer "$lib" -name '*.swift' | head -n 1)" ]; then
@@ -60,7 +64,7 @@ build_fuzzer() {
   if [ ! -f "$bin" ] || [ -n "$stamp" ] || [ -n "$(find Fuzz/Sources -newer "$bin" -name '*.swift' | head -n 1)" ]; then
     echo "fuzz: linking kidledger-fuzz" >&2
     swiftc "${flags[@]}" -use-ld=lld -module-name KidLedgerFuzz -L "$build" "${libs[@]}" -lsodium -llmdb \
-      "$build/sha256_hw.o" Fuzz/Sources/*.swift -o "$bin"
+      "${objects[@]}" Fuzz/Sources/*.swift -o "$bin"
   fi
 }
 
