@@ -55,13 +55,7 @@ struct SHA1Compressor: BlockCompressor {
 
     mutating func compress(blocks: UnsafeRawBufferPointer) {
         #if canImport(CSHA256)
-        if SHA256Compressor.hardware, let start = blocks.baseAddress {
-            withUnsafeMutableBytes(of: &h) { state in
-                kl_sha1_hw_compress(state.baseAddress!.assumingMemoryBound(to: UInt32.self),
-                                    start.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
-            }
-            return
-        }
+        if compressOnSHAInstructions(&h, blocks, kl_sha1_hw_compress) { return }
         #endif
         PortableSHA1Compressor.compress(&h, blocks: blocks)
     }

@@ -194,17 +194,26 @@ struct SHA256Compressor: BlockCompressor {
 
     mutating func compress(blocks: UnsafeRawBufferPointer) {
         #if canImport(CSHA256)
-        if Self.hardware, let start = blocks.baseAddress {
-            withUnsafeMutableBytes(of: &h) { state in
-                kl_sha256_hw_compress(state.baseAddress!.assumingMemoryBound(to: UInt32.self),
-                                      start.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
-            }
-            return
-        }
+        if compressOnSHAInstructions(&h, blocks, kl_sha256_hw_compress) { return }
         #endif
         PortableSHA256Compressor.compress(&h, blocks: blocks)
     }
 }
+
+#if canImport(CSHA256)
+/// Runs one of CSHA256's compression functions over the state words `state` (a homogeneous tuple
+/// of `UInt32`s) and the whole blocks of `blocks`, when the processor has the SHA instructions
+/// (``SHA256Compressor/hardware``); false, with nothing done, when it has not.
+@inline(__always)
+func compressOnSHAInstructions<State>(_ state: inout State, _ blocks: UnsafeRawBufferPointer,
+                                      _ compress: (UnsafeMutablePointer<UInt32>?, UnsafePointer<UInt8>?, Int) -> Void) -> Bool {
+    guard SHA256Compressor.hardware, let start = blocks.baseAddress else { return false }
+    withUnsafeMutableBytes(of: &state) { words in
+        compress(words.baseAddress!.assumingMemoryBound(to: UInt32.self), start.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
+    }
+    return true
+}
+#endif
 
 /// SHA-256's compression in Swift: the fallback on processors without the SHA instructions, and
 /// the reference the tests hold the hardware path to.

@@ -209,8 +209,7 @@ extension Replica {
                             limit: Int = Limits.allowancePaymentsPerCallMax) throws -> [Posting] {
         // The household's id only (``household(_:_:)`` without its record's decoding and name:
         // the daemon asks at every tick).
-        guard let pin = try pinnedHousehold(r), try r.get(Tables.households, Keys.id(pin.id)) != nil else { return [] }
-        let household = pin.id
+        guard let household = try pinnedHouseholdRecord(r)?.pin.id else { return [] }
         var postings: [Posting] = []
         // The rows without totals (kept between transactions by the simulator's store): most
         // children have no schedule, and only those with an unpaid period read their totals.

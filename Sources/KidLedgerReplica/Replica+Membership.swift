@@ -236,6 +236,18 @@ extension Replica {
         return cut
     }
 
+    /// A grant as the grants table stores it. One that does not decode, or holds another
+    /// operation, is a damaged store: it throws, never counts as no grant.
+    static func storedGrant(_ value: [UInt8]) throws -> MemberGrant {
+        var reader = ByteReader(value)
+        let operation: Operation
+        do { operation = try RecordCodec.decodeOperation(&reader) } catch {
+            throw LedgerError.corrupted("a stored grant does not decode: \(error)")
+        }
+        guard case .grant(let g) = operation else { throw LedgerError.corrupted("a stored grant holds another operation") }
+        return g
+    }
+
     /// What the revocations of `member` have seen: the pointwise minimum of their vectors (every
     /// further revocation can only reject more), or nil when the member is not revoked. A stored
     /// revocation that does not decode is a damaged store: it throws, never counts as none.
@@ -394,8 +406,8 @@ extension Replica {
                                                   isFormerOwner: true, devices: [])
             }
             try r.scan(Tables.grants) { _, value in
-                var reader = ByteReader(value)
-                if case .grant(let g)? = try? RecordCodec.decodeOperation(&reader), byKey[ByteKey(g.member)] == nil {
+                let g = try Self.storedGrant(value)
+                if byKey[ByteKey(g.member)] == nil {
                     byKey[ByteKey(g.member)] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
                 }
                 return true

@@ -37,13 +37,7 @@ extension Replica {
         if let chosen = try chosenName(of: member, r) { return chosen }
         var granted: String?
         try r.scan(Tables.grants, prefix: member) { _, value in
-            var reader = ByteReader(value)
-            let operation: Operation
-            do { operation = try RecordCodec.decodeOperation(&reader) } catch {
-                throw LedgerError.corrupted("a stored grant does not decode: \(error)")
-            }
-            guard case .grant(let g) = operation else { throw LedgerError.corrupted("a stored grant holds another operation") }
-            granted = g.name
+            granted = try storedGrant(value).name
             return false
         }
         if let granted { return granted }

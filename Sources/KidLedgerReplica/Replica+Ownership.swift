@@ -81,9 +81,7 @@ extension Replica {
     private static let ownershipTables = [Tables.households, Tables.transfers]
 
     static func readOwnership(_ r: any KeyValueReader) throws -> Ownership? {
-        guard let pin = try pinnedHousehold(r), !pin.owner.isEmpty, let raw = try r.get(Tables.households, Keys.id(pin.id)) else {
-            return nil
-        }
+        guard let (pin, raw) = try pinnedHouseholdRecord(r), !pin.owner.isEmpty else { return nil }
         let genesis: Household
         do { genesis = try RecordCodec.decodeHousehold(raw) } catch {
             throw LedgerError.corrupted("household record: \(error)")

@@ -80,7 +80,7 @@ extension Replica {
     static func readHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary? {
         // Only the pinned household's genesis is ever applied (any other is forged), so the
         // households table holds at most its record.
-        guard let pin = try pinnedHousehold(r), let raw = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
+        guard let (pin, raw) = try pinnedHouseholdRecord(r) else { return nil }
         let h: Household
         do { h = try RecordCodec.decodeHousehold(raw) } catch { throw LedgerError.corrupted("household record") }
         let name = try register(pin.id, .householdName, r).flatMap { if case .text(let s) = $0 { s } else { nil } } ?? h.name
@@ -98,6 +98,14 @@ extension Replica {
         if raw.count == 17 && raw[16] == ownerPendingMark { return (Keys.id(in: raw, at: 0), [], true) }
         guard raw.count == 16 || raw.count == 16 + Membership.keyBytes else { throw LedgerError.corrupted("household pin") }
         return (Keys.id(in: raw, at: 0), Array(raw.dropFirst(16)), false)
+    }
+
+    /// The pin and the stored record (undecoded) of the pinned household, or nil until both are
+    /// here: only the pinned household's genesis is ever applied.
+    static func pinnedHouseholdRecord(_ r: any KeyValueReader) throws
+        -> (pin: (id: RecordID, owner: [UInt8], ownerPending: Bool), record: [UInt8])? {
+        guard let pin = try pinnedHousehold(r), let record = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
+        return (pin, record)
     }
 
     /// The pin's last byte when its owner is learned from the genesis.

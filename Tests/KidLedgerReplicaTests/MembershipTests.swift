@@ -234,3 +234,15 @@ struct MembershipOriginOrderTests {
     let other = [UInt8](repeating: 0xD4, count: 32)
     #expect(try store.read { r in try Replica.revokedSeen(other, r) } == nil)
 }
+
+/// A stored grant that can't be decoded is a damaged store: `members()` throws instead of listing
+/// the household without that member.
+@Test func undecodableStoredGrantIsADamagedStore() throws {
+    let h = OwnedHousehold()
+    let store = MemoryStore()
+    let r = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 3), verifier: TestVerifier())
+    try r.applySigned(h.founding())
+    #expect(try r.members().count == 2)
+    try store.write { w in try w.put(Tables.grants, [UInt8](repeating: 0xC3, count: 32) + [0, 1], [0xFF, 0xFF, 0xFF]) }
+    #expect(throws: LedgerError.self) { try r.members() }
+}

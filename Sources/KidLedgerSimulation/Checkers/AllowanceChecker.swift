@@ -37,12 +37,13 @@ final class AllowanceChecker: Checker {
         return problems
     }
 
-    /// What is wrong with the allowance payments `payments` (of replica `name`): one not at its
+    /// What is wrong with the allowance payments `payments` (of replica `name`, source
+    /// ``Allowance/source``): one not at its
     /// period's derived id or not dated at 00:00 UTC, or two for one child and period.
     static func problems(_ payments: [LedgerTransaction], household: RecordID, name: String) -> [String] {
         var problems: [String] = []
         var periods: [String: RecordID] = [:]
-        for t in payments where t.source == Allowance.source {
+        for t in payments {
             let schedule = Allowance.scheduleID(household: household, child: t.childID)
             let day = Allowance.day(ofMillis: t.createdAtMillis)
             if t.createdAtMillis != day * Allowance.millisPerDay

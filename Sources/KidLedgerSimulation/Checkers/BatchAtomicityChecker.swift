@@ -28,8 +28,10 @@ final class BatchAtomicityChecker: Checker {
         var clean: (store: MemoryStore, transactions: UInt64, batches: Int)?
     }
 
-    // Used by the simulator's one thread only, within the call that makes each access: the
-    // run-time exclusivity checks of this per-delivery state are left out, as in ``Simulator``.
+    // Used by the simulator's one thread only (checked by `thread` in debug builds), within the
+    // call that makes each access: the run-time exclusivity checks of this per-delivery state
+    // are left out, as in ``Simulator``.
+    private let thread = ThreadCheck()
     /// Every batch, its transactions.
     @exclusivity(unchecked) private(set) var batches: [[RecordID]] = []
     /// Every batch's maker (the origin that wrote it), nil when not known: then any partial
@@ -39,6 +41,7 @@ final class BatchAtomicityChecker: Checker {
     @exclusivity(unchecked) private var books: [Book] = []
 
     func madeBatch(_ transactions: [RecordID], maker: ReplicaID? = nil) {
+        thread.check()
         batches.append(transactions)
         makers.append(maker)
     }
@@ -58,6 +61,7 @@ final class BatchAtomicityChecker: Checker {
     }
 
     private func check(_ node: SimNode, failures: inout [String]) throws {
+        thread.check()
         let index = node.index
         guard let replica = node.replica else { return }
         // Nothing new since a clean check: no batch made since, the transactions not written.

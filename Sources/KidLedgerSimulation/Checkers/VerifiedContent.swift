@@ -30,7 +30,7 @@ extension Replica {
     /// Which parts of ``verify()`` must report the same on two stores (``verifiesAlike(_:_:)``,
     /// ``readsAlikeButHeads(_:_:)``, ``recomputesAlike(_:_:)``).
     public struct VerifyAlikeness: Equatable, Sendable {
-        public var everything = false, allButHeads = false, recomputation = false
+        public var everything, allButHeads, recomputation: Bool
 
         public init(everything: Bool = false, allButHeads: Bool = false, recomputation: Bool = false) {
             self.everything = everything

@@ -76,7 +76,7 @@ public final class MemoryStore: KeyValueStore {
     }
 
     /// One entry of a table.
-    struct Entry: Equatable {
+    struct Entry {
         /// ``head(_:)`` of the key, kept in the array itself for the binary search.
         let head: UInt64
         let key: [UInt8]
