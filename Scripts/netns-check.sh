@@ -185,6 +185,15 @@ for i in 0 1; do
 done
 
 say "IPv6 alone: no IPv4 address, every IPv4 packet dropped; only ${addr6[0]} and ${addr6[1]} (link-local)"
+# Dad's `join` typed the address it heard the invitation at: Mom's IPv4 address, or her link-local
+# one when the IPv6 copy of the announcement came first (both go out together). A typed address
+# stays typed, so discovery never "finds" it: that record is removed here, as a user would with
+# `peer remove`, so that this leg proves Dad's daemon learns Mom's link-local address by multicast.
+typed6="[${addr6[0]}%${links[1]}]:4717"
+if "$bin" --home "${home[1]}" --json peers | python3 -c 'import json,sys; sys.exit(0 if any(p["address"] == sys.argv[1] and p["learnedFrom"] == "typed" for p in json.load(sys.stdin)["peers"]) else 1)' "$typed6"; then
+  kl 1 peer remove "$typed6" >/dev/null
+  say "Dad's join had typed Mom's link-local address $typed6: removed, to be found by multicast"
+fi
 for i in 0 1; do
   ip -n "${ns[$i]}" -4 addr flush dev "${links[$i]}"
   ip netns exec "${ns[$i]}" iptables -A INPUT -i "${links[$i]}" -j DROP
