@@ -23,7 +23,8 @@ record() {
     local dir=$1
     mkdir -p "$dir"
     local variants=("memory:" "lmdb:--lmdb" "membership:--membership" "replicas2:--replicas 2..2"
-                    "replicas5:--replicas 5..5" "membership-lmdb:--membership --lmdb --replicas 3..4")
+                    "replicas5:--replicas 5..5" "membership-lmdb:--membership --lmdb --replicas 3..4"
+                    "hostile:--hostile" "hostile-lmdb:--hostile --lmdb")
     for v in "${variants[@]}"; do
         local name=${v%%:*} flags=${v#*:}
         for ((s = 1; s <= seeds; s++)); do

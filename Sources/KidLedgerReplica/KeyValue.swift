@@ -48,6 +48,20 @@ public protocol KeyValueWriter: KeyValueReader {
 
     /// Removes `key`; removing a missing key is not an error.
     func delete(_ table: Table, _ key: [UInt8]) throws
+
+    /// Removes every entry of `table` (the table itself stays): what a rebuild does to each table
+    /// it recomputes. Undone, like every write, when the transaction aborts.
+    func clear(_ table: Table) throws
+}
+
+extension KeyValueWriter {
+    /// ``clear(_:)`` as one ``delete(_:_:)`` per key, last key first: for a writer without a
+    /// cheaper way (LMDB empties the table's pages at once, the in-memory store its array).
+    public func clear(_ table: Table) throws {
+        var keys: [[UInt8]] = []
+        try scan(table, prefix: [], from: nil, reverse: true) { key, _ in keys.append(key); return true }
+        for key in keys { try delete(table, key) }
+    }
 }
 
 /// An ordered key-value store with atomic, isolated transactions: LMDB in the product, an

@@ -356,13 +356,7 @@ extension Replica {
                        Tables.pendingClaims, Tables.childCreations]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
-        for table in derived {
-            // Last key first: the in-memory store then removes each entry from the end of its
-            // array, instead of moving every later entry down one place per delete.
-            var keys: [[UInt8]] = []
-            try w.scan(table, prefix: [], from: nil, reverse: true) { key, _ in keys.append(key); return true }
-            for key in keys { try w.delete(table, key) }
-        }
+        for table in derived { try w.clear(table) }
         var digest = Digest256.zero
         var log: [(change: Change, version: [UInt8], encoded: [UInt8])] = []
         try w.scan(Tables.changes) { key, value in

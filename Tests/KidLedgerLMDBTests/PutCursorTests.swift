@@ -9,6 +9,40 @@ import KidLedgerTestSupport
 /// in one transaction, and gets in between, must leave exactly what a dictionary holds.
 @Suite("LMDB puts through kept cursors")
 struct PutCursorTests {
+    /// `clear` empties one table (not the others), its puts afterwards in the same transaction
+    /// land, and an abort after it leaves the table as it was.
+    @Test func clearEmptiesOneTableAndAnAbortUndoesIt() throws {
+        try withTemporaryDirectory { dir throws in
+            let env = try LMDBEnvironment(directory: dir.path, tables: [tableA, tableB])
+            func key(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n.bigEndian) { Array($0) } }
+            try env.write { w throws in
+                for n in 0..<2_000 as Range<UInt64> {
+                    try w.put(tableA, key(n), [UInt8](repeating: 1, count: 30))
+                    try w.put(tableB, key(n), [2])
+                }
+            }
+            struct Boom: Error {}
+            #expect(throws: Boom.self) {
+                try env.write { w throws in
+                    try w.clear(tableA)
+                    #expect(try w.count(tableA) == 0)
+                    try w.put(tableA, key(5), [9])
+                    throw Boom()
+                }
+            }
+            #expect(try env.read { try $0.count(tableA) } == 2_000)
+            try env.write { w throws in
+                try w.put(tableA, key(9_999), [7])  // the put cursor is open when the table is cleared
+                try w.clear(tableA)
+                try w.put(tableA, key(3), [3])
+                try w.put(tableA, key(4), [4])      // an append into the emptied tree
+                try w.put(tableA, key(1), [1])
+            }
+            #expect(try entries(env, tableA) == [key(1): [1], key(3): [3], key(4): [4]])
+            #expect(try env.read { try $0.count(tableB) } == 2_000)
+        }
+    }
+
     @Test(arguments: [3, 19, 2024] as [UInt64])
     func interleavedWritesMatchADictionary(seed: UInt64) throws {
         try withTemporaryDirectory { dir throws in
@@ -22,6 +56,13 @@ struct PutCursorTests {
                     for _ in 0..<3000 {
                         let table = Bool.random(using: &rng) ? tableA : tableB
                         let value = [UInt8](repeating: UInt8.random(in: 0...255, using: &rng), count: Int.random(in: 0...40, using: &rng))
+                        // Now and then the table is emptied (its put cursor closed): the next
+                        // puts go into an empty tree, appends among them.
+                        if Int.random(in: 0..<700, using: &rng) == 0 {
+                            try w.clear(table)
+                            expected[table] = [:]
+                            continue
+                        }
                         switch Int.random(in: 0..<10, using: &rng) {
                         case 0..<6:  // the next greatest key: an append
                             next[table]! += UInt64.random(in: 1...3, using: &rng)

@@ -70,9 +70,13 @@ struct ScanEquivalenceTests {
             var keys: [[UInt8]] = []
             for round in 0..<6 {
                 // The same random puts and deletes into both stores, in one transaction each.
+                // An empty key with no value: clear the table (then puts after it in the same
+                // transaction, some of them appends).
                 var ops: [(key: [UInt8], value: [UInt8]?)] = []
                 for _ in 0..<Int.random(in: 20...80, using: &rng) {
-                    if !keys.isEmpty, Int.random(in: 0..<5, using: &rng) == 0 {
+                    if round == 3, ops.count == 10 {
+                        ops.append(([], nil))
+                    } else if !keys.isEmpty, Int.random(in: 0..<5, using: &rng) == 0 {
                         ops.append((keys.randomElement(using: &rng)!, nil))
                     } else {
                         let key = randomKey(&rng, existing: keys)
@@ -84,6 +88,7 @@ struct ScanEquivalenceTests {
                     try store.write { w in
                         for op in ops {
                             if let value = op.value { try w.put(tableA, op.key, value) }
+                            else if op.key.isEmpty { try w.clear(tableA) }
                             else { try w.delete(tableA, op.key) }
                         }
                     }

@@ -44,7 +44,9 @@ final class EquivalenceChecker: Checker {
             if again != digest {
                 failures.append("equivalence: \(node.name) restarted from its LMDB files has digest \(again.description.prefix(12)), incremental sync gave \(digest.description.prefix(12))")
             }
-            for problem in try node.replica!.verify().problems.prefix(3) { failures.append("equivalence: \(node.name) restarted from its LMDB files, verify: \(problem)") }
+            // Its report is computed once per distinct content, like every replica's: a reopened
+            // environment holding what a verified store held reads alike (FinalRun.verifyOnce).
+            for problem in try run.verifyOnce(node.replica!).problems.prefix(3) { failures.append("equivalence: \(node.name) restarted from its LMDB files, verify: \(problem)") }
             reopened += 1
         }
         if reopened > 0 { ways.append("restart from the LMDB files (\(reopened) replicas)") }

@@ -486,5 +486,18 @@ public final class MemoryStore: KeyValueStore {
                 table.entries.remove(at: i)
             }
         }
+
+        /// Empties the table: one undo entry per entry, last key first (as deletes from the end
+        /// would log them; undone in reverse, each goes back at the end of the array), then the
+        /// array at once, without a search per key. A table that is empty or missing is left as
+        /// it is (not created, not stamped), as deleting each of its keys would.
+        func clear(_ t: Table) throws {
+            precondition(writable, "write in a read transaction")
+            guard let table = table(t, forWriting: false), !table.entries.isEmpty else { return }
+            table.writes = store.nextStamp()
+            undo.reserveCapacity(undo.count + table.entries.count)
+            for entry in table.entries.reversed() { undo.append(Undo(table, entry.key, entry.value)) }
+            table.entries.removeAll()
+        }
     }
 }
