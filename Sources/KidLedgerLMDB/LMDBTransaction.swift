@@ -49,7 +49,19 @@ final class LMDBTransaction: KeyValueWriter {
     /// cursors along when other writes split or merge pages, so it stays valid.
     @exclusivity(unchecked) private var putCursors: [OpaquePointer?]
 
-    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0)) {
+    /// Whether it was begun read-only.
+    private let readOnly: Bool
+    /// Whether it has written (a put, delete or clear): from then on it sees its own writes, not
+    /// a committed state (``committedState()``).
+    @exclusivity(unchecked) private var wrote = false
+    /// The environment that began it (unowned: a transaction lives only inside the environment's
+    /// `read` or `write` call), for ``LMDBEnvironment/committedState(seenBy:)``.
+    unowned(unsafe) let environment: LMDBEnvironment?
+
+    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0),
+         readOnly: Bool = false, environment: LMDBEnvironment? = nil) {
+        self.readOnly = readOnly
+        self.environment = environment
         self.map = map
         self.txn = txn
         MapFaultGuard.openTransactions.add(1, ordering: .relaxed)
@@ -89,6 +101,15 @@ final class LMDBTransaction: KeyValueWriter {
             if let cursor = putCursors[i] { mdb_cursor_close(cursor) }
             putCursors[i] = nil
         }
+    }
+
+    /// The id of the committed state this transaction sees, while it sees one: a read
+    /// transaction's snapshot (`mdb_txn_id`), or, for a write transaction that has not written,
+    /// the last commit (its own id less one). Nil once it wrote or ended.
+    func committedState() -> Int? {
+        guard !wrote, let txn, pthread_equal(owner, pthread_self()) != 0 else { return nil }
+        let id = Int(mdb_txn_id(txn))
+        return readOnly ? id : id - 1
     }
 
     // MARK: Plumbing
@@ -320,6 +341,7 @@ final class LMDBTransaction: KeyValueWriter {
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         let txn = try live(), dbi = try dbi(table)
+        wrote = true
         guard (1...maxKeySize).contains(key.count) else {
             throw LMDBError.badValueSize  // Checked here so the transaction stays usable.
         }
@@ -375,6 +397,7 @@ final class LMDBTransaction: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         let txn = try live(), dbi = try dbi(table)
+        wrote = true
         if key.isEmpty { return }  // No such key can exist.
         let rc = withValue(key) { k in mdb_del(txn, dbi, &k, nil) }
         if rc == MDB_NOTFOUND { return }
@@ -386,6 +409,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// put opens a fresh one on the empty tree), and the table has no last key.
     func clear(_ table: Table) throws {
         let txn = try live(), dbi = try dbi(table)
+        wrote = true
         if Int(dbi) < putCursors.count, let cursor = putCursors[Int(dbi)] {
             mdb_cursor_close(cursor)
             putCursors[Int(dbi)] = nil

@@ -1,4 +1,5 @@
 import KidLedgerReplica
+import KidLedgerLMDB
 
 /// A ``QueryCache`` for a replica on a ``MemoryStore``: keeps each query's last answer with the
 /// stamps of the tables it read (``MemoryStore/stamp(of:)``), and answers again while they are
@@ -37,6 +38,36 @@ public final class StoreQueryCache: QueryCache {
 
     private func remember<T: AnyObject>(_ slot: Int, _ tables: [Table], _ value: T) -> T {
         kept[slot] = Kept(stamps: tables.map { store.stamp(of: $0) }, value: value)
+        return value
+    }
+}
+
+/// A ``QueryCache`` for a replica in LMDB: keeps each query's last answer with the committed
+/// state it was read from (``LMDBEnvironment/committedState(seenBy:)``), and answers again to a
+/// reader that sees the same state: a read transaction of an unchanged store, or a write
+/// transaction before its first write. A reader that has written (the apply path, after its
+/// first put) always computes. It changes only the cost, as ``StoreQueryCache`` does.
+public final class LMDBQueryCache: QueryCache {
+    /// The environment whose committed states the answers are kept by.
+    public let environment: LMDBEnvironment
+    /// An answer and the committed state it was read from.
+    private struct Kept {
+        var state: Int
+        var value: AnyObject
+    }
+    // One thread (the simulator's), as for ``StoreQueryCache``.
+    @exclusivity(unchecked) private var kept = [Kept?](repeating: nil, count: CachedQuery.allCases.count)
+
+    /// A cache of queries of `environment`.
+    public init(_ environment: LMDBEnvironment) { self.environment = environment }
+
+    public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
+                                    _ compute: () throws -> T) rethrows -> T {
+        guard let state = environment.committedState(seenBy: r) else { return try compute() }
+        let slot = query.rawValue
+        if let known = kept[slot], known.state == state, let value = known.value as? T { return value }
+        let value = try compute()
+        kept[slot] = Kept(state: state, value: value)
         return value
     }
 }

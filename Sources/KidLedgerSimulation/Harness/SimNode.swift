@@ -107,6 +107,8 @@ final class SimNode {
     var isUp: Bool { replica != nil }
     /// The query answers kept for ``store`` when it is in memory (``StoreQueryCache``).
     private var queries: StoreQueryCache?
+    /// The query answers kept for ``store`` when it is in LMDB (``LMDBQueryCache``).
+    private var lmdbQueries: LMDBQueryCache?
 
     /// Starts (or restarts) the replica from the durable store.
     func boot(time: SimTime, seed: UInt64) throws {
@@ -119,6 +121,10 @@ final class SimNode {
             // The answers are kept with the store, across restarts.
             if queries?.store !== memory { queries = StoreQueryCache(memory) }
             replica?.queryCache = queries!
+        } else if let lmdb = store as? LMDBEnvironment {
+            // By committed state: an environment reopened (a restart, a restore) starts afresh.
+            if lmdbQueries?.environment !== lmdb { lmdbQueries = LMDBQueryCache(lmdb) }
+            replica?.queryCache = lmdbQueries!
         }
         updateClaimSigner()
     }
