@@ -76,8 +76,12 @@ final class FinalRun {
     /// only in the signed heads they hold), computed only when none does.
     private static func verify(_ replica: Replica, known: inout [Verified]) throws -> VerifyReport {
         var readsButHeads: VerifyReport?, recomputation: Recomputation?
+        // A replica in LMDB is read into memory once (what `verify` reads of it), then compared
+        // as the in-memory ones are: not one scan through LMDB per known content and table.
+        let copied = replica.store is MemoryStore ? nil : try Replica.verifiedContent(of: replica.store)
+        let compared: any KeyValueStore = copied ?? replica.store
         for entry in known {
-            let alike = try Replica.verifyAlikeness(entry.content, replica.store)
+            let alike = try Replica.verifyAlikeness(entry.content, compared)
             if alike.everything { return entry.report }
             if readsButHeads == nil, alike.allButHeads { readsButHeads = entry.readsButHeads }
             if recomputation == nil, alike.recomputation { recomputation = entry.recomputation }
@@ -86,7 +90,7 @@ final class FinalRun {
         let recomputed = try recomputation ?? replica.verifyRecomputation()
         let report = try reads.adding(problems: replica.verifyHeadProblems()).adding(recomputed)
         // A copy of the content: the store may change later.
-        known.append(Verified(content: try Replica.verifiedContent(of: replica.store), report: report,
+        known.append(Verified(content: try copied ?? Replica.verifiedContent(of: replica.store), report: report,
                               readsButHeads: reads, recomputation: recomputed))
         return report
     }
