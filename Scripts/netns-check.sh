@@ -17,7 +17,9 @@
 #   5. IPv6 alone: the laptops lose their IPv4 addresses and every IPv4 packet is dropped; each has
 #      only an IPv6 link-local address (fe80::79:1, fe80::79:2). The daemons (dual-stack, as
 #      `--listen :4717` is) find each other by IPv6 multicast alone (ff12::4717), learn the
-#      link-local addresses from announcements, and sync both ways. Then Gran's laptop, plugged
+#      link-local addresses from announcements, and sync both ways. (When Dad's `join` typed
+#      Mom's link-local address, heard first, that typed record is removed first: discovery
+#      never "finds" a typed address.) Then Gran's laptop, plugged
 #      into the same bridge with nothing but a link-local IPv6 address (fe80::79:3), joins with a
 #      short code: its `join` hears the invitation's announcement by IPv6 multicast.
 #
