@@ -52,14 +52,15 @@ final class LMDBTransaction: KeyValueWriter {
     /// Whether it was begun read-only.
     private let readOnly: Bool
     /// Whether it has written (a put, delete or clear): from then on it sees its own writes, not
-    /// a committed state (``committedState()``).
+    /// a committed state (``committedState()``). Unchecked like the properties above: set by each
+    /// write after `live()` has checked the thread, read by `committedState()` after the same check.
     @exclusivity(unchecked) private var wrote = false
     /// The environment that began it (unowned: a transaction lives only inside the environment's
     /// `read` or `write` call), for ``LMDBEnvironment/committedState(seenBy:)``.
-    unowned(unsafe) let environment: LMDBEnvironment?
+    unowned(unsafe) let environment: LMDBEnvironment
 
-    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt) = (0, 0),
-         readOnly: Bool = false, environment: LMDBEnvironment? = nil) {
+    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt),
+         readOnly: Bool, environment: LMDBEnvironment) {
         self.readOnly = readOnly
         self.environment = environment
         self.map = map
@@ -107,7 +108,8 @@ final class LMDBTransaction: KeyValueWriter {
     /// transaction's snapshot (`mdb_txn_id`), or, for a write transaction that has not written,
     /// the last commit (its own id less one). Nil once it wrote or ended.
     func committedState() -> Int? {
-        guard !wrote, let txn, pthread_equal(owner, pthread_self()) != 0 else { return nil }
+        checkThread()
+        guard !wrote, let txn else { return nil }
         let id = Int(mdb_txn_id(txn))
         return readOnly ? id : id - 1
     }
@@ -410,7 +412,7 @@ final class LMDBTransaction: KeyValueWriter {
     func clear(_ table: Table) throws {
         let txn = try live(), dbi = try dbi(table)
         wrote = true
-        if Int(dbi) < putCursors.count, let cursor = putCursors[Int(dbi)] {
+        if let cursor = putCursors[Int(dbi)] {  // every handle comes from `dbis`, as in `putCursor`
             mdb_cursor_close(cursor)
             putCursors[Int(dbi)] = nil
         }

@@ -55,7 +55,9 @@ public final class LMDBQueryCache: QueryCache {
         var state: Int
         var value: AnyObject
     }
-    // One thread (the simulator's), as for ``StoreQueryCache``.
+    // One thread (the simulator's, checked by `thread` in debug builds), and no access outlives
+    // the call that makes it: the run-time exclusivity checks are left out, as for ``StoreQueryCache``.
+    private let thread = ThreadCheck()
     @exclusivity(unchecked) private var kept = [Kept?](repeating: nil, count: CachedQuery.allCases.count)
 
     /// A cache of queries of `environment`.
@@ -63,6 +65,7 @@ public final class LMDBQueryCache: QueryCache {
 
     public func value<T: AnyObject>(_ query: CachedQuery, tables: [Table], reading r: any KeyValueReader,
                                     _ compute: () throws -> T) rethrows -> T {
+        thread.check()
         guard let state = environment.committedState(seenBy: r) else { return try compute() }
         let slot = query.rawValue
         if let known = kept[slot], known.state == state, let value = known.value as? T { return value }

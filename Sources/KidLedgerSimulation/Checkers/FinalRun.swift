@@ -59,8 +59,8 @@ final class FinalRun {
 
     /// `replica.verify()`, computed once per distinct store content: converged replicas usually
     /// hold the same entries in every table `verify` reads, and then its report is the same
-    /// (``Replica/verifiesAlike(_:_:)``). An LMDB replica is compared by reading its tables
-    /// through LMDB, so the first of each content is verified and the others are still read whole.
+    /// (``Replica/verifiesAlike(_:_:)``). An LMDB replica is read into memory once and compared
+    /// as that copy, so the first of each content is verified and the others are still read whole.
     func verifyOnce(_ replica: Replica) throws -> VerifyReport {
         try Self.verify(replica, known: &verified)
     }
@@ -76,12 +76,10 @@ final class FinalRun {
     /// only in the signed heads they hold), computed only when none does.
     private static func verify(_ replica: Replica, known: inout [Verified]) throws -> VerifyReport {
         var readsButHeads: VerifyReport?, recomputation: Recomputation?
-        // A replica in LMDB is read into memory once (what `verify` reads of it), then compared
-        // as the in-memory ones are: not one scan through LMDB per known content and table.
-        let copied = replica.store is MemoryStore ? nil : try Replica.verifiedContent(of: replica.store)
-        let compared: any KeyValueStore = copied ?? replica.store
+        // In memory: a replica in LMDB is read once, not once per known content.
+        let content = try replica.store as? MemoryStore ?? Replica.verifiedContent(of: replica.store)
         for entry in known {
-            let alike = try Replica.verifyAlikeness(entry.content, compared)
+            let alike = try Replica.verifyAlikeness(entry.content, content)
             if alike.everything { return entry.report }
             if readsButHeads == nil, alike.allButHeads { readsButHeads = entry.readsButHeads }
             if recomputation == nil, alike.recomputation { recomputation = entry.recomputation }
@@ -90,7 +88,7 @@ final class FinalRun {
         let recomputed = try recomputation ?? replica.verifyRecomputation()
         let report = try reads.adding(problems: replica.verifyHeadProblems()).adding(recomputed)
         // A copy of the content: the store may change later.
-        known.append(Verified(content: try copied ?? Replica.verifiedContent(of: replica.store), report: report,
+        known.append(Verified(content: try Replica.verifiedContent(of: content), report: report,
                               readsButHeads: reads, recomputation: recomputed))
         return report
     }

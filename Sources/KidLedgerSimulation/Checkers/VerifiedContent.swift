@@ -7,8 +7,8 @@ extension Replica {
     /// whose replicas converged verifies each distinct content once.
     ///
     /// For a store of any kind: an in-memory one is compared table by table, another (an LMDB
-    /// replica's) read entry by entry and compared with `a` in key order, which costs a scan, not
-    /// the hashing `verify` does.
+    /// replica's) is first read into memory (``verifiedContent(of:)``: a scan, not the hashing
+    /// `verify` does). A caller comparing one such store with several contents copies it once.
     public static func verifiesAlike(_ a: MemoryStore, _ b: any KeyValueStore) throws -> Bool {
         try verifyAlikeness(a, b).everything
     }
@@ -47,35 +47,13 @@ extension Replica {
         guard try a.read({ try $0.get(Tables.meta, verifiedMetaKey) }) == b.read({ try $0.get(Tables.meta, verifiedMetaKey) }) else {
             return alike
         }
-        let same: (Table) throws -> Bool
-        if let memory = b as? MemoryStore {
-            same = { a.hasSameEntries(as: memory, in: [$0]) }
-        } else {
-            same = { table in try sameEntries(a, b, in: table) }
-        }
-        alike.recomputation = try recomputedFrom.allSatisfy(same)
+        let memory = try b as? MemoryStore ?? verifiedContent(of: b)
+        let same: (Table) -> Bool = { a.hasSameEntries(as: memory, in: [$0]) }
+        alike.recomputation = recomputedFrom.allSatisfy(same)
         let rest = verifiedTables.filter { !recomputedFrom.contains($0) && $0 != Tables.heads }
-        alike.allButHeads = try alike.recomputation && rest.allSatisfy(same)
-        alike.everything = try alike.allButHeads && same(Tables.heads)
+        alike.allButHeads = alike.recomputation && rest.allSatisfy(same)
+        alike.everything = alike.allButHeads && same(Tables.heads)
         return alike
-    }
-
-    /// Whether `b` (read entry by entry, in key order: an LMDB replica's store) holds exactly
-    /// `a`'s entries in `table`: a scan, not the hashing `verify` does.
-    private static func sameEntries(_ a: MemoryStore, _ b: any KeyValueStore, in table: Table) throws -> Bool {
-        try a.read { mine in
-            try b.read { theirs in
-                var expected: [(key: [UInt8], value: [UInt8])] = []
-                try mine.scan(table) { key, value in expected.append((key, value)); return true }
-                var i = 0, same = true
-                try theirs.scan(table) { key, value in
-                    same = i < expected.count && expected[i].key == key && expected[i].value == value
-                    i += 1
-                    return same
-                }
-                return same && i == expected.count
-            }
-        }
     }
 
     /// A copy of what ``verify()`` reads in `store` (``verifiedTables`` and the stored digest),
