@@ -89,17 +89,19 @@ enum AccountCommands {
         name: "account show", synopsis: "", summary: "show this device's signed-in identity", details: "")) { ctx, _ in
         let me = try ctx.identity(creating: false)
         var role = "no household here"
+        var shownRole = role
         var attention: String?
         if FileSystem.exists(ctx.storePath + "/data.mdb") {
             let replica = try ctx.openReplica()
             if try replica.household() != nil {
                 let member = try replica.members().first { $0.key == me?.publicKey.bytes }
-                role = member.map { $0.isOwner ? "owner" : ($0.isRevoked ? "revoked member" : "member \"\(Render.safe($0.name))\"") } ?? "not a member"
+                role = member.map { $0.isOwner ? "owner" : ($0.isRevoked ? "revoked member" : "member \"\($0.name)\"") } ?? "not a member"
+                shownRole = member.map { $0.isOwner || $0.isRevoked ? role : "member \"\(TextEscaping.terminal($0.name))\"" } ?? role
                 attention = try ctx.attentionReason(replica)
             }
         }
-        ctx.say("account \(ctx.accountName): key \(me?.publicKey.fingerprint ?? "(none yet)"); \(role)")
-        if let attention { ctx.say("attention required: \(attention)") }
+        ctx.say("account \(ctx.accountName): key \(me?.publicKey.fingerprint ?? "(none yet)"); \(shownRole)")
+        if let attention { ctx.say("attention required: \(TextEscaping.terminal(attention))") }
         ctx.emit(.object([("account", .string(ctx.accountName)), ("key", me.map { .string($0.publicKey.hex) } ?? .null),
                           ("role", .string(role)), ("attentionRequired", .bool(attention != nil)),
                           ("reason", attention.map(JSON.string) ?? .null)]))
@@ -131,7 +133,7 @@ enum AccountCommands {
             attention = try ctx.attentionReason(replica)
         }
         ctx.say("Signed in as \(name) (key \(me?.publicKey.fingerprint ?? "?")).")
-        if let attention { ctx.say("attention required: \(attention)") }
+        if let attention { ctx.say("attention required: \(TextEscaping.terminal(attention))") }
         ctx.emit(.object([("account", .string(name)), ("key", me.map { .string($0.publicKey.hex) } ?? .null),
                           ("attentionRequired", .bool(attention != nil))]))
     }

@@ -26,13 +26,13 @@ enum AllowanceCommands {
         valueOptions: ["every", "on", "note"], arguments: 2...2)) { ctx, args in
         let cents = try Money.parseAmount(args.positionals[1])
         guard let everyText = args.values["every"] else {
-            throw CLIError.usage("`allowance set` needs --every week or --every month\nusage: kidledger allowance set CHILD AMOUNT --every week|month [--on DAY] [--note T]")
+            throw CLIError.usage("`allowance set` needs --every week or --every month", then: "usage: kidledger allowance set CHILD AMOUNT --every week|month [--on DAY] [--note T]")
         }
         let every = try parseEvery(everyText)
         let day = try args.values["on"].map { try parseOn($0, every: every) }
         let replica = try ctx.openLedger(forChanges: true)
         let schedule = try replica.setAllowance(args.positionals[0], amountCents: cents, every: every, on: day, note: args.values["note"])
-        ctx.say("\(Render.safe(schedule.childName))'s allowance: \(Money.format(cents: schedule.amountCents)) \(schedule.rule)\(noteText(schedule)).")
+        ctx.say("\(TextEscaping.terminal(schedule.childName))'s allowance: \(Money.format(cents: schedule.amountCents)) \(schedule.rule)\(noteText(schedule)).")
         let paid = try ctx.payAllowances(replica)
         let now = try replica.allowanceSchedules().first { $0.childID == schedule.childID } ?? schedule
         if let next = now.nextPaymentMillis { ctx.say("Next payment: \(ctx.time.stamped(next)).") }
@@ -61,7 +61,7 @@ enum AllowanceCommands {
         arguments: 1...1)) { ctx, args in
         let replica = try ctx.openLedger(forChanges: true)
         let schedule = try replica.stopAllowance(args.positionals[0])
-        ctx.say("Stopped \(Render.safe(schedule.childName))'s allowance (\(Money.format(cents: schedule.amountCents)) \(schedule.rule)).")
+        ctx.say("Stopped \(TextEscaping.terminal(schedule.childName))'s allowance (\(Money.format(cents: schedule.amountCents)) \(schedule.rule)).")
         ctx.emit(.object([("schedule", json(schedule))]))
     }
 
@@ -94,7 +94,7 @@ enum AllowanceCommands {
     }
 
     static func noteText(_ s: AllowanceSchedule) -> String {
-        s.note.isEmpty ? "" : " (note \"\(Render.safe(s.note))\")"
+        s.note.isEmpty ? "" : " (note \"\(TextEscaping.terminal(s.note))\")"
     }
 
     static func json(_ s: AllowanceSchedule) -> JSON {
@@ -133,7 +133,7 @@ extension Context {
     func payAllowances(_ replica: Replica, onStandardError: Bool = false) throws -> [Posting] {
         let paid = try replica.payDueAllowances(now: clock.nowMillis())
         for p in paid {
-            let line = "Paid \(Render.safe(p.childName))'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(time.stamped(p.transaction.createdAtMillis)). Balance: \(Money.format(cents: p.balanceCents))"
+            let line = "Paid \(TextEscaping.terminal(p.childName))'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(time.stamped(p.transaction.createdAtMillis)). Balance: \(Money.format(cents: p.balanceCents))"
             if onStandardError { console.err("kidledger: \(TextEscaping.terminal(line))\n") } else { say(line) }
         }
         return paid

@@ -108,7 +108,7 @@ public enum ArgumentParser {
         if !spec.arguments.contains(parsed.positionals.count) {
             let expected = spec.arguments.lowerBound == spec.arguments.upperBound
                 ? "\(spec.arguments.lowerBound)" : "\(spec.arguments.lowerBound) to \(spec.arguments.upperBound)"
-            throw .usage("`\(spec.name)` takes \(expected) argument\(spec.arguments.upperBound == 1 ? "" : "s"), got \(parsed.positionals.count)\nusage: kidledger \(spec.name) \(spec.synopsis)")
+            throw .usage("`\(spec.name)` takes \(expected) argument\(spec.arguments.upperBound == 1 ? "" : "s"), got \(parsed.positionals.count)", then: "usage: kidledger \(spec.name) \(spec.synopsis)")
         }
         return parsed
     }

@@ -27,7 +27,7 @@ public enum CLI {
             if givesFlag("json", arguments) {
                 console.err(failure.json.rendered() + "\n")
             } else {
-                console.err("kidledger: \(TextEscaping.terminal(failure.message, keepingNewlines: true))\n")
+                console.err("kidledger: \(failure.terminalText)\n")
             }
             return failure.code.rawValue
         }
@@ -92,7 +92,7 @@ public enum CLI {
             suggestion = Suggestions.nearest(words[0], in: commandFirstWords)
         }
         let near = suggestion.map { "; did you mean `\($0)`?" } ?? ""
-        return CLIError.usage("unknown command `\(typed)`\(near)\nRun `kidledger --help` to list the commands.")
+        return CLIError.usage("unknown command `\(typed)`\(near)", then: "Run `kidledger --help` to list the commands.")
     }
 
     /// `kidledger help [COMMAND]`: the overview, a group's subcommands or a command's help.
@@ -135,7 +135,7 @@ public enum CLI {
             let wantsHelp = arguments.contains("--help") || arguments.contains("-h")
             if !wantsHelp, let option = unknownTopLevelOption(arguments) {
                 let near = Suggestions.didYouMean(option, in: topLevelOptions, quoted: false)
-                throw CLIError.usage("unknown option \(option)\(near)\nusage: kidledger [--home DIR] [--json] [--utc] COMMAND [ARGS]; `kidledger --help` lists the commands")
+                throw CLIError.usage("unknown option \(option)\(near)", then: "usage: kidledger [--home DIR] [--json] [--utc] COMMAND [ARGS]; `kidledger --help` lists the commands")
             }
             if words.count <= 1, let text = groupUsage(words.first ?? "") {
                 console.out(text)

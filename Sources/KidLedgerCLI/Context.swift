@@ -145,7 +145,7 @@ public final class Context: Sendable {
 
     /// Prints a line of text (or nothing in JSON mode).
     public func say(_ text: String) {
-        let line = TextEscaping.terminal(text, keepingNewlines: true)
+        let line = TextEscaping.terminalLines(text)
         if !json { console.out(line + "\n") } else { messages?.out(line + "\n") }
     }
 

@@ -39,7 +39,7 @@ enum DataCommands {
         ]))
         if journal.isEmpty { ctx.say("No concurrent edits lost.") }
         for c in journal {
-            ctx.say("\(names[c.entity] ?? Render.shortID(c.entity)): \(c.field) \"\(c.loserValue)\" (device \(c.loserStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.loserStamp.hlc.millis))) lost to \"\(c.winnerValue)\" (device \(c.winnerStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.winnerStamp.hlc.millis)))")
+            ctx.say("\(names[c.entity].map(TextEscaping.terminal) ?? Render.shortID(c.entity)): \(c.field) \"\(TextEscaping.terminal(c.loserValue.description))\" (device \(c.loserStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.loserStamp.hlc.millis))) lost to \"\(TextEscaping.terminal(c.winnerValue.description))\" (device \(c.winnerStamp.origin.description.prefix(8)), \(ctx.time.stamped(c.winnerStamp.hlc.millis)))")
         }
         if counts.conflicts > 0 {
             ctx.say("\(Render.plural(counts.conflicts, "transaction copy", "transaction copies")) with a reused id and different contents lost; the same copy was kept on every device.")
@@ -78,7 +78,7 @@ enum DataCommands {
         if report.isIntact {
             ctx.say("ok: \(Render.plural(report.transactions, "transaction")), \(Render.plural(report.children, "child", "children")), \(Render.plural(report.changes, "change")); digest \(report.digest)")
         } else {
-            for p in report.problems { ctx.say("problem: \(p)") }
+            for p in report.problems { ctx.say("problem: \(TextEscaping.terminal(p))") }
             throw CLIError("verify found \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")", code: .dataError)
         }
     }
@@ -130,7 +130,7 @@ enum DataCommands {
         let (verb, children) = dryRun ? ("Would import", "would add") : ("Imported", "added")
         var text = "\(verb) \(result.added) transaction\(result.added == 1 ? "" : "s") from \(path)"
         if result.alreadyPresent > 0 { text += " (\(result.alreadyPresent) already present)" }
-        if !result.childrenCreated.isEmpty { text += "; \(children) \(result.childrenCreated.joined(separator: ", "))" }
+        if !result.childrenCreated.isEmpty { text += "; \(children) \(result.childrenCreated.map(TextEscaping.terminal).joined(separator: ", "))" }
         ctx.say(text + (dryRun ? ". Nothing was stored (--dry-run)." : "."))
         ctx.emit(.object([("file", .string(path)), ("added", .int(result.added)), ("alreadyPresent", .int(result.alreadyPresent)),
                           ("childrenCreated", .array(result.childrenCreated.map(JSON.string))), ("dryRun", .bool(dryRun))]))

@@ -37,27 +37,38 @@ public enum ExitCode: Int32, Sendable {
 
 /// A failure the CLI reports: a message and an exit code.
 public struct CLIError: Error, Sendable, CustomStringConvertible {
-    /// What to print after "kidledger: ".
+    /// What to print after "kidledger: ", on one line: it may hold text from anyone (a name, a
+    /// peer's error), so ``CLI/run(arguments:environment:console:clock:)`` prints it through
+    /// `TextEscaping.terminal`, new lines included.
     public var message: String
     /// The exit code.
     public var code: ExitCode
+    /// kidledger's own second line after the message (a usage line), if any.
+    public var usageLine: String?
 
     /// Creates an error.
-    public init(_ message: String, code: ExitCode) {
+    public init(_ message: String, code: ExitCode, usageLine: String? = nil) {
         self.message = message
         self.code = code
+        self.usageLine = usageLine
     }
 
-    /// A usage error (exit 64).
-    public static func usage(_ message: String) -> CLIError { CLIError(message, code: .usage) }
+    /// A usage error (exit 64), with a second line of kidledger's own (`usageLine`).
+    public static func usage(_ message: String, then usageLine: String? = nil) -> CLIError {
+        CLIError(message, code: .usage, usageLine: usageLine)
+    }
 
-    /// The message.
-    public var description: String { message }
+    /// The message and its usage line.
+    public var description: String { message + (usageLine.map { "\n" + $0 } ?? "") }
+
+    /// The error as it reaches a terminal after "kidledger: ": the message escaped on one line
+    /// (``TextEscaping/terminal(_:)``), then the usage line.
+    public var terminalText: String { TextEscaping.terminal(message) + (usageLine.map { "\n" + TextEscaping.terminal($0) } ?? "") }
 
     /// The error as `--json` prints it (one line on standard error):
     /// `{"error":{"code":"dataError","exitCode":65,"message":"..."}}`.
     public var json: JSON {
-        .object([("error", .object([("code", .string(code.name)), ("exitCode", .int(code.rawValue)), ("message", .string(message))]))])
+        .object([("error", .object([("code", .string(code.name)), ("exitCode", .int(code.rawValue)), ("message", .string(description))]))])
     }
 
     /// Maps any error thrown by the layers below to a message and exit code.

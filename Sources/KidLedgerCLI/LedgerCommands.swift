@@ -26,7 +26,7 @@ enum LedgerCommands {
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
-        ctx.say("Created household \"\(Render.safe(h.name))\" in \(ctx.home).")
+        ctx.say("Created household \"\(TextEscaping.terminal(h.name))\" in \(ctx.home).")
         ctx.say(RecoveryCommands.paperNotice(recovery.text))
         guard case .object(var fields) = Render.household(h) else { preconditionFailure("a household renders as an object") }
         fields.append(("recoverySecret", .string(recovery.text)))
@@ -36,7 +36,7 @@ enum LedgerCommands {
     static let childAdd = CLI.Command(spec: CommandSpec(
         name: "child add", synopsis: "NAME", summary: "add a child", details: "", arguments: 1...1)) { ctx, args in
         let c = try ctx.openLedger(forChanges: true).addChild(name: args.positionals[0])
-        ctx.say("Added \(Render.safe(c.name)) (id \(Render.shortID(c.id))).")
+        ctx.say("Added \(TextEscaping.terminal(c.name)) (id \(Render.shortID(c.id))).")
         ctx.emit(Render.child(c))
     }
 
@@ -45,7 +45,7 @@ enum LedgerCommands {
         let replica = try ctx.openLedger(forChanges: true)
         let old = try replica.resolveChild(args.positionals[0]).name
         let c = try replica.renameChild(args.positionals[0], to: args.positionals[1])
-        ctx.say("Renamed \(Render.safe(old)) to \(Render.safe(c.name)).")
+        ctx.say("Renamed \(TextEscaping.terminal(old)) to \(TextEscaping.terminal(c.name)).")
         ctx.emit(Render.child(c))
     }
 
@@ -53,7 +53,7 @@ enum LedgerCommands {
         name: "child archive", synopsis: "CHILD", summary: "archive a child (history is kept)",
         details: "An archived child is hidden from lists and give-all, and keeps every transaction.", arguments: 1...1)) { ctx, args in
         let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], true)
-        ctx.say("Archived \(Render.safe(c.name)); history is kept (`kidledger child restore \(Render.safe(c.name))` brings it back).")
+        ctx.say("Archived \(TextEscaping.terminal(c.name)); history is kept (`kidledger child restore \(TextEscaping.terminal(c.name))` brings it back).")
         ctx.emit(Render.child(c))
     }
 
@@ -61,7 +61,7 @@ enum LedgerCommands {
         name: "child restore", synopsis: "CHILD", summary: "restore an archived child",
         details: "Refused when an active child now has its name (up to case and accents): rename one of them first.", arguments: 1...1)) { ctx, args in
         let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], false)
-        ctx.say("Restored \(Render.safe(c.name)).")
+        ctx.say("Restored \(TextEscaping.terminal(c.name)).")
         ctx.emit(Render.child(c))
     }
 
@@ -79,9 +79,9 @@ enum LedgerCommands {
         """, arguments: 2...2)) { ctx, args in
         let result = try ctx.openLedger(forChanges: true).mergeChild(args.positionals[0], into: args.positionals[1])
         let from = result.from, into = result.into
-        ctx.say("Merged \(Render.safe(from.name)) (\(Render.shortID(from.id))) into \(Render.safe(into.name)) (\(Render.shortID(into.id))). Balance: \(Money.format(cents: into.balanceCents))")
+        ctx.say("Merged \(TextEscaping.terminal(from.name)) (\(Render.shortID(from.id))) into \(TextEscaping.terminal(into.name)) (\(Render.shortID(into.id))). Balance: \(Money.format(cents: into.balanceCents))")
         if let s = result.stoppedAllowance {
-            ctx.say("\(Render.safe(from.name))'s allowance (\(Money.format(cents: s.amountCents)) \(s.rule)) no longer pays; `kidledger allowance set` gives \(Render.safe(into.name)) one.")
+            ctx.say("\(TextEscaping.terminal(from.name))'s allowance (\(Money.format(cents: s.amountCents)) \(s.rule)) no longer pays; `kidledger allowance set` gives \(TextEscaping.terminal(into.name)) one.")
         }
         ctx.emit(.object([("from", Render.child(from)), ("into", Render.child(into)),
                           ("stoppedAllowance", result.stoppedAllowance.map(AllowanceCommands.json) ?? .null)]))
@@ -95,7 +95,7 @@ enum LedgerCommands {
         it); the child it was merged into keeps its own. Like the merge, it syncs as one change.
         """, arguments: 1...1)) { ctx, args in
         let (child, was) = try ctx.openLedger(forChanges: true).unmergeChild(args.positionals[0])
-        ctx.say("\(Render.safe(child.name)) (\(Render.shortID(child.id))) counts on its own again. Balance: \(Money.format(cents: child.balanceCents)); \(Render.safe(was.name)): \(Money.format(cents: was.balanceCents))")
+        ctx.say("\(TextEscaping.terminal(child.name)) (\(Render.shortID(child.id))) counts on its own again. Balance: \(Money.format(cents: child.balanceCents)); \(TextEscaping.terminal(was.name)): \(Money.format(cents: was.balanceCents))")
         ctx.emit(.object([("child", Render.child(child)), ("was", Render.child(was))]))
     }
 
@@ -136,7 +136,7 @@ enum LedgerCommands {
             let cents = try Money.parseAmount(args.positionals[1])
             let p = try ctx.openLedger(forChanges: true).post(args.positionals[0], signedCents: sign * cents,
                                                note: args.values["note"] ?? "", source: name)
-            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(Render.safe(p.childName)). Balance: \(Money.format(cents: p.balanceCents))")
+            ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(TextEscaping.terminal(p.childName)). Balance: \(Money.format(cents: p.balanceCents))")
             let warnings = negativeWarnings([p], sign: sign)
             warn(ctx, warnings)
             guard case .object(var fields) = Render.posting(p) else { preconditionFailure("a posting renders as an object") }
@@ -179,7 +179,7 @@ enum LedgerCommands {
         _ = try requireHousehold(replica)
         let list = args.positionals.isEmpty ? try replica.children() : [try replica.resolveChild(args.positionals[0])]
         if list.count == 1 && !args.positionals.isEmpty {
-            ctx.say("\(Render.safe(list[0].name)): \(Money.format(cents: list[0].balanceCents))")
+            ctx.say("\(TextEscaping.terminal(list[0].name)): \(Money.format(cents: list[0].balanceCents))")
             ctx.emit(Render.child(list[0]))
             return
         }
@@ -238,9 +238,9 @@ enum LedgerCommands {
             let e = entries[0]
             let stamp = ctx.time.stamped(e.transaction.createdAtMillis)
             if entries.count == 1 && !Replica.batchSources.contains(e.transaction.source) {
-                ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(Render.safe(e.childName)) (\(stamp)), made by \(Names.label(e.author)).")
+                ctx.say("Undo would reverse \(Render.signedAmount(e.transaction.amountCents)) for \(TextEscaping.terminal(e.childName)) (\(stamp)), made by \(Names.label(e.author)).")
             } else {
-                ctx.say("Undo would reverse the \(e.transaction.source) of \(stamp), made by \(Names.label(e.author)), for \(count(entries.count)):")
+                ctx.say("Undo would reverse the \(TextEscaping.terminal(e.transaction.source)) of \(stamp), made by \(Names.label(e.author)), for \(count(entries.count)):")
                 ctx.say(Render.table(header: nil, rightAligned: [1], rows: byName(entries, \.childName, \.transaction.id).map {
                     ["  " + $0.childName, Render.signedAmount($0.transaction.amountCents)]
                 }, truncated: [0: 2 + Render.nameWidthMax]))
@@ -252,9 +252,9 @@ enum LedgerCommands {
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
         let stamp = ctx.time.stamped(u.original.createdAtMillis)
         if u.entries.count == 1 && !Replica.batchSources.contains(u.original.source) {
-            ctx.say("Undid \(Render.signedAmount(u.original.amountCents)) for \(Render.safe(u.childName)) (\(stamp)\(by)). Balance: \(Money.format(cents: u.balanceCents))")
+            ctx.say("Undid \(Render.signedAmount(u.original.amountCents)) for \(TextEscaping.terminal(u.childName)) (\(stamp)\(by)). Balance: \(Money.format(cents: u.balanceCents))")
         } else {
-            ctx.say("Undid the \(u.original.source) of \(stamp)\(by)\(by.isEmpty ? "" : ",") for \(count(u.entries.count)):")
+            ctx.say("Undid the \(TextEscaping.terminal(u.original.source)) of \(stamp)\(by)\(by.isEmpty ? "" : ",") for \(count(u.entries.count)):")
             ctx.say(Render.table(header: nil, rightAligned: [1, 2], rows: byName(u.entries, \.childName, \.original.id).map {
                 ["  " + $0.childName, Render.signedAmount($0.original.amountCents), Money.format(cents: $0.balanceCents)]
             }, truncated: [0: 2 + Render.nameWidthMax]))
@@ -287,7 +287,7 @@ enum LedgerCommands {
         if let id = RecordID(string: raw) { return .entry(id) }
         let digits = raw.filter { $0 != "-" }
         guard digits.count >= 4, digits.allSatisfy(\.isHexDigit) else {
-            throw CLIError("\"\(Render.safe(raw))\" is not a transaction id (the ID column of `kidledger history`, at least 4 digits, or `id` in `history --json`)", code: .dataError)
+            throw CLIError("\"\(TextEscaping.terminal(raw))\" is not a transaction id (the ID column of `kidledger history`, at least 4 digits, or `id` in `history --json`)", code: .dataError)
         }
         let ids = try replica.transactionIDs(endingWith: digits, limit: 6)
         switch ids.count {

@@ -30,7 +30,7 @@ extension Context {
 enum Names {
     /// "Dad (3fa2-91c0-7d44-e1b8)" for a member key.
     static func label(_ name: String, key: [UInt8]) -> String {
-        "\(Render.safe(name)) (\(fingerprint(key)))"
+        "\(TextEscaping.terminal(name)) (\(fingerprint(key)))"
     }
 
     static func fingerprint(_ key: [UInt8]) -> String { PublicKey(bytes: key)?.fingerprint ?? "?" }
@@ -95,7 +95,7 @@ enum Names {
             throw CLIError("this household has no membership to name", code: .dataError)
         }
         let name = try replica.setMemberName(args.positionals[0], of: me.publicKey.bytes)
-        ctx.say("This member is now called \"\(name)\" (\(me.publicKey.fingerprint)).")
+        ctx.say("This member is now called \"\(TextEscaping.terminal(name))\" (\(me.publicKey.fingerprint)).")
         ctx.emit(.object([("name", .string(name)), ("fingerprint", .string(me.publicKey.fingerprint)), ("key", .string(me.publicKey.hex))]))
     }
 }

@@ -324,12 +324,12 @@ enum NetworkCommands {
             try replica.device.removePeer(address)
             if result.wasRefused {
                 abandon()
-                throw CLIError("the inviting device refused: \(Render.safe(result.failure ?? "no reason given"))", code: .notPermitted)
+                throw CLIError("the inviting device refused: \(TextEscaping.terminal(result.failure ?? "no reason given"))", code: .notPermitted)
             }
         }
         guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
             abandon()
-            let failure = Render.safe(last?.failure ?? "no address")
+            let failure = TextEscaping.terminal(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
             let hint = failure.contains("kidledger serve") ? "" : "; is `kidledger serve` running there?"
             // The short code is used up by its hand-over: the long code it stood for still works.
@@ -356,7 +356,7 @@ enum NetworkCommands {
             throw CLIError("joined, but could not move \(staging) to \(ctx.storePath): \(String(cString: strerror(errno)))", code: .ioError)
         }
         if let backup { ctx.say("The previous ledger was saved to \(backup).") }
-        ctx.say("Joined \"\(Render.safe(h.name))\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(result.address) added.")
+        ctx.say("Joined \"\(TextEscaping.terminal(h.name))\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(TextEscaping.terminal(result.address)) added.")
         let owner = PublicKey(bytes: code.owner)?.fingerprint ?? "?"
         if shortCodeOwner { ctx.say("The inviting laptop's key fingerprint is \(owner): check that `kidledger invite` showed the same there.") }
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
@@ -369,7 +369,7 @@ enum NetworkCommands {
         guard let h = try existing.household(), !replace else { return }
         let counts = try existing.counts()
         if counts.children > 0 || counts.transactions > 0 {
-            throw CLIError("this home already holds the household \"\(Render.safe(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
+            throw CLIError("this home already holds the household \"\(TextEscaping.terminal(h.name))\" (\(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction"))); ledgers are never merged silently. Run `kidledger export --csv FILE` to keep a copy, then `kidledger join CODE --replace`", code: .dataError)
         }
     }
 
@@ -474,9 +474,9 @@ enum NetworkCommands {
             if added { try replica.device.removePeer(address) }
         }
         guard let result = last, result.succeeded, let h = try replica.household() else {
-            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(Render.safe(last?.failure ?? "no address"))", code: .unavailable)
+            throw CLIError("could not reach the inviting device (\(code.addresses.joined(separator: ", "))): \(TextEscaping.terminal(last?.failure ?? "no address"))", code: .unavailable)
         }
-        ctx.say("This home already belongs to \"\(Render.safe(h.name))\"; synced with \(result.address) instead of joining again.")
+        ctx.say("This home already belongs to \"\(TextEscaping.terminal(h.name))\"; synced with \(TextEscaping.terminal(result.address)) instead of joining again.")
         ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)), ("alreadyMember", .bool(true))]))
     }
 

@@ -111,7 +111,7 @@ enum PageCommands {
                 return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
             } catch {
                 let failure = CLIError.from(error)
-                return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.message)
+                return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.description)
             }
         }
     }

@@ -258,7 +258,7 @@ struct StatusReport {
 
     /// "laptop of Dad (3fa2-…) dials in from 192.168.1.21 (…): has everything (last sync …)".
     func line(_ d: DialIn) -> String {
-        "laptop of \(Names.label(d.name, key: d.record.memberKey)) dials in from \(Render.safe(d.record.host)) (runs no daemon, so this laptop cannot start a sync with it; it gets this laptop's changes when it next syncs)"
+        "laptop of \(Names.label(d.name, key: d.record.memberKey)) dials in from \(TextEscaping.terminal(d.record.host)) (runs no daemon, so this laptop cannot start a sync with it; it gets this laptop's changes when it next syncs)"
             + synced(d.record.last.receipt, lastSyncMillis: d.record.lastMillis)
     }
 
@@ -275,7 +275,7 @@ struct StatusReport {
     }
 
     func line(_ p: PeerRecord) -> String {
-        var text = p.address
+        var text = TextEscaping.terminal(p.address)
         switch p.learnedFrom {
         case .announcement: text += " (found on this network \(time.stamped(p.announcedAtMillis)))"
         case .session: text += " (learned from its session \(time.stamped(p.announcedAtMillis)))"
@@ -283,9 +283,9 @@ struct StatusReport {
         }
         text += synced(p.receipt, lastSyncMillis: p.lastSuccessMillis)
         if Self.failedLast(p) {
-            text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(Render.safe(p.lastError))"
+            text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(TextEscaping.terminal(p.lastError))"
         }
-        if let alias = newerAlias(of: p) { text += "; the same laptop as \(alias.address), synced since" }
+        if let alias = newerAlias(of: p) { text += "; the same laptop as \(TextEscaping.terminal(alias.address)), synced since" }
         return text
     }
 
@@ -296,10 +296,10 @@ struct StatusReport {
         let differing = Set(synced.flatMap(\.last.childrenDiffering))
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.name) })
         if !differing.isEmpty {
-            return "at the last sync, laptops differed on: " + differing.sorted().map { names[$0].map(Render.safe) ?? String($0.hex.prefix(8)) }.joined(separator: ", ")
+            return "at the last sync, laptops differed on: " + differing.sorted().map { names[$0].map(TextEscaping.terminal) ?? String($0.hex.prefix(8)) }.joined(separator: ", ")
         }
         let active = children.filter { !$0.isArchived }
-        let list = active.map { "\(Render.safe($0.name)) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
+        let list = active.map { "\(TextEscaping.terminal($0.name)) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
         return "all \(synced.count + 1) laptops agreed at the last sync" + (list.isEmpty ? "" : "; now: " + list)
     }
 
@@ -309,7 +309,7 @@ struct StatusReport {
             lines.append(Context.joinInterruptedMessage + "; this home's ledger is the one it had before (to keep it and forget that join, remove \(interruptedJoin))")
         }
         if let attention {
-            lines.append("changes and sync are stopped: \(attention)")
+            lines.append("changes and sync are stopped: \(TextEscaping.terminal(attention))")
             lines.append("the balances below are this laptop's last known state and may be stale")
         }
         switch state {

@@ -93,7 +93,7 @@ enum RecoveryCommands {
                                                      atMillis: SystemClock().nowMillis(), sign: recovery.sign)
         let previous = PublicKey(bytes: before.owner)?.fingerprint ?? hexString(before.owner)
         ctx.say("""
-            This laptop (key \(me.publicKey.fingerprint)) now owns "\(Render.safe(household.name))" (owner transfer \(transfer.epoch)).
+            This laptop (key \(me.publicKey.fingerprint)) now owns "\(TextEscaping.terminal(household.name))" (owner transfer \(transfer.epoch)).
             The previous owner key \(previous) can no longer invite, revoke or transfer.
             If its laptop was lost or stolen, revoke it now: `kidledger revoke \(String(hexString(before.owner).prefix(16)))`, then `kidledger sync`.
             """)

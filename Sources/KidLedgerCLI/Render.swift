@@ -15,17 +15,13 @@ enum Render {
         return "\(plural(count, "forged record")) refused, never applied" + (households > 0 ? " (\(plural(households, "household record")))" : "")
     }
 
-    /// `text` (a note, a name, a peer's error) as it may reach a terminal on one line:
-    /// ``TextEscaping/terminal(_:keepingNewlines:)``. Tables pass every cell through it.
-    static func safe(_ text: String) -> String { TextEscaping.terminal(text) }
-
     static func shortID(_ id: RecordID) -> String { String(id.hex.prefix(8)) }
 
     /// The line `children` and `status` print for active children with one name up to case and
     /// accents (``Replica/sameNameGroups(_:)``): "Max (1a2b3c4d) and max (5e6f7a8b) have the same
     /// name …".
     static func sameNameLine(_ group: [ChildSummary]) -> String {
-        let names = group.map { "\(safe($0.name)) (\(shortID($0.id)))" }
+        let names = group.map { "\(TextEscaping.terminal($0.name)) (\(shortID($0.id)))" }
         let list = names.count == 2 ? names.joined(separator: " and ") : names.dropLast().joined(separator: ", ") + " and " + names[names.count - 1]
         return "note: \(list) have the same name up to case and accents (added on two laptops?); rename one (`kidledger child rename ID NEWNAME`) so each child has one name, or make them one child (`kidledger child merge FROM INTO`)"
     }
@@ -84,7 +80,7 @@ enum Render {
 
     /// What a version shows in a conflict line: an amount and note, or a creation time.
     static func summary(_ v: ConflictVersion, time: LocalTime) -> String {
-        if let t = v.transaction { return signedAmount(t.amountCents) + (t.note.isEmpty ? "" : " \"\(safe(t.note))\"") }
+        if let t = v.transaction { return signedAmount(t.amountCents) + (t.note.isEmpty ? "" : " \"\(TextEscaping.terminal(t.note))\"") }
         if let c = v.child { return "created \(time.stamped(c.createdAtMillis))" }
         return "?"
     }
@@ -106,7 +102,7 @@ enum Render {
     /// and ends in "…". Trailing white space is trimmed from every line.
     static func table(header: [String]?, rightAligned: Set<Int>, rows: [[String]], truncated: [Int: Int] = [:]) -> String {
         let all = ((header.map { [$0] } ?? []) + rows).map { row in
-            row.enumerated().map { i, cell in truncated[i].map { DisplayWidth.truncate(safe(cell), to: $0) } ?? safe(cell) }
+            row.enumerated().map { i, cell in truncated[i].map { DisplayWidth.truncate(TextEscaping.terminal(cell), to: $0) } ?? TextEscaping.terminal(cell) }
         }
         guard let columns = all.map(\.count).max() else { return "" }
         var widths = [Int](repeating: 0, count: columns)

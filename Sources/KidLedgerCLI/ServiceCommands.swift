@@ -58,7 +58,7 @@ enum ServiceCommands {
         if started {
             ctx.say("Enabled and started \(unit.name) (`systemctl --user status \(unit.name)`, logs: `journalctl --user -u \(unit.name)`).")
         } else {
-            ctx.say("systemctl --user does not work here (\(Render.safe(failure ?? "unknown"))); to start the service, run:\n  systemctl --user daemon-reload\n  systemctl --user enable --now \(unit.name)")
+            ctx.say("systemctl --user does not work here (\(TextEscaping.terminal(failure ?? "unknown"))); to start the service, run:\n  systemctl --user daemon-reload\n  systemctl --user enable --now \(unit.name)")
         }
         if let holder = DaemonLock.holder(home: ctx.home), !started {
             ctx.say("A daemon already runs for this home (\(holder.description)): stop it before starting the service (one daemon per home).")
@@ -87,7 +87,7 @@ enum ServiceCommands {
         let holder = DaemonLock.holder(home: ctx.home)
         var lines = ["unit \(unit.name): " + (installed ? "installed (\(unit.path))" : "not installed (`kidledger service install`)")]
         if let reason = systemctl.unusable {
-            lines.append("systemd: unknown, systemctl --user does not work here (\(Render.safe(reason)))")
+            lines.append("systemd: unknown, systemctl --user does not work here (\(TextEscaping.terminal(reason)))")
         } else {
             lines.append("systemd: \(enabled ?? "unknown"), \(active ?? "unknown")")
         }
@@ -116,9 +116,9 @@ enum ServiceCommands {
         let reload = failure == nil ? systemctl.run(["daemon-reload"]) : nil
         ctx.say("Removed \(unit.path).")
         if let failure {
-            ctx.say("systemctl --user does not work here (\(Render.safe(failure))); if the service runs, stop it with:\n  systemctl --user disable --now \(unit.name)\n  systemctl --user daemon-reload")
+            ctx.say("systemctl --user does not work here (\(TextEscaping.terminal(failure))); if the service runs, stop it with:\n  systemctl --user disable --now \(unit.name)\n  systemctl --user daemon-reload")
         } else {
-            ctx.say("Stopped and disabled \(unit.name)." + (reload.map { " (daemon-reload failed: \(Render.safe($0)))" } ?? ""))
+            ctx.say("Stopped and disabled \(unit.name)." + (reload.map { " (daemon-reload failed: \(TextEscaping.terminal($0)))" } ?? ""))
         }
         ctx.emit(.object([("unit", .string(unit.name)), ("unitPath", .string(unit.path)), ("removed", .bool(true)),
                           ("systemctlError", failure.map(JSON.string) ?? .null)]))
@@ -151,10 +151,10 @@ struct ServiceUnit {
     /// The unit's text for `binary` serving `home` on `listen`.
     static func text(binary: String, home: String, listen: String, ui: String?, household: String) throws -> String {
         for path in [binary, home] where path.contains(where: { $0.isNewline || ($0.asciiValue.map { $0 < 0x20 || $0 == 0x7f } ?? false) }) {
-            throw CLIError("cannot write a unit for a path with control characters: \(Render.safe(path))", code: .dataError)
+            throw CLIError("cannot write a unit for a path with control characters: \(TextEscaping.terminal(path))", code: .dataError)
         }
         let command = [binary, "--home", home, "serve", "--listen", listen] + (ui.map { ["--ui", $0] } ?? [])
-        let label = household.isEmpty ? "" : " (\(Render.safe(household)))"
+        let label = household.isEmpty ? "" : " (\(TextEscaping.terminal(household)))"
         // A private /tmp would hide a home that lives under /tmp.
         let underTmp = ["/tmp", "/var/tmp"].contains { home == $0 || home.hasPrefix($0 + "/") }
         let privateTmp = underTmp ? "# PrivateTmp=yes is left out: the home is under /tmp, which a private /tmp would hide."

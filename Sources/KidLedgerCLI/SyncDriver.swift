@@ -247,14 +247,14 @@ enum SyncDriver {
     static func line(_ r: Result) -> String {
         if let s = r.outcome?.summary {
             let peer = s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""
-            return "sync with \(r.address)\(peer): sent \(s.changesSent), received \(s.changesApplied) new changes, "
+            return "sync with \(TextEscaping.terminal(r.address))\(peer): sent \(s.changesSent), received \(s.changesApplied) new changes, "
                 + "\(s.bytesSent + s.bytesReceived) bytes in \(formatSeconds(r.seconds))"
                 + (s.childrenDiffering.isEmpty ? "" : "; children differ: \(s.childrenDiffering.count)")
                 + (s.unauthenticatedReceived == 0 ? ""
                     : "; refused \(s.unauthenticatedReceived) changes no signed head of their author reaches (forged or altered: docs/SECURITY.md)")
                 + heldBackNote(s)
         }
-        return "sync with \(r.address) failed after \(formatSeconds(r.seconds)): \(Render.safe(r.failure ?? "unknown error"))"
+        return "sync with \(TextEscaping.terminal(r.address)) failed after \(formatSeconds(r.seconds)): \(TextEscaping.terminal(r.failure ?? "unknown error"))"
     }
 
     /// The note a sync or session line ends with when changes were held back for clock skew.

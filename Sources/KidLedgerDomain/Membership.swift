@@ -219,16 +219,10 @@ public enum Membership {
     }
 
     /// What is wrong with `name` as a member's display name (stored as given: already trimmed),
-    /// or nil: empty, longer than ``Limits/memberNameBytesMax`` bytes, white space at either end,
-    /// or a control character.
+    /// or nil: ``Validation/nameProblem(_:what:bytesMax:)`` with at most
+    /// ``Limits/memberNameBytesMax`` bytes.
     public static func memberNameProblem(_ name: String) -> String? {
-        guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return "a member's name must not be empty" }
-        if name.utf8.count > Limits.memberNameBytesMax { return "a member's name is longer than \(Limits.memberNameBytesMax) bytes" }
-        if first.properties.isWhitespace || last.properties.isWhitespace { return "a member's name must not start or end with white space" }
-        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            return "a member's name must not contain control characters"
-        }
-        return nil
+        Validation.nameProblem(name, what: "a member's name", bytesMax: Limits.memberNameBytesMax)
     }
 
     /// The id of a household owned by `owner`, derived so that no other key can claim it.

@@ -192,6 +192,7 @@ public enum RecordCodec {
         case OperationTag.grant.rawValue:
             let member = try readKey(&r, "grant member")
             let name = try r.readString(maxBytes: Limits.nameBytesMax, "grant name")
+            guard Validation.nameProblem(name, what: "grant name", bytesMax: Limits.nameBytesMax) == nil else { throw .invalid("grant name") }
             let at = try r.readZigzag("grant time")
             return .grant(MemberGrant(member: member, name: name, grantedAtMillis: at, signature: try readSignature(&r)))
         case OperationTag.revoke.rawValue:
@@ -322,6 +323,22 @@ public enum RecordCodec {
 public enum Validation {
     /// The earliest creation time a record may carry: 0000-01-01T00:00:00.000Z.
     public static let createdAtMillisMin: Int64 = -62_167_219_200_000
+
+    /// What is wrong with `name` as a stored name (a child's, the household's, a member's or a
+    /// grant's), or nil: empty, longer than `bytesMax` bytes, white space at either end (a name
+    /// typed here is trimmed before it is stored) or a control character (C0, DEL, C1: a new
+    /// line, an escape sequence). The one rule for a name typed on this laptop and a name in a
+    /// record from a peer (``FieldValue/fits(_:)``, the grant decoder), so every replica refuses
+    /// the same records. `what` begins the message ("child name", "a member's name").
+    public static func nameProblem(_ name: String, what: String, bytesMax: Int) -> String? {
+        guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return "\(what) must not be empty" }
+        if name.utf8.count > bytesMax { return "\(what) is longer than \(bytesMax) bytes" }
+        if first.properties.isWhitespace || last.properties.isWhitespace { return "\(what) must not start or end with white space" }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "\(what) must not contain control characters"
+        }
+        return nil
+    }
 
     /// Why `t` is not a valid transaction, or nil.
     public static func problem(with t: LedgerTransaction) -> String? {

@@ -177,7 +177,7 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
     public func fits(_ field: Field) -> Bool {
         switch (field, self) {
         case (.householdName, .text(let s)), (.childName, .text(let s)):
-            return !s.isEmpty && s.utf8.count <= Limits.nameBytesMax
+            return Validation.nameProblem(s, what: "name", bytesMax: Limits.nameBytesMax) == nil
         case (.memberName, .text(let s)):
             return Membership.memberNameProblem(s) == nil
         case (.childArchived, .flag): return true

@@ -269,13 +269,7 @@ extension Replica {
 
     static func validName(_ raw: String, what: String) throws -> String {
         let name = Text.trimmed(raw)
-        if name.isEmpty { throw LedgerError.badName("\(what) must not be empty") }
-        if name.utf8.count > Limits.nameBytesMax {
-            throw LedgerError.badName("\(what) is longer than \(Limits.nameBytesMax) bytes")
-        }
-        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            throw LedgerError.badName("\(what) must not contain control characters")
-        }
+        if let problem = Validation.nameProblem(name, what: what, bytesMax: Limits.nameBytesMax) { throw LedgerError.badName(problem) }
         return name
     }
 }

@@ -379,7 +379,7 @@ struct ImportFrictionTests {
             // Not a calendar date: the import's own error, on the file's own line.
             for (text, message) in [("createdAt,child,amountCents\n2026-02-30,Ava,1\n", "kidledger: line 2: createdAt \"2026-02-30\" is not an ISO 8601 time like 2026-11-29T18:02:00.000Z\n"),
                                     ("createdAt,child,amountCents\n2026-11-20,Ava,1\n\n2026-11-22,Ava,x\n", "kidledger: line 4: amountCents \"x\" is not a non-zero whole number of cents\n"),
-                                    ("createdAt,child,amountCents\n2026-11-20,Ava,1\n\"two\nlines\",Ava,2\n", "kidledger: line 3: createdAt \"two\nlines\" is not an ISO 8601 time like 2026-11-29T18:02:00.000Z\n")] {
+                                    ("createdAt,child,amountCents\n2026-11-20,Ava,1\n\"two\nlines\",Ava,2\n", "kidledger: line 3: createdAt \"two\\nlines\" is not an ISO 8601 time like 2026-11-29T18:02:00.000Z\n")] {
                 try text.write(toFile: path, atomically: true, encoding: .utf8)
                 let outcome = l.run("import", "--csv", path)
                 #expect(outcome.code == 65 && outcome.stderr == message, "\(outcome)")

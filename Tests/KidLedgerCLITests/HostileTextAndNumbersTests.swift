@@ -113,7 +113,7 @@ struct HostileTextAndNumbersTests {
         let once = TextEscaping.terminal(Self.hostile)
         #expect(TextEscaping.terminal(once) == once)
         #expect(TextEscaping.terminal("Zoë 👩‍👧 $1.25 \\n") == "Zoë 👩‍👧 $1.25 \\n")
-        #expect(TextEscaping.terminal("a\nb", keepingNewlines: true) == "a\nb")
+        #expect(TextEscaping.terminalLines("a\nb\u{1B}") == "a\nb\\u{1b}")
         #expect(TextEscaping.terminal("a\nb") == "a\\nb")
     }
 }
