@@ -7,8 +7,8 @@ import KidLedgerReplica
 import KidLedgerTransport
 
 /// Issue 21, points 1 and 4 through the CLI: a receipt holding a huge number (stored before
-/// sequences were bounded) does not trap `status` or `peers`; notes, names and a peer's error
-/// text reach the terminal escaped, and `--json` keeps them as they are.
+/// sequences were bounded) does not trap `status` or `peers`; notes reach the terminal escaped,
+/// and `--json` keeps them as they are. Every other text command: `HostileTextCommandsTests`.
 @Suite("Hostile numbers and text in the CLI")
 struct HostileTextAndNumbersTests {
     /// Every character of `text` that would act on a terminal, if any.
@@ -76,66 +76,11 @@ struct HostileTextAndNumbersTests {
         #expect(Self.unsafe(raw).isEmpty, "JSON printed to a terminal is safe too")
     }
 
-    @Test func aPeersNamesAndErrorTextAreEscaped() throws {
-        let l = Self.ledger(peers: 1)
-        defer { l.remove() }
-        _ = l.ok("give", "Ava", "1")
-        try Self.withReplica(l) { replica in
-            // Names as a peer's records may carry them (the CLI refuses them when typed).
-            let child = try #require(try replica.children(includeArchived: true).first).id
-            let household = try #require(try replica.household()).id
-            try replica.applyUnchecked(renaming: child, household: household, to: Self.hostile)
-            try replica.device.updatePeer("127.0.0.1:1") { p in
-                p.lastAttemptMillis = 1_795_000_000_000
-                p.lastError = "peer reported: " + Self.hostile
-            }
-        }
-        for command in [["children"], ["balance"], ["history"], ["status"], ["peers"]] {
-            let out = l.ok(command)
-            #expect(Self.unsafe(out).isEmpty, "\(command): \(out.debugDescription)")
-            #expect(!out.contains("\nstatus: synced"), "\(command): a name or error started a line of its own: \(out)")
-        }
-        let children = try #require(checkJSON(l, "children") as? [String: Any])
-        let names = (children["children"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
-        #expect(names == [Self.hostile])
-        let peers = try #require(checkJSON(l, "peers") as? [String: Any])
-        #expect((peers["peers"] as? [[String: Any]])?.first?["lastError"] as? String == "peer reported: " + Self.hostile)
-    }
-
-    @Test func aPeersErrorTextIsEscapedInSyncLines() {
-        let result = SyncDriver.Result(address: "127.0.0.1:1", outcome: .failed("peer reported: " + Self.hostile), connectError: nil, seconds: 1)
-        let line = SyncDriver.line(result)
-        #expect(Self.unsafe(line).isEmpty && !line.contains("\n"), "\(line.debugDescription)")
-        #expect(line.hasSuffix("peer reported: " + TextEscaping.terminal(Self.hostile)))
-    }
-
     @Test func terminalEscapingIsIdempotentAndKeepsOrdinaryText() {
         let once = TextEscaping.terminal(Self.hostile)
         #expect(TextEscaping.terminal(once) == once)
         #expect(TextEscaping.terminal("Zoë 👩‍👧 $1.25 \\n") == "Zoë 👩‍👧 $1.25 \\n")
         #expect(TextEscaping.terminalLines("a\nb\u{1B}") == "a\nb\\u{1b}")
         #expect(TextEscaping.terminal("a\nb") == "a\\nb")
-    }
-}
-
-extension Replica {
-    /// Writes `name` as the household's and the child's name through a change of this replica's
-    /// own origin, with its signed head: what a modified client's records carry, authenticated.
-    func applyUnchecked(renaming child: RecordID, household: RecordID, to name: String) throws {
-        let origin = replicaID
-        guard let held = try versionVector()[origin], let previous = try chain(origin, at: held), let signer else {
-            throw LedgerError.invalid("no change of this replica to follow")
-        }
-        // A minute ahead of the wall clock: newer than every name the CLI wrote, and within the
-        // hour a receiver accepts (Limits.clockAheadMillisMax).
-        let soon = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
-        let change = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: soon),
-                            operations: [.setField(entity: child, field: .childName, value: .text(name)),
-                                         .setField(entity: household, field: .householdName, value: .text(name))])
-        let chain = PlainPreparer().link(after: previous,
-                                         onlyVersion: Array(SHA256.hash(RecordCodec.encode(change)).prefix(8)))
-        let head = signer.head(household: household, origin: origin, sequence: held + 1, chain: chain)
-        let report = try applyRemote([change], heads: [head])
-        precondition(report.applied == 1, "the rename was not applied")
     }
 }
