@@ -82,5 +82,7 @@ struct HostileTextAndNumbersTests {
         #expect(TextEscaping.terminal("Zoë 👩‍👧 $1.25 \\n") == "Zoë 👩‍👧 $1.25 \\n")
         #expect(TextEscaping.terminalLines("a\nb\u{1B}") == "a\nb\\u{1b}")
         #expect(TextEscaping.terminal("a\nb") == "a\\nb")
+        // Format controls that reorder or hide text are escaped; joiners (emoji need them) are not.
+        #expect(TextEscaping.terminal("a\u{206A}b\u{FFF9}c\u{200D}d") == "a\\u{206a}b\\u{fff9}c\u{200D}d")
     }
 }

@@ -122,7 +122,7 @@ struct HostileTextCommandsTests {
             (["status"], 0, true, false),
             (["peers"], 0, true, false),
             (["members"], 0, true, false),
-            (["undo", "--dry-run"], 0, true, false),                 // the newest: the 7-cent gift, its source
+            (["undo", "--dry-run"], 0, true, false),                 // the newest: the give-all, its author and children
             (["undo", f.giveID, "--dry-run"], 0, true, false),       // one child's entry
             (["allowance", "list"], 0, true, false),
             (["import", "--csv", csv, "--dry-run"], 0, true, true),  // a new child's name from a file
