@@ -29,12 +29,23 @@ enum PageCommands {
         otherwise), on loopback only, so only this laptop's browser reaches it.
           --open   also open it in the browser (xdg-open)
         """, flagOptions: ["open"])) { ctx, args in
-        let replica = try ctx.openReplica()
-        let household = try LedgerCommands.requireHousehold(replica)
+        // A daemon started in an empty home serves the page before there is a household (the page
+        // starts or joins one): its address is in the daemon's lock file then.
+        let holder = DaemonLock.holder(home: ctx.home)
+        let replica = FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica() : nil
+        guard let replica, let household = try replica.household() else {
+            guard let page = holder?.page else { throw LedgerError.noHousehold }
+            let url = "http://\(page)/?token=\(try loadToken(ctx.home))"
+            ctx.emit(.object([("url", .string(url)), ("address", .string(page)), ("serving", .bool(true)), ("household", .null)]))
+            ctx.say(url)
+            ctx.say("No household here yet: open the page to start one or to join one.")
+            if args.has("open") { try open(url) }
+            return
+        }
         let recorded = try replica.device.setting("ui")
         // The address the daemon recorded, while a daemon holds the home's lock (or this is the
         // daemon, answering its page): a daemon that was killed leaves its address behind.
-        let live = ctx.sharedStore != nil || DaemonLock.holder(home: ctx.home) != nil
+        let live = ctx.sharedStore != nil || holder != nil
         let serving = live ? recorded : nil
         let token = try loadToken(ctx.home)
         let address = recorded ?? defaultAddress
@@ -102,17 +113,26 @@ enum PageCommands {
     /// Runs one command line in this process, on the daemon's open store, as the page's API does:
     /// `--home` and `--json` are added, the JSON document, the text message and the error kept.
     static func runner(home: String, environment: [String: String], store: LMDBEnvironment?) -> CommandRunner {
-        { words in
-            let output = BufferConsole()
-            let messages = BufferConsole()
-            do {
-                let code = try CLI.dispatch(["--home", home, "--json"] + words, environment: environment, console: output,
-                                            clock: SystemClock(), sharedStore: store, messages: messages)
-                return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
-            } catch {
-                let failure = CLIError.from(error)
-                return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.message)
-            }
+        { words in run(words, home: home, environment: environment, store: store) }
+    }
+
+    /// ``runner(home:environment:store:)`` on a store that may not exist yet (a daemon started in
+    /// an empty home, ``PageStore``): the store is shared once the page made the household.
+    static func runner(_ ctx: Context, store: PageStore) -> CommandRunner {
+        let home = ctx.home, environment = ctx.environment
+        return { words in store.run(ctx) { shared in run(words, home: home, environment: environment, store: shared) } }
+    }
+
+    static func run(_ words: [String], home: String, environment: [String: String], store: LMDBEnvironment?) -> CommandOutcome {
+        let output = BufferConsole()
+        let messages = BufferConsole()
+        do {
+            let code = try CLI.dispatch(["--home", home, "--json"] + words, environment: environment, console: output,
+                                        clock: SystemClock(), sharedStore: store, messages: messages)
+            return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
+        } catch {
+            let failure = CLIError.from(error)
+            return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.message)
         }
     }
 
@@ -130,9 +150,10 @@ enum PageCommands {
         return address.host.lowercased() == "localhost" ? PeerAddress(host: "127.0.0.1", port: address.port) : address
     }
 
-    /// Starts the page for `serve`; nil (after logging why) when it cannot listen, so the daemon
-    /// still syncs.
-    static func start(_ ctx: Context, at address: PeerAddress, store: LMDBEnvironment, replica: Replica,
+    /// Starts the page for `serve` (also before the home holds a household: ``PageStore``) and
+    /// records its address in the daemon's lock; nil (after logging why) when it cannot listen, so
+    /// the daemon still syncs.
+    static func start(_ ctx: Context, at address: PeerAddress, store: PageStore, lock: DaemonLock.Held,
                       log: @escaping @Sendable (String) -> Void) throws -> UIServer? {
         let token = try loadToken(ctx.home)
         let listener: TCPListener
@@ -142,10 +163,16 @@ enum PageCommands {
         }
         let bound = PeerAddress(host: address.host, port: listener.port)
         let gate = UIGate(token: token, port: bound.port, boundHost: bound.host)
-        let server = UIServer(listener: listener, app: UIApp(gate: gate, run: runner(home: ctx.home, environment: ctx.environment, store: store)), log: log)
+        let server = UIServer(listener: listener, app: UIApp(gate: gate, run: runner(ctx, store: store)), log: log)
         server.start()
-        try replica.device.setSetting("ui", bound.description)
+        lock.record(page: bound.description)
         log("page on http://\(bound)/ (its address with the key: `kidledger ui`)")
         return server
+    }
+
+    /// Records the page's address in the store's device settings, where `ui` reads it.
+    static func record(_ server: UIServer?, host: String, in replica: Replica) throws {
+        guard let server else { return }
+        try replica.device.setSetting("ui", PeerAddress(host: host, port: server.port).description)
     }
 }
