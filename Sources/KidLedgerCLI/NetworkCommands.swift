@@ -287,7 +287,8 @@ enum NetworkCommands {
         ctx.emit(.object([("shortCode", short.map { .string($0.text) } ?? .null), ("code", .string(code)), ("expiresAtMillis", .int(expires)),
                           ("address", .string(addresses[0])), ("addresses", .array(addresses.map(JSON.string))),
                           ("fingerprint", .string(fingerprint)),
-                          ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string)))]))
+                          ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string))),
+                          ("qrSvg", ShortCodeJoin.qrSVG(code).map(JSON.string) ?? .null)]))
         var text = ""
         if let short { text += "On another laptop on this network run:\n  kidledger join \(short.text)\nFrom another network:\n" } else { text += "On the other device run:\n" }
         text += "  kidledger join \(code)\n"

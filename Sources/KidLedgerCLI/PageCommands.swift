@@ -10,7 +10,7 @@ import KidLedgerUI
 /// The family page's commands (`ui`, `quick show|set`) and what `serve` needs to serve the page.
 /// The page runs these same commands, and the ledger's, through ``runner(home:environment:store:)``.
 enum PageCommands {
-    static let all: [CLI.Command] = [ui, quickShow, quickSet]
+    static let all: [CLI.Command] = [ui, quickShow, quickSet, quickLimit]
 
     /// Where `serve` serves the page unless `--ui` says otherwise.
     static let defaultAddress = "127.0.0.1:4718"
@@ -18,6 +18,10 @@ enum PageCommands {
     static let quickSetting = "quickAmounts"
     /// The quick amounts of a device that never set them (cents).
     static let quickDefault: [Int64] = [5, 10, 15, 20, 25, 50]
+    /// The device setting holding the amount above which the page asks before it gives or takes (cents).
+    static let limitSetting = "confirmAboveCents"
+    /// ``limitSetting`` of a device that never set it: $1,000.
+    static let limitDefault: Int64 = 100_000
     /// The most quick amounts.
     static let quickCountMax = 6
 
@@ -65,7 +69,7 @@ enum PageCommands {
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         let amounts = try quickAmounts(replica)
-        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
+        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) })), ("confirmAboveCents", .int(try confirmAbove(replica)))]))
         ctx.say(amounts.map { Money.format(cents: $0) }.joined(separator: " "))
     }
 
@@ -87,6 +91,24 @@ enum PageCommands {
         try replica.device.setSetting(quickSetting, amounts.map(String.init).joined(separator: ","))
         ctx.say("Quick amounts on this device: " + amounts.map { Money.format(cents: $0) }.joined(separator: " "))
         ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
+    }
+
+    static let quickLimit = CLI.Command(spec: CommandSpec(
+        name: "quick limit", synopsis: "AMOUNT", summary: "the amount above which the page asks before it gives or takes",
+        details: "AMOUNT as for give (default $1,000). The page asks \"Give $1,500.00 to Ava? That is more than $1,000.00\"\nbefore a give or take above it. Kept on this device only, never synced; the CLI never asks.",
+        arguments: 1...1)) { ctx, args in
+        let cents = try Money.parseAmount(args.positionals[0])
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        try replica.device.setSetting(limitSetting, String(cents))
+        ctx.say("The page asks before amounts above \(Money.format(cents: cents)) on this device.")
+        ctx.emit(.object([("confirmAboveCents", .int(cents))]))
+    }
+
+    /// The amount above which the page asks first (``limitSetting``, else ``limitDefault``).
+    static func confirmAbove(_ replica: Replica) throws -> Int64 {
+        guard let raw = try replica.device.setting(limitSetting), let cents = Int64(raw), cents > 0 else { return limitDefault }
+        return cents
     }
 
     /// The device's quick amounts; the default when unset or unreadable.
