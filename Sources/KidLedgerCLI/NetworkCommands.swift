@@ -54,6 +54,7 @@ enum NetworkCommands {
             ctx = ctx.sharing(environment)
         } else {
             guard let pageAddress else { throw LedgerError.noHousehold }
+            try FileSystem.makeDirectory(ctx.home)
             let held = try DaemonLock.acquire(home: ctx.home)
             lock = held
             Daemon.installSignalHandlers()
