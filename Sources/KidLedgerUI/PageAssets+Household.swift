@@ -239,8 +239,8 @@ extension PageAssets {
       const account = state && state.account;
       if (!s || s.state !== "attentionRequired" || !account) return;
       const reason = s.attentionReason || "";
-      box.textContent = "Changes and sync are stopped: " + humane(reason).replace(/[;.]?\s*Switch back with[^.]*\.?$/, "")
-        + ". The balances below are this laptop's last known state and may be stale.";
+      const why = humane(reason.replace(/[;.]?\s*Switch back with.*$/, ""));
+      box.textContent = (/stopped/.test(reason) ? why : "Changes and sync are stopped: " + why) + ". The balances below are this laptop's last known state and may be stale.";
       if (account.memberAccount && account.memberAccount !== account.account) {
         box.append(el("button", { type: "button", id: "switch-back", text: "Switch back to " + account.memberAccount,
           onclick: async () => { if (await post("/api/account/switch", { account: account.memberAccount })) $("message").textContent = "Signed in again as " + account.memberAccount + ": changes and sync go on."; } }));
@@ -285,13 +285,15 @@ extension PageAssets {
       const fingerprint = el("details", { class: "fingerprint" }, el("summary", { text: "Compare the fingerprint" }),
         el("p", { text: "After joining, the other laptop's page shows the inviting laptop's fingerprint. It must be: " + r.fingerprint + "." }));
       const long = el("details", {}, el("summary", { text: "From another network: the long code" }),
-        el("p", { class: "secret", id: "long-code", text: r.code }), img);
+        el("p", { class: "secret", id: "long-code", text: r.code }));
       box.replaceChildren(el("div", { class: "panel", id: "invite-panel", role: "region", "aria-label": "Invitation" },
         el("p", { text: "On the other laptop, open its kidledger page, choose Join a household and type:" }),
-        el("p", { class: "short-code", id: "short-code", text: r.shortCode || "" }),
+        el("p", { class: "short-code", id: "short-code", text: r.shortCode || "" }), img,
         el("p", { class: "hint", text: "The code works once, until " + new Date(r.expiresAtMillis).toLocaleString() + ". Keep this laptop on and kidledger running meanwhile." }),
         fingerprint, long,
         el("button", { type: "button", class: "secondary", text: "Close", onclick: () => { inviteOpen = null; renderInvite(); } })));
+      const panel = $("invite-panel");
+      if (panel && panel.scrollIntoView) panel.scrollIntoView({ block: "nearest" });
     }
     function recoverForm() {
       const form = el("form", { id: "recover-form", class: "row" },
@@ -334,8 +336,7 @@ extension PageAssets {
           ...(owner ? [] : [recoverForm()]));
       }
       if (!$("peers").querySelector("li[data-last]")) {
-        const only = el("li", {}, "No other laptop yet. ", owner ? el("button", { type: "button", class: "secondary", text: "Invite the other laptop", onclick: () => { $("sync-details").open = true; invite(); } })
-          : "The owner's page invites it.");
+        const only = el("li", { text: "No other laptop yet" + (owner ? ": invite one with Invite the other laptop, below." : ": the owner's page invites one.") });
         $("peers").replaceChildren(only);
       }
       attentionButton(s);
