@@ -40,6 +40,7 @@ extension PageAssets {
 
     // The CLI's words made a parent's: no command, no flag.
     const actions = [
+      [/\s*\(`kidledger child rename [^`]*` renames the archived one\)/g, ""],
       [/`kidledger init[^`]*`/g, "Start a household"], [/`kidledger join[^`]*`/g, "Join a household"],
       [/`kidledger invite[^`]*`/g, "Invite the other laptop"], [/`kidledger account switch ([^`]*)`/g, "the button Switch back to $1"],
       [/`kidledger child restore ([^`]*)`/g, "Restore $1 under \"Everyone at once, add a child, archived children\""],

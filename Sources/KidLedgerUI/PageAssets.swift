@@ -432,7 +432,7 @@ public enum PageAssets {
         + " will count in " + who(keep) + "'s: " + who(keep) + " will have " + money(total) + ", on every laptop, and "
         + others.map(who).join(" and ") + (one ? " will no longer have a card of its own." : " will no longer have cards of their own.")
         + (stopping.length ? " " + stopping.map(o => who(o) + "'s allowance").join(" and ") + (stopping.length === 1 ? " stops." : " stop.") : "")
-        + " Nothing is deleted, and it can be undone: Unmerge, on " + who(keep) + "'s card.";
+        + " Nothing is deleted, and it can be undone: Unmerge " + others.map(who).join(" and ") + ", on " + who(keep) + "'s card.";
     }
     // The question's words and balances from the state now.
     function fillMerge(form) {
