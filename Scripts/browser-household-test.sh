@@ -11,20 +11,7 @@
 #   HOUSEHOLD_TEST_SKIP_PILL=1 Scripts/browser-household-test.sh   # without the `offline` step
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(chromium chromium-driver python3-selenium)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "household browser test: SKIPPED: ${missing[*]} not installed and not root (apt-get install ${missing[*]})" >&2
-    exit 0
-  fi
-  echo "household browser test: installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+Scripts/browser-packages.sh || { status=$?; [ "$status" -eq 77 ] && exit 0; exit "$status"; }
 out="${1:-$(mktemp -d /tmp/kidledger-household-shots.XXXXXX)}"
 swift build --product kidledger 2>&1 | tail -n 1
 bin="$(swift build --show-bin-path)/kidledger"

@@ -25,6 +25,10 @@ environment: HOUSEHOLD_TEST_SKIP_PILL=1 skips the `offline` step (until the hone
 """
 import os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import page_test  # noqa: E402  (its helpers: fail, eventually)
+from page_test import fail  # noqa: E402
+
 STEP_SECONDS = 20
 # A CLI command or flag in the page's words (issue 41: "No page text names a CLI command or flag").
 COMMAND = re.compile(r"kidledger (init|join|invite|serve|account|child|revoke|recover|undo|ui|sync|members|status)\b|`|(^|\s)--[a-z]")
@@ -63,23 +67,9 @@ while True:
 """
 
 
-def fail(message):
-    raise AssertionError(message)
-
-
 def eventually(what, condition, seconds=STEP_SECONDS):
-    """Polls `condition` until it returns a true value or the deadline passes (never a bare sleep)."""
-    deadline = time.monotonic() + seconds
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = condition()
-            if last:
-                return last
-        except Exception as e:  # the page may be re-rendering
-            last = e
-        time.sleep(0.05)
-    fail(f"timed out waiting for {what} (last: {last!r})")
+    """page_test's wait (polls, never a bare sleep), with this test's longer default step."""
+    return page_test.eventually(what, condition, seconds)
 
 
 def sh(*words):
