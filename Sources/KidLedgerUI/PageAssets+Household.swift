@@ -380,7 +380,7 @@ extension PageAssets {
       const entries = result && result.entries && result.entries.length ? result.entries : (result && result.original ? [{ original: result.original }] : []);
       clearTimeout(toastTimer);
       const back = entries.map(e => e.original).filter(Boolean);
-      t.replaceChildren(el("span", { text: "Undone" }), back.length ? el("button", { type: "button", id: "give-back", text: "Give it back", onclick: async () => {
+      t.replaceChildren(el("span", { text: back.length ? "Undone —" : "Undone" }), back.length ? el("button", { type: "button", id: "give-back", text: "Give it back", onclick: async () => {
         t.hidden = true;
         for (const o of back) {
           const kind = o.amountCents < 0 ? "/api/take" : "/api/give";

@@ -311,6 +311,14 @@ def browser(out, mom, dad, real_network):
         eventually("Dad's give on Mom's page", lambda: balance("Ava") == "$2.50")
         shot("06-give", "mom")
 
+        # An undo on Mom's page offers "Undone — Give it back" for a few seconds; it gives it back.
+        act("Undo", lambda: find("#undo").click())
+        eventually("the undo", lambda: balance("Ava") == "$0.00")
+        eventually("Undone — Give it back", lambda: find("#toast").is_displayed() and "Undone —" in find("#toast").text)
+        shot("06b-undone", "mom")
+        act("Give it back", lambda: find("#give-back").click())
+        eventually("given back", lambda: balance("Ava") == "$2.50")
+
         # 6. [PILL STEP] Dad's laptop off: Mom's pill says offline (issue 41 point 3).
         dad.stop()
         on("mom")
