@@ -26,6 +26,7 @@ extension PageAssets {
     .toast{position:fixed;left:50%;bottom:1em;transform:translateX(-50%);background:#1d2430;color:#fff;border-radius:.6em;padding:.6em 1em;display:flex;gap:.8em;align-items:center;z-index:3;max-width:calc(100% - 2em)}
     .toast[hidden]{display:none}
     .toast button{background:#fff;color:#1d2430}
+    .toast span,.toast button{white-space:nowrap}
     #attention button{margin:.5em 0 0;display:block;background:#fff;color:#5a0d0d;border-color:#5a0d0d}
     .merged-note{font-size:.92em;margin:.4em 0}
     .merged-note button,.merge-any button{min-height:2.2em;padding:.15em .7em}
@@ -229,6 +230,10 @@ extension PageAssets {
     }
 
     // ---- With a household: members, invite, recovery, attention ----
+    // A member whose chosen name has not arrived yet is named by its invitation ("member 1a2b-…"):
+    // people are never shown by fingerprint.
+    function placeholder(m) { return !m.chosenName && /^member [0-9a-f]{4}-/.test(m.name || ""); }
+    function personName(m) { return placeholder(m) ? "A new member" : m.name; }
     function me() {
       const account = state && state.account;
       const members = (state && state.members && state.members.members) || [];
@@ -249,7 +254,7 @@ extension PageAssets {
     }
     function memberLine(m, mine, owner) {
       const what = [m.owner ? "owner" : "", m.formerOwner ? "former owner" : "", m.revoked ? "shut out" : "", mine ? "you" : ""].filter(Boolean).join(", ");
-      const line = el("li", { class: "member", "data-key": "member-" + m.key }, el("span", { class: "who", text: m.name + (what ? " (" + what + ")" : "") }));
+      const line = el("li", { class: "member", "data-key": "member-" + m.key }, el("span", { class: "who", text: personName(m) + (what ? " (" + what + ")" : "") }));
       if (mine && !m.revoked) line.append(el("button", { type: "button", class: "secondary rename-me", text: "Change your name", onclick: () => renameMe(line, m) }));
       if (owner && !mine && !m.owner && !m.revoked) line.append(el("button", { type: "button", class: "secondary revoke", "aria-label": "Revoke " + m.name, text: "Revoke " + m.name,
         onclick: () => revoke(m) }));
@@ -312,17 +317,14 @@ extension PageAssets {
     function renderHousehold() {
       const s = state.status, members = (state.members && state.members.members) || [], mine = me();
       const owner = !!(mine && mine.owner);
-      // A new member appears without reload; an open invitation that was used closes.
-      if (inviteOpen && members.some(m => !inviteOpen.members.includes(m.key))) {
-        const fresh = members.filter(m => !inviteOpen.members.includes(m.key)).map(m => m.name).join(" and ");
-        inviteOpen = null; renderInvite();
-        $("message").textContent = fresh + " joined the household.";
-      }
-      if (knownMembers && !inviteOpen) {
-        const fresh = members.filter(m => !knownMembers.includes(m.key));
-        if (fresh.length) $("message").textContent = fresh.map(m => m.name).join(" and ") + " joined the household.";
-      }
-      knownMembers = members.map(m => m.key);
+      // A new member appears without reload; an open invitation that was used closes. The new
+      // member is announced once its chosen name arrived (a moment after the join).
+      if (inviteOpen && members.some(m => !inviteOpen.members.includes(m.key))) { inviteOpen = null; renderInvite(); }
+      if (knownMembers) {
+        const fresh = members.filter(m => !knownMembers.includes(m.key) && !placeholder(m));
+        if (fresh.length) $("message").textContent = fresh.map(personName).join(" and ") + " joined the household.";
+        knownMembers = knownMembers.concat(fresh.map(m => m.key));
+      } else knownMembers = members.map(m => m.key);
       const shape = JSON.stringify([members.map(m => [m.key, m.name, m.owner, m.revoked, m.formerOwner]), mine && mine.key]);
       const list = $("members");
       if (list.dataset.shape !== shape && !list.querySelector("form")) {

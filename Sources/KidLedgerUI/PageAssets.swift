@@ -200,7 +200,7 @@ public enum PageAssets {
           body: new URLSearchParams(fields || {}).toString() });
         const body = await r.json();
         if (!r.ok) { $("message").textContent = ""; lastError = body.error ? body.error.message : ("error " + r.status); $("error").textContent = humane(lastError); return null; }
-        $("message").textContent = body.message || "Done.";
+        $("message").textContent = humane(body.message || "Done.");
         // A take that leaves a balance below zero is written, with the CLI's warning.
         const warnings = (body.result && body.result.warnings) || [];
         $("warning").textContent = warnings.map(w => "Warning: " + w).join(" ");
@@ -602,11 +602,11 @@ public enum PageAssets {
       $("sync-summary").textContent = "Sync, laptops and members" + (lines.length ? " (" + lines.length + (lines.length === 1 ? " note)" : " notes)") : "");
       if (state.page && state.page.household) { $("title").textContent = state.page.household.name; document.title = state.page.household.name + " · kidledger"; }
       const members = (state.members && state.members.members) || [];
-      const owner = (key) => { const m = members.find(m => m.key === key); return m ? m.name + "'s laptop" : null; };
+      const owner = (key) => { const m = members.find(m => m.key === key); return m ? personName(m) + "'s laptop" : null; };
       const others = s ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
         (owner(p.memberKey) ? owner(p.memberKey) + " (" + p.address + ")" : p.address) + ": ", el("span", { class: "ago" }),
         p.sameDeviceAs ? el("span", { class: "hint", text: " (the same laptop as " + p.sameDeviceAs + ")" }) : null,
-        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
+        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + humane(p.lastError) + ")" }) : null))
         .concat((s.dialsIn || []).map(d => el("li", { "data-last": d.lastSyncMillis || 0 },
           d.name + "'s laptop (dials in from " + d.host + "): ", el("span", { class: "ago" }),
           el("span", { class: "hint", text: " (it runs no daemon: it gets this laptop's changes when it next syncs)" })))) : [];

@@ -32,6 +32,7 @@ from page_test import fail  # noqa: E402
 
 STEP_SECONDS = 20
 # A CLI command or flag in the page's words (issue 41: "No page text names a CLI command or flag").
+FINGERPRINT = re.compile(r"\b[0-9a-f]{4}(-[0-9a-f]{4}){3}\b")
 COMMAND = re.compile(r"kidledger (init|join|invite|serve|account|child|revoke|recover|undo|ui|sync|members|status)\b|`|(^|\s)--[a-z]")
 NS = ["kl-page-mom", "kl-page-dad"]
 LAN = "kl-page-lan"
@@ -210,6 +211,16 @@ def browser(out, mom, dad, real_network):
 
         def shot(step, who):
             on(who)
+            # No page text names a command or flag; people are named, never shown by fingerprint
+            # (only "Compare the fingerprint", and the message right after joining, show one).
+            said = driver.find_element(By.TAG_NAME, "body").text
+            if COMMAND.search(said):
+                at = COMMAND.search(said).start()
+                fail(f"{step}: the page names a command or flag: {said[max(0, at - 120):at + 60]!r}")
+            people = driver.execute_script("""return [...document.querySelectorAll('#members, #peers, #error, #attention, #toast, .card-message, .field-error'
+                + (arguments[0] ? '' : ', #message'))].map(e => e.textContent).join(' ')""", step.startswith("04"))
+            if FINGERPRINT.search(people):
+                fail(f"{step}: a person shown by fingerprint: {people!r}")
             for width, height in ((1280, 900), (360, 800)):
                 driver.set_window_size(width, height)
                 path = os.path.join(out, f"{step}-{who}-{width}.png")
@@ -291,6 +302,7 @@ def browser(out, mom, dad, real_network):
         on("mom")
         eventually("Dad on Mom's page", lambda: any(n.startswith("Dad") for n in member_names()))
         eventually("the invitation to close", lambda: not visible("#invite-panel"))
+        eventually("Dad announced by name", lambda: text("message") == "Dad joined the household.")
         if any("-" in n and len(n) > 15 for n in member_names()):
             fail(f"a member shown as a fingerprint: {member_names()!r}")
         shot("05-member", "mom")
