@@ -21,7 +21,9 @@ enum NetworkCommands {
         syncs with every known peer every 30 s and within about a second after a local change (also one made by
         another kidledger process on this home), and logs one line per session to standard error. Stops cleanly
         on SIGINT or SIGTERM. One daemon per home: a second `serve` on the same home is refused (exit 75) while
-        the first runs (HOME/daemon.lock).
+        the first runs (HOME/daemon.lock). In a home with no household yet it serves the page at once, where a
+        household is started or joined (`kidledger ui` prints its address), and starts syncing once there is one
+        (also one made by `kidledger init` or `join` in a terminal), without a restart; with --ui off it refuses.
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
                                for none); `kidledger ui` prints its address with the key
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)

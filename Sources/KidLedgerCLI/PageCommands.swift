@@ -30,7 +30,8 @@ enum PageCommands {
         details: """
         The address carries this home's page token (HOME/ui-token, mode 0600): anyone with it can use the page,
         so keep it to yourself. The page is served by `kidledger serve` (on 127.0.0.1:4718 unless --ui says
-        otherwise), on loopback only, so only this laptop's browser reaches it.
+        otherwise), on loopback only, so only this laptop's browser reaches it. Before this home holds a household,
+        the page is where one is started or joined (`--json`: `household` is null then).
           --open   also open it in the browser (xdg-open)
         """, flagOptions: ["open"])) { ctx, args in
         // A daemon started in an empty home serves the page before there is a household (the page
