@@ -91,9 +91,13 @@ enum AccountCommands {
         var role = "no household here"
         var shownRole = role
         var attention: String?
+        var household = false
+        var memberAccount: String?
         if FileSystem.exists(ctx.storePath + "/data.mdb") {
             let replica = try ctx.openReplica()
+            memberAccount = try replica.device.setting("memberAccount")
             if try replica.household() != nil {
+                household = true
                 let member = try replica.members().first { $0.key == me?.publicKey.bytes }
                 role = member.map { $0.isOwner ? "owner" : ($0.isRevoked ? "revoked member" : "member \"\($0.name)\"") } ?? "not a member"
                 shownRole = member.map { $0.isOwner || $0.isRevoked ? role : "member \"\(TextEscaping.terminal($0.name))\"" } ?? role
@@ -104,7 +108,8 @@ enum AccountCommands {
         if let attention { ctx.say("attention required: \(TextEscaping.terminal(attention))") }
         ctx.emit(.object([("account", .string(ctx.accountName)), ("key", me.map { .string($0.publicKey.hex) } ?? .null),
                           ("role", .string(role)), ("attentionRequired", .bool(attention != nil)),
-                          ("reason", attention.map(JSON.string) ?? .null)]))
+                          ("reason", attention.map(JSON.string) ?? .null), ("household", .bool(household)),
+                          ("memberAccount", memberAccount.map(JSON.string) ?? .null)]))
     }
 
     static let accountSwitch = CLI.Command(spec: CommandSpec(

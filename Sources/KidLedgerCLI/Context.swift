@@ -95,6 +95,11 @@ public final class Context: Sendable {
         self.clock = clock
     }
 
+    /// This context on `store`, opened already (the daemon shares its store with the page).
+    func sharing(_ store: LMDBEnvironment) -> Context {
+        Context(home: home, json: json, utc: utc, console: console, clock: clock, environment: environment, sharedStore: store, messages: messages)
+    }
+
     /// The LMDB environment directory inside the home.
     public var storePath: String { home + "/ledger" }
 

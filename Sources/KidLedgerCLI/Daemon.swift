@@ -101,6 +101,9 @@ final class Daemon: Sendable {
 
     var stopping: Bool { stopSignal.load(ordering: .relaxed) }
 
+    /// Whether SIGINT or SIGTERM arrived (``installSignalHandlers()``).
+    static var stopRequested: Bool { stopSignal.load(ordering: .relaxed) }
+
     /// Runs until SIGINT or SIGTERM, with LAN discovery unless `discovery` is nil (`--no-discovery`).
     func run(discovery settings: Discovery.Settings? = nil) throws {
         let acceptor = Thread { [self] in acceptLoop() }

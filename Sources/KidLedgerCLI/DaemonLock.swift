@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// One daemon per home: `kidledger serve` holds an exclusive lock on `HOME/daemon.lock` for its
 /// whole life, and the file says which process holds it and where it listens.
@@ -13,7 +14,8 @@ import Glibc
 /// the lock is held.
 ///
 /// File format, one `KEY VALUE` per line: `pid 1234`, then `listen 127.0.0.1:4717` once the daemon
-/// has bound its address.
+/// has bound its address, and `page 127.0.0.1:4718` once the family page is served (also before the
+/// home holds a household: `kidledger ui` finds the page there).
 enum DaemonLock {
     /// The lock file of a home.
     static func path(home: String) -> String { home + "/daemon.lock" }
@@ -24,6 +26,8 @@ enum DaemonLock {
         var pid: Int32
         /// Where it listens (nil while it is still starting).
         var address: String?
+        /// Where it serves the family page (nil: not yet, or not at all).
+        var page: String? = nil
 
         /// "pid 1234, listening on 127.0.0.1:4717" (or "... still starting").
         var description: String {
@@ -42,6 +46,8 @@ enum DaemonLock {
         /// Why the file could not be locked (a file system without such locks), nil when it is:
         /// the daemon runs, but a second one on this home would not be refused.
         let unlocked: String?
+        /// What the file says: the sync address and the page's address, each once known.
+        private let recorded = Mutex<(listen: String?, page: String?)>((nil, nil))
 
         fileprivate init(fd: Int32, path: String, unlocked: String? = nil) {
             self.fd = fd
@@ -51,7 +57,19 @@ enum DaemonLock {
 
         /// Records the address the daemon listens on (with its pid).
         func record(address: String) {
-            DaemonLock.write(fd, "pid \(getpid())\nlisten \(address)\n")
+            rewrite { $0.listen = address }
+        }
+
+        /// Records the address the daemon serves the page on (with its pid).
+        func record(page: String) {
+            rewrite { $0.page = page }
+        }
+
+        private func rewrite(_ change: (inout (listen: String?, page: String?)) -> Void) {
+            recorded.withLock { fields in
+                change(&fields)
+                DaemonLock.write(fd, "pid \(getpid())\n" + (fields.listen.map { "listen \($0)\n" } ?? "") + (fields.page.map { "page \($0)\n" } ?? ""))
+            }
         }
 
         /// Releases the lock (closing the descriptor releases it).
@@ -112,6 +130,7 @@ enum DaemonLock {
             switch parts[0] {
             case "pid": holder.pid = Int32(parts[1]) ?? 0
             case "listen": holder.address = parts[1].isEmpty ? nil : parts[1]
+            case "page": holder.page = parts[1].isEmpty ? nil : parts[1]
             default: continue
             }
         }

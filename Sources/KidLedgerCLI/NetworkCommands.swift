@@ -5,6 +5,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerProtocol
 import KidLedgerTransport
+import KidLedgerUI
 import KidLedgerLMDB
 import KidLedgerSecurity
 
@@ -20,7 +21,9 @@ enum NetworkCommands {
         syncs with every known peer every 30 s and within about a second after a local change (also one made by
         another kidledger process on this home), and logs one line per session to standard error. Stops cleanly
         on SIGINT or SIGTERM. One daemon per home: a second `serve` on the same home is refused (exit 75) while
-        the first runs (HOME/daemon.lock).
+        the first runs (HOME/daemon.lock). In a home with no household yet it serves the page at once, where a
+        household is started or joined (`kidledger ui` prints its address), and starts syncing once there is one
+        (also one made by `kidledger init` or `join` in a terminal), without a restart; with --ui off it refuses.
           --ui ADDRESS         serve the family page there (default 127.0.0.1:4718; port 0 picks one; `off`
                                for none); `kidledger ui` prints its address with the key
           --ui-any-interface   allow a --ui address off loopback (other machines could reach the page)
@@ -38,18 +41,50 @@ enum NetworkCommands {
         var address = try listenAddress(listen, option: "--listen")
         let pageAddress = try PageCommands.address(args)
         let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
-        let replica = try ctx.openReplicaForChanges()
+        let console = ctx.console
+        let log: @Sendable (String) -> Void = { line in
+            console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(TextEscaping.terminal(line))\n")
+        }
+        // A home without a household: the page starts or joins one (issue 41), then the daemon
+        // syncs; with `--ui off` there is nothing to wait for.
+        let pageStore = PageStore()
+        var ctx = ctx
+        var lock: DaemonLock.Held?
+        defer { lock?.release() }
+        var page: UIServer?
+        if let environment = pageStore.adopt(ctx) {
+            ctx = ctx.sharing(environment)
+        } else {
+            guard let pageAddress else { throw LedgerError.noHousehold }
+            try FileSystem.makeDirectory(ctx.home)
+            let held = try DaemonLock.acquire(home: ctx.home)
+            lock = held
+            Daemon.installSignalHandlers()
+            page = try PageCommands.start(ctx, at: pageAddress, store: pageStore, lock: held, log: log)
+            guard page != nil else { throw CLIError("no household here yet, and the page that starts or joins one could not be served on \(pageAddress)", code: .unavailable) }
+            log("no household here yet: start one or join one on the page (`kidledger ui` prints its address); syncing starts then")
+            guard let environment = PageSetup.waitForHousehold(ctx, store: pageStore) else {
+                page?.stop()
+                log("stopped")
+                return
+            }
+            ctx = ctx.sharing(environment)
+            log("a household is here now: syncing")
+        }
+        let context = ctx
+        let replica = try context.openReplicaForChanges()
         let household = try LedgerCommands.requireHousehold(replica)
-        guard let identity = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
+        guard let identity = try context.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
         guard let environment = replica.store as? LMDBEnvironment else { throw CLIError("internal: store is not LMDB", code: .software) }
         // One daemon per home (docs/SYNC.md): held until this process ends, however it ends.
-        let lock = try DaemonLock.acquire(home: ctx.home)
-        defer { lock.release() }
+        if lock == nil { lock = try DaemonLock.acquire(home: ctx.home) }
+        guard let lock else { return }
         let listener: TCPListener
         var note: String?
         do { listener = try TCPListener(address: address) } catch {
             // `:PORT` is dual-stack `[::]`; a host without IPv6 serves IPv4 alone.
             guard listen.hasPrefix(":"), let v4 = try? TCPListener(address: PeerAddress(host: "0.0.0.0", port: address.port)) else {
+                page?.stop()
                 throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable)
             }
             note = "cannot listen on \(address) (\(error)): serving on IPv4 alone (0.0.0.0:\(address.port))"
@@ -61,17 +96,14 @@ enum NetworkCommands {
         try replica.device.setSetting("listen", bound)
         lock.record(address: bound)
         Daemon.installSignalHandlers()
-        let console = ctx.console
-        let log: @Sendable (String) -> Void = { line in
-            console.err("\(Timestamp.iso8601(millis: SystemClock().nowMillis())) \(TextEscaping.terminal(line))\n")
-        }
         log("serving \"\(household.name)\" on \(bound) (replica \(replica.replicaID.description.prefix(8))); \(Render.plural(try replica.device.peers().count, "known peer"))")
         if let note { log(note) }
         if let reason = lock.unlocked { log("warning: cannot lock \(lock.path) (\(reason)): a second daemon on this home would not be refused") }
-        let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
+        if page == nil, let pageAddress { page = try PageCommands.start(ctx, at: pageAddress, store: pageStore, lock: lock, log: log) }
+        if let pageAddress { try PageCommands.record(page, host: pageAddress.host, in: replica) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
-                            peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) },
-                            clock: ctx.clock)
+                            peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? context.attentionReason(r) },
+                            clock: context.clock)
         try daemon.run(discovery: discovery)
         page?.stop()
         if page != nil { try? replica.device.setSetting("ui", nil) }
@@ -258,7 +290,8 @@ enum NetworkCommands {
         ctx.emit(.object([("shortCode", short.map { .string($0.text) } ?? .null), ("code", .string(code)), ("expiresAtMillis", .int(expires)),
                           ("address", .string(addresses[0])), ("addresses", .array(addresses.map(JSON.string))),
                           ("fingerprint", .string(fingerprint)),
-                          ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string)))]))
+                          ("daemonRunning", .bool(live != nil)), ("warnings", .array(warnings.map(JSON.string))),
+                          ("qrSvg", ShortCodeJoin.qrSVG(code).map(JSON.string) ?? .null)]))
         var text = ""
         if let short { text += "On another laptop on this network run:\n  kidledger join \(short.text)\nFrom another network:\n" } else { text += "On the other device run:\n" }
         text += "  kidledger join \(code)\n"

@@ -10,7 +10,7 @@ import KidLedgerUI
 /// The family page's commands (`ui`, `quick show|set`) and what `serve` needs to serve the page.
 /// The page runs these same commands, and the ledger's, through ``runner(home:environment:store:)``.
 enum PageCommands {
-    static let all: [CLI.Command] = [ui, quickShow, quickSet]
+    static let all: [CLI.Command] = [ui, quickShow, quickSet, quickLimit]
 
     /// Where `serve` serves the page unless `--ui` says otherwise.
     static let defaultAddress = "127.0.0.1:4718"
@@ -18,6 +18,10 @@ enum PageCommands {
     static let quickSetting = "quickAmounts"
     /// The quick amounts of a device that never set them (cents).
     static let quickDefault: [Int64] = [5, 10, 15, 20, 25, 50]
+    /// The device setting holding the amount above which the page asks before it gives or takes (cents).
+    static let limitSetting = "confirmAboveCents"
+    /// ``limitSetting`` of a device that never set it: $1,000.
+    static let limitDefault: Int64 = 100_000
     /// The most quick amounts.
     static let quickCountMax = 6
 
@@ -26,15 +30,27 @@ enum PageCommands {
         details: """
         The address carries this home's page token (HOME/ui-token, mode 0600): anyone with it can use the page,
         so keep it to yourself. The page is served by `kidledger serve` (on 127.0.0.1:4718 unless --ui says
-        otherwise), on loopback only, so only this laptop's browser reaches it.
+        otherwise), on loopback only, so only this laptop's browser reaches it. Before this home holds a household,
+        the page is where one is started or joined (`--json`: `household` is null then).
           --open   also open it in the browser (xdg-open)
         """, flagOptions: ["open"])) { ctx, args in
-        let replica = try ctx.openReplica()
-        let household = try LedgerCommands.requireHousehold(replica)
+        // A daemon started in an empty home serves the page before there is a household (the page
+        // starts or joins one): its address is in the daemon's lock file then.
+        let holder = DaemonLock.holder(home: ctx.home)
+        let replica = FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica() : nil
+        guard let replica, let household = try replica.household() else {
+            guard let page = holder?.page else { throw LedgerError.noHousehold }
+            let url = "http://\(page)/?token=\(try loadToken(ctx.home))"
+            ctx.emit(.object([("url", .string(url)), ("address", .string(page)), ("serving", .bool(true)), ("household", .null)]))
+            ctx.say(url)
+            ctx.say("No household here yet: open the page to start one or to join one.")
+            if args.has("open") { try open(url) }
+            return
+        }
         let recorded = try replica.device.setting("ui")
         // The address the daemon recorded, while a daemon holds the home's lock (or this is the
         // daemon, answering its page): a daemon that was killed leaves its address behind.
-        let live = ctx.sharedStore != nil || DaemonLock.holder(home: ctx.home) != nil
+        let live = ctx.sharedStore != nil || holder != nil
         let serving = live ? recorded : nil
         let token = try loadToken(ctx.home)
         let address = recorded ?? defaultAddress
@@ -54,7 +70,7 @@ enum PageCommands {
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         let amounts = try quickAmounts(replica)
-        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
+        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) })), ("confirmAboveCents", .int(try confirmAbove(replica)))]))
         ctx.say(amounts.map { Money.format(cents: $0) }.joined(separator: " "))
     }
 
@@ -76,6 +92,24 @@ enum PageCommands {
         try replica.device.setSetting(quickSetting, amounts.map(String.init).joined(separator: ","))
         ctx.say("Quick amounts on this device: " + amounts.map { Money.format(cents: $0) }.joined(separator: " "))
         ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
+    }
+
+    static let quickLimit = CLI.Command(spec: CommandSpec(
+        name: "quick limit", synopsis: "AMOUNT", summary: "the amount above which the page asks before it gives or takes",
+        details: "AMOUNT as for give (default $1,000). The page asks \"Give $1,500.00 to Ava? That is more than $1,000.00\"\nbefore a give or take above it. Kept on this device only, never synced; the CLI never asks.",
+        arguments: 1...1)) { ctx, args in
+        let cents = try Money.parseAmount(args.positionals[0])
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        try replica.device.setSetting(limitSetting, String(cents))
+        ctx.say("The page asks before amounts above \(Money.format(cents: cents)) on this device.")
+        ctx.emit(.object([("confirmAboveCents", .int(cents))]))
+    }
+
+    /// The amount above which the page asks first (``limitSetting``, else ``limitDefault``).
+    static func confirmAbove(_ replica: Replica) throws -> Int64 {
+        guard let raw = try replica.device.setting(limitSetting), let cents = Int64(raw), cents > 0 else { return limitDefault }
+        return cents
     }
 
     /// The device's quick amounts; the default when unset or unreadable.
@@ -102,17 +136,26 @@ enum PageCommands {
     /// Runs one command line in this process, on the daemon's open store, as the page's API does:
     /// `--home` and `--json` are added, the JSON document, the text message and the error kept.
     static func runner(home: String, environment: [String: String], store: LMDBEnvironment?) -> CommandRunner {
-        { words in
-            let output = BufferConsole()
-            let messages = BufferConsole()
-            do {
-                let code = try CLI.dispatch(["--home", home, "--json"] + words, environment: environment, console: output,
-                                            clock: SystemClock(), sharedStore: store, messages: messages)
-                return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
-            } catch {
-                let failure = CLIError.from(error)
-                return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.description)
-            }
+        { words in run(words, home: home, environment: environment, store: store) }
+    }
+
+    /// ``runner(home:environment:store:)`` on a store that may not exist yet (a daemon started in
+    /// an empty home, ``PageStore``): the store is shared once the page made the household.
+    static func runner(_ ctx: Context, store: PageStore) -> CommandRunner {
+        let home = ctx.home, environment = ctx.environment
+        return { words in store.run(ctx) { shared in run(words, home: home, environment: environment, store: shared) } }
+    }
+
+    static func run(_ words: [String], home: String, environment: [String: String], store: LMDBEnvironment?) -> CommandOutcome {
+        let output = BufferConsole()
+        let messages = BufferConsole()
+        do {
+            let code = try CLI.dispatch(["--home", home, "--json"] + words, environment: environment, console: output,
+                                        clock: SystemClock(), sharedStore: store, messages: messages)
+            return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
+        } catch {
+            let failure = CLIError.from(error)
+            return CommandOutcome(exitCode: failure.code.rawValue, json: "", error: failure.description)
         }
     }
 
@@ -130,9 +173,10 @@ enum PageCommands {
         return address.host.lowercased() == "localhost" ? PeerAddress(host: "127.0.0.1", port: address.port) : address
     }
 
-    /// Starts the page for `serve`; nil (after logging why) when it cannot listen, so the daemon
-    /// still syncs.
-    static func start(_ ctx: Context, at address: PeerAddress, store: LMDBEnvironment, replica: Replica,
+    /// Starts the page for `serve` (also before the home holds a household: ``PageStore``) and
+    /// records its address in the daemon's lock; nil (after logging why) when it cannot listen, so
+    /// the daemon still syncs.
+    static func start(_ ctx: Context, at address: PeerAddress, store: PageStore, lock: DaemonLock.Held,
                       log: @escaping @Sendable (String) -> Void) throws -> UIServer? {
         let token = try loadToken(ctx.home)
         let listener: TCPListener
@@ -142,10 +186,16 @@ enum PageCommands {
         }
         let bound = PeerAddress(host: address.host, port: listener.port)
         let gate = UIGate(token: token, port: bound.port, boundHost: bound.host)
-        let server = UIServer(listener: listener, app: UIApp(gate: gate, run: runner(home: ctx.home, environment: ctx.environment, store: store)), log: log)
+        let server = UIServer(listener: listener, app: UIApp(gate: gate, run: runner(ctx, store: store)), log: log)
         server.start()
-        try replica.device.setSetting("ui", bound.description)
+        lock.record(page: bound.description)
         log("page on http://\(bound)/ (its address with the key: `kidledger ui`)")
         return server
+    }
+
+    /// Records the page's address in the store's device settings, where `ui` reads it.
+    static func record(_ server: UIServer?, host: String, in replica: Replica) throws {
+        guard let server else { return }
+        try replica.device.setSetting("ui", PeerAddress(host: host, port: server.port).description)
     }
 }

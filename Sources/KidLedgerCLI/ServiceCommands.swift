@@ -33,15 +33,18 @@ enum ServiceCommands {
             if raw != "off" { _ = try NetworkCommands.listenAddress(raw, option: "--ui") }
             return raw
         }
-        let replica = try ctx.openReplica()
-        let household = try LedgerCommands.requireHousehold(replica)
-        let unit = try ServiceUnit(ctx, listen: listen, ui: ui, household: household.name)
+        // A home with no household yet gets its service too: the daemon serves the page, where the
+        // household is started or joined (docs/SYNC.md), and the unit may write only to the home.
+        let household = FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica().household() : nil
+        if household == nil && ui == "off" { throw LedgerError.noHousehold }
+        let unit = try ServiceUnit(ctx, listen: listen, ui: ui, household: household?.name ?? "")
         if args.has("dry-run") {
             ctx.console.out(unit.text)
             ctx.console.err("kidledger: dry run: would write \(unit.path)\n")
             return
         }
         let existed = FileSystem.exists(unit.path)
+        try FileSystem.makeDirectory(ctx.home)
         try FileSystem.makeDirectory(unit.directory)
         try FileSystem.writeFile(unit.path, unit.text)
         ctx.say("\(existed ? "Updated" : "Wrote") \(unit.path).")

@@ -125,6 +125,23 @@ enum ShortCodeJoin {
         }
     }
 
+    /// `text` as a QR code (the same libqrencode matrix as ``qr(_:)``) in SVG, dark modules on
+    /// white with a quiet zone of 4 modules, for the page (`invite --json`'s `qrSvg`); nil when it
+    /// can't be encoded.
+    static func qrSVG(_ text: String) -> String? {
+        guard let code = QRcode_encodeString8bit(text, 0, QR_ECLEVEL_L) else { return nil }
+        defer { QRcode_free(code) }
+        let width = Int(code.pointee.width), quiet = 4, size = width + 2 * quiet
+        var path = ""
+        for y in 0..<width {
+            for x in 0..<width where code.pointee.data[y * width + x] & 1 == 1 {
+                path += "M\(x + quiet) \(y + quiet)h1v1h-1z"
+            }
+        }
+        return "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 \(size) \(size)\" shape-rendering=\"crispEdges\">"
+            + "<rect width=\"\(size)\" height=\"\(size)\" fill=\"#fff\"/><path fill=\"#000\" d=\"\(path)\"/></svg>"
+    }
+
     /// `text` as a QR code (libqrencode, error correction L) drawn with Unicode half blocks, dark
     /// on light with a quiet zone of 2 modules; nil when it can't be encoded.
     static func qr(_ text: String) -> String? {

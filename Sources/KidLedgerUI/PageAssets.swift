@@ -24,6 +24,8 @@ public enum PageAssets {
           </div>
         </header>
         <main>
+          <div id="setup" hidden></div>
+          <div id="household-app">
           <p id="attention" role="alert" hidden></p>
           <p id="message" role="status" aria-live="polite"></p>
           <p id="warning" role="alert"></p>
@@ -31,6 +33,7 @@ public enum PageAssets {
           <section id="undo-bar" aria-label="undo" hidden>
             <span id="undo-preview"></span>
             <button id="undo" type="button" aria-describedby="undo-preview">Undo</button>
+            <button id="undo-mine" type="button" class="secondary">Undo my last change</button>
           </section>
           <section id="children" aria-label="children" tabindex="-1"></section>
           <details id="family">
@@ -52,6 +55,8 @@ public enum PageAssets {
             <div id="sync-text"></div>
             <h3>Laptops (peers)</h3><ul id="peers"></ul>
             <h3>Members</h3><ul id="members"></ul>
+            <div id="household-actions"></div>
+            <div id="invite-box"></div>
           </details>
           <details id="settings">
             <summary>Settings: quick amounts on this laptop</summary>
@@ -61,6 +66,8 @@ public enum PageAssets {
             </form>
             <p class="hint">Each laptop keeps its own buttons; they are never synced.</p>
           </details>
+          </div>
+          <div id="toast" class="toast" role="status" aria-live="polite" hidden></div>
         </main>
         </body>
         </html>
@@ -137,7 +144,7 @@ public enum PageAssets {
     public static let script = #"""
     "use strict";
     const token = document.querySelector('meta[name="kidledger-token"]').content;
-    let etag = null, state = null, busy = false, pendingFocus = null, dirty = false;
+    let etag = null, state = null, busy = false, pendingFocus = null, dirty = false, lastError = "";
     const $ = (id) => document.getElementById(id);
     const words = { synced: "synced", pending: "changes pending", offline: "offline", attentionRequired: "attention required" };
     const notesMax = 5;
@@ -192,21 +199,21 @@ public enum PageAssets {
           headers: { "Content-Type": "application/x-www-form-urlencoded", "X-KidLedger-Token": token },
           body: new URLSearchParams(fields || {}).toString() });
         const body = await r.json();
-        if (!r.ok) { $("message").textContent = ""; $("error").textContent = body.error ? body.error.message : ("error " + r.status); return null; }
-        $("message").textContent = body.message || "Done.";
+        if (!r.ok) { $("message").textContent = ""; lastError = body.error ? body.error.message : ("error " + r.status); $("error").textContent = humane(lastError); return null; }
+        $("message").textContent = humane(body.message || "Done.");
         // A take that leaves a balance below zero is written, with the CLI's warning.
         const warnings = (body.result && body.result.warnings) || [];
         $("warning").textContent = warnings.map(w => "Warning: " + w).join(" ");
         await refresh(true);
         return body.result || {};
-      } catch (e) { $("error").textContent = "The daemon did not answer: is `kidledger serve` running?"; return null; }
+      } catch (e) { lastError = "kidledger is not answering on this laptop: is it running?"; $("error").textContent = lastError; return null; }
       finally { busy = false; }
     }
 
     async function getJSON(path) {
       const r = await fetch(path, { credentials: "same-origin" });
       const b = await r.json();
-      if (!r.ok) { $("error").textContent = b.error ? b.error.message : "error " + r.status; return null; }
+      if (!r.ok) { $("error").textContent = humane(b.error ? b.error.message : "error " + r.status); return null; }
       return b.result;
     }
 
@@ -214,9 +221,13 @@ public enum PageAssets {
       try {
         const r = await fetch("/api/state", { credentials: "same-origin", headers: (etag && !force) ? { "If-None-Match": etag } : {} });
         if (r.status === 304) { if (dirty) render(); else renderTimes(); return; }
-        if (!r.ok) { const b = await r.json().catch(() => null); $("error").textContent = b && b.error ? b.error.message : "error " + r.status; return; }
+        if (!r.ok) {
+          if (await setupNeeded()) return;
+          const b = await r.json().catch(() => null); $("error").textContent = humane(b && b.error ? b.error.message : "error " + r.status); return;
+        }
         etag = r.headers.get("ETag");
         state = await r.json();
+        hideSetup();
         render();
       } catch (e) { $("sync").textContent = "daemon not answering"; $("sync-pill").className = "pill offline"; }
     }
@@ -234,7 +245,7 @@ public enum PageAssets {
     // Undo one entry of the history: the CLI's preview first (`undo --dry-run ID`), then `undo ID`.
     async function undoEntry(id) {
       const preview = await getJSON("/api/undo-preview?id=" + encodeURIComponent(id));
-      if (preview && confirm(undoText(preview))) await post("/api/undo", { id: preview.wouldUndo.transaction.id });
+      if (preview && confirm(undoText(preview))) { const r = await post("/api/undo", { id: preview.wouldUndo.transaction.id }); if (r) showUndone(r); }
     }
 
     function chart(child) {
@@ -316,7 +327,8 @@ public enum PageAssets {
       form.addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const kind = ev.submitter ? ev.submitter.value : "give";
-        const ok = await post("/api/" + kind, { child: c.id, amount: form.amount.value, note: form.note.value });
+        if (!largeOK(kind, form.amount.value, c.name)) return;
+        const ok = await send("/api/" + kind, { child: c.id, amount: form.amount.value, note: form.note.value }, form);
         if (ok) { form.amount.value = ""; form.note.value = ""; }
       });
       card.append(form);
@@ -383,7 +395,7 @@ public enum PageAssets {
         ev.preventDefault();
         const fields = { child: c.id, amount: form.amount.value, every: form.every.value };
         if (form.on.value) fields.on = form.on.value;
-        await post("/api/allowance/set", fields);
+        await send("/api/allowance/set", fields, form);
       });
       const box = el("details", { class: "allowance" }, el("summary", { class: "allowance-summary", text: "Allowance: " + text }), form);
       if (s) box.append(el("button", { type: "button", class: "secondary stop-allowance", "data-key": "s" + c.id, text: "Stop " + c.name + "'s allowance",
@@ -420,7 +432,7 @@ public enum PageAssets {
         + " will count in " + who(keep) + "'s: " + who(keep) + " will have " + money(total) + ", on every laptop, and "
         + others.map(who).join(" and ") + (one ? " will no longer have a card of its own." : " will no longer have cards of their own.")
         + (stopping.length ? " " + stopping.map(o => who(o) + "'s allowance").join(" and ") + (stopping.length === 1 ? " stops." : " stop.") : "")
-        + " Nothing is deleted, and it can be undone (in a terminal: " + others.map(o => "kidledger child unmerge " + shortId(o.id)).join(", ") + ").";
+        + " Nothing is deleted, and it can be undone: Unmerge " + others.map(who).join(" and ") + ", on " + who(keep) + "'s card.";
     }
     // The question's words and balances from the state now.
     function fillMerge(form) {
@@ -489,7 +501,7 @@ public enum PageAssets {
       const form = el("form", { class: "row rename-form" }, el("label", {}, "New name", input), el("button", { type: "submit", text: "Save name" }),
         el("button", { type: "button", class: "secondary", text: "Cancel", onclick: () => { form.remove(); back(); } }));
       form.addEventListener("keydown", (ev) => { if (ev.key === "Escape") { form.remove(); back(); } });
-      form.addEventListener("submit", async (ev) => { ev.preventDefault(); if (await post("/api/child/rename", { child: c.id, name: input.value })) { form.remove(); render(); back(); } });
+      form.addEventListener("submit", async (ev) => { ev.preventDefault(); if (await send("/api/child/rename", { child: c.id, name: input.value }, form)) { form.remove(); render(); back(); } });
       card.querySelector("h2").after(form);
       input.focus(); input.select();
     }
@@ -516,7 +528,7 @@ public enum PageAssets {
     // The CLI's notes of `status` and `conflicts`, in words a parent reads.
     function notes(s) {
       const lines = [];
-      if (s.joinInterrupted) lines.push("A join into this home did not finish: run the same `kidledger join CODE` again.");
+      if (s.joinInterrupted) lines.push("Joining the household did not finish on this laptop: ask the owner's page for a new code and join again.");
       if (s.state !== "attentionRequired" && s.pendingChanges && s.state !== "synced") lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
       if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
       for (const group of s.sameNames || []) {
@@ -590,30 +602,33 @@ public enum PageAssets {
       $("sync-summary").textContent = "Sync, laptops and members" + (lines.length ? " (" + lines.length + (lines.length === 1 ? " note)" : " notes)") : "");
       if (state.page && state.page.household) { $("title").textContent = state.page.household.name; document.title = state.page.household.name + " · kidledger"; }
       const members = (state.members && state.members.members) || [];
-      const owner = (key) => { const m = members.find(m => m.key === key); return m ? m.name + "'s laptop" : null; };
+      const owner = (key) => { const m = members.find(m => m.key === key); return m ? personName(m) + "'s laptop" : null; };
       const others = s ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
         (owner(p.memberKey) ? owner(p.memberKey) + " (" + p.address + ")" : p.address) + ": ", el("span", { class: "ago" }),
         p.sameDeviceAs ? el("span", { class: "hint", text: " (the same laptop as " + p.sameDeviceAs + ")" }) : null,
-        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + p.lastError + ")" }) : null))
+        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + humane(p.lastError) + ")" }) : null))
         .concat((s.dialsIn || []).map(d => el("li", { "data-last": d.lastSyncMillis || 0 },
           d.name + "'s laptop (dials in from " + d.host + "): ", el("span", { class: "ago" }),
           el("span", { class: "hint", text: " (it runs no daemon: it gets this laptop's changes when it next syncs)" })))) : [];
-      $("peers").replaceChildren(...(others.length ? others : [el("li", { text: "No other laptop yet (kidledger invite / join)." })]));
-      $("members").replaceChildren(...members.map(m => el("li", {
-        text: m.name + " (" + m.fingerprint + ")" + (m.owner ? ", owner" : "") + (m.formerOwner ? ", former owner" : "") + (m.revoked ? ", revoked" : "") })));
+      $("peers").replaceChildren(...others);
       const u = state.undo && state.undo.wouldUndo;
       $("undo-bar").hidden = !u;
       if (u) { $("undo-preview").textContent = undoText(state.undo); $("undo").dataset.id = u.transaction.id; }
       if (document.activeElement !== $("quick-input")) $("quick-input").value = quick.map(plain).join(" ");
+      renderHousehold();
       renderTimes();
     }
 
     document.addEventListener("DOMContentLoaded", () => {
       // Undo what the preview shows (`undo ID`), even when a newer entry arrived since.
-      $("undo").addEventListener("click", () => post("/api/undo", $("undo").dataset.id ? { id: $("undo").dataset.id } : {}));
-      $("all-form").addEventListener("submit", (ev) => { ev.preventDefault(); const f = ev.target; post("/api/" + (ev.submitter ? ev.submitter.value : "give-all"), { amount: f.amount.value, note: f.note.value }); });
-      $("add-form").addEventListener("submit", async (ev) => { ev.preventDefault(); const input = ev.target.elements.namedItem("name"); if (await post("/api/child/add", { name: input.value })) input.value = ""; });
-      $("quick-form").addEventListener("submit", (ev) => { ev.preventDefault(); post("/api/quick", { amounts: $("quick-input").value }); });
+      $("undo").addEventListener("click", async () => { const r = await post("/api/undo", $("undo").dataset.id ? { id: $("undo").dataset.id } : {}); if (r) showUndone(r); });
+      $("undo-mine").addEventListener("click", undoMine);
+      $("all-form").addEventListener("submit", (ev) => {
+        ev.preventDefault(); const f = ev.target, kind = ev.submitter ? ev.submitter.value : "give-all";
+        if (largeOK(kind === "take-all" ? "take" : "give", f.amount.value, "every child")) send("/api/" + kind, { amount: f.amount.value, note: f.note.value }, f);
+      });
+      $("add-form").addEventListener("submit", async (ev) => { ev.preventDefault(); const input = ev.target.elements.namedItem("name"); if (await send("/api/child/add", { name: input.value }, ev.target)) input.value = ""; });
+      $("quick-form").addEventListener("submit", (ev) => { ev.preventDefault(); send("/api/quick", { amounts: $("quick-input").value }, ev.target); });
       refresh(true);
       setInterval(refresh, 1000);
     });

@@ -54,11 +54,11 @@ public struct UIApp: Sendable {
         case "/app.js":
             guard reading else { return methodNotAllowed("GET") }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/javascript; charset=utf-8"), ("Cache-Control", "no-cache")],
-                                body: Array(PageAssets.script.utf8))
+                                body: Array((PageAssets.script + PageAssets.householdScript).utf8))
         case "/app.css":
             guard reading else { return methodNotAllowed("GET") }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/css; charset=utf-8"), ("Cache-Control", "no-cache")],
-                                body: Array(PageAssets.style.utf8))
+                                body: Array((PageAssets.style + PageAssets.householdStyle).utf8))
         case "/api/state":
             guard reading else { return methodNotAllowed("GET") }
             return state(ifNoneMatch: request.header("if-none-match"))
@@ -70,8 +70,11 @@ public struct UIApp: Sendable {
         case "/api/undo-preview":
             guard reading else { return methodNotAllowed("GET") }
             return answer(run(["undo", "--dry-run"] + (request.query["id"].map { ["--", $0] } ?? [])))
+        case let path where Self.householdReads[path] != nil:
+            guard reading, let words = Self.householdReads[path] else { return methodNotAllowed("GET") }
+            return answer(run(words))
         default:
-            guard let make = Self.changes[request.path] else {
+            guard let make = Self.changes[request.path] ?? Self.householdChanges[request.path] else {
                 return request.path.hasPrefix("/api/") ? .json(404, Self.errorJSON("no such API route: \(request.path)", exitCode: nil))
                                                        : .page(404, title: "Not found", message: "There is no page at \(request.path).")
             }
@@ -138,6 +141,7 @@ public struct UIApp: Sendable {
         ("children", ["children", "--all"]), ("status", ["status"]), ("quick", ["quick", "show"]),
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
         ("page", ["ui"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
+        ("account", ["account", "show"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.

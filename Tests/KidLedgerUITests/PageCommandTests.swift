@@ -56,16 +56,16 @@ import Testing
     @Test func quickAmountsDefaultSetAndRefused() {
         let h = family()
         #expect(h.run("quick", "show").out == "$0.05 $0.10 $0.15 $0.20 $0.25 $0.50\n")
-        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,10,15,20,25,50]}\n")
+        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,10,15,20,25,50],\"confirmAboveCents\":100000}\n")
         #expect(h.run("quick", "set", "0.05", "quarter", "1").out == "Quick amounts on this device: $0.05 $0.25 $1.00\n")
-        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100]}\n")
+        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100],\"confirmAboveCents\":100000}\n")
         let twice = h.run("quick", "set", "0.25", "quarter")
         #expect(twice.code == 65)
         #expect(twice.err == "kidledger: $0.25 is given twice; each quick amount once\n")
         #expect(h.run("quick", "set", "1", "2", "3", "4", "5", "6", "7").code == 65)
         #expect(h.run("quick", "set", "0.001").code == 65)
         #expect(h.run("quick", "set", "--", "-1").code == 65)
-        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100]}\n")
+        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100],\"confirmAboveCents\":100000}\n")
     }
 
     @Test func undoDryRunNamesWhatAndWhoseAndChangesNothing() {
@@ -169,7 +169,7 @@ import Testing
         guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
         let state = body(app.respond(to: request))
         #expect(state.contains("\"name\":\"Ava Rose\""))
-        #expect(state.contains("\"quick\":{\"quickAmountsCents\":[10,100]}"))
+        #expect(state.contains("\"quick\":{\"quickAmountsCents\":[10,100],\"confirmAboveCents\":100000}"))
         #expect(state.contains("\"status\":{\"state\":\"pending\""))
         #expect(state.contains("\"archived\":true"))
         #expect(h.run("balance", "Ava Rose").out == "Ava Rose: $1.00\n")

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+@testable import KidLedgerCLI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `serve` in a home without a household (issue 41): it serves the page at once (where the page
+/// starts or joins one), says so, and starts syncing as soon as a household is here (also one
+/// made by `kidledger init` in a terminal meanwhile), without a restart.
+@Suite(.serialized) struct EmptyHomeServeTests {
+    @Test func servesThePageThenSyncsOnceThereIsAHousehold() throws {
+        let l = TestLedger()
+        defer { l.remove() }
+        let group = ProcessGroup()
+        defer { group.stopAll() }
+        let daemon = group.add(try BackgroundProcess(l, ["serve", "--listen", "127.0.0.1:0", "--ui", "127.0.0.1:0", "--no-discovery"]))
+        #expect(eventually(30) { daemon.stderr.contains("no household here yet: start one or join one on the page") }, "\(daemon.stderr)")
+        #expect(!daemon.hasExited)
+        // `ui` finds the page before there is a household (the daemon's lock file names it).
+        let ui = l.run("ui", "--json")
+        #expect(ui.code == 0, "\(ui)")
+        #expect(ui.stdout.contains("\"household\":null") && ui.stdout.contains("\"serving\":true"), "\(ui)")
+        // A second daemon on this home is still refused.
+        let second = l.run("serve", "--listen", "127.0.0.1:0", "--ui", "127.0.0.1:0")
+        #expect(second.code == 75, "\(second)")
+        // A household made in a terminal: the daemon syncs it, without a restart.
+        l.ok("init", "The Millers")
+        #expect(eventually(30) { daemon.stderr.contains("serving \"The Millers\" on 127.0.0.1:") }, "\(daemon.stderr)")
+        let ready = l.run("ui", "--json")
+        #expect(ready.stdout.contains("\"name\":\"The Millers\"") && ready.stdout.contains("\"serving\":true"), "\(ready)")
+        daemon.send(SIGTERM)
+        #expect(daemon.wait(timeout: 15))
+    }
+
+    @Test func withoutThePageAnEmptyHomeIsStillRefused() {
+        let l = TestLedger()
+        defer { l.remove() }
+        let outcome = l.run("serve", "--listen", "127.0.0.1:0", "--ui", "off")
+        #expect(outcome.code == 65 && outcome.stderr.contains("no household here yet"), "\(outcome)")
+    }
+}
