@@ -76,7 +76,7 @@ public enum PageAssets {
     main{max-width:60em;margin:0 auto;padding:1em}
     .skip{position:absolute;left:-999px}.skip:focus{left:1em;top:1em;background:#fff;padding:.5em;z-index:2}
     .pill{margin:0;padding:.2em .8em;border-radius:1em;background:#e8eef8;color:#1d2430;font-weight:600}
-    .pill.synced{background:#c9f0d2}.pill.pending{background:#fde9b6}.pill.offline{background:#e3e3e3}.pill.attentionRequired{background:#f8c4c4}
+    .pill.synced{background:#c9f0d2}.pill.pending{background:#fde9b6}.pill.offline{background:#e3e3e3}.pill.alone{background:#dfe7fb}.pill.attentionRequired{background:#f8c4c4}
     #children{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,18em),1fr));gap:1em}
     .child{background:#fff;border-radius:.8em;padding:1em;box-shadow:0 1px 3px #0002;min-width:0}
     .child h2{margin:0;font-size:1.2em;display:flex;justify-content:space-between;gap:.5em;align-items:baseline}
@@ -139,7 +139,7 @@ public enum PageAssets {
     const token = document.querySelector('meta[name="kidledger-token"]').content;
     let etag = null, state = null, busy = false, pendingFocus = null, dirty = false;
     const $ = (id) => document.getElementById(id);
-    const words = { synced: "synced", pending: "changes pending", offline: "offline", attentionRequired: "attention required" };
+    const words = { synced: "synced", pending: "changes pending", offline: "offline", alone: "only on this laptop", attentionRequired: "attention required" };
     const notesMax = 5;
 
     function money(cents) {
@@ -509,15 +509,27 @@ public enum PageAssets {
         const last = Number(li.dataset.last);
         li.querySelector(".ago").textContent = last ? "last synced " + ago(last) : "never synced";
       }
+      $("last-sync").textContent = pillDetail();
+    }
+
+    // The words beside the pill, from the state `status` computed (never a second judgment here):
+    // who is offline and since when, or the invitation to invite when the ledger is only here.
+    function pillDetail() {
+      const s = state && state.status;
+      if (!s) return "";
+      const name = l => l.name ? l.name + "'s laptop" : "the other laptop";
+      if (s.state === "alone") return "Invite another laptop so the ledger is kept in two places.";
+      if (s.state === "offline") return (s.laptops || []).filter(l => l.state === "offline").map(l => name(l) + ": last seen " + ago(l.lastSyncMillis)).join("; ");
+      if (s.state === "pending") return (s.laptops || []).filter(l => l.state !== "synced").map(l => "sending to " + name(l)).join("; ");
       const last = lastSync();
-      $("last-sync").textContent = last ? "last sync " + ago(last) : (laptops().length ? "not synced yet" : "no other laptop yet");
+      return last ? "last sync " + ago(last) : "";
     }
 
     // The CLI's notes of `status` and `conflicts`, in words a parent reads.
     function notes(s) {
       const lines = [];
       if (s.joinInterrupted) lines.push("A join into this home did not finish: run the same `kidledger join CODE` again.");
-      if (s.state !== "attentionRequired" && s.pendingChanges && s.state !== "synced") lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
+      if ((s.state === "pending" || s.state === "offline") && s.pendingChanges) lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
       if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
       for (const group of s.sameNames || []) {
         const names = group.map(id => { const c = state.children.children.find(x => x.id === id); return (c ? c.name : "?") + " (id " + shortId(id) + ")"; });
