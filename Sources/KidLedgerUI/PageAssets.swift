@@ -61,6 +61,15 @@ public enum PageAssets {
             </form>
             <p class="hint">Each laptop keeps its own buttons; they are never synced.</p>
           </details>
+          <details id="zone-settings">
+            <summary>Settings: the family's time zone</summary>
+            <form id="zone-form" class="row">
+              <label>Time zone <input name="zone" id="zone-input" list="zone-list" autocomplete="off" spellcheck="false" required></label>
+              <datalist id="zone-list"></datalist>
+              <button type="submit">Save</button>
+            </form>
+            <p class="hint" id="zone-hint">Allowance days start at midnight in this zone on every laptop, and times here are shown in it.</p>
+          </details>
         </main>
         </body>
         </html>
@@ -171,7 +180,7 @@ public enum PageAssets {
     }
     function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
     function author(a) { return a && a.name ? a.name : (a && a.device ? "device " + a.device.slice(0, 8) : "?"); }
-    function when(ms) { return new Date(ms).toLocaleString(); }
+    function when(ms) { return new Date(ms).toLocaleString(undefined, zoneOptions()); }
     function shortId(id) { return String(id).replace(/-/g, "").slice(0, 8); }
     // The member who writes from a device (replica id), for conflicts.
     function deviceName(replicaId) {
@@ -370,7 +379,7 @@ public enum PageAssets {
       const schedules = (state.allowances && state.allowances.schedules) || [];
       const s = schedules.find(x => x.childId === c.id && x.active);
       const text = s ? money(s.amountCents) + " every " + s.every + " on " + s.on
-        + (s.nextPaymentAtMillis ? ", next " + new Date(s.nextPaymentAtMillis).toLocaleDateString() : "") : "none";
+        + (s.nextPaymentAtMillis ? ", next " + new Date(s.nextPaymentAtMillis).toLocaleDateString(undefined, zoneOptions()) : "") : "none";
       const every = el("select", { name: "every", "aria-label": "Allowance period for " + c.name },
         el("option", { value: "week", text: "week" }), el("option", { value: "month", text: "month" }));
       if (s) every.value = s.every;
@@ -510,6 +519,26 @@ public enum PageAssets {
         li.querySelector(".ago").textContent = last ? "last synced " + ago(last) : "never synced";
       }
       $("last-sync").textContent = pillDetail();
+      renderZone();
+    }
+
+    // The family's time zone (`household timezone`): times are shown in it, and its control.
+    function zoneOptions() {
+      const z = state && state.zone && state.zone.effective;
+      if (!z) return {};
+      try { new Intl.DateTimeFormat(undefined, { timeZone: z }); return { timeZone: z }; } catch (e) { return {}; }
+    }
+    function renderZone() {
+      const z = state.zone;
+      if (!z) return;
+      if (document.activeElement !== $("zone-input")) $("zone-input").value = z.effective;
+      const now = new Date().toLocaleTimeString(undefined, Object.assign({ hour: "2-digit", minute: "2-digit" }, zoneOptions()));
+      setText($("zone-hint"), "Now " + now + " in " + z.effective + (z.known ? "" : " (this laptop does not know " + z.timeZone + " yet, so it uses UTC)")
+        + ". Allowance days start at midnight in this zone on every laptop, and times here are shown in it.");
+    }
+    function setUpZone() {
+      if (Intl.supportedValuesOf) $("zone-list").replaceChildren(...Intl.supportedValuesOf("timeZone").map(z => el("option", { value: z })));
+      $("zone-form").addEventListener("submit", (ev) => { ev.preventDefault(); post("/api/household/timezone", { zone: $("zone-input").value.trim() }); });
     }
 
     // The words beside the pill, from the state `status` computed (never a second judgment here):
@@ -626,6 +655,7 @@ public enum PageAssets {
       $("all-form").addEventListener("submit", (ev) => { ev.preventDefault(); const f = ev.target; post("/api/" + (ev.submitter ? ev.submitter.value : "give-all"), { amount: f.amount.value, note: f.note.value }); });
       $("add-form").addEventListener("submit", async (ev) => { ev.preventDefault(); const input = ev.target.elements.namedItem("name"); if (await post("/api/child/add", { name: input.value })) input.value = ""; });
       $("quick-form").addEventListener("submit", (ev) => { ev.preventDefault(); post("/api/quick", { amounts: $("quick-input").value }); });
+      setUpZone();
       refresh(true);
       setInterval(refresh, 1000);
     });
