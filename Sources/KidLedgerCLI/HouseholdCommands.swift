@@ -13,7 +13,7 @@ enum HouseholdCommands {
         paid on the household's Friday whatever each laptop's own zone, and text output shows times in
         it (`--utc` shows UTC). `init` sets it from the creating laptop's zone (TZ, else /etc/localtime);
         a household made before it existed uses UTC until it is set. Changing it keeps every payment
-        made; periods not yet paid follow the new zone's days (docs/CRDT.md, "The household's time zone").
+        made; periods not yet paid follow the new zone's days: a date already paid is never paid again.
         """, arguments: 0...1)) { ctx, args in
         if let zone = args.positionals.first {
             let replica = try ctx.openLedger(forChanges: true)

@@ -2,7 +2,8 @@ import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
 
-/// Times in text output: the local time zone (`$TZ`, else the system's), or UTC with `--utc`.
+/// Times in text output: the household's zone (``Context/time``), else the local time zone (`$TZ`,
+/// else the system's), or UTC with `--utc`.
 /// JSON output keeps Unix milliseconds and is not affected.
 struct LocalTime: Sendable {
     /// The zone times are shown in.

@@ -136,7 +136,7 @@ struct NegativeBalanceTests {
     }
 }
 
-/// Issue 23 point 4: tables show the local time zone (`TZ`), `--utc` shows UTC, JSON keeps milliseconds.
+/// Issue 23 point 4, issue 41: tables show the household's time zone (`TZ` where it has none), `--utc` shows UTC, JSON keeps milliseconds.
 @Suite("CLI frictions: local time")
 struct LocalTimeTests {
     @Test func historyInTheLocalZone() {
@@ -375,6 +375,7 @@ struct ImportFrictionTests {
             let path = l.file("dates.csv")
             try "createdAt,child,amountCents\n2026-11-20,Ava,100\n\n 2026-11-21 ,Ava,-25\n".write(toFile: path, atomically: true, encoding: .utf8)
             l.timeZone = "America/Los_Angeles"
+            l.ok("household", "timezone", "America/Los_Angeles")
             #expect(l.masked(l.ok("import", "--csv", path)) == "Imported 2 transactions from $TMP/dates.csv; added Ava.\n")
             let history = checkJSON(l, "history") as? [String: Any]
             let times = (history?["transactions"] as? [[String: Any]] ?? []).compactMap { ($0["transaction"] as? [String: Any])?["createdAtMillis"] as? Int64 }
