@@ -29,8 +29,12 @@ final class AllowanceChecker: Checker {
         var keys: [ReplicaID: [UInt8]] = [:]
         for member in try replica.members() { for device in member.devices { keys[device] = member.key } }
         let authors = try replica.transactionAuthors(payments.map(\.id)).map { $0.flatMap { keys[$0] } }
+        // The zones the run set, and the one each replica holds now (its zone at creation when
+        // nobody changed it).
+        var zones = zonesUsed
+        for r in run.replicas { if let zone = try r.householdTimeZone().name { zones.insert(zone) } }
         var problems = Self.problems(zip(payments, authors).filter { hostileKey == nil || $0.1 != hostileKey }.map(\.0),
-                                     household: run.household, name: name, zones: zonesUsed.sorted().compactMap { SimZones().rules(for: $0) })
+                                     household: run.household, name: name, zones: zones.sorted().compactMap { SimZones().rules(for: $0) })
         guard !stops.isEmpty else { return problems }
         let schedules = try replica.allowanceSchedules()
         for stop in stops {
