@@ -97,6 +97,7 @@ func sampleChanges() -> [Change] {
             .claim(OriginClaim(origin: ReplicaID(0xFEED), member: key, nonce: 0x5EED, signature: signature)),
             .setField(entity: sampleHousehold.id, field: .householdName, value: .text("Smiths"),
                       base: Stamp(hlc: HLC(millis: 5, counter: 1), origin: ReplicaID(3))),
+            .setField(entity: sampleHousehold.id, field: .householdTimeZone, value: .text("America/Los_Angeles")),
         ]))
         return changes
     } catch {

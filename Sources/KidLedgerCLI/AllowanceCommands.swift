@@ -10,15 +10,15 @@ enum AllowanceCommands {
         summary: "pay a child AMOUNT every week or month",
         details: """
         Full form: kidledger allowance set CHILD AMOUNT --every week|month [--on DAY] [--note T]
-        Pays CHILD AMOUNT at the start (00:00 UTC) of every period, once per period whichever laptop pays it
+        Pays CHILD AMOUNT at the start (00:00 in the household's time zone: `kidledger household timezone`) of every period, once per period whichever laptop pays it
         (the daemon, or any ledger command run after the period started): a period's payment has an id
         derived from the household, the schedule and the period, so two laptops write one transaction.
         Periods missed while every laptop was off are paid, once each, when one wakes. A child has one
         schedule: set again to change its amount, period, day or note (a new period or day starts today).
-        The first period is the first period start on or after today (UTC); today's is paid at once.
+        The first period is the first period start on or after today (the household's day); today's is paid at once.
         An archived child is not paid (archiving stops its allowance). AMOUNT as for give ('$5', 5, quarter).
           --every week|month   the period
-          --on DAY             weekly: monday ... sunday (default: today's weekday, UTC);
+          --on DAY             weekly: monday ... sunday (default: today's weekday in the household's zone);
                                monthly: 1 ... 28 (default: today's day, or the 1st from the 29th on;
                                29 to 31 are refused: not every month has them, so use 28 or 1)
           --note T             the note of each payment (at most 200 bytes; default: kept, else none)
@@ -41,7 +41,7 @@ enum AllowanceCommands {
 
     static let list = CLI.Command(spec: CommandSpec(
         name: "allowance list", synopsis: "", summary: "list allowance schedules",
-        details: "Every child's schedule, stopped ones too, with its next payment date (local time zone; --utc for UTC).")) { ctx, _ in
+        details: "Every child's schedule, stopped ones too, with its next payment date (the household's time zone; --utc for UTC).")) { ctx, _ in
         let replica = try ctx.openLedger(forChanges: false)
         _ = try LedgerCommands.requireHousehold(replica)
         let schedules = try replica.allowanceSchedules()
@@ -100,7 +100,7 @@ enum AllowanceCommands {
     static func json(_ s: AllowanceSchedule) -> JSON {
         .object([("id", .string(s.id.description)), ("childId", .string(s.childID.description)), ("childName", .string(s.childName)),
                  ("amountCents", .int(s.amountCents)), ("every", .string(s.rule.every.name)), ("on", .string(s.rule.onText)),
-                 ("note", .string(s.note)), ("startsAtMillis", .int(s.rule.startDay * Allowance.millisPerDay)),
+                 ("note", .string(s.note)), ("startsAtMillis", .int(s.startMillis ?? s.rule.startDay * Allowance.millisPerDay)),
                  ("active", .bool(s.isActive)), ("childArchived", .bool(s.childArchived)),
                  ("stoppedAtMillis", s.stoppedAtMillis.map { .int($0) } ?? .null),
                  ("nextPaymentAtMillis", s.nextPaymentMillis.map { .int($0) } ?? .null)])

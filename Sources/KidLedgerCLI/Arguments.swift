@@ -53,7 +53,7 @@ public enum ArgumentParser {
         Global options:
           --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
           --json       machine-readable output (an error is a JSON object on standard error)
-          --utc        show times in UTC (default: the local time zone, from $TZ)
+          --utc        show times in UTC (default: the household's time zone)
           --help       show this help
 
         """

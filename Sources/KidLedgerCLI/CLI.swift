@@ -15,7 +15,7 @@ public enum CLI {
 
     /// Every command, in help order.
     static let commands: [Command] = LedgerCommands.all + AllowanceCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
-        + RecoveryCommands.all + PageCommands.all + ServiceCommands.all
+        + RecoveryCommands.all + PageCommands.all + ServiceCommands.all + HouseholdCommands.all
 
     /// Runs the command line `arguments` (without the program name).
     public static func run(arguments: [String], environment: [String: String], console: Console,
@@ -213,7 +213,7 @@ public enum CLI {
         text += "\nAmounts: dollars ('$1.25', '$0.10', 5) or coins (penny, nickel, dime, quarter, half, dollar);\n"
         text += "quote an amount with $ ('$1.25'): unquoted, the shell replaces $1 before kidledger sees it.\n"
         text += "A child is named by name (any case) or by an id prefix.\n"
-        text += "Times are shown in the local time zone ($TZ); --utc shows UTC; --json gives Unix milliseconds.\n"
+        text += "Times are shown in the household's time zone; --utc shows UTC; --json gives Unix milliseconds.\n"
         text += "Run `kidledger help COMMAND` (or `kidledger COMMAND --help`) for details.\n"
         text += "Exit codes: 0 ok, 64 usage, 65 bad data, 69 no peer reachable, 70 internal error or damaged store,\n"
         text += "74 file error, 75 temporary failure (retry), 77 not permitted.\n"

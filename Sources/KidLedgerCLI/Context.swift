@@ -82,6 +82,9 @@ public final class Context: Sendable {
     let sharedStore: LMDBEnvironment?
     /// Where ``say(_:)`` writes in JSON mode too (the page shows a command's message beside its JSON).
     let messages: Console?
+    /// The household's time zone as the last replica opened here read it (text shows times in it:
+    /// ``time``); nil until one is opened.
+    let householdZone = Mutex<Replica.TimeZoneSetting?>(nil)
 
     init(home: String, json: Bool, utc: Bool = false, console: Console, clock: any WallClock, environment: [String: String] = [:],
          sharedStore: LMDBEnvironment? = nil, messages: Console? = nil) {
@@ -133,6 +136,8 @@ public final class Context: Sendable {
         // see openReplicaForChanges(); read commands never touch the key.
         let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
         replica.workSplitter = ThreadedWork.forThisMachine()
+        replica.zones = FoundationZones()
+        if path == storePath { householdZone.withLock { $0 = try? replica.householdTimeZone() } }
         return replica
     }
 

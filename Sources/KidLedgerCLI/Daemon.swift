@@ -82,6 +82,7 @@ final class Daemon: Sendable {
 
     func makeReplica() throws -> Replica {
         let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        replica.zones = FoundationZones()
         replica.workSplitter = ThreadedWork.forThisMachine()
         replica.signer = identity.signer
         return replica

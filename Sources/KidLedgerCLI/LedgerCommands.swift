@@ -9,7 +9,7 @@ enum LedgerCommands {
 
     static let initCommand = CLI.Command(spec: CommandSpec(
         name: "init", synopsis: "NAME [--account NAME] [--name DISPLAY]", summary: "create a household that this device owns",
-        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nIt prints the household's recovery secret once (`recoverySecret` in --json): write it on paper; with it\n`kidledger recover` makes another laptop the owner if this one is lost or stolen. It is not stored.\nA home holds one household; running init again is refused.\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")\n  --name DISPLAY   the name the household knows you by (default: the account's name, or the login\n                   name for the \"default\" account; change it with `kidledger account rename`)",
+        details: "Creates the ledger home (if missing), this device's identity for the account (an Ed25519 key in\nHOME/identities, mode 0600) if it has none, and a household named NAME owned by it.\nIt prints the household's recovery secret once (`recoverySecret` in --json): write it on paper; with it\n`kidledger recover` makes another laptop the owner if this one is lost or stolen. It is not stored.\nA home holds one household; running init again is refused. The household's time zone (its allowance\ndays) starts as this laptop's (TZ, else /etc/localtime; see `kidledger household timezone`).\n  --account NAME   sign in as NAME first (default: the current account, else \"default\")\n  --name DISPLAY   the name the household knows you by (default: the account's name, or the login\n                   name for the \"default\" account; change it with `kidledger account rename`)",
         valueOptions: ["account", "name"], arguments: 1...1)) { ctx, args in
         if let account = args.values["account"] {
             do { try KeyStore.validate(account: account) } catch { throw CLIError.usage("\(error)") }
@@ -21,8 +21,9 @@ enum LedgerCommands {
         guard let me = try ctx.identity(creating: true) else { throw CLIError("no identity", code: .software) }
         ctx.configure(replica, identity: me)
         let recovery = RecoveryCommands.newRecoveryKey()
+        let zone = LocalTime.householdZoneName(environment: ctx.environment)
         let h = try replica.createHousehold(name: args.positionals[0], owner: me.publicKey.bytes,
-                                            salt: Sodium.randomBytes(16), recovery: recovery.publicKey, sign: me.sign)
+                                            salt: Sodium.randomBytes(16), recovery: recovery.publicKey, timeZone: zone, sign: me.sign)
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
@@ -30,6 +31,7 @@ enum LedgerCommands {
         ctx.say(RecoveryCommands.paperNotice(recovery.text))
         guard case .object(var fields) = Render.household(h) else { preconditionFailure("a household renders as an object") }
         fields.append(("recoverySecret", .string(recovery.text)))
+        fields.append(("timeZone", zone.map(JSON.string) ?? .null))
         ctx.emit(.object(fields))
     }
 

@@ -1,7 +1,9 @@
 import Foundation
 import KidLedgerDomain
+import KidLedgerReplica
 
-/// Times in text output: the local time zone (`$TZ`, else the system's), or UTC with `--utc`.
+/// Times in text output: the household's zone (``Context/time``), else the local time zone (`$TZ`,
+/// else the system's), or UTC with `--utc`.
 /// JSON output keeps Unix milliseconds and is not affected.
 struct LocalTime: Sendable {
     /// The zone times are shown in.
@@ -71,6 +73,49 @@ struct LocalTime: Sendable {
 }
 
 extension Context {
-    /// How text output shows times: UTC with `--utc`, else the local zone.
-    var time: LocalTime { utc ? .utc : LocalTime.from(environment: environment) }
+    /// How text output shows times: UTC with `--utc`; else the household's zone (once a replica
+    /// was opened, when the household has one this laptop knows); else the local zone (`TZ`,
+    /// /etc/localtime): docs/UI.md, "Times".
+    var time: LocalTime { LocalTime.household(householdZone.withLock { $0 }, utc: utc, environment: environment) }
+}
+
+/// The tz database through Foundation's `TimeZone` (on Linux it reads /usr/share/zoneinfo, the
+/// Debian package `tzdata`): the household zones the CLI and the daemon compute allowance days
+/// with. Only names written as tz database names (``HouseholdTime/isValidName(_:)``) are looked up.
+struct FoundationZones: ZoneDatabase {
+    func rules(for name: String) -> (any ZoneRules)? {
+        if HouseholdTime.utcNames.contains(name) { return FixedOffsetZone(millis: 0) }
+        guard HouseholdTime.isValidName(name), let zone = TimeZone(identifier: name) else { return nil }
+        return FoundationZoneRules(zone: zone)
+    }
+}
+
+/// One zone's offsets from the tz database.
+struct FoundationZoneRules: ZoneRules {
+    let zone: TimeZone
+    func offsetMillis(at millis: Int64) -> Int64 {
+        Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(millis.quotientAndRemainder(dividingBy: 1000).quotient)))) * 1000
+    }
+}
+
+extension LocalTime {
+    /// The zone a household created on this laptop starts with: `TZ` as ``from(environment:)``
+    /// reads it, else the system's (/etc/localtime); nil when that is no tz database name the
+    /// database knows (then the household's days are UTC days until `household timezone` sets one).
+    static func householdZoneName(environment: [String: String]) -> String? {
+        let local = from(environment: environment)
+        let name = local.isUTC ? HouseholdTime.defaultZoneName : local.zone.identifier
+        return FoundationZones().rules(for: name) != nil ? name : nil
+    }
+
+    /// Times shown in the household's zone: UTC with `--utc`; else the household's zone (when set
+    /// and known here); else the local zone (`TZ`, /etc/localtime).
+    static func household(_ setting: Replica.TimeZoneSetting?, utc: Bool, environment: [String: String]) -> LocalTime {
+        if utc { return .utc }
+        if let name = setting?.name, setting?.known == true {
+            if HouseholdTime.utcNames.contains(name) { return .utc }
+            if let zone = TimeZone(identifier: name) { return LocalTime(zone: zone) }
+        }
+        return from(environment: environment)
+    }
 }

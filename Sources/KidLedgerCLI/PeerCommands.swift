@@ -40,10 +40,10 @@ enum PeerCommands {
     static let peersList = CLI.Command(spec: CommandSpec(
         name: "peers", synopsis: "", summary: "list known peers and their last sync", details: "")) { ctx, _ in
         let replica = try ctx.openReplica()
-        var report = try StatusReport(replica: replica)
+        var report = try StatusReport(replica: replica, now: ctx.clock.nowMillis())
         report.time = ctx.time
         ctx.emit(.object([("peers", .array(report.peers.map(report.json))), ("dialsIn", .array(report.dialsIn.map(report.json)))]))
-        if report.laptops.isEmpty {
+        if report.peers.isEmpty && report.dialsIn.isEmpty {
             ctx.say("No peers yet: `kidledger serve` finds the household's other laptops on this network; elsewhere `kidledger peer add HOST:PORT`.")
             return
         }
@@ -54,14 +54,21 @@ enum PeerCommands {
     static let status = CLI.Command(spec: CommandSpec(
         name: "status", synopsis: "", summary: "sync state, pending changes, peers, digest",
         details: """
-        States: synced (every known peer, and every member whose laptop syncs in with this laptop's daemon,
-        has acknowledged, after its durable commit, everything this device holds), pending (some changes are
-        not acknowledged yet, or there is no peer), offline (changes are pending and the last attempt to reach
-        every peer failed; never with a laptop that syncs in: it is not reached, it comes), attentionRequired
-        (mutations and sync are stopped until the account or membership is sorted out: switch back to the
-        account this home joined with (`kidledger account switch NAME`), or ask the owner if this laptop was
+        States (one function computes them for `status`, `status --json` and the page's pill:
+        ``StatusReport/syncState``): synced (every other member's laptop that ever synced with this one
+        holds everything this laptop holds, as its receipt after its durable commit says), pending (one
+        lacks something and it, or another laptop of the same member, answered recently: the changes are
+        on their way), offline (one lacks something and none of that member's laptops answered recently;
+        the text says when each was last seen), alone (no other laptop has ever synced with this one:
+        everything is only on this laptop; invite one), attentionRequired (mutations and sync are stopped
+        until the account or membership is sorted out: switch back to the account this home joined with
+        (`kidledger account switch NAME`), or ask the owner if this laptop was
         revoked). A member whose laptop runs no daemon (it only runs `kidledger sync`) is listed as one that
         dials in (`dialsIn` in --json), with its last sync and what it lacks.
+        A laptop answered recently when a session with it (either way) completed within the last 5 minutes
+        (``StatusReport/answeredWindowMillis``, ten of the daemon's sync intervals) and no attempt to reach
+        it failed since. Laptops of revoked members, and addresses that never synced, are not counted.
+        `laptops` in --json has one entry per counted laptop: name, state, theyLack, lastSyncMillis.
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
         Active children with one name up to case and accents (added on two laptops apart) get a note line
@@ -69,12 +76,8 @@ enum PeerCommands {
         """)) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
-        var report = try StatusReport(replica: replica)
+        var report = try StatusReport(replica: replica, now: ctx.clock.nowMillis(), attention: try ctx.attentionReason(replica))
         report.time = ctx.time
-        if let reason = try ctx.attentionReason(replica) {
-            report.state = "attentionRequired"
-            report.attention = reason
-        }
         report.interruptedJoin = ctx.joinInterrupted ? ctx.joinStagingPath : nil
         ctx.emit(report.jsonDocument())
         ctx.say(report.text())
@@ -110,7 +113,17 @@ struct StatusReport {
     var inboundSessions = 0
     var lastInboundMillis: Int64 = 0
 
-    init(replica: Replica) throws {
+    /// How long after its last completed session a laptop still counts as answering (when no
+    /// attempt to reach it failed since): ten of the daemon's sync intervals, so a laptop whose
+    /// daemon runs answers about every 30 s and a missed round or two does not read `offline`.
+    static let answeredWindowMillis: Int64 = 5 * 60_000
+    /// When the report was made (Unix milliseconds; injected: tests pass their own).
+    var now: Int64
+    /// Each counted laptop's state, in the order of ``laptops``.
+    var laptopStates: [LaptopState]
+
+    init(replica: Replica, now: Int64, attention: String? = nil) throws {
+        self.now = now
         vector = try replica.versionVector()
         peers = try replica.device.peers()
         counts = try replica.counts()
@@ -121,18 +134,52 @@ struct StatusReport {
         sameID = try replica.sameIDConflicts()
         (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
         (laptops, dialsIn) = try Self.laptops(peers, inbound: replica.device.inbound(), members: replica.members())
-        let mine = vector
-        let lacking = laptops.map { Self.lacks($0.last.receipt, mine) }
-        pending = lacking.max() ?? changesMissing(from: [:], in: vector)
-        if laptops.isEmpty {
-            state = "pending"
-        } else if lacking.allSatisfy({ $0 == 0 }) {
-            state = "synced"
-        } else if laptops.allSatisfy(\.unreachable) {
-            state = "offline"
-        } else {
-            state = "pending"
+        self.attention = attention
+        let computed = Self.syncState(laptops, holding: vector, now: now, attention: attention != nil)
+        (state, laptopStates) = (computed.state.rawValue, computed.laptops)
+        pending = laptops.isEmpty ? changesMissing(from: [:], in: vector) : laptopStates.map(\.lacks).max() ?? 0
+    }
+
+    /// The sync state `status`, `status --json` and the page's pill show (the page renders
+    /// `state` as it is: no second computation anywhere).
+    enum SyncState: String {
+        case synced, pending, offline, alone, attentionRequired
+    }
+
+    /// One counted laptop's part in the state.
+    struct LaptopState: Equatable {
+        /// How many changes this laptop holds that it lacks.
+        var lacks: Int
+        /// Whether it answered recently (``answers(_:now:)``).
+        var answers: Bool
+        /// `synced` (lacks nothing), `pending` (lacks something; it or another laptop of its member
+        /// answers) or `offline`.
+        var state: SyncState
+    }
+
+    /// Whether `laptop` answered recently: a session with it completed within
+    /// ``answeredWindowMillis`` before `now` and no attempt to reach it failed since. (A clock
+    /// set back, a session "after" now, counts as recent.)
+    static func answers(_ laptop: Laptop, now: Int64) -> Bool {
+        laptop.lastSyncMillis > 0 && now - laptop.lastSyncMillis < answeredWindowMillis && !laptop.unreachable
+    }
+
+    /// The state from the counted `laptops` (``laptops(_:inbound:members:)``), what this laptop
+    /// holds and the time: attentionRequired when attention is required; alone with no laptop;
+    /// synced when none lacks anything; pending when one that lacks something answers (or another
+    /// of its member's laptops does); else offline.
+    static func syncState(_ laptops: [Laptop], holding vector: VersionVector, now: Int64, attention: Bool) -> (state: SyncState, laptops: [LaptopState]) {
+        let answering = laptops.map { answers($0, now: now) }
+        let membersAnswering = Set(zip(laptops, answering).filter { $0.1 && !$0.0.memberKey.isEmpty }.map(\.0.memberKey))
+        let states = zip(laptops, answering).map { laptop, answers in
+            let lacks = lacks(laptop.last.receipt, vector)
+            let reached = answers || membersAnswering.contains(laptop.memberKey)
+            return LaptopState(lacks: lacks, answers: answers, state: lacks == 0 ? .synced : reached ? .pending : .offline)
         }
+        if attention { return (.attentionRequired, states) }
+        if laptops.isEmpty { return (.alone, states) }
+        if states.allSatisfy({ $0.state == .synced }) { return (.synced, states) }
+        return (states.contains { $0.state == .pending } ? .pending : .offline, states)
     }
 
     /// A member whose laptop dials in (``dialsIn``): its record and the name shown for it.
@@ -143,43 +190,54 @@ struct StatusReport {
 
     /// One other laptop as `status` counts it: its latest sync either way.
     struct Laptop {
+        /// Its member's key (empty when unknown: an address that synced before keys were recorded).
+        var memberKey: [UInt8] = []
+        /// Its member's name (empty when unknown).
+        var name = ""
+        /// The addresses this laptop dials it at (none for one that dials in).
+        var addresses: [String] = []
         /// When it last synced with this laptop (0: never).
         var lastSyncMillis: Int64
         /// What that sync established (its receipt counts for `pending` and `synced`).
         var last: SyncOutcome
         /// Whether this laptop reaches it only by dialing and the last attempt at each of its
-        /// addresses failed. A laptop that synced in is never unreachable: it gets the changes when
-        /// it next syncs.
+        /// addresses failed. A laptop that synced in since is not: it answered then.
         var unreachable: Bool
     }
 
-    /// The other laptops. One device under several addresses is one laptop: its receipt is the one
-    /// of the address synced last, and it is reachable when any of its addresses was (a dead alias,
-    /// such as the address a laptop had before the router changed it, keeps nothing pending). A
-    /// member that synced in (`inbound`, current `members` only) is the laptop of a peer of its key,
-    /// whose receipt its session's replaces when newer; else it is a laptop of its own that dials in.
+    /// The other laptops that count: those that ever synced with this one, of current members.
+    /// One device under several addresses is one laptop: its receipt is the one of the address
+    /// synced last, and it is unreachable only when the last attempt at each of its addresses
+    /// failed (a dead alias, such as the address a laptop had before the router changed it, keeps
+    /// nothing pending). A member that synced in (`inbound`) is the laptop of a peer of its key,
+    /// whose receipt and time its session's replace when newer; else it is a laptop of its own that
+    /// dials in. A laptop of a revoked member is not counted (it is sent nothing more).
     static func laptops(_ peers: [PeerRecord], inbound: [InboundRecord], members: [MemberSummary]) -> ([Laptop], [DialIn]) {
         let devices = Self.devices(peers)
+        let names = Dictionary(members.filter { !$0.isRevoked }.map { ($0.key, $0.name) }, uniquingKeysWith: { first, _ in first })
+        let revoked = Set(members.filter(\.isRevoked).map(\.key))
         var laptops = devices.map { device in
             let latest = Self.latest(device)
-            return Laptop(lastSyncMillis: latest.lastSuccessMillis, last: latest.outcome, unreachable: device.allSatisfy(Self.failedLast))
+            let key = device.first { !$0.memberKey.isEmpty }?.memberKey ?? []
+            return Laptop(memberKey: key, name: names[key] ?? "", addresses: device.map(\.address), lastSyncMillis: latest.lastSuccessMillis, last: latest.outcome,
+                          unreachable: device.allSatisfy(Self.failedLast))
         }
         var dialsIn: [DialIn] = []
-        let names = Dictionary(members.filter { !$0.isRevoked }.map { ($0.key, $0.name) }, uniquingKeysWith: { first, _ in first })
         for record in inbound {
             guard let name = names[record.memberKey] else { continue }
             guard let i = devices.firstIndex(where: { $0.contains { $0.memberKey == record.memberKey } }) else {
                 dialsIn.append(DialIn(record: record, name: name))
-                laptops.append(Laptop(lastSyncMillis: record.lastMillis, last: record.last, unreachable: false))
+                laptops.append(Laptop(memberKey: record.memberKey, name: name, lastSyncMillis: record.lastMillis, last: record.last, unreachable: false))
                 continue
             }
-            laptops[i].unreachable = false
             if record.lastMillis > laptops[i].lastSyncMillis {
                 laptops[i].lastSyncMillis = record.lastMillis
                 laptops[i].last = record.last
             }
+            // It answered (synced in) after every failed attempt to reach it.
+            if record.lastMillis > devices[i].map(\.lastAttemptMillis).max() ?? 0 { laptops[i].unreachable = false }
         }
-        return (laptops, dialsIn)
+        return (laptops.filter { $0.lastSyncMillis > 0 && !revoked.contains($0.memberKey) }, dialsIn)
     }
 
     /// The known peers by device: the addresses of one member key (from a session or an
@@ -233,8 +291,8 @@ struct StatusReport {
                  ("lastSyncMillis", p.lastSuccessMillis > 0 ? .int(p.lastSuccessMillis) : .null),
                  ("lastAttemptMillis", p.lastAttemptMillis > 0 ? .int(p.lastAttemptMillis) : .null),
                  ("lastError", p.lastError.isEmpty ? .null : .string(p.lastError)),
-                 ("theyLack", .int(Self.lacks(p.receipt, vector))),
-                 ("weLack", .int(Self.lacks(vector, p.receipt))),
+                 ("theyLack", .int(Self.lacks(current(p).receipt, vector))),
+                 ("weLack", .int(Self.lacks(vector, current(p).receipt))),
                  ("childrenAgreeing", .int(p.childrenAgreeing)),
                  ("childrenDiffering", .array(p.childrenDiffering.map { .string($0.description) })),
                  ("sameDeviceAs", newerAlias(of: p).map { .string($0.address) } ?? .null),
@@ -281,12 +339,49 @@ struct StatusReport {
         case .session: text += " (learned from its session \(time.stamped(p.announcedAtMillis)))"
         case .typed: break
         }
-        text += synced(p.receipt, lastSyncMillis: p.lastSuccessMillis)
+        let latest = current(p)
+        text += synced(latest.receipt, lastSyncMillis: latest.lastSyncMillis)
         if Self.failedLast(p) {
             text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(TextEscaping.terminal(p.lastError))"
         }
         if let alias = newerAlias(of: p) { text += "; the same laptop as \(TextEscaping.terminal(alias.address)), synced since" }
         return text
+    }
+
+    /// What the laptop at `p`'s address held at its latest session either way (through any of its
+    /// addresses, or synced in), and when: what every line and `theyLack` say of `p`, so an
+    /// address's older receipt never shows "lacks N changes" beside a state its laptop's newer
+    /// session made `synced` (the moment after a reconnect). An address of no counted laptop: its own.
+    func current(_ p: PeerRecord) -> (receipt: VersionVector, lastSyncMillis: Int64) {
+        guard let laptop = laptops.first(where: { $0.addresses.contains(p.address) }) else { return (p.receipt, p.lastSuccessMillis) }
+        return (laptop.last.receipt, laptop.lastSyncMillis)
+    }
+
+    /// "Dad's laptop", or "the laptop at 192.168.1.21:4717" when its member is unknown.
+    static func label(_ laptop: Laptop) -> String {
+        if !laptop.name.isEmpty { return Render.safe(laptop.name) + "'s laptop" }
+        return laptop.addresses.first.map { "the laptop at " + Render.safe($0) } ?? "a laptop"
+    }
+
+    /// One line per laptop that lacks something: "Dad's laptop: offline, last seen 3 days ago
+    /// (2026-12-04 09:12 PST); lacks 2 changes".
+    func laptopLines() -> [String] {
+        zip(laptops, laptopStates).filter { $0.1.state != .synced }.map { laptop, s in
+            let seen = "last seen \(Render.ago(laptop.lastSyncMillis, now: now)) (\(time.stamped(laptop.lastSyncMillis)))"
+            return "\(Self.label(laptop)): " + (s.state == .offline ? "offline, " : "") + seen + "; lacks " + Render.plural(s.lacks, "change")
+        }
+    }
+
+    /// The counted laptops for `--json` (`laptops`): who, the state, what it lacks, when it last
+    /// synced (either way) and whether it answers.
+    func laptopsJSON() -> JSON {
+        .array(zip(laptops, laptopStates).map { laptop, s in
+            .object([("name", laptop.name.isEmpty ? .null : .string(laptop.name)),
+                     ("memberKey", laptop.memberKey.isEmpty ? .null : .string(Hex.encode(laptop.memberKey))),
+                     ("addresses", .array(laptop.addresses.map(JSON.string))),
+                     ("state", .string(s.state.rawValue)), ("theyLack", .int(s.lacks)),
+                     ("lastSyncMillis", .int(laptop.lastSyncMillis)), ("answersRecently", .bool(s.answers))])
+        })
     }
 
     /// "all 2 laptops agree: Ava $12.34, Ben $1.00" or the children they differ on.
@@ -314,12 +409,12 @@ struct StatusReport {
         }
         switch state {
         case "attentionRequired": break
-        case "synced": lines.append("every peer has acknowledged everything this device holds")
-        case "offline": lines.append("\(Render.plural(pending, "change")) waiting; no peer could be reached (they sync when one is back)")
-        default:
-            lines.append(laptops.isEmpty ? "no peers yet: `kidledger peer add HOST:PORT` or `kidledger join CODE`"
-                                         : "\(Render.plural(pending, "change")) not yet acknowledged by every peer")
+        case "synced": lines.append("every other laptop has acknowledged everything this laptop holds")
+        case "alone": lines.append("only on this laptop: no other laptop has synced with it yet (`kidledger invite` on this laptop, then `kidledger join CODE` on the other)")
+        case "offline": lines.append("\(Render.plural(pending, "change")) waiting for a laptop that has not answered recently (it gets them when it is back)")
+        default: lines.append("\(Render.plural(pending, "change")) on the way to a laptop that answers")
         }
+        if state != "attentionRequired" { lines += laptopLines() }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         for group in Replica.sameNameGroups(children) { lines.append(Render.sameNameLine(group)) }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
@@ -353,6 +448,7 @@ struct StatusReport {
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
+                 ("laptops", laptopsJSON()), ("answeredWindowMillis", .int(Self.answeredWindowMillis)),
                  ("peers", .array(peers.map(json))), ("dialsIn", .array(dialsIn.map(json))),
                  ("inboundSessions", .int(inboundSessions)), ("lastInboundMillis", lastInboundMillis > 0 ? .int(lastInboundMillis) : .null),
                  ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])

@@ -9,6 +9,18 @@ enum Render {
         "\(n) \(n == 1 ? one : (many ?? one + "s"))"
     }
 
+    /// "just now", "4 minutes ago", "3 hours ago", "3 days ago": how long before `now` `millis`
+    /// was, rounded as the page rounds it (its `ago`).
+    static func ago(_ millis: Int64, now: Int64) -> String {
+        let s = max(0, (now - millis + 500) / 1000)
+        if s < 45 { return "just now" }
+        let m = max(1, (s + 30) / 60)
+        if m < 60 { return plural(Int(m), "minute") + " ago" }
+        let h = (m + 30) / 60
+        if h < 36 { return plural(Int(h), "hour") + " ago" }
+        return plural(Int((h + 12) / 24), "day") + " ago"
+    }
+
     /// "3 forged records refused (1 household record)", or nil when there are none.
     static func forged(_ count: Int, households: Int) -> String? {
         guard count > 0 else { return nil }

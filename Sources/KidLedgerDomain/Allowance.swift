@@ -1,4 +1,5 @@
-/// Recurring allowance: the rule of a child's schedule, its periods (UTC days) and the derived ids
+/// Recurring allowance: the rule of a child's schedule, its periods (days of the household's
+/// calendar: ``HouseholdTime``; day numbers count that calendar's dates) and the derived ids
 /// of the schedule and of each period's payment (docs/CRDT.md, "Allowance schedules").
 ///
 /// A child has at most one schedule. Its fields are registers of the child's entity
@@ -16,7 +17,8 @@ public enum Allowance {
     /// Weekday names, Monday first (ISO 8601: Monday is 1).
     public static let weekdayNames = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
-    /// The UTC day (days since 1970-01-01) holding `millis`.
+    /// The UTC day (days since 1970-01-01) holding `millis` (``HouseholdTime/day(ofMillis:in:)``
+    /// for the household's day).
     public static func day(ofMillis millis: Int64) -> Int64 {
         let (q, r) = millis.quotientAndRemainder(dividingBy: millisPerDay)
         return r < 0 ? q - 1 : q
@@ -36,8 +38,9 @@ public enum Allowance {
 
     /// The id of the payment of the period starting on day `periodDay` of `schedule` in
     /// `household`: SHA-256 of "kidledger allowance" ‖ household ‖ schedule ‖ the period's start
-    /// (Unix ms, u64 big-endian), its first 16 bytes as a version-8 id. Two laptops paying one
-    /// period write one transaction.
+    /// (Unix ms, u64 big-endian: the period's date as the UTC midnight of that date, whatever the
+    /// household's zone, so the id names the calendar date and no laptop's zone), its first 16
+    /// bytes as a version-8 id. Two laptops paying one period write one transaction.
     public static func paymentID(household: RecordID, schedule: RecordID, periodDay: Int64) -> RecordID {
         derivedID("kidledger allowance", household, schedule, periodDay * millisPerDay)
     }
@@ -73,7 +76,7 @@ public struct AllowanceRule: Hashable, Sendable, CustomStringConvertible {
     /// The ISO weekday (1 Monday ... 7 Sunday) for a weekly rule; the day of the month (1...28:
     /// every month has it) for a monthly one.
     public var day: Int64
-    /// The UTC day (days since 1970-01-01) the rule was set on: the first period is the first
+    /// The day (days since 1970-01-01 of the household zone's calendar) the rule was set on: the first period is the first
     /// period start on or after it.
     public var startDay: Int64
 

@@ -137,6 +137,10 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
     /// 8-4-4-4-12 form): "this child is that one". Balances and history follow it on every
     /// replica (docs/CRDT.md, "Child merges").
     case childMergedInto = 10
+    /// The household's time zone (text: a tz database name, ``HouseholdTime/isValidName(_:)``),
+    /// on the household's entity: allowance days are its days (docs/CRDT.md, "The household's
+    /// time zone"). Unset: UTC.
+    case householdTimeZone = 11
 
     /// The field's name in messages and JSON.
     public var description: String {
@@ -151,6 +155,7 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
         case .allowanceNote: "allowanceNote"
         case .allowanceStoppedAt: "allowanceStoppedAt"
         case .childMergedInto: "mergedInto"
+        case .householdTimeZone: "timeZone"
         }
     }
 }
@@ -187,6 +192,7 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
         case (.allowanceNote, .text(let s)): return s.utf8.count <= Limits.allowanceNoteBytesMax
         case (.allowanceStoppedAt, .integer(let millis)): return millis >= 0 && millis <= HLC.millisMax
         case (.childMergedInto, .text(let s)): return RecordID(string: s)?.description == s
+        case (.householdTimeZone, .text(let s)): return HouseholdTime.isValidName(s)
         default: return false
         }
     }

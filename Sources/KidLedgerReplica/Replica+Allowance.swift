@@ -40,6 +40,9 @@ public struct AllowanceSchedule: Equatable, Sendable {
     /// The start (Unix ms) of the next period this replica has not paid and will pay, or nil
     /// (stopped, or the child archived).
     public var nextPaymentMillis: Int64?
+    /// The start (Unix ms) of the rule's first day in the household's zone (nil from
+    /// ``Replica/registeredSchedule(of:household:)``, which reads no zone).
+    public var startMillis: Int64?
 
     /// Whether it pays (not stopped, child active).
     public var isActive: Bool { stoppedAtMillis == nil && !childArchived }
@@ -56,30 +59,34 @@ extension Replica {
         let now = clock.nowMillis()
         return try store.read { r in
             let household = try Self.requireHousehold(r, queryCache).id
+            let zone = try Self.zone(r, zones)
             return try Self.children(r, queryCache, includeArchived: true).compactMap {
-                include($0.id) ? try Self.schedule(of: $0, household: household, now: now, r) : nil
+                include($0.id) ? try Self.schedule(of: $0, household: household, zone: zone, now: now, r) : nil
             }
         }
     }
 
     /// The schedule of `child`, or nil when its registers do not make one (no amount or rule).
-    static func schedule(of child: ChildSummary, household: RecordID, now: Int64, _ r: any KeyValueReader) throws -> AllowanceSchedule? {
+    static func schedule(of child: ChildSummary, household: RecordID, zone: any ZoneRules, now: Int64,
+                         _ r: any KeyValueReader) throws -> AllowanceSchedule? {
         guard var schedule = registeredSchedule(of: child, household: household) else { return nil }
         let rule = schedule.rule
+        schedule.startMillis = HouseholdTime.startOfDay(rule.startDay, in: zone)
         if schedule.isActive {
             // The oldest period not paid here among the due ones, else the first one after now.
-            var next = rule.periodStart(onOrAfter: max(rule.startDay, Allowance.day(ofMillis: now)))
-            if let unpaid = try unpaidPeriods(of: schedule, household: household, now: now, r).first {
+            let today = HouseholdTime.day(ofMillis: now, in: zone)
+            var next = rule.periodStart(onOrAfter: max(rule.startDay, today))
+            if let unpaid = try unpaidPeriods(of: schedule, household: household, zone: zone, now: now, r).first {
                 next = unpaid
-            } else if next * Allowance.millisPerDay <= now {
+            } else if next <= today {
                 next = rule.next(after: next)  // today's period, paid
             }
-            schedule.nextPaymentMillis = next * Allowance.millisPerDay
+            schedule.nextPaymentMillis = HouseholdTime.startOfDay(next, in: zone)
         }
         return schedule
     }
 
-    /// ``schedule(of:household:now:_:)`` without its next payment (nil): what the child's
+    /// ``schedule(of:household:zone:now:_:)`` without its next payment (nil): what the child's
     /// registers say, no read of the store.
     static func registeredSchedule(of child: ChildSummary, household: RecordID) -> AllowanceSchedule? {
         guard let amount = child.allowance.amountCents, let rule = child.allowance.rule else { return nil }
@@ -91,8 +98,8 @@ extension Replica {
 
     /// Sets `query`'s allowance to `amountCents` each period of `every` on `day` (a weekday 1...7
     /// or a day of the month 1...28; nil: the day a running schedule of that kind has, else the
-    /// weekday or the day of the month of today, UTC, and the 1st on the 29th to 31st), with `note` (nil: keep the note it has). A new rule, a
-    /// changed kind or day, or a stopped schedule starts today (UTC): its first period is the
+    /// weekday or the day of the month of today in the household's zone, and the 1st on the 29th to 31st), with `note` (nil: keep the note it has). A new rule, a
+    /// changed kind or day, or a stopped schedule starts today (the household zone's day): its first period is the
     /// first period start on or after today. The amount alone changes the amount of the periods
     /// paid from now on. It pays nothing itself: its callers pay what is due next
     /// (``payDueAllowances(now:)``), as before and after every ledger command.
@@ -107,7 +114,7 @@ extension Replica {
             _ = try Self.requireHousehold(w, queryCache)
             let child = try Self.resolveChild(query, w, queryCache)
             if child.isArchived { throw LedgerError.archived(child.name) }
-            let today = Allowance.day(ofMillis: hlc.millis)
+            let today = HouseholdTime.day(ofMillis: hlc.millis, in: try Self.zone(w, zones))
             let date = Timestamp.civilDate(day: today)
             let current = child.allowance
             let running = current.amountCents != nil && current.rule != nil && current.stoppedAtMillis == 0
@@ -179,11 +186,12 @@ extension Replica {
 
     /// Pays every due period of every active schedule that this replica has not paid, as one
     /// local change (at most ``Limits/allowancePaymentsPerCallMax`` payments, oldest periods
-    /// first; the next call pays the rest). A period is due when its start (00:00 UTC of its
-    /// day) is at or before `now` and before the schedule's stop; an archived child is not paid.
+    /// first; the next call pays the rest). A period is due when its start (00:00 of its day in
+    /// the household's zone, ``householdTimeZone()``) is at or before `now` and before the
+    /// schedule's stop; an archived child is not paid.
     /// Each payment's id is derived from the household, the schedule and the period and its
     /// payload from the schedule as this replica knows it (child, amount, note, the period's
-    /// start as its date, source "allowance"), so replicas paying one period write one
+    /// start in the household's zone, source "allowance"), so replicas paying one period write one
     /// transaction. A period whose payment would take the balance out of Int64 is left unpaid.
     /// Returns the payments (none: nothing was written).
     @discardableResult
@@ -191,7 +199,7 @@ extension Replica {
         // Most calls find nothing due: decide that in a read transaction, without the writer's lock.
         guard try hasDueAllowances(now: now) else { return [] }
         let (_, postings) = try commitLocalBatch { w, _ in
-            let postings = try Self.duePayments(now: now, w, queryCache)
+            let postings = try Self.duePayments(now: now, w, queryCache, zones: zones)
             return ([postings.map { .addTransaction($0.transaction) }], postings)
         }
         return postings
@@ -200,12 +208,12 @@ extension Replica {
     /// Whether ``payDueAllowances(now:)`` would pay anything (a read transaction only: the
     /// daemon asks at every tick and every ledger command before it opens for changes).
     public func hasDueAllowances(now: Int64) throws -> Bool {
-        try store.read { r in try !Self.duePayments(now: now, r, queryCache, limit: 1).isEmpty }
+        try store.read { r in try !Self.duePayments(now: now, r, queryCache, zones: zones, limit: 1).isEmpty }
     }
 
     /// The payments ``payDueAllowances(now:)`` would make (at most `limit`), with each child's
     /// balance after them.
-    static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache,
+    static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache, zones: any ZoneDatabase,
                             limit: Int = Limits.allowancePaymentsPerCallMax) throws -> [Posting] {
         // The household's id only (``household(_:_:)`` without its record's decoding and name:
         // the daemon asks at every tick).
@@ -216,10 +224,11 @@ extension Replica {
         // A child merged into another is paid no more (its effective child's own schedule pays),
         // and a payment's range check is on the effective child's balance (docs/CRDT.md, "Child merges").
         let stored = try childRowsAndKeys(r, queries)
+        let zone = try zone(r, zones)
         for (i, child) in stored.rows.enumerated() where child.allowance.rule != nil && child.allowance.amountCents != nil && !child.isArchived {
             guard postings.count < limit, !stored.hasMerges || stored.roots[i] == i,
                   let schedule = registeredSchedule(of: child, household: household), schedule.isActive else { continue }
-            let unpaid = try unpaidPeriods(of: schedule, household: household, now: now, r)
+            let unpaid = try unpaidPeriods(of: schedule, household: household, zone: zone, now: now, r)
             guard !unpaid.isEmpty else { continue }
             var balance = try mergedTotals(i, stored, r).sumCents
             for period in unpaid where postings.count < limit {
@@ -228,7 +237,7 @@ extension Replica {
                 balance = next
                 let t = LedgerTransaction(id: Allowance.paymentID(household: household, schedule: schedule.id, periodDay: period),
                                           childID: child.id, amountCents: schedule.amountCents,
-                                          createdAtMillis: period * Allowance.millisPerDay, note: schedule.note, source: Allowance.source)
+                                          createdAtMillis: HouseholdTime.startOfDay(period, in: zone), note: schedule.note, source: Allowance.source)
                 postings.append(Posting(transaction: t, childName: child.name, balanceCents: balance))
             }
         }
@@ -241,13 +250,17 @@ extension Replica {
     /// The due periods (start days, oldest first) of `schedule` after the newest one this replica
     /// holds a payment of (any version of its derived id): it looks back from the newest due
     /// period, so a call costs what is unpaid, not the schedule's age.
-    static func unpaidPeriods(of schedule: AllowanceSchedule, household: RecordID, now: Int64,
+    static func unpaidPeriods(of schedule: AllowanceSchedule, household: RecordID, zone: any ZoneRules, now: Int64,
                               _ r: any KeyValueReader) throws -> [Int64] {
         let rule = schedule.rule
         var due: [Int64] = []
         var period = rule.firstPeriod
+        // A period is due once the zone's day has reached it, and paid when it started before the
+        // stop: its start is before `stop` exactly when the day of `stop - 1` has reached it.
+        let today = HouseholdTime.day(ofMillis: now, in: zone)
+        let lastDay = schedule.stoppedAtMillis.map { HouseholdTime.day(ofMillis: $0 - 1, in: zone) } ?? Int64.max
         // Periods are computed forward (arithmetic only), then looked up backward.
-        while period * Allowance.millisPerDay <= now && schedule.stoppedAtMillis.map({ period * Allowance.millisPerDay < $0 }) ?? true {
+        while period <= min(today, lastDay) {
             due.append(period)
             period = rule.next(after: period)
         }

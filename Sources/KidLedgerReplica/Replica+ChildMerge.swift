@@ -37,7 +37,7 @@ extension Replica {
             if into.child.isArchived { throw LedgerError.archived(into.child.name) }
             let sum = from.child.balanceCents &+ into.child.balanceCents
             guard sum >= Int128(Int64.min), sum <= Int128(Int64.max) else { throw LedgerError.overflow(child: into.child.name) }
-            let stopped = try Self.schedule(of: from.child, household: household, now: now, w).flatMap { $0.isActive ? $0 : nil }
+            let stopped = try Self.schedule(of: from.child, household: household, zone: Self.zone(w, zones), now: now, w).flatMap { $0.isActive ? $0 : nil }
             let op = Operation.setField(entity: from.child.id, field: .childMergedInto, value: .text(into.child.id.description),
                                         base: try Self.registerStamp(from.child.id, .childMergedInto, w))
             return ([op], (from: from.child, into: into.child.id, stopped: stopped))

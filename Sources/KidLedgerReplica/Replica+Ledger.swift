@@ -23,8 +23,9 @@ extension Replica {
     /// key that can sign an owner transfer (``transferOwnership(to:recoveryKey:atMillis:sign:)``).
     @discardableResult
     public func createHousehold(name: String, owner: [UInt8] = [], salt: [UInt8] = [], recovery: [UInt8] = [],
-                                sign: (([UInt8]) -> [UInt8])? = nil) throws -> HouseholdSummary {
+                                timeZone: String? = nil, sign: (([UInt8]) -> [UInt8])? = nil) throws -> HouseholdSummary {
         let name = try Self.validName(name, what: "household name")
+        if let timeZone { try checkZone(timeZone) }
         if !owner.isEmpty && sign == nil { throw LedgerError.invalid("an owned household needs its owner's signature") }
         // Its genesis change carries the owner's claim of the origin it is written under.
         if !owner.isEmpty && signer?.key != owner { throw LedgerError.invalid("an owned household is created with its owner as the signer") }
@@ -38,7 +39,9 @@ extension Replica {
             if let sign { genesis.signature = sign(Membership.genesisMessage(genesis)) }
             // Applying it pins the replica; a genesis that would be forged is not committed.
             if let problem = Membership.genesisProblem(genesis, verifier: verifier) { throw LedgerError.invalid(problem) }
-            return ([.createHousehold(genesis), .setField(entity: id, field: .householdName, value: .text(name))], ())
+            var ops: [Operation] = [.createHousehold(genesis), .setField(entity: id, field: .householdName, value: .text(name))]
+            if let timeZone { ops.append(.setField(entity: id, field: .householdTimeZone, value: .text(timeZone))) }
+            return (ops, ())
         }
         return HouseholdSummary(id: id, name: name, createdAtMillis: try household()?.createdAtMillis ?? 0)
     }

@@ -30,6 +30,9 @@ public final class Replica {
     /// Keeps the answers of hot queries between transactions (``QueryCache``): ``NoQueryCache``
     /// unless the simulator passes one built on its in-memory store.
     public var queryCache: any QueryCache = NoQueryCache()
+    /// The rules of the household's time zone by name (``ZoneDatabase``): UTC alone unless the
+    /// driver passes a database (the CLI's reads the tz database; the simulator's is a table).
+    public var zones: any ZoneDatabase = UTCOnlyZones()
 
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
     ///

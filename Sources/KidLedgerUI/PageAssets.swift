@@ -66,6 +66,15 @@ public enum PageAssets {
             </form>
             <p class="hint">Each laptop keeps its own buttons; they are never synced.</p>
           </details>
+          <details id="zone-settings">
+            <summary>Settings: the family's time zone</summary>
+            <form id="zone-form" class="row">
+              <label>Time zone <input name="zone" id="zone-input" list="zone-list" autocomplete="off" spellcheck="false" required></label>
+              <datalist id="zone-list"></datalist>
+              <button type="submit">Save</button>
+            </form>
+            <p class="hint" id="zone-hint">Allowance days start at midnight in this zone on every laptop, and times here are shown in it.</p>
+          </details>
           </div>
           <div id="toast" class="toast" role="status" aria-live="polite" hidden></div>
         </main>
@@ -83,7 +92,7 @@ public enum PageAssets {
     main{max-width:60em;margin:0 auto;padding:1em}
     .skip{position:absolute;left:-999px}.skip:focus{left:1em;top:1em;background:#fff;padding:.5em;z-index:2}
     .pill{margin:0;padding:.2em .8em;border-radius:1em;background:#e8eef8;color:#1d2430;font-weight:600}
-    .pill.synced{background:#c9f0d2}.pill.pending{background:#fde9b6}.pill.offline{background:#e3e3e3}.pill.attentionRequired{background:#f8c4c4}
+    .pill.synced{background:#c9f0d2}.pill.pending{background:#fde9b6}.pill.offline{background:#e3e3e3}.pill.alone{background:#dfe7fb}.pill.attentionRequired{background:#f8c4c4}
     #children{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,18em),1fr));gap:1em}
     .child{background:#fff;border-radius:.8em;padding:1em;box-shadow:0 1px 3px #0002;min-width:0}
     .child h2{margin:0;font-size:1.2em;display:flex;justify-content:space-between;gap:.5em;align-items:baseline}
@@ -146,7 +155,7 @@ public enum PageAssets {
     const token = document.querySelector('meta[name="kidledger-token"]').content;
     let etag = null, state = null, busy = false, pendingFocus = null, dirty = false, lastError = "";
     const $ = (id) => document.getElementById(id);
-    const words = { synced: "synced", pending: "changes pending", offline: "offline", attentionRequired: "attention required" };
+    const words = { synced: "synced", pending: "changes pending", offline: "offline", alone: "only on this laptop", attentionRequired: "attention required" };
     const notesMax = 5;
 
     function money(cents) {
@@ -178,7 +187,7 @@ public enum PageAssets {
     }
     function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
     function author(a) { return a && a.name ? a.name : (a && a.device ? "device " + a.device.slice(0, 8) : "?"); }
-    function when(ms) { return new Date(ms).toLocaleString(); }
+    function when(ms) { return new Date(ms).toLocaleString(undefined, zoneOptions()); }
     function shortId(id) { return String(id).replace(/-/g, "").slice(0, 8); }
     // The member who writes from a device (replica id), for conflicts.
     function deviceName(replicaId) {
@@ -382,7 +391,7 @@ public enum PageAssets {
       const schedules = (state.allowances && state.allowances.schedules) || [];
       const s = schedules.find(x => x.childId === c.id && x.active);
       const text = s ? money(s.amountCents) + " every " + s.every + " on " + s.on
-        + (s.nextPaymentAtMillis ? ", next " + new Date(s.nextPaymentAtMillis).toLocaleDateString() : "") : "none";
+        + (s.nextPaymentAtMillis ? ", next " + new Date(s.nextPaymentAtMillis).toLocaleDateString(undefined, zoneOptions()) : "") : "none";
       const every = el("select", { name: "every", "aria-label": "Allowance period for " + c.name },
         el("option", { value: "week", text: "week" }), el("option", { value: "month", text: "month" }));
       if (s) every.value = s.every;
@@ -521,15 +530,47 @@ public enum PageAssets {
         const last = Number(li.dataset.last);
         li.querySelector(".ago").textContent = last ? "last synced " + ago(last) : "never synced";
       }
+      $("last-sync").textContent = pillDetail();
+      renderZone();
+    }
+
+    // The family's time zone (`household timezone`): times are shown in it, and its control.
+    function zoneOptions() {
+      const z = state && state.zone && state.zone.effective;
+      if (!z) return {};
+      try { new Intl.DateTimeFormat(undefined, { timeZone: z }); return { timeZone: z }; } catch (e) { return {}; }
+    }
+    function renderZone() {
+      const z = state.zone;
+      if (!z) return;
+      if (document.activeElement !== $("zone-input")) $("zone-input").value = z.effective;
+      const now = new Date().toLocaleTimeString(undefined, Object.assign({ hour: "2-digit", minute: "2-digit" }, zoneOptions()));
+      setText($("zone-hint"), "Now " + now + " in " + z.effective + (z.known ? "" : " (this laptop does not know " + z.timeZone + " yet, so it uses UTC)")
+        + ". Allowance days start at midnight in this zone on every laptop, and times here are shown in it.");
+    }
+    function setUpZone() {
+      if (Intl.supportedValuesOf) $("zone-list").replaceChildren(...Intl.supportedValuesOf("timeZone").map(z => el("option", { value: z })));
+      $("zone-form").addEventListener("submit", (ev) => { ev.preventDefault(); send("/api/household/timezone", { zone: $("zone-input").value.trim() }, ev.target); });
+    }
+
+    // The words beside the pill, from the state `status` computed (never a second judgment here):
+    // who is offline and since when, or the invitation to invite when the ledger is only here.
+    function pillDetail() {
+      const s = state && state.status;
+      if (!s) return "";
+      const name = l => l.name ? l.name + "'s laptop" : "the other laptop";
+      if (s.state === "alone") return "Invite another laptop so the ledger is kept in two places.";
+      if (s.state === "offline") return (s.laptops || []).filter(l => l.state === "offline").map(l => name(l) + ": last seen " + ago(l.lastSyncMillis)).join("; ");
+      if (s.state === "pending") return (s.laptops || []).filter(l => l.state !== "synced").map(l => "sending to " + name(l)).join("; ");
       const last = lastSync();
-      $("last-sync").textContent = last ? "last sync " + ago(last) : (laptops().length ? "not synced yet" : "no other laptop yet");
+      return last ? "last sync " + ago(last) : "";
     }
 
     // The CLI's notes of `status` and `conflicts`, in words a parent reads.
     function notes(s) {
       const lines = [];
       if (s.joinInterrupted) lines.push("Joining the household did not finish on this laptop: ask the owner's page for a new code and join again.");
-      if (s.state !== "attentionRequired" && s.pendingChanges && s.state !== "synced") lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
+      if ((s.state === "pending" || s.state === "offline") && s.pendingChanges) lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
       if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
       for (const group of s.sameNames || []) {
         const names = group.map(id => { const c = state.children.children.find(x => x.id === id); return (c ? c.name : "?") + " (id " + shortId(id) + ")"; });
@@ -629,6 +670,7 @@ public enum PageAssets {
       });
       $("add-form").addEventListener("submit", async (ev) => { ev.preventDefault(); const input = ev.target.elements.namedItem("name"); if (await send("/api/child/add", { name: input.value }, ev.target)) input.value = ""; });
       $("quick-form").addEventListener("submit", (ev) => { ev.preventDefault(); send("/api/quick", { amounts: $("quick-input").value }, ev.target); });
+      setUpZone();
       refresh(true);
       setInterval(refresh, 1000);
     });

@@ -116,6 +116,7 @@ public struct UIApp: Sendable {
             }
         },
         "/api/allowance/stop": { f in fields(f, ["child"]).map { ["allowance", "stop", "--"] + $0 } },
+        "/api/household/timezone": { f in fields(f, ["zone"]).map { ["household", "timezone", "--"] + $0 } },
     ]
 
     static func fields(_ form: [String: String], _ names: [String]) -> Result<[String], MissingField> {
@@ -142,6 +143,7 @@ public struct UIApp: Sendable {
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
         ("page", ["ui"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
         ("account", ["account", "show"]),
+        ("zone", ["household", "timezone"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.

@@ -136,7 +136,7 @@ struct NegativeBalanceTests {
     }
 }
 
-/// Issue 23 point 4: tables show the local time zone (`TZ`), `--utc` shows UTC, JSON keeps milliseconds.
+/// Issue 23 point 4, issue 41: tables show the household's time zone (`TZ` where it has none), `--utc` shows UTC, JSON keeps milliseconds.
 @Suite("CLI frictions: local time")
 struct LocalTimeTests {
     @Test func historyInTheLocalZone() {
@@ -145,7 +145,10 @@ struct LocalTimeTests {
             l.ok("child", "add", "Ava")               // 11:07
             l.ok("give", "Ava", "2", "--note", "x")   // 11:08
             let utcJSON = l.ok("--json", "history")
+            // Times show in the household's zone (set at init from TZ, UTC here), whatever TZ says.
             l.timeZone = "America/New_York"
+            #expect(l.ok("history").hasPrefix("WHEN (UTC) "))
+            l.ok("household", "timezone", "America/New_York")
             #expect(maskIDs(maskFingerprints(l.ok("history"))) == """
                 WHEN (-05:00)     CHILD  AMOUNT  SOURCE  BY                            ID        NOTE
                 2026-11-18 06:08  Ava    +$2.00  give    member (xxxx-xxxx-xxxx-xxxx)  xxxxxxxx  x
@@ -158,14 +161,16 @@ struct LocalTimeTests {
                 """)
             #expect(l.ok("--json", "history") == utcJSON, "JSON does not depend on the zone")
             #expect(l.ok("history", "--json", "--utc") == utcJSON)
-            l.timeZone = "Asia/Kolkata"
+            l.ok("household", "timezone", "Asia/Kolkata")
             #expect(maskFingerprints(l.ok("undo", "--dry-run")) == "Undo would reverse +$2.00 for Ava (2026-11-18 16:38 +05:30), made by member (xxxx-xxxx-xxxx-xxxx).\n")
-            l.timeZone = ":Europe/Paris"
+            l.ok("household", "timezone", "Europe/Paris")
             #expect(maskFingerprints(l.ok("undo")) == "Undid +$2.00 for Ava (2026-11-18 12:08 +01:00, made by member (xxxx-xxxx-xxxx-xxxx)). Balance: $0.00\n")
-            // Empty and unknown zones are UTC, as the C library reads them.
-            for zone in ["", "UTC", "Etc/UTC", "No/Such_Zone"] {
+            // TZ does not change them; it is read as the C library reads it (empty and unknown
+            // zones are UTC) where the household has no zone.
+            for zone in ["", "UTC", "Etc/UTC", "No/Such_Zone", ":Asia/Tokyo"] {
                 l.timeZone = zone
-                #expect(l.ok("history", "--limit", "1").hasPrefix("WHEN (UTC) "), "TZ=\(zone)")
+                #expect(l.ok("history", "--limit", "1").hasPrefix("WHEN (+01:00) "), "TZ=\(zone)")
+                #expect(LocalTime.from(environment: ["TZ": zone]).isUTC == (zone != ":Asia/Tokyo"), "TZ=\(zone)")
             }
         }
     }
@@ -200,7 +205,8 @@ struct LocalTimeTests {
         #expect(!paris.short(.max).isEmpty && !paris.short(.min).isEmpty)
     }
 
-    /// The real executable reads TZ from its environment.
+    /// The real executable reads TZ from its environment when it creates the household: that is
+    /// the household's zone, in which every laptop then shows times, whatever its own TZ.
     @Test func executableHonoursTZ() throws {
         try withLedger { l in
             let binary = try #require(Binary.path)
@@ -209,11 +215,12 @@ struct LocalTimeTests {
                 environment["TZ"] = zone
                 return try runProcess(binary, arguments, environment: environment, timeout: 60)
             }
-            #expect(try run("UTC", "init", "Home").code == 0)
+            #expect(try run("Asia/Tokyo", "init", "Home").code == 0)
             #expect(try run("UTC", "child", "add", "Ava").code == 0)
             #expect(try run("UTC", "give", "Ava", "1").code == 0)
-            let utc = try run("UTC", "history").stdout
-            let tokyo = try run("Asia/Tokyo", "history").stdout
+            #expect(try run("UTC", "household", "timezone").stdout.hasPrefix("Asia/Tokyo (now "))
+            let utc = try run("UTC", "--utc", "history").stdout
+            let tokyo = try run("UTC", "history").stdout
             #expect(utc.hasPrefix("WHEN (UTC) ") && tokyo.hasPrefix("WHEN (+09:00) "), "\(utc)\n\(tokyo)")
             #expect(try run("Asia/Tokyo", "--utc", "history").stdout == utc)
             // The times differ by nine hours.
@@ -368,6 +375,7 @@ struct ImportFrictionTests {
             let path = l.file("dates.csv")
             try "createdAt,child,amountCents\n2026-11-20,Ava,100\n\n 2026-11-21 ,Ava,-25\n".write(toFile: path, atomically: true, encoding: .utf8)
             l.timeZone = "America/Los_Angeles"
+            l.ok("household", "timezone", "America/Los_Angeles")
             #expect(l.masked(l.ok("import", "--csv", path)) == "Imported 2 transactions from $TMP/dates.csv; added Ava.\n")
             let history = checkJSON(l, "history") as? [String: Any]
             let times = (history?["transactions"] as? [[String: Any]] ?? []).compactMap { ($0["transaction"] as? [String: Any])?["createdAtMillis"] as? Int64 }

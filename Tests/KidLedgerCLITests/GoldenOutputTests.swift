@@ -190,12 +190,13 @@ struct GoldenOutputTests {
           service install [--listen ADDR] [--dry-run]  run the daemon as a systemd user service for this home
           service status                               whether this home's service is installed, enabled and running
           service uninstall                            stop, disable and remove this home's service
+          household timezone [ZONE]                    show or set the household's time zone
           help [COMMAND]                               this overview, or a command's help
 
         Amounts: dollars ('$1.25', '$0.10', 5) or coins (penny, nickel, dime, quarter, half, dollar);
         quote an amount with $ ('$1.25'): unquoted, the shell replaces $1 before kidledger sees it.
         A child is named by name (any case) or by an id prefix.
-        Times are shown in the local time zone ($TZ); --utc shows UTC; --json gives Unix milliseconds.
+        Times are shown in the household's time zone; --utc shows UTC; --json gives Unix milliseconds.
         Run `kidledger help COMMAND` (or `kidledger COMMAND --help`) for details.
         Exit codes: 0 ok, 64 usage, 65 bad data, 69 no peer reachable, 70 internal error or damaged store,
         74 file error, 75 temporary failure (retry), 77 not permitted.
@@ -244,10 +245,11 @@ struct GoldenOutputTests {
 
                 """)
             #expect(l.ok("allowance", "stop", "Ben") == "Stopped Ben's allowance ($2.50 every month on day 1).\n")
+            // Times are the household's (UTC here), whatever this laptop's TZ.
             l.timeZone = "America/New_York"
             #expect(l.masked(l.ok("allowance", "list")) == """
-                CHILD  AMOUNT  EVERY  ON         NEXT (-05:00)     NOTE    ID
-                Ava     $6.00  week   wednesday  2026-12-08 19:00  weekly  ########
+                CHILD  AMOUNT  EVERY  ON         NEXT (UTC)        NOTE    ID
+                Ava     $6.00  week   wednesday  2026-12-09 00:00  weekly  ########
                 Ben     $2.50  month  1          (stopped)                 ########
 
                 """)
@@ -310,7 +312,7 @@ struct GoldenOutputTests {
                         Global options:
                           --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
                           --json       machine-readable output (an error is a JSON object on standard error)
-                          --utc        show times in UTC (default: the local time zone, from $TZ)
+                          --utc        show times in UTC (default: the household's time zone)
                           --help       show this help
 
                         """), "\(arguments)")
@@ -330,7 +332,7 @@ struct GoldenOutputTests {
                 Global options:
                   --home DIR   the ledger home (else $KIDLEDGER_HOME, else ~/.kidledger)
                   --json       machine-readable output (an error is a JSON object on standard error)
-                  --utc        show times in UTC (default: the local time zone, from $TZ)
+                  --utc        show times in UTC (default: the household's time zone)
                   --help       show this help
 
                 """)

@@ -61,7 +61,7 @@ struct JoinInterruptedTests {
             try FileManager.default.createDirectory(atPath: l.home + "/ledger.joining", withIntermediateDirectories: true)
             #expect(l.ok("balance") == "No children yet: `kidledger child add NAME`.\n")
             let status = l.masked(l.ok("status"))
-            #expect(status.hasPrefix("status: pending\n" + Context.joinInterruptedMessage
+            #expect(status.hasPrefix("status: alone\n" + Context.joinInterruptedMessage
                                      + "; this home's ledger is the one it had before (to keep it and forget that join, remove $HOME/ledger.joining)\n"), "\(status)")
             #expect((checkJSON(l, "status") as? [String: Any])?["joinInterrupted"] as? Bool == true)
         }

@@ -32,7 +32,11 @@ struct PeerAliasTests {
         #expect(old?["sameDeviceAs"] as? String == after.address, "\(peers)")
         #expect(new?["sameDeviceAs"] is NSNull, "\(peers)")
         let text = try ok(dad, "peers")
-        #expect(text.contains("\(before.address): has everything") == false, "\(text)")
+        // Each address shows what its laptop holds now (issue 41: never "synced" beside "lacks 1
+        // change"), and the old one is marked as the laptop's former address.
+        #expect(!text.contains("lacks"), "\(text)")
+        #expect(text.contains("\(before.address): has everything (last sync "), "\(text)")
         #expect(text.contains("the same laptop as \(after.address), synced since"), "\(text)")
+        #expect(old?["theyLack"] as? Int == 0, "\(peers)")
     }
 }

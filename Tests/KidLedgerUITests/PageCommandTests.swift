@@ -170,7 +170,8 @@ import Testing
         let state = body(app.respond(to: request))
         #expect(state.contains("\"name\":\"Ava Rose\""))
         #expect(state.contains("\"quick\":{\"quickAmountsCents\":[10,100],\"confirmAboveCents\":100000}"))
-        #expect(state.contains("\"status\":{\"state\":\"pending\""))
+        #expect(state.contains("\"status\":{\"state\":\"alone\""))
+        #expect(state.contains("\"zone\":{\"timeZone\":"), "the household's time zone for the page")
         #expect(state.contains("\"archived\":true"))
         #expect(h.run("balance", "Ava Rose").out == "Ava Rose: $1.00\n")
     }

@@ -65,7 +65,7 @@ final class SimNode {
     private var noPlacementCache: (stamp: StoreStamp, key: [UInt8])?
     /// The stamp of the whole store and the UTC day at which ``hasDueAllowances(now:)`` was last
     /// answered, and the answer.
-    private var dueCache: (stamp: StoreStamp, day: Int64, due: Bool)?
+    private var dueCache: (stamp: StoreStamp, day: Int64, zone: any ZoneRules, due: Bool)?
 
     /// What the node's caches of answers read from its store are kept by: the store, and numbers
     /// that move whenever what was read may have changed. For a ``MemoryStore``, the write counts
@@ -117,6 +117,7 @@ final class SimNode {
         replica = try Replica(store: store, clock: SkewedClock(time: time, skew: skew), random: generator,
                               verifier: verifier)
         if let share { replica?.preparer = share.preparations }
+        replica?.zones = SimZones()
         if let memory = store as? MemoryStore {
             // The answers are kept with the store, across restarts.
             if queries?.store !== memory { queries = StoreQueryCache(memory) }
@@ -173,16 +174,20 @@ final class SimNode {
     }
 
     /// `replica.hasDueAllowances(now:)` (false while down). Asked again while nothing wrote to
-    /// the store (``StoreStamp``) and `now` is in the same UTC day, it is the last answer: the
-    /// answer is a function of the store and of that day alone (a period is due from 00:00 UTC of
-    /// its start day; `SimulatorQueryTests` holds the two to each other). The daemon asks at
-    /// every gossip tick and every ledger command before it writes.
+    /// the store (``StoreStamp``) and `now` is in the same day of the household's zone, it is the
+    /// last answer: the answer is a function of the store (the zone register included) and of that
+    /// day alone (a period is due from 00:00 of its start day in that zone; `SimulatorQueryTests`
+    /// holds the two to each other). The daemon asks at every gossip tick and every ledger command
+    /// before it writes.
     func hasDueAllowances(now: Int64) throws -> Bool {
         guard let replica else { return false }
-        let stamp = stamp(nil), day = Allowance.day(ofMillis: now)
-        if let cache = dueCache, cache.stamp.same(as: stamp), cache.day == day { return cache.due }
+        let stamp = stamp(nil)
+        if let cache = dueCache, cache.stamp.same(as: stamp) {
+            if cache.day == HouseholdTime.day(ofMillis: now, in: cache.zone) { return cache.due }
+        }
+        let zone = try replica.householdZoneRules()
         let due = try replica.hasDueAllowances(now: now)
-        if let stamp { dueCache = (stamp, day, due) }
+        if let stamp { dueCache = (stamp, HouseholdTime.day(ofMillis: now, in: zone), zone, due) }
         return due
     }
 

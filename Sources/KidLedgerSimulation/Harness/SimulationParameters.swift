@@ -54,6 +54,13 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     /// (``Simulator/revokeHostile()``): with ``HostileStrategy/writeAfterRevocation`` always, else
     /// in one seed in four, whatever the mix (then it learns its revocation from a refusal, and stops).
     public var hostileRevoked = false
+    /// The household's time zone at creation (``SimZones``; nil: never set, a household from
+    /// before the register, whose days are UTC's). Drawn from a generator of its own; nil in
+    /// scenarios, which set one with a step.
+    public var householdZone: String? = nil
+    /// Chance, in per mille, that an allowance operation first changes the household's time zone
+    /// to a drawn one (drawn like ``householdZone``).
+    public var zoneChangePerMille = 0
 
     /// Makes one member replica hostile, with the strategy mix drawn from the seed (`--hostile`).
     public mutating func makeHostile() {
@@ -89,6 +96,18 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
             accountChangePerMille: maybe(500, pick(2...40)))
             .withAllowanceWeight(seed: seed)
             .withMergeWeight(seed: seed)
+            .withHouseholdZone(seed: seed)
+    }
+
+    /// These parameters with the household's time zone and the zone-change chance drawn from the
+    /// seed by a generator of their own (so adding them changed no other parameter of a seed).
+    func withHouseholdZone(seed: UInt64) -> SimulationParameters {
+        var g = SplitMix64(seed: seed ^ 0x7123_20E5)
+        var copy = self
+        let i = Int.random(in: 0...SimZones.names.count, using: &g)
+        copy.householdZone = i == SimZones.names.count ? nil : SimZones.names[i]
+        copy.zoneChangePerMille = Int.random(in: 0...1, using: &g) == 0 ? 0 : Int.random(in: 50...400, using: &g)
+        return copy
     }
 
     /// These parameters with the child-merge operation's weight (0 to 3) appended, drawn from the
@@ -132,7 +151,8 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
         duplication=\(duplicationPerMille)‰ reorder=\(reorderPerMille)‰ partition=\(partitionPerMille)‰ \
         crash=\(crashPerMille)‰ staleRestore=\(staleRestorePerMille)‰ skewMillisMax=\(skewMillisMax) \
         line=\(lineTopology) weights=\(operationWeights.map(String.init).joined(separator: ",")) store=\(usesLMDB ? "lmdb" : "memory") \
-        revocation=\(revocationPerMille)‰ accountChange=\(accountChangePerMille)‰
+        revocation=\(revocationPerMille)‰ accountChange=\(accountChangePerMille)‰ \
+        zone=\(householdZone ?? "unset") zoneChange=\(zoneChangePerMille)‰
         """ + (hostileReplica.map { " hostile=r\($0):" + hostileStrategies.map(\.rawValue).joined(separator: ",") } ?? "")
             + (hostileRevoked && !hostileStrategies.contains(.writeAfterRevocation) ? "+revoked" : "")
     }

@@ -43,6 +43,29 @@ extension Simulator {
     /// one in four stops its schedule, the others set one (weekly or monthly, on a drawn day or
     /// the default) with an amount drawn like a give's. Returns the trace line.
     func drawnAllowance(_ node: SimNode, _ replica: Replica, target: String, label: String, cents: Int64) throws -> String {
+        var zoneLine = ""
+        if Int.random(in: 0..<1000, using: &zoneG) < parameters.zoneChangePerMille {
+            zoneLine = try changeZone(node, replica, to: SimZones.names[Int.random(in: 0..<SimZones.names.count, using: &zoneG)]) + "; "
+        }
+        return zoneLine + (try drawnScheduleChange(node, replica, target: target, label: label, cents: cents))
+    }
+
+    /// `node` sets the household's time zone to `zone` (refused when it already is: an
+    /// unchanged value is not written), recorded as a scenario step. Returns the trace text.
+    func changeZone(_ node: SimNode, _ replica: Replica, to zone: String) throws -> String {
+        do {
+            try replica.setHouseholdTimeZone(zone)
+        } catch LedgerError.unchanged {
+            return "\(node.name) zone already \(zone)"
+        }
+        checkers.allowance.zonesUsed.insert(zone)
+        record(node.index, .householdTimeZone(zone))
+        faults["zoneChange", default: 0] += 1
+        return "\(node.name) household zone \(zone)"
+    }
+
+    /// The allowance schedule part of ``drawnAllowance(_:_:target:label:cents:)``.
+    private func drawnScheduleChange(_ node: SimNode, _ replica: Replica, target: String, label: String, cents: Int64) throws -> String {
         if Int.random(in: 0..<4, using: &g) == 0 {
             let s = try replica.stopAllowance(target)
             noteStop(s, by: node)

@@ -45,6 +45,9 @@ public final class Simulator {
     // below included (about 1% of a simulation, with those of ``SyncSession`` and
     // ``SimConnection``), are left out, as in ``MemoryStore``.
     @exclusivity(unchecked) var g: SplitMix64
+    /// Draws the household's time-zone changes (a generator of its own: adding them changed no
+    /// other draw of a seed).
+    @exclusivity(unchecked) var zoneG: SplitMix64
     @exclusivity(unchecked) var queue = EventQueue<Event>()
     @exclusivity(unchecked) var nodes: [SimNode] = []
     @exclusivity(unchecked) var connections: [Int: SimConnection] = [:]
@@ -145,6 +148,7 @@ public final class Simulator {
         self.lmdbBase = parameters.usesLMDB ? lmdbBase : nil
         self.plantedBug = plantedBug
         g = SplitMix64(seed: parameters.seed)
+        zoneG = SplitMix64(seed: parameters.seed ^ 0x20E5_C4A6)
         startMillis = time.millis
         if record {
             generated = []
@@ -229,7 +233,8 @@ public final class Simulator {
         recovery = try Self.recoveryIdentity(seed: parameters.seed, share: share)
         household = try founder.createHousehold(name: "Household \(parameters.seed)", owner: owner.member.publicKey.bytes,
                                                 salt: drawBytes(16), recovery: recovery.publicKey.bytes,
-                                                sign: { [share] in share.sign($0, by: owner.member) }).id
+                                                timeZone: parameters.householdZone, sign: { [share] in share.sign($0, by: owner.member) }).id
+        if let zone = parameters.householdZone { checkers.allowance.zonesUsed.insert(zone) }
         let grants = nodes.dropFirst().map { node in
             Operation.grant(share.grant(by: owner.member, node.member.publicKey, name: node.name, household: household,
                                         atMillis: time.millis + owner.skew))

@@ -46,6 +46,8 @@ public struct Scenario: Sendable, Equatable {
         case allowanceSet(child: String, cents: Int64, every: AllowanceRule.Every, on: Int64?)
         /// The replica stops a child's allowance.
         case allowanceStop(String)
+        /// The replica sets the household's time zone (a ``SimZones`` name).
+        case householdTimeZone(String)
         /// The replica merges the first child into the second (`child merge FROM INTO`).
         case merge(String, into: String)
         /// The replica undoes a merge: the child counts on its own again (`child unmerge CHILD`).
@@ -376,6 +378,10 @@ public struct Scenario: Sendable, Equatable {
             }
             return (r, .allowanceSet(child: w[2], cents: cents, every: every, on: day))
         case "allowance-stop": try arity(3, "rX allowance-stop CHILD"); return (r, .allowanceStop(w[2]))
+        case "household-timezone":
+            try arity(3, "rX household-timezone ZONE")
+            guard SimZones().rules(for: w[2]) != nil else { throw fail("unknown zone \"\(w[2])\" (one of \(SimZones.names.joined(separator: ", ")))") }
+            return (r, .householdTimeZone(w[2]))
         case "merge":
             guard w.count == 5, w[3] == "into" else { throw fail("expected: rX merge FROM into INTO") }
             return (r, .merge(w[2], into: w[4]))

@@ -94,6 +94,7 @@ extension Scenario.Action {
             let on = day.map { every == .week ? Allowance.weekdayNames[Int($0) - 1] : String($0) }
             return [r, "allowance-set", child, Scenario.amountText(cents), every.name] + (on.map { ["on", $0] } ?? [])
         case .allowanceStop(let child): return [r, "allowance-stop", child]
+        case .householdTimeZone(let zone): return [r, "household-timezone", zone]
         case .merge(let from, let into): return [r, "merge", from, "into", into]
         case .unmerge(let child): return [r, "unmerge", child]
         }

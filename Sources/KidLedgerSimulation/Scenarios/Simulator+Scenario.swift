@@ -236,6 +236,12 @@ extension Simulator {
                 let schedule = try replica.stopAllowance(try child(query))
                 noteStop(schedule, by: node)
                 outcome = "\(schedule.childName)'s allowance stopped"
+            case .householdTimeZone(let zone):
+                try replica.setHouseholdTimeZone(zone)
+                checkers.allowance.zonesUsed.insert(zone)
+                let now = try payAllowances(node)
+                made += now
+                outcome = "household zone \(zone)" + (now.isEmpty ? "" : "; paid \(now.count) period\(now.count == 1 ? "" : "s")")
             case .merge(let from, let into):
                 let m = try replica.mergeChild(try child(from), into: try child(into))
                 outcome = "\(m.from.name) (\(m.from.id.hex.prefix(8))) merged into \(m.into.name) (\(m.into.id.hex.prefix(8))): balance \(Money.format(cents: m.into.balanceCents))"
