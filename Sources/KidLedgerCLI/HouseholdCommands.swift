@@ -32,9 +32,9 @@ enum HouseholdCommands {
         case (nil, _):
             ctx.say("UTC (the household has no time zone set yet: `kidledger household timezone ZONE` sets one)")
         case (let name?, false):
-            ctx.say("\(Render.safe(name)), which this laptop's time zone database does not know: it uses UTC days until it does (install or update the tzdata package)")
+            ctx.say("\(TextEscaping.terminal(name)), which this laptop's time zone database does not know: it uses UTC days until it does (install or update the tzdata package)")
         case (let name?, true):
-            ctx.say("\(Render.safe(name)) (now \(ctx.time.stamped(ctx.clock.nowMillis())))")
+            ctx.say("\(TextEscaping.terminal(name)) (now \(ctx.time.stamped(ctx.clock.nowMillis())))")
         }
     }
 

@@ -359,8 +359,8 @@ struct StatusReport {
 
     /// "Dad's laptop", or "the laptop at 192.168.1.21:4717" when its member is unknown.
     static func label(_ laptop: Laptop) -> String {
-        if !laptop.name.isEmpty { return Render.safe(laptop.name) + "'s laptop" }
-        return laptop.addresses.first.map { "the laptop at " + Render.safe($0) } ?? "a laptop"
+        if !laptop.name.isEmpty { return TextEscaping.terminal(laptop.name) + "'s laptop" }
+        return laptop.addresses.first.map { "the laptop at " + TextEscaping.terminal($0) } ?? "a laptop"
     }
 
     /// One line per laptop that lacks something: "Dad's laptop: offline, last seen 3 days ago
