@@ -167,3 +167,49 @@ struct StolenOwnerKeyTests {
 
     func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
 }
+
+/// Issue 39, point 3: recovery works at the largest household the limits allow. With more than
+/// `Limits.cutEntriesMax` (10,000) origins an owner transfer carried the whole version vector,
+/// which no replica decodes: `recover` left a change that said the store was damaged.
+@Suite("Recovery in a big household")
+struct BigHouseholdRecoveryTests {
+    let rh = RecoverableHousehold()
+    var h: OwnedHousehold { rh.h }
+
+    @Test("an owner transfer in a household of 40 members with 256 origins each (10,243 origins) decodes and applies everywhere")
+    func recoveryPastTenThousandOrigins() throws {
+        let members = (0..<40).map { i in [UInt8](repeating: UInt8(0x20 + i), count: 31) + [0x55] }
+        var log = h.founding(genesis: rh.genesis())
+        log.append(h.change(h.origin(h.ownerKey), 3, millis: 4, members.map { h.grant($0, name: "member") }))
+        for key in members {
+            for nonce in UInt64(0)..<UInt64(Limits.originsPerMemberMax) {
+                var c = OriginClaim(origin: Membership.origin(household: h.id, member: key, nonce: nonce), member: key, nonce: nonce, signature: [])
+                c.signature = TestVerifier.sign(Membership.claimMessage(household: h.id, c), key: key)
+                log.append(h.change(c.origin, 1, millis: 5, [.claim(c)]))
+            }
+        }
+        let spouse = try h.replica(1)
+        spouse.signer = h.signer(h.spouseKey)
+        let other = try h.replica(2)
+        for start in stride(from: 0, to: log.count, by: 2_000) {
+            let batch = Array(log[start..<min(start + 2_000, log.count)])
+            try spouse.applySigned(batch)
+            try other.applySigned(batch)
+        }
+        #expect(try spouse.versionVector().count > Limits.cutEntriesMax)
+        let transfer = try spouse.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 40) {
+            TestVerifier.sign($0, key: rh.recoveryKey)
+        }
+        // It names the origins that carry the former owner's records, not the 10,243 of the vector.
+        #expect(transfer.seen == [h.origin(h.ownerKey): 3])
+        #expect(try spouse.ownership()?.owner == h.spouseKey)
+        #expect(try spouse.verify().isIntact)
+        // The change that carries it decodes and applies on another laptop.
+        let fresh = try spouse.changes(notCoveredBy: try other.versionVector())
+        #expect(!fresh.isEmpty)
+        for change in fresh { #expect(try RecordCodec.decodeChange(RecordCodec.encode(change)) == change) }
+        try other.applySigned(fresh)
+        #expect(try other.ownership()?.owner == h.spouseKey)
+        #expect(try other.digest() == spouse.digest())
+    }
+}
