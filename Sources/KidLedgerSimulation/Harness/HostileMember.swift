@@ -39,6 +39,16 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     /// under a head it signs itself over that version's chain: a fork only its key can make, up
     /// to six versions a use, so it may pass `Limits.forkVersionsPerSequenceMax`.
     case signedFork
+    /// A thief holding the owner's key (issue 39): a change under a fresh origin it claims with
+    /// the genesis owner's key, carrying a second genesis of the household (same id, owner and
+    /// salt, an earlier creation time, a recovery key of its own) signed by that key, re-signed
+    /// membership (its own grant, signed again by the owner key), and owner transfers signed by its recovery key and by the owner key. Each use a new origin,
+    /// at most ``HostileState/ownerKeyUsesMax`` uses in all.
+    case stolenOwnerKey
+    /// Equivocating chain heads of the owner key: another version of the thief's owner-key change
+    /// (same origin and sequence, another stamp), under a head the owner key signs over that
+    /// version's chain (a fork of an origin the owner key claims).
+    case ownerKeyEquivocation
 
     /// Whether it alters or adds frames (``writeAfterRevocation`` writes real changes instead).
     var altersFrames: Bool { self != .writeAfterRevocation }
@@ -81,6 +91,13 @@ struct HostileState {
     var forkVersions: UInt64 = 0
     /// How many versions below its revocation's cut ``HostileStrategy/writeAfterRevocation`` wrote.
     var forksBelowCut = 0
+    /// The owner-key changes ``HostileStrategy/stolenOwnerKey`` and
+    /// ``HostileStrategy/ownerKeyEquivocation`` made (the last one is forked), and how many uses.
+    var ownerKeyChanges: [Change] = []
+    var ownerKeyUses = 0
+    /// At most this many uses of the owner key a run: each claims an origin for the owner key
+    /// (far below `Limits.originsPerMemberMax`) or forks one (far below `Limits.forkVersionsPerSequenceMax`).
+    static let ownerKeyUsesMax = 3
 
     /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
     var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
@@ -167,6 +184,11 @@ extension Simulator {
                     let head = signedHead(of: version, after: previous, by: nodes[state.node].member.signer).head
                     out.append(Message.changes([version], isLast: false, heads: [head]).frame())
                 }
+            case .stolenOwnerKey, .ownerKeyEquivocation:
+                guard case .changes? = message, state.ownerKeyUses < HostileState.ownerKeyUsesMax,
+                      let crafted = ownerKeyChange(strategy, &state, replica) else { break }
+                state.ownerKeyUses += 1
+                out.append(Message.changes([crafted.change], isLast: false, heads: [crafted.head]).frame())
             case .writeAfterRevocation:
                 break
             }
@@ -255,6 +277,45 @@ extension Simulator {
         }
         let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
         return (change, signedHead(of: change, after: previous, by: signer).head)
+    }
+
+    /// A change of a thief holding the genesis owner's key (``HostileStrategy/stolenOwnerKey``,
+    /// ``HostileStrategy/ownerKeyEquivocation``), under the head that key signs. Everything it
+    /// carries is forged on every honest replica whatever the ownership: the second genesis (not
+    /// the pinned one), the transfers (not signed by the household's recovery key); the hostile
+    /// member's own grant, re-signed, counts only while the owner key owns and makes
+    /// nobody a member who was not.
+    func ownerKeyChange(_ strategy: HostileStrategy, _ state: inout HostileState, _ replica: Replica)
+        -> (change: Change, head: SignedHead)? {
+        let thief = nodes[0].member
+        let signer = share.signer(for: thief)
+        let zero = [UInt8](repeating: 0, count: 16)
+        if strategy == .ownerKeyEquivocation, var version = state.ownerKeyChanges.last {
+            version.hlc.counter &+= 1
+            state.ownerKeyChanges.append(version)
+            log("\(nodes[state.node].name) signs another version of \(version.origin):1 with the owner key")
+            return (version, signedHead(of: version, after: zero, by: signer).head)
+        }
+        guard let genesis = ((try? replica.genesis()) ?? nil), !genesis.owner.isEmpty,
+              let thiefRecovery = try? share.identity(seed: drawBytes(Identity.seedByteCount)) else { return nil }
+        let now = time.millis + nodes[state.node].skew
+        var second = genesis
+        second.createdAtMillis -= 1
+        second.recovery = thiefRecovery.publicKey.bytes
+        second.signature = share.sign(Membership.genesisMessage(second), by: thief)
+        let claim = signer.claim(household: household, nonce: (1 << 41) + UInt64(state.ownerKeyChanges.count))
+        var ops: [Operation] = [.claim(claim), .createHousehold(second)]
+        ops.append(.grant(share.grant(by: thief, nodes[state.node].member.publicKey, name: nodes[state.node].name,
+                                      household: household, atMillis: now)))
+        for (key, epoch) in [(thiefRecovery, UInt64(1)), (thief, UInt64(99))] {
+            var t = OwnerTransfer(newOwner: thief.publicKey.bytes, epoch: epoch, transferredAtMillis: now, seen: [:], signature: [])
+            t.signature = share.sign(Membership.transferMessage(household: household, t), by: key)
+            ops.append(.transferOwner(t))
+        }
+        let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: ops)
+        state.ownerKeyChanges.append(change)
+        log("\(nodes[state.node].name) signs a second genesis and membership records with the owner key under \(claim.origin)")
+        return (change, signedHead(of: change, after: zero, by: signer).head)
     }
 
     /// `signer`'s head of `change`, whose origin's chain is `previous` before it, and the chain
