@@ -297,25 +297,61 @@ extension Simulator {
             return (version, signedHead(of: version, after: zero, by: signer).head)
         }
         guard let genesis = ((try? replica.genesis()) ?? nil), !genesis.owner.isEmpty,
-              let thiefRecovery = try? share.identity(seed: drawBytes(Identity.seedByteCount)) else { return nil }
+              let theirs = try? secondGenesis(of: genesis, signedBy: thief) else { return nil }
         let now = time.millis + nodes[state.node].skew
-        var second = genesis
-        second.createdAtMillis -= 1
-        second.recovery = thiefRecovery.publicKey.bytes
-        second.signature = share.sign(Membership.genesisMessage(second), by: thief)
         let claim = signer.claim(household: household, nonce: (1 << 41) + UInt64(state.ownerKeyChanges.count))
-        var ops: [Operation] = [.claim(claim), .createHousehold(second)]
+        var ops: [Operation] = [.claim(claim), .createHousehold(theirs.genesis)]
         ops.append(.grant(share.grant(by: thief, nodes[state.node].member.publicKey, name: nodes[state.node].name,
                                       household: household, atMillis: now)))
-        for (key, epoch) in [(thiefRecovery, UInt64(1)), (thief, UInt64(99))] {
-            var t = OwnerTransfer(newOwner: thief.publicKey.bytes, epoch: epoch, transferredAtMillis: now, seen: [:], signature: [])
-            t.signature = share.sign(Membership.transferMessage(household: household, t), by: key)
-            ops.append(.transferOwner(t))
+        for (key, epoch) in [(theirs.recovery, UInt64(1)), (thief, UInt64(99))] {
+            ops.append(.transferOwner(transfer(to: thief.publicKey.bytes, epoch: epoch, at: now, signedBy: key)))
         }
         let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: ops)
         state.ownerKeyChanges.append(change)
         log("\(nodes[state.node].name) signs a second genesis and membership records with the owner key under \(claim.origin)")
         return (change, signedHead(of: change, after: zero, by: signer).head)
+    }
+
+    /// A second creation record of the household `genesis` is the genesis of: the same id, owner
+    /// and salt, created a millisecond earlier, naming a fresh recovery key (returned), signed
+    /// by `owner` (the genesis owner's key, in a thief's hands).
+    func secondGenesis(of genesis: Household, signedBy owner: Identity) throws -> (genesis: Household, recovery: Identity) {
+        let recovery = try share.identity(seed: drawBytes(Identity.seedByteCount))
+        var second = genesis
+        second.createdAtMillis -= 1
+        second.recovery = recovery.publicKey.bytes
+        second.signature = share.sign(Membership.genesisMessage(second), by: owner)
+        return (second, recovery)
+    }
+
+    /// An owner transfer to `newOwner` at `epoch`, seeing nothing, signed by `key`.
+    func transfer(to newOwner: [UInt8], epoch: UInt64, at millis: Int64, signedBy key: Identity) -> OwnerTransfer {
+        var t = OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: millis, seen: [:], signature: [])
+        t.signature = share.sign(Membership.transferMessage(household: household, t), by: key)
+        return t
+    }
+
+    /// A scenario's `rX second-genesis` (``Scenario/Action/secondGenesis``): `node`, holding the
+    /// genesis owner's key (the stolen owner laptop), signs a second genesis naming its own
+    /// recovery key and a transfer to a fresh key signed with it, in a change under a fresh origin
+    /// the owner key claims, and puts it in its own log through the receive path (a modified
+    /// client): its sessions then carry it to every laptop. Every replica forges both.
+    func signSecondGenesis(_ node: SimNode) throws -> String {
+        guard let replica = node.replica, !node.isFrozen, let genesis = try replica.genesis(), !genesis.owner.isEmpty else {
+            return "refused: \(node.name) is down, switched away or holds no owned household"
+        }
+        guard genesis.owner == node.member.publicKey.bytes else { return "refused: \(node.name) does not hold the owner key" }
+        let theirs = try secondGenesis(of: genesis, signedBy: node.member)
+        let accomplice = try share.identity(seed: drawBytes(Identity.seedByteCount))
+        let now = time.millis + node.skew
+        let signer = share.signer(for: node.member)
+        let claim = signer.claim(household: household, nonce: 1 << 42)
+        let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now),
+                            operations: [.claim(claim), .createHousehold(theirs.genesis),
+                                         .transferOwner(transfer(to: accomplice.publicKey.bytes, epoch: 1, at: now, signedBy: theirs.recovery))])
+        let head = signedHead(of: change, after: [UInt8](repeating: 0, count: 16), by: signer).head
+        _ = try replica.applyRemote([change], heads: [head])
+        return "signs a second genesis with the owner key (recovery key \(theirs.recovery.publicKey.fingerprint)) and a transfer to \(accomplice.publicKey.fingerprint) signed with it, under \(claim.origin)"
     }
 
     /// `signer`'s head of `change`, whose origin's chain is `previous` before it, and the chain
