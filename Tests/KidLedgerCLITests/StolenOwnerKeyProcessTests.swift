@@ -15,11 +15,8 @@ import Testing
 /// recovers with the paper secret; the thief's key ends revoked and nothing of it counts.
 @Suite("A thief with the owner's laptop acts first, between real processes")
 struct StolenOwnerKeyProcessTests {
-    static func text(_ o: ProcessOutcome) -> String { o.stdout + o.stderr }
-
-    static func members(_ ledger: TestLedger) throws -> [[String: Any]] {
-        try json(ledger, "members")["members"] as? [[String: Any]] ?? []
-    }
+    static func text(_ o: ProcessOutcome) -> String { RecoveryCLITests.text(o) }
+    static func members(_ ledger: TestLedger) throws -> [[String: Any]] { try RecoveryCLITests.members(ledger) }
 
     /// What the thief's modified client does on the stolen laptop: a second genesis of the
     /// household, naming `recovery`, signed with the owner key the laptop holds, in a change under
