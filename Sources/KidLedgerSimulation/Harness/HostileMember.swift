@@ -354,6 +354,37 @@ extension Simulator {
         return "signs a second genesis with the owner key (recovery key \(theirs.recovery.publicKey.fingerprint)) and a transfer to \(accomplice.publicKey.fingerprint) signed with it, under \(claim.origin)"
     }
 
+    /// A scenario's `rX grow-household MEMBERS` (``Scenario/Action/growHousehold(_:)``): `node`,
+    /// the owner, grants `members` fresh keys through the product's path, and each key's
+    /// `Limits.originsPerMemberMax` origin claims (one change each, under the head the key signs)
+    /// reach its replica through the receive path, as if those laptops had synced to it. Its
+    /// sessions then carry them all: a version vector of more than `Limits.cutEntriesMax` origins
+    /// from 40 members on.
+    func growHousehold(_ node: SimNode, members: Int) throws -> String {
+        guard let replica = node.replica, !node.isFrozen,
+              try replica.ownership()?.owner == node.member.publicKey.bytes else { return "refused: \(node.name) is down, switched away or not the owner" }
+        let now = time.millis + node.skew
+        let keys = try (0..<members).map { _ in try share.identity(seed: drawBytes(Identity.seedByteCount)) }
+        let before = try ownSequence(node)
+        try replica.commitMembership(keys.enumerated().map { i, key in
+            .grant(share.grant(by: node.member, key.publicKey, name: "laptop \(i + 1)", household: household, atMillis: now))
+        })
+        try recordLocalChanges(node, after: before)
+        let zero = [UInt8](repeating: 0, count: 16)
+        for key in keys {
+            let signer = share.signer(for: key)
+            var changes: [Change] = [], heads: [SignedHead] = []
+            for nonce in UInt64(0)..<UInt64(Limits.originsPerMemberMax) {
+                let claim = signer.claim(household: household, nonce: nonce)
+                let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: [.claim(claim)])
+                changes.append(change)
+                heads.append(signedHead(of: change, after: zero, by: signer).head)
+            }
+            _ = try replica.applyRemote(changes, heads: heads)
+        }
+        return "grants \(members) keys; their \(members * Limits.originsPerMemberMax) origins reach it (\(try replica.versionVector().count) origins held)"
+    }
+
     /// `signer`'s head of `change`, whose origin's chain is `previous` before it, and the chain
     /// at `change`.
     func signedHead(of change: Change, after previous: [UInt8], by signer: MemberSigner) -> (head: SignedHead, chain: [UInt8]) {

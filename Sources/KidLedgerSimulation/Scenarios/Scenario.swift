@@ -45,6 +45,11 @@ public struct Scenario: Sendable, Equatable {
         /// signed with that recovery key, in a change under a fresh origin the owner key claims,
         /// and puts it in its log, so its sessions carry it. Refused unless it holds the owner key.
         case secondGenesis
+        /// The step's replica, the owner, grants this many fresh member keys, and each of them
+        /// claims `Limits.originsPerMemberMax` origins (a change each, with its signed head) that
+        /// reach the owner's replica as if those laptops had synced to it: the largest household
+        /// the per-member limits allow, for a recovery during it (issue 39).
+        case growHousehold(Int)
         /// A laptop that already holds its own ledger (another household, with a child of its own)
         /// opens a sync session with the replica: the replica must refuse and nothing is written.
         case foreignSync(Int)
@@ -371,6 +376,10 @@ public struct Scenario: Sendable, Equatable {
             return (r, .revoke(target))
         case "recover": try arity(2, "rX recover"); return (r, .recover)
         case "second-genesis": try arity(2, "rX second-genesis"); return (r, .secondGenesis)
+        case "grow-household":
+            try arity(3, "rX grow-household MEMBERS")
+            guard let n = Int(w[2]), (1...64).contains(n) else { throw fail("grow-household takes MEMBERS from 1 to 64") }
+            return (r, .growHousehold(n))
         case "allowance-set":
             let usage = "rX allowance-set CHILD AMOUNT week|month [on DAY]"
             guard w.count == 5 || (w.count == 7 && w[5] == "on"), let every = ["week": AllowanceRule.Every.week, "month": .month][w[4]] else {

@@ -90,6 +90,7 @@ extension Scenario.Action {
         case .revoke(let target): return [r, "revoke", "r\(target)"]
         case .recover: return [r, "recover"]
         case .secondGenesis: return [r, "second-genesis"]
+        case .growHousehold(let n): return [r, "grow-household", "\(n)"]
         case .foreignSync(let peer): return ["foreign-sync", "r\(peer)"]
         case .allowanceSet(let child, let cents, let every, let day):
             let on = day.map { every == .week ? Allowance.weekdayNames[Int($0) - 1] : String($0) }

@@ -173,6 +173,8 @@ extension Simulator {
             return "owner now (transfer epoch \(epoch)), signed with the recovery secret"
         case .secondGenesis:
             return try signSecondGenesis(node)
+        case .growHousehold(let members):
+            return try growHousehold(node, members: members)
         default:
             return try scriptedOperation(node, action)
         }
