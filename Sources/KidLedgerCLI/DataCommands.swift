@@ -58,7 +58,7 @@ enum DataCommands {
 
     static let verify = CLI.Command(spec: CommandSpec(
         name: "verify", synopsis: "", summary: "check the replica's integrity",
-        details: "Decodes every record, recomputes every index, per-child total and the digest, and checks the\nchange log against the version vector; recomputes the membership, the rejected and forged sets and the\ndigest from the change log alone and compares them with the stored state (in a transaction it rolls back);\nreads every page of the store. Exits 65 when it finds a problem,\n70 when the store is too damaged to read.")) { ctx, _ in
+        details: "Decodes every record, recomputes every index, per-child total and the digest, and checks the\nchange log against the version vector; recomputes the membership, the rejected and forged sets and the\ndigest from the change log alone and compares them with the stored state (in a transaction it rolls back);\nreads every page of the store. Exits 65 when it finds a problem,\n70 when the store is too damaged to read. A second household record signed by the owner's key is not\ndamage: it prints a warning (ownerKeyWarning in --json) and exits 0.")) { ctx, _ in
         let replica = try ctx.openReplica()
         var report = try replica.verify()
         // Below the records: every page of the LMDB file that LMDB can reach.
@@ -69,9 +69,13 @@ enum DataCommands {
                           ("transactions", .int(report.transactions)), ("children", .int(report.children)),
                           ("changes", .int(report.changes)), ("forged", .int(report.forged)),
                           ("forgedHouseholds", .int(report.forgedHouseholds)), ("rejected", .int(report.rejected)),
+                          ("secondGeneses", .int(report.secondGeneses)),
+                          ("ownerKeyWarning", report.ownerKeyCompromised.map { .string($0.sentence) } ?? .null),
                           ("recomputed", .bool(report.recomputationSkipped == nil)),
                           ("digest", .string(report.digest.description))]))
         if let forged = Render.forged(report.forged, households: report.forgedHouseholds) { ctx.say(forged) }
+        // Not damage (the store is intact): a warning that someone else may hold the owner key.
+        if let compromise = report.ownerKeyCompromised { ctx.say("warning: " + compromise.sentence) }
         if let skipped = report.recomputationSkipped {
             ctx.say("note: the state was not recomputed from the change log (the store has no room for the scratch transaction: \(skipped)); free space and run verify again")
         }

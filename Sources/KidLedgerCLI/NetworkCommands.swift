@@ -278,7 +278,12 @@ enum NetworkCommands {
             let first = try replica.device.openInvites().map(\.expiresAtMillis).min() ?? expires
             throw CLIError("\(DeviceState.openInvitesMax) invitations are open here already; use one (each works once) or wait until the first expires at \(ctx.time.stamped(first))", code: .temporaryFailure)
         }
-        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, secret: secret, expiresAtMillis: expires, addresses: addresses).text
+        // The joiner pins this household's one genesis by its hash (docs/SECURITY.md, "One genesis").
+        guard let genesis = try replica.genesisHash() else {
+            throw CLIError("this household was created without membership: it can't invite (create one with `kidledger init`)", code: .dataError)
+        }
+        let code = InviteCode(household: household.id, owner: me.publicKey.bytes, genesis: genesis, secret: secret,
+                              expiresAtMillis: expires, addresses: addresses).text
         // The same invitation's short code: the daemon hands the long code to whoever proves it.
         var short: ShortCode?
         _ = try replica.device.addShortInvite(invitationKey: SecureChannel.invitationKey(secret: secret), code: code, expiresAtMillis: expires) { slot in
@@ -346,7 +351,7 @@ enum NetworkCommands {
         // Only the invited household can become this home's: its genuine genesis names its owner
         // (the inviting device is its current owner, not always the genesis owner after a
         // `recover`).
-        try replica.pinOwnedHousehold(code.household)
+        try replica.pinOwnedHousehold(code.household, genesis: code.genesis)
         var last: SyncDriver.Result?
         for address in code.addresses {
             try replica.device.addPeer(address)
@@ -411,6 +416,9 @@ enum NetworkCommands {
     static func invitation(_ args: ParsedArguments, ctx: Context) throws -> (InviteCode, shortCode: Bool) {
         let text = args.positionals[0]
         let shortOptions = ["address", "discovery-port", "wait"].filter { args.values[$0] != nil }
+        if InviteCode.isOlderVersion(text) {
+            throw CLIError("that invitation was made by an older kidledger (it does not name the household's genesis); ask for a new one with `kidledger invite`", code: .dataError)
+        }
         if let code = InviteCode(text: text) {
             guard shortOptions.isEmpty else {
                 throw CLIError.usage("--\(shortOptions[0]) is for a short code; a long code (KL1-…) carries the addresses itself")

@@ -424,6 +424,7 @@ struct StatusReport {
         }
         if sameID.count > Self.sameIDLinesMax { lines.append("and \(sameID.count - Self.sameIDLinesMax) more (see `kidledger conflicts`)") }
         if let forged = Render.forged(membership.forged, households: membership.forgedHouseholds) { lines.append(forged) }
+        if let compromise = membership.ownerKeyCompromised { lines.append("warning: " + compromise.sentence) }
         if let o = ownership, o.epoch > 0 {
             lines.append("owner: key \(PublicKey(bytes: o.owner)?.fingerprint ?? "?") since owner transfer \(o.epoch) (recovered with the recovery secret)")
         }
@@ -446,6 +447,8 @@ struct StatusReport {
                  ("conflicts", .int(counts.conflicts)), ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
                  ("sameNames", Render.sameNames(Replica.sameNameGroups(children))),
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),
+                 ("secondGeneses", .int(membership.secondGeneses)),
+                 ("ownerKeyWarning", membership.ownerKeyCompromised.map { .string($0.sentence) } ?? .null),
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
                  ("laptops", laptopsJSON()), ("answeredWindowMillis", .int(Self.answeredWindowMillis)),

@@ -238,6 +238,17 @@ public enum Membership {
         return Array("kidledger genesis v1".utf8) + RecordCodec.encodeRecord(unsigned)
     }
 
+    /// Bytes of ``genesisHash(_:)``.
+    public static let genesisHashBytes = 32
+
+    /// What pins a household's one genesis (issue 39): SHA-256 of "kidledger genesis hash v1" and
+    /// the record's canonical encoding, signature included. Every replica pins the hash of the
+    /// genesis it was created or joined with (the invitation carries it), and every other creation
+    /// record of the household, whoever signed it, is forged.
+    public static func genesisHash(_ h: Household) -> [UInt8] {
+        SHA256.hash(Array("kidledger genesis hash v1".utf8) + RecordCodec.encodeRecord(h))
+    }
+
     /// Why `h` is not a genuine genesis, or nil: an owned one must have an id derived from its
     /// owner key and salt and carry the owner's signature; one without an owner carries neither
     /// salt nor signature (whether a replica accepts it is its pin's business).

@@ -25,8 +25,9 @@ public enum Limits {
     /// Most entries in the cut (`seen`) of a revocation or an owner transfer. A revocation's cut
     /// names only the origins of the member it ends (`Replica.cut(of:)`), so a member that floods
     /// the household with origins of its own cannot make its revocation too large to decode. A
-    /// transfer's covers every origin (a former owner's signatures travel in any origin's changes):
-    /// in a household of more origins than this, a recovery's transfer does not decode.
+    /// transfer's names only the origins that carry owner-signed records (`Replica.transferSeen`:
+    /// the owners' own origins, then those whose changes relay a grant or revocation), so a
+    /// recovery works in a household of any number of origins.
     public static let cutEntriesMax = 10_000
     /// Most origins one member key may claim. A laptop takes one when it joins and one more each
     /// time its files are restored from an older copy; a member with more is flooding the

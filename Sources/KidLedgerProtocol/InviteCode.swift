@@ -3,14 +3,18 @@ import KidLedgerDomain
 /// A one-time, expiring invitation to join a household: what the joiner needs to reach the
 /// household (addresses, household id) and a secret the inviter checks once.
 ///
-/// Text form: `KL1-` followed by base64url (no padding) of: version u8 (1), household id (16),
-/// owner key (32), secret (16), expiry millis zigzag, address count varint (1...8), addresses as
-/// strings. The owner key lets the joiner authenticate the inviting device.
+/// Text form: `KL1-` followed by base64url (no padding) of: version u8 (2), household id (16),
+/// owner key (32), genesis hash (32), secret (16), expiry millis zigzag, address count varint
+/// (1...8), addresses as strings. The owner key lets the joiner authenticate the inviting device;
+/// the genesis hash pins the one creation record the joiner applies (any other, even one the
+/// owner key signed, is forged). Version 1 (no genesis hash) is refused: ``isOlderVersion(_:)``.
 public struct InviteCode: Equatable, Sendable {
     /// The household to join.
     public var household: RecordID
     /// The household owner's account key (32 bytes): the inviting device must prove it.
     public var owner: [UInt8]
+    /// ``Membership/genesisHash(_:)`` of the household's genesis (32 bytes): the joiner pins it.
+    public var genesis: [UInt8]
     /// The one-time secret.
     public var secret: [UInt8]
     /// When the invitation expires, Unix milliseconds.
@@ -22,9 +26,10 @@ public struct InviteCode: Equatable, Sendable {
     public static let addressesMax = 8
 
     /// Creates a code.
-    public init(household: RecordID, owner: [UInt8], secret: [UInt8], expiresAtMillis: Int64, addresses: [String]) {
+    public init(household: RecordID, owner: [UInt8], genesis: [UInt8], secret: [UInt8], expiresAtMillis: Int64, addresses: [String]) {
         self.household = household
         self.owner = owner
+        self.genesis = genesis
         self.secret = secret
         self.expiresAtMillis = expiresAtMillis
         self.addresses = addresses
@@ -33,9 +38,10 @@ public struct InviteCode: Equatable, Sendable {
     /// The text to hand to the other device.
     public var text: String {
         var w = ByteWriter(capacity: 64)
-        w.write(1)
+        w.write(Self.version)
         w.write(id: household)
         w.write(raw: owner)
+        w.write(raw: genesis)
         w.write(raw: secret)
         w.write(zigzag: expiresAtMillis)
         w.write(varint: UInt64(addresses.count))
@@ -50,9 +56,10 @@ public struct InviteCode: Equatable, Sendable {
         text = text.dropFirst(4)
         guard text.count <= 2_000, let bytes = Base64URL.decode(String(text)) else { return nil }
         var r = ByteReader(bytes)
-        guard (try? r.readByte()) == 1,
+        guard (try? r.readByte()) == Self.version,
               let household = try? r.readID(),
               let owner = try? r.readRaw(count: 32),
+              let genesis = try? r.readRaw(count: Membership.genesisHashBytes),
               let secret = try? r.readRaw(count: 16),
               let expiry = try? r.readZigzag(),
               let count = try? r.readVarint(), count >= 1, count <= UInt64(Self.addressesMax) else { return nil }
@@ -62,7 +69,20 @@ public struct InviteCode: Equatable, Sendable {
             addresses.append(a)
         }
         guard r.isAtEnd else { return nil }
-        self.init(household: household, owner: owner, secret: secret, expiresAtMillis: expiry, addresses: addresses)
+        self.init(household: household, owner: owner, genesis: genesis, secret: secret, expiresAtMillis: expiry, addresses: addresses)
+    }
+
+    /// The format version this code writes and reads.
+    public static let version: UInt8 = 2
+
+    /// Whether `raw` is a well-encoded invitation of an older format (version 1, without the
+    /// genesis hash): `join` says to ask for a new one instead of "not an invitation".
+    public static func isOlderVersion(_ raw: String) -> Bool {
+        var text = Substring(raw.filter { !$0.isWhitespace })
+        guard text.hasPrefix("KL1-") else { return false }
+        text = text.dropFirst(4)
+        guard text.count <= 2_000, let bytes = Base64URL.decode(String(text)) else { return false }
+        return bytes.first == 1
     }
 }
 

@@ -165,23 +165,30 @@ extension Replica {
     }
 
     /// Why this replica does not apply the genesis `h`, or nil (then it is pinned, if it was not).
-    /// Only the genesis of the pinned household, with the pinned owner and that owner's signature,
-    /// is applied; a replica without a pin takes the first genuine genesis it applies (`init` and
-    /// `join` pin before any other record can arrive). Every other household record is forged.
+    /// Only the one genesis of the pinned household is applied: the pinned owner's, signed by it,
+    /// and the exact record the pin names (``Membership/genesisHash(_:)``: the invitation's, or
+    /// the first genuine one a replica applies, `init`'s own). Every other household record is
+    /// forged; another genuine creation record of the pinned household (it can only be signed by
+    /// the genesis owner's key) is ``ForgedReason/secondGenesis``: evidence that the key is in
+    /// someone else's hands, which `status` and `verify` show. A replica without a pin takes the
+    /// first genuine genesis it applies (`init` and `join` pin before any other record can arrive).
     static func genesisProblem(_ h: Household, in context: ApplyContext) throws -> String? {
         if let problem = Membership.genesisProblem(h, verifier: context.verifier) { return problem }
+        let hash = Membership.genesisHash(h)
         guard let pin = try pinnedHousehold(context.store) else {
-            try pin(h.id, owner: h.owner, in: context.store)
+            try pin(h.id, owner: h.owner, genesis: hash, in: context.store)
             return nil
         }
         if pin.id != h.id { return ForgedReason.otherGenesis }
-        if pin.ownerPending {
-            // `join`'s pin: the genuine owned genesis of the id names its owner.
-            if h.owner.isEmpty { return "household genesis without the pinned owner" }
-            try Self.pin(h.id, owner: h.owner, in: context.store)
-            return nil
+        if pin.ownerPending ? h.owner.isEmpty : pin.owner != h.owner { return "household genesis without the pinned owner" }
+        if h.owner.isEmpty { return nil }
+        if let pinned = pin.genesis {
+            if pinned != hash { return ForgedReason.secondGenesis }
+        } else if let stored = try context.store.get(Tables.households, Keys.id(h.id)), stored != RecordCodec.encodeRecord(h) {
+            // Pinned without its hash (by `pinHousehold`), and the first genuine one is applied.
+            return ForgedReason.secondGenesis
         }
-        if pin.owner != h.owner { return "household genesis without the pinned owner" }
+        if pin.ownerPending || pin.genesis == nil { try Self.pin(h.id, owner: h.owner, genesis: hash, in: context.store) }
         return nil
     }
 
@@ -356,6 +363,8 @@ extension Replica {
                        Tables.pendingClaims, Tables.childCreations]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
+        // A pin that does not name its genesis yet names the one applied (never the first in log order).
+        _ = try completeGenesisPin(replica: nil, in: w)
         for table in derived { try w.clear(table) }
         var digest = Digest256.zero
         var log: [(change: Change, version: [UInt8], encoded: [UInt8])] = []
@@ -428,19 +437,55 @@ extension Replica {
     /// forged or other households' geneses), and how many changes the revocation rule rejected.
     public func membershipCounts() throws -> MembershipCounts {
         try store.read { r in
-            MembershipCounts(forged: try r.count(Tables.forged), forgedHouseholds: try Self.forgedHouseholds(r),
-                             rejected: try r.count(Tables.rejected))
+            let (households, second) = try Self.forgedHouseholds(r)
+            return MembershipCounts(forged: try r.count(Tables.forged), forgedHouseholds: households, secondGeneses: second,
+                                    rejected: try r.count(Tables.rejected), ownerKeyCompromised: try Self.ownerKeyCompromise(r))
         }
     }
 
-    /// How many entries of the forged table are household records.
-    static func forgedHouseholds(_ r: any KeyValueReader) throws -> Int {
-        var count = 0
+    /// How many entries of the forged table are household records, and of them second geneses
+    /// (``ForgedReason/secondGenesis``).
+    static func forgedHouseholds(_ r: any KeyValueReader) throws -> (households: Int, secondGeneses: Int) {
+        var count = 0, second = 0
+        let secondReason = Array(ForgedReason.secondGenesis.utf8)
         try r.scan(Tables.forged) { _, reason in
             if reason.starts(with: ForgedReason.householdPrefix) { count += 1 }
+            if reason == secondReason { second += 1 }
             return true
         }
-        return count
+        return (count, second)
+    }
+
+    /// What a second genesis in the log says (nil: none): the genesis owner's key signed a
+    /// second household record, so someone else may hold it. ``OwnerKeyCompromise/current``: that
+    /// key still owns the household (run `recover`); ``OwnerKeyCompromise/former``: a recovery
+    /// has since made another key the owner, and the record changes nothing.
+    static func ownerKeyCompromise(_ r: any KeyValueReader) throws -> OwnerKeyCompromise? {
+        let secondReason = Array(ForgedReason.secondGenesis.utf8)
+        var found = false
+        try r.scan(Tables.forged) { _, reason in
+            found = reason == secondReason
+            return !found
+        }
+        guard found else { return nil }
+        guard let ownership = try readOwnership(r) else { return .current }
+        return ownership.current == ownership.genesisOwner ? .current : .former
+    }
+}
+
+/// Whose key a second genesis shows in someone else's hands (``MembershipCounts/ownerKeyCompromised``).
+public enum OwnerKeyCompromise: String, Equatable, Sendable {
+    /// The current owner's: run `recover` if that laptop was lost.
+    case current
+    /// A former owner's: a recovery already replaced it, and its records change nothing.
+    case former
+
+    /// The plain sentence `status`, `verify` and the page show.
+    public var sentence: String {
+        switch self {
+        case .current: "the owner's key signed a second household record: if that laptop was lost, run recover"
+        case .former: "the former owner's key signed a second household record; the recovery replaced that key, and nothing it signs counts"
+        }
     }
 }
 
@@ -450,14 +495,21 @@ public struct MembershipCounts: Equatable, Sendable {
     public var forged: Int
     /// Of them, household records (a forged genesis or another household's).
     public var forgedHouseholds: Int
+    /// Of them, second geneses: creation records of this household, signed by its owner key,
+    /// that are not its pinned genesis.
+    public var secondGeneses: Int
     /// Changes the revocation rule rejected.
     public var rejected: Int
+    /// Whether a second genesis shows the owner key in someone else's hands (nil: it does not).
+    public var ownerKeyCompromised: OwnerKeyCompromise?
 
     /// Creates counts.
-    public init(forged: Int, forgedHouseholds: Int, rejected: Int) {
+    public init(forged: Int, forgedHouseholds: Int, secondGeneses: Int = 0, rejected: Int, ownerKeyCompromised: OwnerKeyCompromise? = nil) {
         self.forged = forged
         self.forgedHouseholds = forgedHouseholds
+        self.secondGeneses = secondGeneses
         self.rejected = rejected
+        self.ownerKeyCompromised = ownerKeyCompromised
     }
 }
 
@@ -467,6 +519,9 @@ enum ForgedReason {
     static let householdPrefix = Array("household ".utf8)
     /// A genuine genesis, but of a household other than the pinned one.
     static let otherGenesis = "household genesis of another household"
+    /// A genuine creation record of the pinned household that is not its pinned genesis: only the
+    /// genesis owner's key signs one, so whoever holds that key signed a second household record.
+    static let secondGenesis = "household record signed by the owner's key that is not this household's genesis"
 }
 
 /// Reasons stored in the rejected table.

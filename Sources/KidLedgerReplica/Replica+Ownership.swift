@@ -124,9 +124,9 @@ extension Replica {
 
     /// Makes `newOwner` the household's owner with its recovery key: `recoveryKey` is the public
     /// key of the recovery secret and `sign` signs with it. The transfer's epoch is one more than
-    /// the highest this replica knows, and it covers this replica's version vector: what a former
-    /// owner signed that this replica holds stays valid, anything else a former owner key signs
-    /// is forged from now on. Applied through the one apply path (every replica then agrees).
+    /// the highest this replica knows, and it covers this replica's version vector on the origins
+    /// that carry owner-signed records (``transferSeen(_:_:_:)``): what a former owner signed that
+    /// this replica holds stays valid, anything else a former owner key signs is forged from now on. Applied through the one apply path (every replica then agrees).
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` when the household has no membership or no recovery
     ///   key, when `recoveryKey` is not the household's, or when `newOwner` already owns it.
@@ -148,12 +148,47 @@ extension Replica {
                 highest = Bytes.u64(Array(key.prefix(8))) ?? 0
                 return false
             }
-            let seen = try Self.versionVector(w, queryCache)
+            let seen = try Self.transferSeen(ownership, w, queryCache)
             var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen, signature: [])
             t.signature = sign(Membership.transferMessage(household: ownership.household, t))
             return ([.transferOwner(t)], t)
         }
         return transfer
+    }
+
+    /// What an owner transfer covers (its `seen`): this replica's version vector on the origins
+    /// whose changes can carry a record the ending owner signed (a grant or a revocation: only those
+    /// are judged by ``Ownership/signedByOwner(of:forkedFrom:_:)``), never the whole vector, so a
+    /// transfer stays within ``Limits/cutEntriesMax`` entries however many origins the household
+    /// has (issue 39: with more than 10,000 origins a full vector did not decode, and `recover`
+    /// failed). Those origins: every origin a key that owned the household claims, then every
+    /// other origin whose changes in the log carry a grant or a revocation (a refused laptop
+    /// records the revocation it learned in a change of its own), the smallest first, up to the
+    /// limit. A former owner's record relayed beyond the limit (only a flood makes one) is forged.
+    /// Reads the change log once: `recover` is rare, and local.
+    static func transferSeen(_ ownership: Ownership, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
+        let vector = try versionVector(r, queries)
+        let owners = Set(ownership.terms.map { ByteKey($0.owner) })
+        var owned: [ReplicaID] = []
+        try r.scan(Tables.claims) { key, value in
+            if owners.contains(ByteKey(value)), let raw = Bytes.u64(key) { owned.append(ReplicaID(raw)) }
+            return true
+        }
+        let ownedSet = Set(owned)
+        var carriers = Set<ReplicaID>()
+        try r.scan(Tables.changes) { key, value in
+            guard let raw = Bytes.u64(Array(key.prefix(8))), !ownedSet.contains(ReplicaID(raw)), !carriers.contains(ReplicaID(raw)) else { return true }
+            let change = try decodeLogEntry(value)
+            if change.operations.contains(where: { switch $0 { case .grant, .revoke: true; default: false } }) {
+                carriers.insert(change.origin)
+            }
+            return true
+        }
+        var seen: VersionVector = [:]
+        for origin in owned.sorted() + carriers.sorted() where seen.count < Limits.cutEntriesMax {
+            if let held = vector[origin] { seen[origin] = held }
+        }
+        return seen
     }
 
     /// Verifies and stores an owner transfer of a change (the caller has checked that the

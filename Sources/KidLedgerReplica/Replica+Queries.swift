@@ -89,62 +89,104 @@ extension Replica {
 
     /// The household this replica belongs to (see `Keys.household`), or nil before it knows one.
     /// Its pin never changes once set (but for `join`'s, which learns its owner from the genesis
-    /// in the transaction that stores it), and is set in the transaction that stores the first
+    /// in the transaction that stores it, and a pin that learns its genesis's hash with the first
+    /// genuine genesis it applies), and is set in the transaction that stores the first
     /// household record or before it, so ``household(_:)`` may keep its answer on the households
     /// and registers tables alone. `ownerPending`: the owner is not known yet (then `owner` is empty),
-    /// only that the household has one.
-    static func pinnedHousehold(_ r: any KeyValueReader) throws -> (id: RecordID, owner: [UInt8], ownerPending: Bool)? {
+    /// only that the household has one. `genesis`: the ``Membership/genesisHash(_:)`` of the one
+    /// genesis this replica applies (owned households; nil until known, see ``HouseholdPin``).
+    static func pinnedHousehold(_ r: any KeyValueReader) throws -> HouseholdPin? {
         guard let raw = try r.get(Tables.meta, Keys.household) else { return nil }
-        if raw.count == 17 && raw[16] == ownerPendingMark { return (Keys.id(in: raw, at: 0), [], true) }
-        guard raw.count == 16 || raw.count == 16 + Membership.keyBytes else { throw LedgerError.corrupted("household pin") }
-        return (Keys.id(in: raw, at: 0), Array(raw.dropFirst(16)), false)
+        return try HouseholdPin(decoding: raw)
     }
 
     /// The pin and the stored record (undecoded) of the pinned household, or nil until both are
     /// here: only the pinned household's genesis is ever applied.
-    static func pinnedHouseholdRecord(_ r: any KeyValueReader) throws
-        -> (pin: (id: RecordID, owner: [UInt8], ownerPending: Bool), record: [UInt8])? {
+    static func pinnedHouseholdRecord(_ r: any KeyValueReader) throws -> (pin: HouseholdPin, record: [UInt8])? {
         guard let pin = try pinnedHousehold(r), let record = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
         return (pin, record)
     }
 
-    /// The pin's last byte when its owner is learned from the genesis.
-    static let ownerPendingMark: UInt8 = 1
+    /// The ``Membership/genesisHash(_:)`` of this replica's household's genesis (what an
+    /// invitation carries), or nil for a household without membership or before `init`/`join`.
+    public func genesisHash() throws -> [UInt8]? {
+        try store.read { r in
+            guard let pin = try Self.pinnedHousehold(r), pin.ownerPending || !pin.owner.isEmpty else { return nil }
+            if let hash = pin.genesis { return hash }
+            guard let raw = try r.get(Tables.households, Keys.id(pin.id)) else { return nil }
+            do { return Membership.genesisHash(try RecordCodec.decodeHousehold(raw)) } catch {
+                throw LedgerError.corrupted("household record")
+            }
+        }
+    }
 
     /// Pins the household this replica belongs to: from then on only the genesis of `id`, owned by
-    /// `owner` (empty: a household without membership) and signed by it, is applied; every other
-    /// household record is forged.
+    /// `owner` (empty: a household without membership), signed by it and, with `genesis`, whose
+    /// ``Membership/genesisHash(_:)`` is `genesis` (without: the first genuine one it applies), is
+    /// applied; every other household record is forged.
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` when the replica already belongs to another household.
-    public func pinHousehold(_ id: RecordID, owner: [UInt8]) throws {
-        try store.write { w in try Self.pin(id, owner: owner, in: w) }
+    public func pinHousehold(_ id: RecordID, owner: [UInt8], genesis: [UInt8]? = nil) throws {
+        try store.write { w in try Self.pin(id, owner: owner, genesis: genesis, in: w) }
     }
 
     /// Pins an owned household whose owner this replica learns from its genesis (`join` does,
     /// before its first sync, from the invitation: the inviting device is the current owner,
-    /// which an owner transfer may have made another key than the genesis owner). Only a genuine
-    /// owned genesis of `id` is then applied: its id is derived from its owner key and salt and it
-    /// is signed by that owner, so no other key can produce one; it completes the pin.
-    public func pinOwnedHousehold(_ id: RecordID) throws {
+    /// which an owner transfer may have made another key than the genesis owner). Only the genesis
+    /// of `id` whose ``Membership/genesisHash(_:)`` is `genesis` (the invitation's) is then
+    /// applied, and only if genuine: its id is derived from its owner key and salt and it is
+    /// signed by that owner; it completes the pin. Any other creation record of `id`, even one the
+    /// owner key signed, is forged (a second genesis: the owner key is compromised).
+    public func pinOwnedHousehold(_ id: RecordID, genesis: [UInt8]) throws {
+        guard genesis.count == Membership.genesisHashBytes else { throw LedgerError.invalid("a genesis hash is 32 bytes") }
         try store.write { w in
             if let pin = try Self.pinnedHousehold(w) {
-                guard pin.id == id, pin.ownerPending || !pin.owner.isEmpty else {
+                guard pin.id == id, pin.ownerPending || !pin.owner.isEmpty, pin.genesis == nil || pin.genesis == genesis else {
                     throw LedgerError.invalid("this replica belongs to household \(pin.id), not \(id)")
                 }
+                if pin.genesis == nil { try w.put(Tables.meta, Keys.household, HouseholdPin(id: id, owner: pin.owner, ownerPending: pin.ownerPending, genesis: genesis).encoded) }
                 return
             }
-            try w.put(Tables.meta, Keys.household, Keys.id(id) + [Self.ownerPendingMark])
+            try w.put(Tables.meta, Keys.household, HouseholdPin(id: id, owner: [], ownerPending: true, genesis: genesis).encoded)
         }
     }
 
-    static func pin(_ id: RecordID, owner: [UInt8], in w: any KeyValueWriter) throws {
+    static func pin(_ id: RecordID, owner: [UInt8], genesis: [UInt8]? = nil, in w: any KeyValueWriter) throws {
+        var genesis = owner.isEmpty ? nil : genesis
         if let pin = try pinnedHousehold(w) {
-            guard pin.id == id && (pin.owner == owner || (pin.ownerPending && !owner.isEmpty)) else {
+            guard pin.id == id && (pin.owner == owner || (pin.ownerPending && !owner.isEmpty)),
+                  pin.genesis == nil || genesis == nil || pin.genesis == genesis else {
                 throw LedgerError.invalid("this replica belongs to household \(pin.id), not \(id)")
             }
-            if !pin.ownerPending { return }
+            if !pin.ownerPending && (pin.genesis != nil || genesis == nil) { return }
+            genesis = genesis ?? pin.genesis
         }
-        try w.put(Tables.meta, Keys.household, Keys.id(id) + owner)
+        try w.put(Tables.meta, Keys.household, HouseholdPin(id: id, owner: owner, ownerPending: false, genesis: genesis).encoded)
+    }
+
+    /// Completes a pin that does not name its genesis yet while the households table holds the
+    /// pinned household's record: a store written before genesis pinning (issue 39) pins the
+    /// genesis it holds, the one it shows today. When its log holds other versions of that genesis
+    /// (kept as same-id conflicts before: someone holding the owner key signed a second one), the
+    /// version this replica's own origin wrote (the laptop that created the household) is pinned
+    /// if there is one (`origin` nil: the stored one). Returns whether another version than the stored one was pinned, or the
+    /// log holds several (then the caller rebuilds: they are judged again, as forged).
+    static func completeGenesisPin(replica origin: ReplicaID?, in w: any KeyValueWriter) throws -> Bool {
+        guard let pin = try pinnedHousehold(w), !pin.ownerPending, !pin.owner.isEmpty, pin.genesis == nil,
+              let stored = try w.get(Tables.households, Keys.id(pin.id)) else { return false }
+        var chosen = stored
+        var others = false
+        try w.scan(Tables.conflicts, prefix: [Conflict.household] + Keys.id(pin.id)) { _, value in
+            others = true
+            let loser = try decodeConflictValue(value)
+            if loser.origin == origin { chosen = loser.payload }
+            return true
+        }
+        let genesis: Household
+        do { genesis = try RecordCodec.decodeHousehold(chosen) } catch { throw LedgerError.corrupted("household record") }
+        try w.put(Tables.meta, Keys.household,
+                  HouseholdPin(id: pin.id, owner: pin.owner, ownerPending: false, genesis: Membership.genesisHash(genesis)).encoded)
+        return others
     }
 
     static func requireHousehold(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary {
@@ -781,5 +823,47 @@ extension Replica {
         // The totals are keyed by child id, in the same order: one pass, joined on the id.
         try Self.joinTotals(keys, r) { j, value in result[Keys.id(in: keys[j], at: 0)] = try Aggregate.decode(value) }
         return result
+    }
+}
+
+/// The household a replica belongs to, as `Keys.household` stores it: the household id (16),
+/// then for an owned household the owner key (32) or, while `join` waits for the genesis, one
+/// byte (``ownerPendingMark``), then the genesis hash (32) once known. A store written before
+/// genesis pinning holds no hash: ``Replica/completeGenesisPin(replica:in:)`` adds it when it is
+/// opened. Unowned households (no membership) pin their id alone.
+struct HouseholdPin: Equatable {
+    var id: RecordID
+    /// The genesis owner; empty while pending or without membership.
+    var owner: [UInt8]
+    var ownerPending: Bool
+    /// ``Membership/genesisHash(_:)`` of the one genesis applied, or nil until known.
+    var genesis: [UInt8]?
+
+    /// The byte that stands for the owner while `join` waits for the genesis.
+    static let ownerPendingMark: UInt8 = 1
+
+    init(id: RecordID, owner: [UInt8], ownerPending: Bool, genesis: [UInt8]?) {
+        self.id = id
+        self.owner = owner
+        self.ownerPending = ownerPending
+        self.genesis = genesis
+    }
+
+    init(decoding raw: [UInt8]) throws {
+        let hash = Membership.genesisHashBytes, key = Membership.keyBytes
+        guard raw.count >= 16 else { throw LedgerError.corrupted("household pin") }
+        id = Keys.id(in: raw, at: 0)
+        switch raw.count {
+        case 16: (owner, ownerPending, genesis) = ([], false, nil)
+        case 17 where raw[16] == Self.ownerPendingMark: (owner, ownerPending, genesis) = ([], true, nil)
+        case 17 + hash where raw[16] == Self.ownerPendingMark: (owner, ownerPending, genesis) = ([], true, Array(raw.suffix(hash)))
+        case 16 + key: (owner, ownerPending, genesis) = (Array(raw[16..<16 + key]), false, nil)
+        case 16 + key + hash: (owner, ownerPending, genesis) = (Array(raw[16..<16 + key]), false, Array(raw.suffix(hash)))
+        default: throw LedgerError.corrupted("household pin")
+        }
+    }
+
+    var encoded: [UInt8] {
+        Keys.id(id) + (ownerPending ? [Self.ownerPendingMark] : owner) + (genesis ?? [])
     }
 }

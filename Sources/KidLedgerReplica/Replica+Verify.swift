@@ -16,6 +16,12 @@ public struct VerifyReport: Equatable, Sendable {
     public var forged = 0
     /// Of them, household records (a forged genesis, or another household's).
     public var forgedHouseholds = 0
+    /// Of them, second geneses (creation records of this household its owner key signed that
+    /// are not its pinned genesis).
+    public var secondGeneses = 0
+    /// What a second genesis shows (``OwnerKeyCompromise/sentence``), or nil: not a damaged
+    /// store, a warning.
+    public var ownerKeyCompromised: OwnerKeyCompromise?
     /// Changes the revocation rule rejected.
     public var rejected = 0
     /// Why the state could not be recomputed from the change log (the store could not start the
@@ -109,7 +115,8 @@ extension Replica {
 
             if try r.count(Tables.households) > 1 { problem("the households table holds more than one household") }
             report.forged = try r.count(Tables.forged)
-            report.forgedHouseholds = try Self.forgedHouseholds(r)
+            (report.forgedHouseholds, report.secondGeneses) = try Self.forgedHouseholds(r)
+            report.ownerKeyCompromised = try Self.ownerKeyCompromise(r)
             report.rejected = try r.count(Tables.rejected)
             try r.scan(Tables.households) { key, value in
                 if let h = try? RecordCodec.decodeHousehold(value), Keys.id(h.id) == key {
@@ -225,7 +232,10 @@ extension Replica {
                 var pin = Keys.id(RecordID(high: .max, low: .max))
                 var damaged = false
                 try w.scan(Tables.households) { _, value in
-                    if let h = try? RecordCodec.decodeHousehold(value) { pin = Keys.id(h.id) + h.owner } else { damaged = true }
+                    if let h = try? RecordCodec.decodeHousehold(value) {
+                        pin = HouseholdPin(id: h.id, owner: h.owner, ownerPending: false,
+                                           genesis: h.owner.isEmpty ? nil : Membership.genesisHash(h)).encoded
+                    } else { damaged = true }
                     return false
                 }
                 if damaged { throw Rollback(problems: []) }  // reported by the read checks

@@ -54,6 +54,7 @@ public final class Replica {
             }
             guard let id = existing.1 else { throw LedgerError.corrupted("replica id missing") }
             replicaID = ReplicaID(id)
+            try completeGenesisPin()
         } else {
             var generator = random
             let fresh = ReplicaID(generator.next() | 1)
@@ -66,6 +67,30 @@ public final class Replica {
                 try w.put(Tables.meta, Keys.digest, Digest256.zero.bytes)
                 return fresh
             }
+        }
+    }
+
+    /// A store written before genesis pinning (issue 39) pins the genesis it holds when it is
+    /// first opened (``completeGenesisPin(replica:in:)``; docs/SECURITY.md, "One genesis"); when
+    /// its log holds several, the derived state is recomputed so the others count as forged. A
+    /// store opened read-only keeps deriving the pin from its stored genesis until a writer opens it.
+    private func completeGenesisPin() throws {
+        let needed = try store.read { r -> Bool in
+            guard let pin = try Self.pinnedHousehold(r) else { return false }
+            guard pin.genesis == nil && !pin.owner.isEmpty && !pin.ownerPending else { return false }
+            return try r.get(Tables.households, Keys.id(pin.id)) != nil
+        }
+        guard needed else { return }
+        let (origin, now, verifier, preparer, queries) = (replicaID, clock.nowMillis(), verifier, preparer, queryCache)
+        do {
+            try store.write { w in
+                guard try Self.completeGenesisPin(replica: origin, in: w) else { return }
+                try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queries) { try Self.rebuild(in: $0) }
+            }
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            // A store that cannot be written now (opened read-only): its pin stays derived.
         }
     }
 

@@ -248,8 +248,8 @@ enum Keys {
     static let hlc: [UInt8] = Array("hlc".utf8)
     static let digest: [UInt8] = Array("digest".utf8)
     /// The household this replica belongs to: its id (16), then its owner key (32, absent for a
-    /// household without membership). Set once, at `init`, at `join` or at the first genuine
-    /// genesis applied; only that household's genesis is ever applied.
+    /// household without membership), then its genesis's hash (32; `HouseholdPin`). Set once, at
+    /// `init`, at `join` or at the first genuine genesis applied; only that genesis is ever applied.
     static let household: [UInt8] = Array("household".utf8)
     /// How many times this replica took a fresh id because changes of its own origin that it
     /// did not hold arrived (``Replica/rotationsMax`` at most).

@@ -46,6 +46,7 @@ extension PageAssets {
       [/`kidledger invite[^`]*`/g, "Invite the other laptop"], [/`kidledger account switch ([^`]*)`/g, "the button Switch back to $1"],
       [/`kidledger child restore ([^`]*)`/g, "Restore $1 under \"Everyone at once, add a child, archived children\""],
       [/`kidledger child unmerge ([^`]*)`/g, "Unmerge on the card"], [/`kidledger recover[^`]*`/g, "Recover ownership"],
+      [/\brun recover\b/g, "recover ownership with the paper secret (The owner's laptop is lost? Recover ownership, on a member's page)"],
       [/`kidledger revoke[^`]*`/g, "Revoke"], [/`kidledger serve[^`]*`/g, "the kidledger service"],
       [/`kidledger service install[^`]*`/g, "the kidledger service"], [/`kidledger [^`]*`/g, "the page"],
     ];

@@ -635,9 +635,11 @@ public enum PageAssets {
       setText($("sync"), s ? words[s.state] || s.state : "");
       $("sync-pill").className = "pill " + (s ? s.state : "");
       const attention = s && s.state === "attentionRequired";
-      $("attention").hidden = !attention;
-      setText($("attention"), attention ? "Changes and sync are stopped: " + (s.attentionReason || "attention required")
-        + ". The balances below are this laptop's last known state and may be stale." : "");
+      // A second household record signed by the owner's key (status's ownerKeyWarning) shows here too.
+      const ownerKeyWarning = s && s.ownerKeyWarning ? humane(s.ownerKeyWarning) + "." : "";
+      $("attention").hidden = !attention && !ownerKeyWarning;
+      setText($("attention"), [attention ? "Changes and sync are stopped: " + (s.attentionReason || "attention required")
+        + ". The balances below are this laptop's last known state and may be stale." : "", ownerKeyWarning].filter(t => t).join(" "));
       const lines = s ? notes(s) : [];
       $("sync-text").replaceChildren(...lines.map(l => el("p", { text: l })));
       $("sync-summary").textContent = "Sync, laptops and members" + (lines.length ? " (" + lines.length + (lines.length === 1 ? " note)" : " notes)") : "");

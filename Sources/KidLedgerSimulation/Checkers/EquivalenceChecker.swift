@@ -26,6 +26,8 @@ final class EquivalenceChecker: Checker {
         guard let sourceReplica = source.replica else { failures.append("equivalence: \(source.name) is down"); return 0 }
         let fresh = try Replica(store: MemoryStore(), clock: SkewedClock(time: run.time, skew: 0),
                                 random: SplitMix64(seed: run.seed ^ 0xF7E5_40E0), verifier: run.verifier)
+        // Pinned as `join` pins it, from the invitation's genesis hash (a thief's second genesis may come first).
+        if let genesis = run.genesis, !genesis.owner.isEmpty { try fresh.pinOwnedHousehold(run.household, genesis: Membership.genesisHash(genesis)) }
         let ends = Simulator.pump(SyncSession(role: .initiator, replica: fresh, household: run.household),
                                   SyncSession(role: .responder, replica: sourceReplica, household: run.household))
         let full = try fresh.digest()

@@ -16,6 +16,8 @@ final class FinalRun {
     /// Every replica's whole change log.
     let logs: ChangeLogs
     let household: RecordID
+    /// The household's one genesis (the founder's), which every replica pins.
+    let genesis: Household?
     let time: SimTime
     let seed: UInt64
     let verifier: CachingVerifier
@@ -39,6 +41,7 @@ final class FinalRun {
         self.nodes = nodes
         self.replicas = replicas
         self.household = household
+        self.genesis = try replicas[0].genesis()
         self.time = time
         self.seed = seed
         self.verifier = verifier

@@ -20,7 +20,9 @@ struct LogMembership {
     var claimant: [ReplicaID: [UInt8]] = [:]
     /// The members a grant that counts names.
     var granted = Set<[UInt8]>()
-    /// The grants and revocations no owner's term covers (and revocations of the current owner).
+    /// The grants and revocations no owner's term covers (and revocations of the current owner),
+    /// the owner transfers the genesis's recovery key did not sign, and (given the genesis) every
+    /// other creation record.
     var forged = 0
     /// For each revoked member, the pointwise minimum of its counting revocations' `seen` vectors.
     var revokedSeen: [[UInt8]: VersionVector] = [:]
@@ -35,28 +37,44 @@ struct LogMembership {
 
     var isOwned: Bool { !owners.isEmpty }
 
-    init(_ log: [Change], verifier: any SignatureVerifier) {
+    /// `genesis`: the household's one genesis (the one its replicas pin: issue 39); any other
+    /// creation record in the log is forged. Without it, the log's owned genesis (a log with one).
+    init(_ log: [Change], verifier: any SignatureVerifier, genesis: Household? = nil) {
         // Owner transfers, keyed as the product orders them (epoch, then the smaller hash of the
-        // encoded operation): each epoch's first is the next owner's term.
+        // encoded operation): each epoch's first is the next owner's term. Only those the
+        // genesis's recovery key signed.
         var transfers: [(key: [UInt8], newOwner: [UInt8], seen: VersionVector)] = []
+        var signed: [OwnerTransfer] = []
+        var recovery: [UInt8] = []
         var origins = Set<ReplicaID>()
         for change in log {
             origins.insert(change.origin)
             for op in change.operations {
                 switch op {
-                case .createHousehold(let h) where !h.owner.isEmpty:
+                case .createHousehold(let h) where !h.owner.isEmpty && (genesis == nil || genesis == h):
                     owners = [h.owner]
                     household = h.id
+                    recovery = h.recovery
+                case .createHousehold:
+                    if genesis != nil { forged += 1 }  // not the pinned genesis (a thief's second one)
                 case .transferOwner(let t):
-                    var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
-                    key += SHA256.hash(RecordCodec.encodeOperation(op)).prefix(16)
-                    if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner, t.seen)) }
+                    signed.append(t)
                 case .claim(let c) where c.origin == change.origin && change.sequence == 1:
                     if let existing = claimant[c.origin], !c.member.lexicographicallyPrecedes(existing) { continue }
                     claimant[c.origin] = c.member
                 default: break
                 }
             }
+        }
+        for t in signed {
+            guard !recovery.isEmpty,
+                  verifier.isValid(signature: t.signature, message: Membership.transferMessage(household: household, t), key: recovery) else {
+                forged += 1
+                continue
+            }
+            var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
+            key += SHA256.hash(RecordCodec.encodeOperation(.transferOwner(t))).prefix(16)
+            if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner, t.seen)) }
         }
         transferCount = transfers.count
         if isOwned {

@@ -28,10 +28,10 @@ enum ReferenceModel {
 
     /// The expected children, by id (`verifier` checks the owners' signatures on grants and
     /// revocations).
-    static func expected(from changes: [Change], verifier: any SignatureVerifier) -> [RecordID: ChildState] {
+    static func expected(from changes: [Change], verifier: any SignatureVerifier, genesis: Household? = nil) -> [RecordID: ChildState] {
         // Membership: where each origin's changes stop counting (revocations by author, owner
         // terms, unclaimed origins), restated from the log alone.
-        let membership = LogMembership(changes, verifier: verifier)
+        let membership = LogMembership(changes, verifier: verifier, genesis: genesis)
 
         // A register is (entity, field); values and transactions are encoded only to break a tie
         // (the encoding is a function of the value, so encoding the kept one again is the same).
@@ -151,7 +151,7 @@ enum ReferenceModel {
 final class BalanceChecker: Checker {
     func finalCheck(_ stage: FinalStage, _ run: FinalRun) throws -> [String] {
         guard stage == .referenceModel else { return [] }
-        let expected = ReferenceModel.expected(from: run.logs.union, verifier: run.verifier)
+        let expected = ReferenceModel.expected(from: run.logs.union, verifier: run.verifier, genesis: run.genesis)
         for (node, replica) in zip(run.nodes, run.replicas) {
             var actual: [RecordID: ReferenceModel.ChildState] = [:]
             for c in try replica.children(includeArchived: true, includeMerged: true) {

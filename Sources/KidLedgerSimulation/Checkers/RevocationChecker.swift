@@ -43,7 +43,7 @@ final class RevocationChecker: Checker {
         let members = try run.members()
         // Who wrote each origin, who owns and who may write: read from the log, not from what
         // the replicas list.
-        let said = LogMembership(changeLog, verifier: run.nodes[0].verifier)
+        let said = LogMembership(changeLog, verifier: run.nodes[0].verifier, genesis: run.genesis)
         for (node, replica) in zip(run.nodes, run.replicas) {
             let ownership = try replica.ownership()
             if ownership?.owner != said.owners.last || (ownership?.transfers ?? 0) != said.transferCount {

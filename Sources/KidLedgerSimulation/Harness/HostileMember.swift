@@ -39,6 +39,16 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     /// under a head it signs itself over that version's chain: a fork only its key can make, up
     /// to six versions a use, so it may pass `Limits.forkVersionsPerSequenceMax`.
     case signedFork
+    /// A thief holding the owner's key (issue 39): a change under a fresh origin it claims with
+    /// the genesis owner's key, carrying a second genesis of the household (same id, owner and
+    /// salt, an earlier creation time, a recovery key of its own) signed by that key, re-signed
+    /// membership (its own grant, signed again by the owner key), and owner transfers signed by its recovery key and by the owner key. Each use a new origin,
+    /// at most ``HostileState/ownerKeyUsesMax`` uses in all.
+    case stolenOwnerKey
+    /// Equivocating chain heads of the owner key: another version of the thief's owner-key change
+    /// (same origin and sequence, another stamp), under a head the owner key signs over that
+    /// version's chain (a fork of an origin the owner key claims).
+    case ownerKeyEquivocation
 
     /// Whether it alters or adds frames (``writeAfterRevocation`` writes real changes instead).
     var altersFrames: Bool { self != .writeAfterRevocation }
@@ -81,6 +91,13 @@ struct HostileState {
     var forkVersions: UInt64 = 0
     /// How many versions below its revocation's cut ``HostileStrategy/writeAfterRevocation`` wrote.
     var forksBelowCut = 0
+    /// The owner-key changes ``HostileStrategy/stolenOwnerKey`` and
+    /// ``HostileStrategy/ownerKeyEquivocation`` made (the last one is forked), and how many uses.
+    var ownerKeyChanges: [Change] = []
+    var ownerKeyUses = 0
+    /// At most this many uses of the owner key a run: each claims an origin for the owner key
+    /// (far below `Limits.originsPerMemberMax`) or forks one (far below `Limits.forkVersionsPerSequenceMax`).
+    static let ownerKeyUsesMax = 3
 
     /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
     var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
@@ -167,6 +184,11 @@ extension Simulator {
                     let head = signedHead(of: version, after: previous, by: nodes[state.node].member.signer).head
                     out.append(Message.changes([version], isLast: false, heads: [head]).frame())
                 }
+            case .stolenOwnerKey, .ownerKeyEquivocation:
+                guard case .changes? = message, state.ownerKeyUses < HostileState.ownerKeyUsesMax,
+                      let crafted = ownerKeyChange(strategy, &state, replica) else { break }
+                state.ownerKeyUses += 1
+                out.append(Message.changes([crafted.change], isLast: false, heads: [crafted.head]).frame())
             case .writeAfterRevocation:
                 break
             }
@@ -255,6 +277,112 @@ extension Simulator {
         }
         let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
         return (change, signedHead(of: change, after: previous, by: signer).head)
+    }
+
+    /// A change of a thief holding the genesis owner's key (``HostileStrategy/stolenOwnerKey``,
+    /// ``HostileStrategy/ownerKeyEquivocation``), under the head that key signs. Everything it
+    /// carries is forged on every honest replica whatever the ownership: the second genesis (not
+    /// the pinned one), the transfers (not signed by the household's recovery key); the hostile
+    /// member's own grant, re-signed, counts only while the owner key owns and makes
+    /// nobody a member who was not.
+    func ownerKeyChange(_ strategy: HostileStrategy, _ state: inout HostileState, _ replica: Replica)
+        -> (change: Change, head: SignedHead)? {
+        let thief = nodes[0].member
+        let signer = share.signer(for: thief)
+        let zero = [UInt8](repeating: 0, count: 16)
+        if strategy == .ownerKeyEquivocation, var version = state.ownerKeyChanges.last {
+            version.hlc.counter &+= 1
+            state.ownerKeyChanges.append(version)
+            log("\(nodes[state.node].name) signs another version of \(version.origin):1 with the owner key")
+            return (version, signedHead(of: version, after: zero, by: signer).head)
+        }
+        guard let genesis = ((try? replica.genesis()) ?? nil), !genesis.owner.isEmpty,
+              let theirs = try? secondGenesis(of: genesis, signedBy: thief) else { return nil }
+        let now = time.millis + nodes[state.node].skew
+        let claim = signer.claim(household: household, nonce: (1 << 41) + UInt64(state.ownerKeyChanges.count))
+        var ops: [Operation] = [.claim(claim), .createHousehold(theirs.genesis)]
+        ops.append(.grant(share.grant(by: thief, nodes[state.node].member.publicKey, name: nodes[state.node].name,
+                                      household: household, atMillis: now)))
+        for (key, epoch) in [(theirs.recovery, UInt64(1)), (thief, UInt64(99))] {
+            ops.append(.transferOwner(transfer(to: thief.publicKey.bytes, epoch: epoch, at: now, signedBy: key)))
+        }
+        let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: ops)
+        state.ownerKeyChanges.append(change)
+        log("\(nodes[state.node].name) signs a second genesis and membership records with the owner key under \(claim.origin)")
+        return (change, signedHead(of: change, after: zero, by: signer).head)
+    }
+
+    /// A second creation record of the household `genesis` is the genesis of: the same id, owner
+    /// and salt, created a millisecond earlier, naming a fresh recovery key (returned), signed
+    /// by `owner` (the genesis owner's key, in a thief's hands).
+    func secondGenesis(of genesis: Household, signedBy owner: Identity) throws -> (genesis: Household, recovery: Identity) {
+        let recovery = try share.identity(seed: drawBytes(Identity.seedByteCount))
+        var second = genesis
+        second.createdAtMillis -= 1
+        second.recovery = recovery.publicKey.bytes
+        second.signature = share.sign(Membership.genesisMessage(second), by: owner)
+        return (second, recovery)
+    }
+
+    /// An owner transfer to `newOwner` at `epoch`, seeing nothing, signed by `key`.
+    func transfer(to newOwner: [UInt8], epoch: UInt64, at millis: Int64, signedBy key: Identity) -> OwnerTransfer {
+        var t = OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: millis, seen: [:], signature: [])
+        t.signature = share.sign(Membership.transferMessage(household: household, t), by: key)
+        return t
+    }
+
+    /// A scenario's `rX second-genesis` (``Scenario/Action/secondGenesis``): `node`, holding the
+    /// genesis owner's key (the stolen owner laptop), signs a second genesis naming its own
+    /// recovery key and a transfer to a fresh key signed with it, in a change under a fresh origin
+    /// the owner key claims, and puts it in its own log through the receive path (a modified
+    /// client): its sessions then carry it to every laptop. Every replica forges both.
+    func signSecondGenesis(_ node: SimNode) throws -> String {
+        guard let replica = node.replica, !node.isFrozen, let genesis = try replica.genesis(), !genesis.owner.isEmpty else {
+            return "refused: \(node.name) is down, switched away or holds no owned household"
+        }
+        guard genesis.owner == node.member.publicKey.bytes else { return "refused: \(node.name) does not hold the owner key" }
+        let theirs = try secondGenesis(of: genesis, signedBy: node.member)
+        let accomplice = try share.identity(seed: drawBytes(Identity.seedByteCount))
+        let now = time.millis + node.skew
+        let signer = share.signer(for: node.member)
+        let claim = signer.claim(household: household, nonce: 1 << 42)
+        let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now),
+                            operations: [.claim(claim), .createHousehold(theirs.genesis),
+                                         .transferOwner(transfer(to: accomplice.publicKey.bytes, epoch: 1, at: now, signedBy: theirs.recovery))])
+        let head = signedHead(of: change, after: [UInt8](repeating: 0, count: 16), by: signer).head
+        _ = try replica.applyRemote([change], heads: [head])
+        return "signs a second genesis with the owner key (recovery key \(theirs.recovery.publicKey.fingerprint)) and a transfer to \(accomplice.publicKey.fingerprint) signed with it, under \(claim.origin)"
+    }
+
+    /// A scenario's `rX grow-household MEMBERS` (``Scenario/Action/growHousehold(_:)``): `node`,
+    /// the owner, grants `members` fresh keys through the product's path, and each key's
+    /// `Limits.originsPerMemberMax` origin claims (one change each, under the head the key signs)
+    /// reach its replica through the receive path, as if those laptops had synced to it. Its
+    /// sessions then carry them all: a version vector of more than `Limits.cutEntriesMax` origins
+    /// from 40 members on.
+    func growHousehold(_ node: SimNode, members: Int) throws -> String {
+        guard let replica = node.replica, !node.isFrozen,
+              try replica.ownership()?.owner == node.member.publicKey.bytes else { return "refused: \(node.name) is down, switched away or not the owner" }
+        let now = time.millis + node.skew
+        let keys = try (0..<members).map { _ in try share.identity(seed: drawBytes(Identity.seedByteCount)) }
+        let before = try ownSequence(node)
+        try replica.commitMembership(keys.enumerated().map { i, key in
+            .grant(share.grant(by: node.member, key.publicKey, name: "laptop \(i + 1)", household: household, atMillis: now))
+        })
+        try recordLocalChanges(node, after: before)
+        let zero = [UInt8](repeating: 0, count: 16)
+        for key in keys {
+            let signer = share.signer(for: key)
+            var changes: [Change] = [], heads: [SignedHead] = []
+            for nonce in UInt64(0)..<UInt64(Limits.originsPerMemberMax) {
+                let claim = signer.claim(household: household, nonce: nonce)
+                let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: [.claim(claim)])
+                changes.append(change)
+                heads.append(signedHead(of: change, after: zero, by: signer).head)
+            }
+            _ = try replica.applyRemote(changes, heads: heads)
+        }
+        return "grants \(members) keys; their \(members * Limits.originsPerMemberMax) origins reach it (\(try replica.versionVector().count) origins held)"
     }
 
     /// `signer`'s head of `change`, whose origin's chain is `previous` before it, and the chain

@@ -39,6 +39,17 @@ public struct Scenario: Sendable, Equatable {
         case revoke(Int)
         /// The step's replica recovers ownership with the household's recovery secret.
         case recover
+        /// The step's replica holds the genesis owner's key (a thief on the stolen owner laptop,
+        /// issue 39): it signs a second creation record of the household with that key (an
+        /// earlier creation time, a recovery key of its own) and a transfer to a key of its own
+        /// signed with that recovery key, in a change under a fresh origin the owner key claims,
+        /// and puts it in its log, so its sessions carry it. Refused unless it holds the owner key.
+        case secondGenesis
+        /// The step's replica, the owner, grants this many fresh member keys, and each of them
+        /// claims `Limits.originsPerMemberMax` origins (a change each, with its signed head) that
+        /// reach the owner's replica as if those laptops had synced to it: the largest household
+        /// the per-member limits allow, for a recovery during it (issue 39).
+        case growHousehold(Int)
         /// A laptop that already holds its own ledger (another household, with a child of its own)
         /// opens a sync session with the replica: the replica must refuse and nothing is written.
         case foreignSync(Int)
@@ -93,6 +104,12 @@ public struct Scenario: Sendable, Equatable {
         case merged(String, into: String)
         /// `children` flags this many groups of children with one name up to case and accents.
         case sameNames(Int)
+        /// Every replica the run did not revoke counts this many second geneses (creation records
+        /// of the household the owner key signed that are not the pinned genesis) and, when more
+        /// than none, warns that the owner key signed one.
+        case secondGeneses(Int)
+        /// Every replica the run did not revoke names this replica's member as the owner.
+        case owner(Int)
     }
 
     public struct Expectation: Sendable, Equatable {
@@ -360,6 +377,11 @@ public struct Scenario: Sendable, Equatable {
             guard target != r else { throw fail("a replica cannot revoke itself") }
             return (r, .revoke(target))
         case "recover": try arity(2, "rX recover"); return (r, .recover)
+        case "second-genesis": try arity(2, "rX second-genesis"); return (r, .secondGenesis)
+        case "grow-household":
+            try arity(3, "rX grow-household MEMBERS")
+            guard let n = Int(w[2]), (1...64).contains(n) else { throw fail("grow-household takes MEMBERS from 1 to 64") }
+            return (r, .growHousehold(n))
         case "allowance-set":
             let usage = "rX allowance-set CHILD AMOUNT week|month [on DAY]"
             guard w.count == 5 || (w.count == 7 && w[5] == "on"), let every = ["week": AllowanceRule.Every.week, "month": .month][w[4]] else {
@@ -425,6 +447,10 @@ public struct Scenario: Sendable, Equatable {
         case "attention":
             guard w.count == 2 || w.count == 3 else { throw fail("expected: expect attention rX [true|false]") }
             return .attention(try replicaIndex(w[1], replicas, line: line), w.count == 3 ? try bool(w[2]) : true)
+        case "second-geneses": return .secondGeneses(try count("second-geneses N"))
+        case "owner":
+            guard w.count == 2 else { throw fail("expected: expect owner rX") }
+            return .owner(try replicaIndex(w[1], replicas, line: line))
         case "learned-from-refusal":
             guard w.count == 2 else { throw fail("expected: expect learned-from-refusal rX") }
             return .learnedFromRefusal(try replicaIndex(w[1], replicas, line: line))

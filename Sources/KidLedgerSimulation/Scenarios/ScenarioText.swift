@@ -89,6 +89,8 @@ extension Scenario.Action {
         case .accountBack: return [r, "account-back"]
         case .revoke(let target): return [r, "revoke", "r\(target)"]
         case .recover: return [r, "recover"]
+        case .secondGenesis: return [r, "second-genesis"]
+        case .growHousehold(let n): return [r, "grow-household", "\(n)"]
         case .foreignSync(let peer): return ["foreign-sync", "r\(peer)"]
         case .allowanceSet(let child, let cents, let every, let day):
             let on = day.map { every == .week ? Allowance.weekdayNames[Int($0) - 1] : String($0) }
@@ -121,6 +123,8 @@ extension Scenario.Check {
         case .childCount(let n): return ["children", "\(n)"]
         case .merged(let child, let into): return ["merged", child, "into", into]
         case .sameNames(let n): return ["same-names", "\(n)"]
+        case .secondGeneses(let n): return ["second-geneses", "\(n)"]
+        case .owner(let r): return ["owner", "r\(r)"]
         }
     }
 }

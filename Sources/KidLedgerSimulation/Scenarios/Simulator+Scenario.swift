@@ -171,6 +171,10 @@ extension Simulator {
         case .recover:
             guard let epoch = try recover(node) else { return "refused: \(node.name) is down, switched away, revoked, or already the owner" }
             return "owner now (transfer epoch \(epoch)), signed with the recovery secret"
+        case .secondGenesis:
+            return try signSecondGenesis(node)
+        case .growHousehold(let members):
+            return try growHousehold(node, members: members)
         default:
             return try scriptedOperation(node, action)
         }
@@ -414,6 +418,15 @@ extension Simulator {
             return learnedFromRefusal.contains(index) ? nil : "r\(index) did not learn its revocation from a refusal"
         case .rejectedChanges(let n):
             return try onEach { _, r in let k = try r.membershipCounts().rejected; return k == n ? nil : "\(k) changes rejected" }
+        case .secondGeneses(let n):
+            return try onEach { _, r in
+                let counts = try r.membershipCounts()
+                if counts.secondGeneses != n { return "\(counts.secondGeneses) second geneses" }
+                return (counts.ownerKeyCompromised != nil) == (n > 0) ? nil : "owner key warning \(counts.ownerKeyCompromised?.rawValue ?? "none")"
+            }
+        case .owner(let index):
+            let key = nodes[index].member.publicKey.bytes
+            return try onEach { _, r in try r.ownership()?.owner == key ? nil : "another owner than r\(index)" }
         case .refused(let n):
             return state.refused == n ? nil : "\(state.refused) stranger sessions refused"
         case .childCount(let n):

@@ -1,0 +1,215 @@
+import KidLedgerDomain
+import KidLedgerSimulation
+import Testing
+@testable import KidLedgerReplica
+
+/// Issue 39, point 1: one household, one genesis, for ever. A thief holding the owner's key signs
+/// a second creation record of the household (same id, same owner, an earlier creation time, a
+/// recovery key of its own). On main it merged like any record and won: the family's paper secret
+/// was refused and the thief's worked; sent after a recovery and revocation it made the old key
+/// owner again and un-revoked it; `verify` was clean. Each replica now pins the exact genesis it
+/// was created or joined with, and every other creation record is forged, counted and shown.
+@Suite("A thief with the owner's key")
+struct StolenOwnerKeyTests {
+    let rh = RecoverableHousehold()
+    var h: OwnedHousehold { rh.h }
+    var owner: ReplicaID { h.origin(h.ownerKey) }
+    var spouse: ReplicaID { h.origin(h.spouseKey) }
+    let ava = OwnedHousehold.ava
+    let thiefRecovery = [UInt8](repeating: 0x7E, count: 32)
+
+    /// The family's genesis (recovery key on the parents' paper).
+    var familyGenesis: Household {
+        guard case .createHousehold(let g) = rh.genesis() else { preconditionFailure("a genesis") }
+        return g
+    }
+
+    /// The thief's second genesis: the same id, owner and salt, created earlier, naming the
+    /// thief's recovery key, signed by the owner key it holds.
+    func secondGenesis(millis: Int64 = 0) -> Operation {
+        var g = Household(id: h.id, createdAtMillis: millis, owner: h.ownerKey, salt: h.salt, name: "Home", recovery: thiefRecovery)
+        g.signature = TestVerifier.sign(Membership.genesisMessage(g), key: h.ownerKey)
+        return .createHousehold(g)
+    }
+
+    /// The thief's change carrying its second genesis, under a fresh origin it claims with the owner key.
+    var thiefOrigin: ReplicaID { h.origin(h.ownerKey, nonce: 5) }
+    func thiefChange(_ ops: [Operation], sequence: UInt64 = 1, millis: Int64 = 30) -> Change {
+        h.change(thiefOrigin, sequence, millis: millis, sequence == 1 ? [h.claim(thiefOrigin, key: h.ownerKey)] + ops : ops)
+    }
+
+    /// A laptop that joined with the invitation's genesis hash, fed `changes` in a shuffled order.
+    func joined(_ changes: [Change], seed: UInt64) throws -> Replica {
+        let r = try h.replica(seed)
+        try r.pinOwnedHousehold(h.id, genesis: Membership.genesisHash(familyGenesis))
+        var rng = SplitMix64(seed: seed)
+        _ = try r.receiveShuffledWithRetry(changes, using: &rng)
+        return r
+    }
+
+    @Test("a second genesis signed by the owner key is forged in every arrival order, and the paper secret still recovers")
+    func secondGenesisIsForged() throws {
+        let all = h.founding(genesis: rh.genesis()) + [thiefChange([secondGenesis()])]
+        // The creating laptop pinned its own genesis at `init`; a joined one pinned the invitation's.
+        let creator = try h.replica(1)
+        try creator.applySigned(all)
+        let digest = try creator.digest()
+        for r in try [creator] + (UInt64(10)..<16).map({ try joined(all, seed: $0) }) {
+            #expect(try r.household()?.createdAtMillis == 1)
+            #expect(try r.genesis() == familyGenesis)
+            let counts = try r.membershipCounts()
+            #expect(counts.secondGeneses == 1 && counts.forgedHouseholds == 1)
+            #expect(counts.ownerKeyCompromised == .current)
+            let report = try r.verify()
+            #expect(report.isIntact, "\(report.problems)")
+            #expect(report.secondGeneses == 1 && report.ownerKeyCompromised == .current)
+            #expect(try r.digest() == digest)
+            // The thief's secret is not this household's; the parents' paper secret recovers.
+            #expect(throws: LedgerError.self) {
+                try r.transferOwnership(to: h.spouseKey, recoveryKey: thiefRecovery, atMillis: 40) { TestVerifier.sign($0, key: thiefRecovery) }
+            }
+            r.signer = h.signer(h.spouseKey)
+            try r.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 40) { TestVerifier.sign($0, key: rh.recoveryKey) }
+            #expect(try r.ownership()?.owner == h.spouseKey)
+            #expect(try r.membershipCounts().ownerKeyCompromised == .former)
+        }
+        #expect(OwnerKeyCompromise.current.sentence == "the owner's key signed a second household record: if that laptop was lost, run recover")
+    }
+
+    @Test("after a recovery and revocation, a second genesis and the old key's transfer, grant and revocation change nothing")
+    func afterRecoveryTheOldKeyChangesNothing() throws {
+        let family = try h.replica(2)
+        family.signer = h.signer(h.spouseKey)
+        try family.applySigned(h.founding(genesis: rh.genesis()))
+        try family.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 20) { TestVerifier.sign($0, key: rh.recoveryKey) }
+        try family.commitMembership([h.revoke(h.ownerKey, seen: try family.versionVector(), signer: h.spouseKey)])
+        let before = try family.members()
+        #expect(before.first { $0.key == h.ownerKey }?.isRevoked == true)
+        // The thief: a second genesis naming its recovery key, a transfer to the old key signed
+        // with that key, a transfer signed by the old key, a grant of a stranger, a revocation of
+        // the new owner and of the spouse, all under a fresh origin of the old key.
+        let thief = [thiefChange([secondGenesis(),
+                                  rh.transfer(to: h.ownerKey, epoch: 7, seen: [:], signer: thiefRecovery),
+                                  rh.transfer(to: h.ownerKey, epoch: 8, seen: [:], signer: h.ownerKey),
+                                  h.grant(rh.malloryKey, name: "Mallory"),
+                                  h.revoke(h.spouseKey, seen: [:])]),
+                     thiefChange([give(50, 5_000)], sequence: 2, millis: 31)]
+        try family.applySigned(thief)
+        #expect(try family.ownership()?.owner == h.spouseKey)
+        #expect(try family.ownership()?.epoch == 1)
+        let after = try family.members()
+        #expect(after.first { $0.key == h.ownerKey }?.isRevoked == true)
+        #expect(after.first { $0.key == h.spouseKey }?.isRevoked == false)
+        #expect(!after.contains { $0.key == rh.malloryKey })
+        #expect(try family.balance(of: ava) == 100)
+        #expect(try family.genesis() == familyGenesis)
+        let counts = try family.membershipCounts()
+        #expect(counts.secondGeneses == 1 && counts.ownerKeyCompromised == .former)
+        #expect(counts.forged == 5)  // the genesis, both transfers, the grant, the revocation
+        #expect(try family.verify().isIntact)
+    }
+
+    @Test("a store written before genesis pinning pins the genesis it holds at first open, and then forges a second one")
+    func existingStorePinsItsGenesisAtFirstOpen() throws {
+        let store = MemoryStore()
+        let old = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 3), verifier: TestVerifier())
+        try old.applySigned(h.founding(genesis: rh.genesis()))
+        // As main wrote it: the household id and the owner key, no genesis hash.
+        try store.write { w in try w.put(Tables.meta, Keys.household, Keys.id(h.id) + h.ownerKey) }
+        #expect(try store.read { try Replica.pinnedHousehold($0)?.genesis } == nil)
+        let reopened = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 4), verifier: TestVerifier())
+        #expect(try store.read { try Replica.pinnedHousehold($0)?.genesis } == Membership.genesisHash(familyGenesis))
+        #expect(try reopened.genesisHash() == Membership.genesisHash(familyGenesis))
+        try reopened.applySigned([thiefChange([secondGenesis()])])
+        #expect(try reopened.genesis() == familyGenesis)
+        #expect(try reopened.membershipCounts().secondGeneses == 1)
+        #expect(try reopened.verify().isIntact)
+    }
+
+    @Test("a store that took a thief's genesis before pinning pins the one its own origin wrote, and judges the other forged")
+    func existingStoreWithTwoGenesesPinsItsOwn() throws {
+        let store = MemoryStore()
+        let old = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 5), verifier: TestVerifier())
+        let founding = h.founding(genesis: rh.genesis())
+        try old.applySigned(founding + [thiefChange([secondGenesis()])])
+        // Main's state after the attack: the thief's genesis won, the family's is kept as the
+        // loser of a same-id conflict, authored by this laptop's own origin.
+        guard case .createHousehold(let theirs) = secondGenesis() else { return }
+        try store.write { w in
+            try w.put(Tables.meta, Keys.replica, Bytes.u64(owner.rawValue))
+            try w.put(Tables.meta, Keys.household, Keys.id(h.id) + h.ownerKey)
+            try w.put(Tables.households, Keys.id(h.id), RecordCodec.encodeRecord(theirs))
+            try w.put(Tables.creators, Keys.id(h.id), Bytes.u64(thiefOrigin.rawValue))
+            let payload = RecordCodec.encodeRecord(familyGenesis)
+            try w.put(Tables.conflicts, Keys.conflict(kind: Conflict.household, id: h.id, payload: payload), Bytes.u64(owner.rawValue) + payload)
+            try w.clear(Tables.forged)  // main forged nothing
+        }
+        let reopened = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 6), verifier: TestVerifier())
+        #expect(try reopened.genesis() == familyGenesis)
+        #expect(try reopened.membershipCounts().secondGeneses == 1)
+        #expect(try reopened.ownership()?.hasRecoveryKey == true)
+        reopened.signer = h.signer(h.spouseKey)
+        try reopened.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 40) { TestVerifier.sign($0, key: rh.recoveryKey) }
+        #expect(try reopened.verify().isIntact)
+    }
+
+    @Test("a joining laptop pinned to the invitation's genesis forges the thief's even when it arrives alone and first")
+    func joinerRefusesTheThiefsGenesisFirst() throws {
+        let r = try h.replica(7)
+        try r.pinOwnedHousehold(h.id, genesis: Membership.genesisHash(familyGenesis))
+        try r.applySigned([thiefChange([secondGenesis()])])
+        #expect(try r.household() == nil)
+        try r.applySigned(h.founding(genesis: rh.genesis()))
+        #expect(try r.genesis() == familyGenesis)
+        #expect(try r.membershipCounts().secondGeneses == 1)
+        #expect(throws: LedgerError.self) { try r.pinOwnedHousehold(h.id, genesis: [UInt8](repeating: 1, count: 32)) }
+    }
+
+    func give(_ id: UInt64, _ cents: Int64) -> Operation { h.give(id, cents) }
+}
+
+/// Issue 39, point 3: recovery works at the largest household the limits allow. With more than
+/// `Limits.cutEntriesMax` (10,000) origins an owner transfer carried the whole version vector,
+/// which no replica decodes: `recover` left a change that said the store was damaged.
+@Suite("Recovery in a big household")
+struct BigHouseholdRecoveryTests {
+    let rh = RecoverableHousehold()
+    var h: OwnedHousehold { rh.h }
+
+    @Test("an owner transfer in a household of 40 members with 256 origins each (10,243 origins) decodes and applies everywhere")
+    func recoveryPastTenThousandOrigins() throws {
+        let members = (0..<40).map { i in [UInt8](repeating: UInt8(0x20 + i), count: 31) + [0x55] }
+        var log = h.founding(genesis: rh.genesis())
+        log.append(h.change(h.origin(h.ownerKey), 3, millis: 4, members.map { h.grant($0, name: "member") }))
+        for key in members {
+            for nonce in UInt64(0)..<UInt64(Limits.originsPerMemberMax) {
+                var c = OriginClaim(origin: Membership.origin(household: h.id, member: key, nonce: nonce), member: key, nonce: nonce, signature: [])
+                c.signature = TestVerifier.sign(Membership.claimMessage(household: h.id, c), key: key)
+                log.append(h.change(c.origin, 1, millis: 5, [.claim(c)]))
+            }
+        }
+        let spouse = try h.replica(1)
+        spouse.signer = h.signer(h.spouseKey)
+        let other = try h.replica(2)
+        for start in stride(from: 0, to: log.count, by: 2_000) {
+            let batch = Array(log[start..<min(start + 2_000, log.count)])
+            try spouse.applySigned(batch)
+            try other.applySigned(batch)
+        }
+        #expect(try spouse.versionVector().count > Limits.cutEntriesMax)
+        let transfer = try spouse.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 40) {
+            TestVerifier.sign($0, key: rh.recoveryKey)
+        }
+        // It names the origins that carry the former owner's records, not the 10,243 of the vector.
+        #expect(transfer.seen == [h.origin(h.ownerKey): 3])
+        #expect(try spouse.ownership()?.owner == h.spouseKey)
+        #expect(try spouse.verify().isIntact)
+        // The change that carries it decodes and applies on another laptop.
+        let fresh = try spouse.changes(notCoveredBy: try other.versionVector())
+        #expect(!fresh.isEmpty)
+        for change in fresh { #expect(try RecordCodec.decodeChange(RecordCodec.encode(change)) == change) }
+        try other.applySigned(fresh)
+        #expect(try other.ownership()?.owner == h.spouseKey)
+        #expect(try other.digest() == spouse.digest())
+    }
+}
