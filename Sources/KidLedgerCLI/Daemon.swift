@@ -64,11 +64,14 @@ final class Daemon: Sendable {
     /// The dial groups (``SyncDriver/dialGroups(_:)``) of devices discovery found at a new
     /// address: the gossip loop dials them at once.
     private let woken = Mutex<Set<String>>([])
+    /// The home, for the scheduled backups (``ScheduledBackup``; nil: none are written).
+    let home: String?
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
          log: @escaping @Sendable (String) -> Void, attention: (@Sendable (Replica) -> String?)? = nil,
-         clock: any WallClock = SystemClock()) {
+         clock: any WallClock = SystemClock(), home: String? = nil) {
+        self.home = home
         self.attention = attention
         self.clock = clock
         self.limiter = ConnectionLimiter(limits)
@@ -360,6 +363,7 @@ final class Daemon: Sendable {
             if allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true {
                 allowanceCheckedAt = now
                 payAllowances(replica)
+                if let home { ScheduledBackup.runIfDue(home: home, replica, now: clock.nowMillis(), log: log) }
             }
             let vector = try replica.versionVector()
             if vector != lastVector {

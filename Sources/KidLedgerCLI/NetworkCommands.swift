@@ -71,7 +71,7 @@ enum NetworkCommands {
         let page = try pageAddress.flatMap { try PageCommands.start(ctx, at: $0, store: environment, replica: replica, log: log) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? ctx.attentionReason(r) },
-                            clock: ctx.clock)
+                            clock: ctx.clock, home: ctx.home)
         try daemon.run(discovery: discovery)
         page?.stop()
         if page != nil { try? replica.device.setSetting("ui", nil) }
