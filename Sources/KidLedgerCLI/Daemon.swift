@@ -249,6 +249,7 @@ final class Daemon: Sendable {
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
+            VersionGap.configure(session)
             // Sending a long log touches pages all over the map: let them go every so often so
             // the daemon's resident memory stays small whatever the ledger's size.
             var sentAtRelease = 0
@@ -270,6 +271,8 @@ final class Daemon: Sendable {
             if let s = outcome.summary {
                 recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
+            } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
+                log("session from \(remote) refused: " + gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description)))
             } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
             }

@@ -21,6 +21,11 @@ enum MigrationBackups {
         let folder = folder(home: home)
         try FileSystem.makeDirectory(folder)
         let name = "schema-\(schema)-\(Timestamp.compact(millis: now)).mdb"
+        // What a process killed while copying left (its pid is gone) is removed.
+        for leftover in try FileSystem.names(in: folder) where leftover.hasPrefix(".partial-") {
+            let pid = leftover.dropFirst(".partial-".count).prefix { $0.isNumber }
+            if let pid = Int32(pid), kill(pid, 0) != 0 && errno == ESRCH { unlink(folder + "/" + leftover) }
+        }
         let temporary = folder + "/.partial-\(getpid())-" + name
         unlink(temporary)
         defer { unlink(temporary) }

@@ -181,6 +181,9 @@ enum NetworkCommands {
             throw CLIError("attention required: \(reason)", code: .notPermitted)
         }
         if results.allSatisfy({ !$0.succeeded }) {
+            // Laptops that share no protocol version with this one: say which to update.
+            let gaps = results.compactMap(\.versionGap)
+            if !gaps.isEmpty, gaps.count == results.count { throw CLIError(gaps.joined(separator: "; "), code: .unavailable) }
             throw CLIError("no peer could be reached", code: .unavailable)
         }
     }

@@ -74,6 +74,10 @@ enum PeerCommands {
         if let reason = try ctx.attentionReason(replica) {
             report.state = "attentionRequired"
             report.attention = reason
+        } else if let update = try VersionGap.pending(replica) {
+            // Changes go on; sync with a newer laptop waits for this laptop's update.
+            report.state = "attentionRequired"
+            report.updateRequired = update
         }
         report.interruptedJoin = ctx.joinInterrupted ? ctx.joinStagingPath : nil
         ctx.emit(report.jsonDocument())
@@ -102,6 +106,8 @@ struct StatusReport {
     /// dial in.
     var laptops: [Laptop]
     var attention: String?
+    /// A newer laptop refused this one's protocol (``VersionGap``): update kidledger here.
+    var updateRequired: String?
     /// How times are shown (the local zone, or UTC with --utc).
     var time = LocalTime.utc
     /// The staging ledger a `join` into this home (a `join --replace`) left when it did not finish.
@@ -312,6 +318,9 @@ struct StatusReport {
             lines.append("changes and sync are stopped: \(attention)")
             lines.append("the balances below are this laptop's last known state and may be stale")
         }
+        if let updateRequired {
+            lines.append("update required: \(updateRequired); changes on this laptop go on and sync once it is updated")
+        }
         switch state {
         case "attentionRequired": break
         case "synced": lines.append("every peer has acknowledged everything this device holds")
@@ -346,8 +355,8 @@ struct StatusReport {
     }
 
     func jsonDocument() -> JSON {
-        .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
-                 ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
+        .object([("state", .string(state)), ("attentionReason", (attention ?? updateRequired).map(JSON.string) ?? .null),
+                 ("updateRequired", updateRequired.map(JSON.string) ?? .null), ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
                  ("conflicts", .int(counts.conflicts)), ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
                  ("sameNames", Render.sameNames(Replica.sameNameGroups(children))),
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),

@@ -40,11 +40,12 @@ public enum VersionRefusal {
     }
 }
 
-/// The releases from before the product version travelled on the wire, by the protocol
-/// versions they spoke: how a laptop names one it can't sync with.
+/// The releases by the protocol versions they speak, for naming a laptop whose `hello` (which
+/// carries no product version) shares no version with this one, or whose refusal (kidledger 0.1)
+/// names none. A release that keeps the previous release's range extends that entry's name.
 public enum KnownReleases {
-    /// The release that spoke exactly `versions`, when one did.
+    /// The releases that speak exactly `versions`, when known.
     public static func name(speaking versions: ClosedRange<UInt16>) -> String? {
-        versions == 3...3 ? "0.3" : nil
+        versions == 3...3 ? "0.2.0 or earlier" : nil
     }
 }
