@@ -61,6 +61,7 @@ public enum PageAssets {
             </form>
             <p class="hint">Each laptop keeps its own buttons; they are never synced.</p>
           </details>
+          <p id="backup"><a href="/api/backup" download>Download a backup</a> of this laptop's ledger and keys (keep it private; `kidledger restore FILE` brings it back).</p>
         </main>
         </body>
         </html>
