@@ -165,3 +165,38 @@ struct BackupAndVersionsTests {
         #expect(try digest(mom) == digest(newDisk))
     }
 }
+
+/// `backup schedule`: the setting, and the daemon writing and rotating the files.
+@Suite("Scheduled backups", .serialized)
+struct ScheduledBackupTests {
+    @Test("one setting; the daemon writes a backup into the folder and keeps the newest N of its own files", .timeLimit(.minutes(3)))
+    func daemonWritesAndRotates() throws {
+        let group = ProcessGroup()
+        defer { group.stopAll() }
+        let mom = TestLedger()
+        defer { mom.remove() }
+        try ok(mom, "init", "Smiths")
+        let folder = mom.file("backups")
+        #expect(try ok(mom, "backup", "schedule").contains("Scheduled backups: off"))
+        #expect(try ok(mom, "backup", "schedule", folder, "--keep", "2").contains("every day and keeps the newest 2"))
+        // Older files of the schedule, and one that is not its own.
+        for name in ["kidledger-backup-20200101-000000.klbackup", "kidledger-backup-20200102-000000.klbackup", "notes.txt"] {
+            try "old".write(toFile: folder + "/" + name, atomically: true, encoding: .utf8)
+        }
+        let bad = try BackupAndVersionsTests.run(mom, ["backup", "schedule", "relative/folder"])
+        #expect(bad.code == 64, "\(bad)")
+        let daemon = try #require(try DaemonProcess.start(mom, in: group))
+        let files = { (try? FileManager.default.contentsOfDirectory(atPath: folder).sorted()) ?? [] }
+        #expect(eventually(30) { files().count == 3 && !files().contains("kidledger-backup-20200101-000000.klbackup") }, "\(files()) \(daemon.log)")
+        #expect(files().contains("notes.txt") && files().contains("kidledger-backup-20200102-000000.klbackup"))
+        #expect(daemon.log.contains("scheduled backup written: \(folder)/kidledger-backup-"))
+        let written = try #require(files().first { $0.hasPrefix("kidledger-backup-") && $0 != "kidledger-backup-20200102-000000.klbackup" })
+        let restored = TestLedger()
+        defer { restored.remove() }
+        try ok(restored, "restore", folder + "/" + written)
+        #expect(try digest(restored) == digest(mom))
+        let shown = try json(mom, "backup", "schedule")
+        #expect(shown["folder"] as? String == folder && shown["keep"] as? NSNumber == 2 && shown["lastError"] is NSNull, "\(shown)")
+        #expect(try ok(mom, "backup", "schedule", "--off").contains("off"))
+    }
+}
