@@ -104,6 +104,24 @@ struct MigrationFixtureTests {
         #expect(l.ok("undo").hasPrefix("Undid +$1.00 for Max"))
     }
 
+    @Test("a ledger written by a newer kidledger is refused, naming it, and left alone")
+    func newerStoreRefused() throws {
+        try withLedger { l in
+            l.ok("init", "Home")
+            let environment = try LMDBEnvironment(directory: l.home + "/ledger", tables: Tables.all, mustExist: true)
+            try environment.write { w in
+                try w.put(Tables.meta, Keys.schema, Bytes.u64(99))
+                try w.put(Tables.meta, Keys.writer, Array("9.0.0".utf8))
+            }
+            environment.close()
+            let refused = l.run("balance")
+            #expect(refused.code == 70)
+            #expect(refused.stderr == "kidledger: the ledger was written by kidledger 9.0.0 (schema version 99); this is kidledger \(KidLedgerVersion.current), which reads up to schema version \(Replica.schemaVersion): update kidledger to open it. Nothing was changed\n")
+            #expect(try Self.storedSchema(l.home)?.version == 99)
+            #expect(!FileManager.default.fileExists(atPath: MigrationBackups.folder(home: l.home)))
+        }
+    }
+
     @Test("a released pair syncs after the update, and a new laptop joins it", .timeLimit(.minutes(5)), arguments: Fixture.all.map(Fixture.init))
     func syncsWithNewHome(fixture: Fixture) throws {
         let recorded = try fixture.document
