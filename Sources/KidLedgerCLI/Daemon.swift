@@ -272,7 +272,9 @@ final class Daemon: Sendable {
                 recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
             } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
-                log("session from \(remote) refused: " + gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description)))
+                let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description))
+                try? replica.device.setSetting(VersionGap.inboundSetting(peerKey.bytes), message)
+                log("session from \(remote) refused: " + message)
             } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
             }
@@ -340,7 +342,10 @@ final class Daemon: Sendable {
     /// laptop sees that the joined one syncs with it), and its member's address, time and receipt
     /// kept, so `status` shows a member whose laptop runs no daemon as one that dials in.
     private func recordInbound(_ summary: SessionSummary, of member: [UInt8], from host: String, in replica: Replica) {
-        do { try replica.device.recordInbound(member: member, from: host, SyncDriver.outcome(of: summary)) } catch {
+        do {
+            try replica.device.recordInbound(member: member, from: host, SyncDriver.outcome(of: summary))
+            if try VersionGap.refusedInbound(member, in: replica) != nil { try replica.device.setSetting(VersionGap.inboundSetting(member), "") }
+        } catch {
             log("cannot record the session of member \(Names.fingerprint(member)) from \(host): \(error)")
         }
     }

@@ -127,6 +127,7 @@ struct StatusReport {
         sameID = try replica.sameIDConflicts()
         (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
         (laptops, dialsIn) = try Self.laptops(peers, inbound: replica.device.inbound(), members: replica.members())
+        for i in dialsIn.indices { dialsIn[i].versionGap = try VersionGap.refusedInbound(dialsIn[i].record.memberKey, in: replica) }
         let mine = vector
         let lacking = laptops.map { Self.lacks($0.last.receipt, mine) }
         pending = lacking.max() ?? changesMissing(from: [:], in: vector)
@@ -145,6 +146,8 @@ struct StatusReport {
     struct DialIn {
         var record: InboundRecord
         var name: String
+        /// Why its last session was refused: no common protocol version (``VersionGap``).
+        var versionGap: String?
     }
 
     /// One other laptop as `status` counts it: its latest sync either way.
@@ -259,13 +262,15 @@ struct StatusReport {
                         ("firstSyncMillis", .int(r.firstMillis)), ("lastSyncMillis", .int(r.lastMillis)), ("sessions", .int(r.sessions)),
                         ("theyLack", .int(Self.lacks(r.last.receipt, vector))), ("weLack", .int(Self.lacks(vector, r.last.receipt))),
                         ("childrenAgreeing", .int(r.last.childrenAgreeing)),
-                        ("childrenDiffering", .array(r.last.childrenDiffering.map { .string($0.description) }))])
+                        ("childrenDiffering", .array(r.last.childrenDiffering.map { .string($0.description) })),
+                        ("updateRequired", d.versionGap.map(JSON.string) ?? .null)])
     }
 
     /// "laptop of Dad (3fa2-…) dials in from 192.168.1.21 (…): has everything (last sync …)".
     func line(_ d: DialIn) -> String {
         "laptop of \(Names.label(d.name, key: d.record.memberKey)) dials in from \(Render.safe(d.record.host)) (runs no daemon, so this laptop cannot start a sync with it; it gets this laptop's changes when it next syncs)"
             + synced(d.record.last.receipt, lastSyncMillis: d.record.lastMillis)
+            + (d.versionGap.map { "; its last session was refused: \($0)" } ?? "")
     }
 
     /// ": never synced", or what a laptop whose last sync was at `lastSyncMillis` lacks by its

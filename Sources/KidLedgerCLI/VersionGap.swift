@@ -73,6 +73,16 @@ struct VersionGap: Equatable {
         }
     }
 
+    /// The device setting naming why the daemon last refused the session of the member `key`
+    /// (its laptop dials in): shown on its line of `peers` and `status`; cleared by its next
+    /// session that works.
+    static func inboundSetting(_ key: [UInt8]) -> String { "versionGap." + Hex.encode(key) }
+
+    /// Why the daemon last refused the member `key`'s session for its versions, when it did.
+    static func refusedInbound(_ key: [UInt8], in replica: Replica) throws -> String? {
+        try replica.device.setting(inboundSetting(key)).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     /// "Dad's laptop" for the member of `key`, else "the laptop at ADDRESS".
     static func laptop(_ replica: Replica, key: [UInt8]?, address: String) -> String {
         if let key, let member = try? replica.members().first(where: { $0.key == key }) {

@@ -34,6 +34,7 @@ struct BackupAndVersionsTests {
         let mom = TestLedger(), dad = TestLedger()
         defer { mom.remove(); dad.remove() }
         var momDaemon: DaemonProcess? = try Self.pair(group, mom, dad)
+        try ok(dad, "sync", try #require(momDaemon).address)  // Dad's laptop dials in (it runs no daemon yet)
         try ok(dad, "give", "Ava", "1")
         try ok(mom, "give", "Ava", "2")
         let (momBefore, dadBefore) = (try digest(mom), try digest(dad))
@@ -57,6 +58,8 @@ struct BackupAndVersionsTests {
         // The newer side names the older laptop, in its log and on its peer.
         let newerDaemon = try #require(momDaemon)
         #expect(eventually(10) { newerDaemon.log.contains("Dad's laptop runs kidledger 0.2.0 or earlier: update it to sync") }, "\(newerDaemon.log)")
+        // Dad's laptop only dials in: Mom's `peers` says why its last session was refused.
+        #expect(try Self.run(mom, ["peers"]).stdout.contains("its last session was refused: Dad's laptop runs kidledger 0.2.0 or earlier: update it to sync"))
         let dadDaemon = try #require(try DaemonProcess.start(dad, in: group))
         try ok(mom, "peer", "add", dadDaemon.address)
         let fromNewer = try Self.run(mom, ["sync", dadDaemon.address], extra: newer)
@@ -75,6 +78,8 @@ struct BackupAndVersionsTests {
         let after = try json(dad, "status")
         #expect(after["state"] as? String != "attentionRequired" && after["updateRequired"] is NSNull, "\(after)")
         #expect(try childTable(mom)["Ava"]?[0] == 350)
+        let peersAfter = try Self.run(mom, ["peers"]).stdout
+        #expect(!peersAfter.contains("its last session was refused"), "a session that works clears the note: \(peersAfter)")
     }
 
     @Test("backups taken while a large sync runs each restore to a verified ledger; the last equals the synced one",
