@@ -5,7 +5,7 @@ import KidLedgerLMDB
 /// The `kidledger` command line: parses arguments, runs one command, prints, returns the exit code.
 public enum CLI {
     /// The version printed by `--version`.
-    public static let version = "0.1.0"
+    public static let version = KidLedgerVersion.current
 
     /// A command: what it accepts and what it does.
     struct Command: Sendable {
@@ -15,7 +15,7 @@ public enum CLI {
 
     /// Every command, in help order.
     static let commands: [Command] = LedgerCommands.all + AllowanceCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
-        + RecoveryCommands.all + PageCommands.all + ServiceCommands.all + HouseholdCommands.all
+        + RecoveryCommands.all + PageCommands.all + ServiceCommands.all + HouseholdCommands.all + BackupCommands.all
 
     /// Runs the command line `arguments` (without the program name).
     public static func run(arguments: [String], environment: [String: String], console: Console,

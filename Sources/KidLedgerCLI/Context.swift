@@ -134,7 +134,9 @@ public final class Context: Sendable {
             ?? LMDBEnvironment(directory: path, tables: Tables.all, mapSizeBytes: min(64 << 20, limit), mapSizeBytesMax: limit, mustExist: !creating)
         // The claim signer (which needs the key file) is installed only for changes:
         // see openReplicaForChanges(); read commands never touch the key.
-        let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
+        let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier()) { schema in
+            try MigrationBackups.save(environment, schema: schema, home: self.home, now: self.clock.nowMillis())
+        }
         replica.workSplitter = ThreadedWork.forThisMachine()
         replica.zones = FoundationZones()
         if path == storePath { householdZone.withLock { $0 = try? replica.householdTimeZone() } }

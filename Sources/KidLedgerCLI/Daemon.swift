@@ -64,11 +64,14 @@ final class Daemon: Sendable {
     /// The dial groups (``SyncDriver/dialGroups(_:)``) of devices discovery found at a new
     /// address: the gossip loop dials them at once.
     private let woken = Mutex<Set<String>>([])
+    /// The home, for the scheduled backups (``ScheduledBackup``; nil: none are written).
+    let home: String?
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
          log: @escaping @Sendable (String) -> Void, attention: (@Sendable (Replica) -> String?)? = nil,
-         clock: any WallClock = SystemClock()) {
+         clock: any WallClock = SystemClock(), home: String? = nil) {
+        self.home = home
         self.attention = attention
         self.clock = clock
         self.limiter = ConnectionLimiter(limits)
@@ -250,6 +253,7 @@ final class Daemon: Sendable {
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
+            VersionGap.configure(session)
             // Sending a long log touches pages all over the map: let them go every so often so
             // the daemon's resident memory stays small whatever the ledger's size.
             var sentAtRelease = 0
@@ -271,6 +275,10 @@ final class Daemon: Sendable {
             if let s = outcome.summary {
                 recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
                 log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
+            } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
+                let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description))
+                try? replica.device.setSetting(VersionGap.inboundSetting(peerKey.bytes), message)
+                log("session from \(remote) refused: " + message)
             } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
                 log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
             }
@@ -338,7 +346,10 @@ final class Daemon: Sendable {
     /// laptop sees that the joined one syncs with it), and its member's address, time and receipt
     /// kept, so `status` shows a member whose laptop runs no daemon as one that dials in.
     private func recordInbound(_ summary: SessionSummary, of member: [UInt8], from host: String, in replica: Replica) {
-        do { try replica.device.recordInbound(member: member, from: host, SyncDriver.outcome(of: summary)) } catch {
+        do {
+            try replica.device.recordInbound(member: member, from: host, SyncDriver.outcome(of: summary))
+            if try VersionGap.refusedInbound(member, in: replica) != nil { try replica.device.setSetting(VersionGap.inboundSetting(member), "") }
+        } catch {
             log("cannot record the session of member \(Names.fingerprint(member)) from \(host): \(error)")
         }
     }
@@ -364,6 +375,7 @@ final class Daemon: Sendable {
             if allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true {
                 allowanceCheckedAt = now
                 payAllowances(replica)
+                if let home { ScheduledBackup.runIfDue(home: home, replica, now: clock.nowMillis(), log: log) }
             }
             let vector = try replica.versionVector()
             if vector != lastVector {

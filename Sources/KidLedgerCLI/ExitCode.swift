@@ -77,7 +77,7 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
         case let e as CLIError: return e
         case let e as LedgerError:
             switch e {
-            case .corrupted, .schemaMismatch: return CLIError(e.description, code: .software)
+            case .corrupted, .schemaMismatch, .storeFromNewerVersion: return CLIError(e.description, code: .software)
             default: return CLIError(e.description, code: .dataError)
             }
         case let e as MoneyError: return CLIError(e.description, code: .dataError)

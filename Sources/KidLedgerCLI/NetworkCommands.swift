@@ -103,7 +103,7 @@ enum NetworkCommands {
         if let pageAddress { try PageCommands.record(page, host: pageAddress.host, in: replica) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? context.attentionReason(r) },
-                            clock: context.clock)
+                            clock: context.clock, home: context.home)
         try daemon.run(discovery: discovery)
         page?.stop()
         if page != nil { try? replica.device.setSetting("ui", nil) }
@@ -213,6 +213,9 @@ enum NetworkCommands {
             throw CLIError("attention required: \(reason)", code: .notPermitted)
         }
         if results.allSatisfy({ !$0.succeeded }) {
+            // Laptops that share no protocol version with this one: say which to update.
+            let gaps = results.compactMap(\.versionGap)
+            if !gaps.isEmpty, gaps.count == results.count { throw CLIError(gaps.joined(separator: "; "), code: .unavailable) }
             throw CLIError("no peer could be reached", code: .unavailable)
         }
     }

@@ -105,6 +105,8 @@ struct StatusReport {
     /// dial in.
     var laptops: [Laptop]
     var attention: String?
+    /// A newer laptop refused this one's protocol (``VersionGap``): update kidledger here.
+    var updateRequired: String?
     /// How times are shown (the local zone, or UTC with --utc).
     var time = LocalTime.utc
     /// The staging ledger a `join` into this home (a `join --replace`) left when it did not finish.
@@ -134,8 +136,11 @@ struct StatusReport {
         sameID = try replica.sameIDConflicts()
         (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
         (laptops, dialsIn) = try Self.laptops(peers, inbound: replica.device.inbound(), members: replica.members())
+        for i in dialsIn.indices { dialsIn[i].versionGap = try VersionGap.refusedInbound(dialsIn[i].record.memberKey, in: replica) }
         self.attention = attention
-        let computed = Self.syncState(laptops, holding: vector, now: now, attention: attention != nil)
+        // A newer laptop refused this one: changes go on, sync with it waits for this laptop's update.
+        updateRequired = attention == nil ? try VersionGap.pending(replica) : nil
+        let computed = Self.syncState(laptops, holding: vector, now: now, attention: attention != nil || updateRequired != nil)
         (state, laptopStates) = (computed.state.rawValue, computed.laptops)
         pending = laptops.isEmpty ? changesMissing(from: [:], in: vector) : laptopStates.map(\.lacks).max() ?? 0
     }
@@ -186,6 +191,8 @@ struct StatusReport {
     struct DialIn {
         var record: InboundRecord
         var name: String
+        /// Why its last session was refused: no common protocol version (``VersionGap``).
+        var versionGap: String?
     }
 
     /// One other laptop as `status` counts it: its latest sync either way.
@@ -311,13 +318,15 @@ struct StatusReport {
                         ("firstSyncMillis", .int(r.firstMillis)), ("lastSyncMillis", .int(r.lastMillis)), ("sessions", .int(r.sessions)),
                         ("theyLack", .int(Self.lacks(r.last.receipt, vector))), ("weLack", .int(Self.lacks(vector, r.last.receipt))),
                         ("childrenAgreeing", .int(r.last.childrenAgreeing)),
-                        ("childrenDiffering", .array(r.last.childrenDiffering.map { .string($0.description) }))])
+                        ("childrenDiffering", .array(r.last.childrenDiffering.map { .string($0.description) })),
+                        ("updateRequired", d.versionGap.map(JSON.string) ?? .null)])
     }
 
     /// "laptop of Dad (3fa2-…) dials in from 192.168.1.21 (…): has everything (last sync …)".
     func line(_ d: DialIn) -> String {
         "laptop of \(Names.label(d.name, key: d.record.memberKey)) dials in from \(TextEscaping.terminal(d.record.host)) (runs no daemon, so this laptop cannot start a sync with it; it gets this laptop's changes when it next syncs)"
             + synced(d.record.last.receipt, lastSyncMillis: d.record.lastMillis)
+            + (d.versionGap.map { "; its last session was refused: \($0)" } ?? "")
     }
 
     /// ": never synced", or what a laptop whose last sync was at `lastSyncMillis` lacks by its
@@ -407,6 +416,9 @@ struct StatusReport {
             lines.append("changes and sync are stopped: \(TextEscaping.terminal(attention))")
             lines.append("the balances below are this laptop's last known state and may be stale")
         }
+        if let updateRequired {
+            lines.append("update required: \(updateRequired); changes on this laptop go on and sync once it is updated")
+        }
         switch state {
         case "attentionRequired": break
         case "synced": lines.append("every other laptop has acknowledged everything this laptop holds")
@@ -442,8 +454,8 @@ struct StatusReport {
     }
 
     func jsonDocument() -> JSON {
-        .object([("state", .string(state)), ("attentionReason", attention.map(JSON.string) ?? .null),
-                 ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
+        .object([("state", .string(state)), ("attentionReason", (attention ?? updateRequired).map(JSON.string) ?? .null),
+                 ("updateRequired", updateRequired.map(JSON.string) ?? .null), ("stale", .bool(attention != nil)), ("pendingChanges", .int(pending)), ("deferred", .int(counts.deferred)),
                  ("conflicts", .int(counts.conflicts)), ("sameIdConflicts", .array(sameID.map(Render.sameIDConflict))),
                  ("sameNames", Render.sameNames(Replica.sameNameGroups(children))),
                  ("forged", .int(membership.forged)), ("forgedHouseholds", .int(membership.forgedHouseholds)),

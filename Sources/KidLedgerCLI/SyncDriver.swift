@@ -37,6 +37,8 @@ enum SyncDriver {
         var answered: LearnedTransfers?
         /// The other device's member key, once its handshake proved it.
         var peerKey: [UInt8]?
+        /// The plain message when the two laptops share no protocol version (``VersionGap``).
+        var versionGap: String?
 
         var succeeded: Bool { outcome?.summary != nil }
         /// Whether the other device refused this one (in the handshake or at admission).
@@ -50,6 +52,7 @@ enum SyncDriver {
             if let learned, let connectError { return connectError.description + "; " + SyncDriver.describe(learned) }
             if let answered, let connectError { return connectError.description + "; " + SyncDriver.describe(answered) }
             if let connectError { return connectError.description }
+            if let versionGap { return versionGap }
             return outcome?.errorDescription
         }
     }
@@ -155,12 +158,16 @@ enum SyncDriver {
         let started = monotonicMicros()
         var connection: TCPConnection?
         var peerKey: [UInt8]?
+        var gap: VersionGap?
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
-            let result = Result(address: address, outcome: outcome, connectError: error,
+            var result = Result(address: address, outcome: outcome, connectError: error,
                                 seconds: Double(monotonicMicros() - started) / 1_000_000,
                                 wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0,
                                 learned: learn(from: error, in: replica, identity: identity),
                                 answered: learnAnswer(from: error, in: replica), peerKey: peerKey)
+            let laptop = VersionGap.laptop(replica, key: peerKey, address: address)
+            result.versionGap = gap?.message(laptop: laptop)
+            VersionGap.record(gap, message: result.versionGap ?? "", peerKey: peerKey, succeeded: result.succeeded, in: replica)
             record(result, in: replica)
             return result
         }
@@ -194,9 +201,11 @@ enum SyncDriver {
         }
         peerKey = stream.peerKey.bytes
         let session = SyncSession(role: .initiator, replica: replica, household: household, listenPort: listenPort)
+        VersionGap.configure(session)
         let outcome = SessionRunner.run(session, over: stream, progress: progress.map { report in
             { p in report(p, session.summary.changesExpected) }
         }, now: monotonicMillis)
+        gap = VersionGap(session.failure, mine: session.versions, product: session.product)
         return finish(outcome, nil)
     }
 

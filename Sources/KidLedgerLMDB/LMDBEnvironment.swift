@@ -349,6 +349,17 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         try check(mdb_env_sync(env, 1))
     }
 
+    /// Writes a consistent copy of the whole store to the open file `descriptor`
+    /// (`mdb_env_copyfd2`): one read transaction's snapshot, so writers go on meanwhile. With
+    /// `compact`, free pages are left out and the copy holds only the pages in use
+    /// (`MDB_CP_COMPACT`). The caller syncs and closes the file.
+    public func copy(to descriptor: Int32, compact: Bool = true) throws {
+        gate.lockShared()
+        defer { gate.unlock() }
+        guard let env else { throw LMDBError.badTxn }
+        try check(mdb_env_copyfd2(env, descriptor, compact ? UInt32(MDB_CP_COMPACT) : 0))
+    }
+
     /// Reads every page LMDB can reach (free-page list, main database, every table) in one read
     /// transaction and returns the problems found (empty when none).
     ///

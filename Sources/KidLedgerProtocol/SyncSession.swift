@@ -79,6 +79,14 @@ public final class SyncSession {
     /// Computes the per-child checks from the replica's totals (``ChildChecking``):
     /// ``ComputedChildChecks`` unless the simulator passes one that remembers them.
     public var childChecks: any ChildChecking = ComputedChildChecks()
+    /// The protocol versions this side speaks: ``protocolVersionMin`` to ``protocolVersionMax``
+    /// unless narrowed before ``start()`` (docs/PROTOCOL.md, "Versions").
+    public var versions: ClosedRange<UInt16> = protocolVersionMin...protocolVersionMax
+    /// This side's kidledger version, named in the refusal a peer without a common version gets
+    /// (``VersionRefusal``).
+    public var product = KidLedgerVersion.current
+    /// Why the session failed; nil while it has not.
+    public private(set) var failure: ProtocolError?
 
     /// Creates a session; nothing happens until ``start()``.
     ///
@@ -106,7 +114,7 @@ public final class SyncSession {
         precondition(limits.frameBytes <= frameBytesMax, "frames above the protocol's limit")
         switch role {
         case .initiator:
-            send(.hello(protocolVersionMin: protocolVersionMin, protocolVersionMax: protocolVersionMax,
+            send(.hello(protocolVersionMin: versions.lowerBound, protocolVersionMax: versions.upperBound,
                         replica: replica.replicaID, household: household, joinToken: joinToken, listenPort: listenPort))
             state = .awaitingWelcome
         case .responder:
@@ -152,18 +160,19 @@ public final class SyncSession {
         case (_, .error(let code, let text)):
             throw .peer(code: code, message: text)
         case (.awaitingHello, .hello(let lo, let hi, let peer, let peerHousehold, let token, let listenPort)):
-            guard lo <= protocolVersionMax && hi >= protocolVersionMin else { throw .versionMismatch(peerMin: lo, peerMax: hi) }
+            guard lo <= versions.upperBound && hi >= versions.lowerBound else { throw .versionMismatch(peerMin: lo, peerMax: hi) }
             guard peerHousehold == household else { throw .otherHousehold }
             guard peer != replica.replicaID else { throw .sameReplica }
             if let admit, let refusal = admit(Admission(replica: peer, household: peerHousehold, joinToken: token, listenPort: listenPort)) {
                 throw refusal
             }
             summary.peer = peer
-            send(.welcome(protocolVersion: min(hi, protocolVersionMax), replica: replica.replicaID))
+            // The highest version both speak.
+            send(.welcome(protocolVersion: min(hi, versions.upperBound), replica: replica.replicaID))
             send(.vector(try localSummary(forked: [])))
             state = .awaitingVector
         case (.awaitingWelcome, .welcome(let version, let peer)):
-            guard (protocolVersionMin...protocolVersionMax).contains(version) else {
+            guard versions.contains(version) else {
                 throw .versionMismatch(peerMin: version, peerMax: version)
             }
             guard peer != replica.replicaID else { throw .sameReplica }
@@ -522,7 +531,14 @@ public final class SyncSession {
 
     private func fail(_ error: ProtocolError) {
         guard state != .failed && state != .finished else { return }
-        if case .peer = error {} else { send(.error(code: error.code, message: error.description)) }
+        switch error {
+        case .peer: break
+        case .versionMismatch(let lo, let hi):
+            // Names this side's kidledger and versions, for the peer to say which laptop to update.
+            send(.error(code: error.code, message: VersionRefusal.text(product: product, mine: versions, peer: lo...hi)))
+        default: send(.error(code: error.code, message: error.description))
+        }
+        failure = error
         state = .failed
         actions.append(.failed(error))
     }

@@ -51,6 +51,8 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case corrupted(String)
     /// The store was written by an incompatible schema version.
     case schemaMismatch(found: UInt64, expected: UInt64)
+    /// The store was written by a newer kidledger (its product version), which this one can't read.
+    case storeFromNewerVersion(schema: UInt64, writer: String)
     /// Changes of this replica's own origin that it does not hold arrived once more after it had
     /// already taken ``Replica/rotationsMax`` fresh ids for them: refused (a member may be forging them).
     case tooManyRotations
@@ -85,7 +87,11 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tooManyRotations:
             "changes of this device's own origin that it never made arrived again after it took \(Replica.rotationsMax) fresh replica ids for them; refusing them (a member may be forging them: see docs/SECURITY.md)"
         case .schemaMismatch(let found, let expected):
-            "the store has schema version \(found), this kidledger reads version \(expected)"
+            found > expected
+                ? "the ledger was written by a newer kidledger (schema version \(found); this kidledger \(KidLedgerVersion.current) reads up to \(expected)): update kidledger to open it. Nothing was changed"
+                : "the store has schema version \(found), older than any kidledger release (\(Migrations.oldest) is the oldest): it can't be migrated. Nothing was changed"
+        case .storeFromNewerVersion(let schema, let writer):
+            "the ledger was written by kidledger \(writer) (schema version \(schema)); this is kidledger \(KidLedgerVersion.current), which reads up to schema version \(Replica.schemaVersion): update kidledger to open it. Nothing was changed"
         }
     }
 }

@@ -396,3 +396,16 @@ extension Replica {
         return fresh
     }
 }
+
+extension Replica {
+    /// Moves this replica to a fresh replica id (not one its vector holds): what `restore` does,
+    /// since a restored copy may be behind changes its earlier self made under its id after the
+    /// backup, so writing on under that id could reuse an (origin, sequence) pair. In a household
+    /// with an owner, its next local change then claims a fresh id derived from its key as usual.
+    public func continueUnderFreshReplicaID() throws {
+        var generator = random
+        let fresh = try store.write { w in try Self.rotate(from: try Self.currentReplicaID(w), in: w, generator: &generator) }
+        random = generator
+        replicaID = fresh
+    }
+}

@@ -6,8 +6,8 @@ import KidLedgerDomain
 /// Every mutation (its records, its change-log entry, which doubles as the pending-sync entry,
 /// and the local sequence number) is one write transaction. Time and randomness are injected.
 public final class Replica {
-    /// The store layout version this code reads and writes.
-    public static let schemaVersion: UInt64 = 3
+    /// The store layout version this code reads and writes (older ones are migrated: ``Migrations``).
+    public static var schemaVersion: UInt64 { Migrations.current }
 
     /// The underlying store.
     public let store: any KeyValueStore
@@ -34,12 +34,19 @@ public final class Replica {
     /// driver passes a database (the CLI's reads the tz database; the simulator's is a table).
     public var zones: any ZoneDatabase = UTCOnlyZones()
 
+    /// What opening this replica migrated (nil: the store was current, or new).
+    public private(set) var migration: MigrationReport?
+
     /// Opens the replica held in `store`, initializing an empty store with a fresh replica id.
+    /// A store of an older schema version is migrated first (``Migrations``: one write
+    /// transaction), after `beforeMigrating` (given the store's version) returned: the CLI
+    /// copies the store aside there.
     ///
-    /// - Throws: ``LedgerError/schemaMismatch(found:expected:)`` when the store was written by an
-    ///   incompatible version; store errors when it can't be read.
+    /// - Throws: ``LedgerError/schemaMismatch(found:expected:)`` when the store was written by a
+    ///   newer version (or is older than any release), ``LedgerError/storeFromNewerVersion(schema:writer:)``
+    ///   when it says which; store errors when it can't be read.
     public init(store: any KeyValueStore, clock: any WallClock, random: any RandomNumberGenerator,
-                verifier: any SignatureVerifier = RejectingVerifier()) throws {
+                verifier: any SignatureVerifier = RejectingVerifier(), beforeMigrating: ((UInt64) throws -> Void)? = nil) throws {
         self.store = store
         self.clock = clock
         self.random = random
@@ -49,11 +56,18 @@ public final class Replica {
         }
         if let rawSchema = existing.0 {
             guard let schema = Bytes.u64(rawSchema) else { throw LedgerError.corrupted("schema version") }
-            guard schema == Self.schemaVersion else {
+            if schema > Self.schemaVersion, let writer = try Self.storedSchema(store)?.writer {
+                throw LedgerError.storeFromNewerVersion(schema: schema, writer: writer)
+            }
+            guard (Migrations.oldest...Self.schemaVersion).contains(schema) else {
                 throw LedgerError.schemaMismatch(found: schema, expected: Self.schemaVersion)
             }
             guard let id = existing.1 else { throw LedgerError.corrupted("replica id missing") }
             replicaID = ReplicaID(id)
+            if schema < Self.schemaVersion {
+                try beforeMigrating?(schema)
+                migration = try Self.migrate(store, now: clock.nowMillis(), verifier: verifier)
+            }
             try completeGenesisPin()
         } else {
             var generator = random
@@ -63,6 +77,7 @@ public final class Replica {
                 // Another process may have initialized the store meanwhile.
                 if let id = Bytes.u64(try w.get(Tables.meta, Keys.replica)) { return ReplicaID(id) }
                 try w.put(Tables.meta, Keys.schema, Bytes.u64(Self.schemaVersion))
+                try w.put(Tables.meta, Keys.writer, Array(KidLedgerVersion.current.utf8))
                 try w.put(Tables.meta, Keys.replica, Bytes.u64(fresh.rawValue))
                 try w.put(Tables.meta, Keys.digest, Digest256.zero.bytes)
                 return fresh

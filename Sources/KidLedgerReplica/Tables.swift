@@ -3,7 +3,7 @@ import KidLedgerDomain
 /// The replica's tables and the layout of their keys. Integers in keys are big-endian so byte
 /// order is numeric order. See docs/ARCHITECTURE.md for the full layout.
 public enum Tables {
-    /// Schema version, replica id, last HLC, digest.
+    /// Schema version (``Migrations``), replica id, last HLC, digest, the writer's product version.
     public static let meta = Table("meta")
     /// The change log: origin (8) + sequence (8) + version hash (8) → encoded ``Change``. Also the
     /// pending-sync queue. Normally one version per (origin, sequence); a replica restored from a
@@ -254,6 +254,9 @@ enum Keys {
     /// How many times this replica took a fresh id because changes of its own origin that it
     /// did not hold arrived (``Replica/rotationsMax`` at most).
     static let rotations: [UInt8] = Array("rotations".utf8)
+    /// The product version (UTF-8) of the kidledger that created the store or last migrated it
+    /// (from schema 4): named when a store is too new for the kidledger opening it.
+    static let writer: [UInt8] = Array("writer".utf8)
 }
 
 /// Fixed-width integer helpers for values.

@@ -75,6 +75,7 @@ public enum PageAssets {
             </form>
             <p class="hint" id="zone-hint">Allowance days start at midnight in this zone on every laptop, and times here are shown in it.</p>
           </details>
+          <p id="backup"><a href="/api/backup" download>Download a backup</a> of this laptop's ledger and keys. Keep it private: whoever holds it holds the ledger and can sign as this laptop.</p>
           </div>
           <div id="toast" class="toast" role="status" aria-live="polite" hidden></div>
         </main>

@@ -67,6 +67,9 @@ public struct UIApp: Sendable {
             var words = ["history", "--limit", request.query["limit"] ?? "20"]
             if let child = request.query["child"] { words += ["--", child] }
             return answer(run(words))
+        case "/api/backup":
+            guard reading else { return methodNotAllowed("GET") }
+            return backupDownload()
         case "/api/undo-preview":
             guard reading else { return methodNotAllowed("GET") }
             return answer(run(["undo", "--dry-run"] + (request.query["id"].map { ["--", $0] } ?? [])))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import KidLedgerDomain
 @testable import KidLedgerCLI
 
 /// Exact text output of the commands, run in process with fixed clocks (see ``TestLedger``).
@@ -191,6 +192,9 @@ struct GoldenOutputTests {
           service status                               whether this home's service is installed, enabled and running
           service uninstall                            stop, disable and remove this home's service
           household timezone [ZONE]                    show or set the household's time zone
+          backup FILE                                  write a copy of the whole home (ledger and this laptop's keys) to FILE
+          backup schedule [FOLDER [--keep N] | --off]  have the daemon write a backup every day into FOLDER
+          restore FILE [--replace]                     bring back a backup into an empty home (or a new laptop)
           help [COMMAND]                               this overview, or a command's help
 
         Amounts: dollars ('$1.25', '$0.10', 5) or coins (penny, nickel, dime, quarter, half, dollar);
@@ -289,8 +293,8 @@ struct GoldenOutputTests {
             }
             let bare = l.run([])
             #expect(bare.code == 64 && bare.stdout == Self.overview)
-            #expect(l.ok("--version") == "kidledger 0.1.0\n")
-            #expect(l.ok("give", "--version") == "kidledger 0.1.0\n")
+            #expect(l.ok("--version") == "kidledger \(KidLedgerVersion.current)\n")
+            #expect(l.ok("give", "--version") == "kidledger \(KidLedgerVersion.current)\n")
             #expect(!FileManager.default.fileExists(atPath: l.home), "help and version must not create the home")
         }
     }
@@ -298,6 +302,7 @@ struct GoldenOutputTests {
     @Test func helpOfEveryCommand() {
         withLedger { l in
             #expect(CLI.commands.count == 45)
+            #expect(CLI.commands.count == 47)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import KidLedgerTestSupport
 import Testing
+import KidLedgerDomain
 
 /// The built `kidledger` executable.
 ///
@@ -155,7 +156,7 @@ struct ProcessTests {
             #expect(help.code == 0 && help.stdout == GoldenOutputTests.overview && help.stderr == "", "\(help)")
             let give = try kidledger(l, "give", "--help")
             #expect(give.code == 0 && give.stdout.hasPrefix("usage: kidledger give CHILD AMOUNT [--note T]\n"))
-            #expect(try kidledger(l, "--version").stdout == "kidledger 0.1.0\n")
+            #expect(try kidledger(l, "--version").stdout == "kidledger \(KidLedgerVersion.current)\n")
             #expect(try kidledger(l).code == 64)
             #expect(!FileManager.default.fileExists(atPath: l.home))
         }

@@ -105,7 +105,13 @@ import Testing
         _ = responder.start()
         let hello = Message.hello(protocolVersionMin: 4, protocolVersionMax: 5, replica: ReplicaID(77), household: h)
         let actions = responder.receive(hello.frame())
-        let text = "peer speaks protocol versions 4...5, this kidledger speaks 3...3; upgrade kidledger"
+        // The refusal names this side's kidledger and versions, readable back by the other side.
+        let text = "kidledger \(KidLedgerVersion.current) speaks sync protocol versions 3...3, the other laptop 4...5; the one with the older kidledger must be updated"
+        #expect(VersionRefusal.parse(text)?.product == KidLedgerVersion.current && VersionRefusal.parse(text)?.versions == 3...3)
+        // kidledger 0.1's sentence is read too, its release named by its versions.
+        let old = "peer speaks protocol versions 4...5, this kidledger speaks 3...3; upgrade kidledger"
+        #expect(VersionRefusal.parse(old)?.product == "0.2.0 or earlier" && VersionRefusal.parse(old)?.versions == 3...3)
+        #expect(VersionRefusal.parse("something else") == nil)
         #expect(actions.count == 2)
         guard case .send(let bytes) = actions.first else { Issue.record("no error frame"); return }
         var dec = FrameDecoder()
@@ -113,7 +119,7 @@ import Testing
         let frame = try #require(try dec.next())
         #expect(try Message.decode(type: frame.type, payload: frame.payload) == .error(code: 3, message: text))
         #expect(actions.last == .failed(.versionMismatch(peerMin: 4, peerMax: 5)))
-        #expect(ProtocolError.versionMismatch(peerMin: 4, peerMax: 5).description == text)
+        #expect(responder.failure == .versionMismatch(peerMin: 4, peerMax: 5))
         #expect(responder.state == .failed)
         #expect(try b.digest() == before)
 

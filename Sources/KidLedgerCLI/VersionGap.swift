@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KidLedgerDomain
+import KidLedgerProtocol
+import KidLedgerReplica
+
+/// Two laptops that share no sync protocol version (issue 43, point 2; docs/PROTOCOL.md,
+/// "Versions"; docs/SYNC.md, "Updating"): which one runs the older kidledger, in plain words.
+/// The newer side shows it on the peer (`peers`, `status`); the older side's `status` is
+/// `attentionRequired` until a sync with that laptop works again.
+struct VersionGap: Equatable {
+    /// The other laptop's kidledger version, when it said (or its protocol names a release).
+    var peerProduct: String?
+    var peerVersions: ClosedRange<UInt16>
+    var mine: ClosedRange<UInt16>
+    var myProduct: String
+
+    /// Whether the other laptop runs the newer kidledger (this one must be updated).
+    var peerIsNewer: Bool { peerVersions.lowerBound > mine.upperBound }
+
+    /// The gap a failed session shows: this side found no common version (`versionMismatch`),
+    /// or the peer did and said so (an `error` of code 3).
+    init?(_ failure: ProtocolError?, mine: ClosedRange<UInt16>, product: String) {
+        self.mine = mine
+        myProduct = product
+        switch failure {
+        case .versionMismatch(let lo, let hi)?:
+            peerVersions = lo...hi
+            peerProduct = KnownReleases.name(speaking: lo...hi)
+        case .peer(let code, let text)? where code == ProtocolError.versionMismatch(peerMin: 0, peerMax: 0).code:
+            guard let said = VersionRefusal.parse(text) else { return nil }
+            (peerProduct, peerVersions) = said
+        default:
+            return nil
+        }
+        guard peerVersions.lowerBound > mine.upperBound || peerVersions.upperBound < mine.lowerBound else { return nil }
+    }
+
+    static func protocols(_ r: ClosedRange<UInt16>) -> String {
+        r.lowerBound == r.upperBound ? "\(r.lowerBound)" : "\(r.lowerBound) to \(r.upperBound)"
+    }
+
+    /// "Dad's laptop runs kidledger 0.1: update it to sync (...)", for `laptop` ("Dad's laptop").
+    func message(laptop: String) -> String {
+        let theirs = peerProduct.map { "kidledger \($0)" } ?? "a kidledger that speaks sync protocol \(Self.protocols(peerVersions))"
+        let details = "\(laptop) speaks sync protocol \(Self.protocols(peerVersions)), this laptop's kidledger \(myProduct) speaks \(Self.protocols(mine))"
+        if peerIsNewer {
+            return "\(laptop) runs \(theirs), newer than this laptop's kidledger \(myProduct): update kidledger on this laptop to sync with it (\(details))"
+        }
+        return "\(laptop) runs \(theirs): update it to sync (\(details))"
+    }
+
+    /// The device setting the older side keeps while a newer laptop refuses it: the newer
+    /// laptop's member key (hex), a tab, the message. Cleared by the next sync with that laptop
+    /// that works.
+    static let setting = "updateRequired"
+
+    /// The message of ``setting``, when set.
+    static func pending(_ replica: Replica) throws -> String? {
+        guard let value = try replica.device.setting(setting), let tab = value.firstIndex(of: "\t") else { return nil }
+        return String(value[value.index(after: tab)...])
+    }
+
+    /// Records what a sync with the laptop of `peerKey` showed: a newer laptop's refusal sets
+    /// ``setting``; a sync that worked with the laptop it names clears it.
+    static func record(_ gap: VersionGap?, message: String, peerKey: [UInt8]?, succeeded: Bool, in replica: Replica) {
+        let key = peerKey.map(Hex.encode) ?? "?"
+        if let gap, gap.peerIsNewer {
+            try? replica.device.setSetting(setting, key + "\t" + message)
+        } else if succeeded, let value = try? replica.device.setting(setting), value.hasPrefix(key + "\t") {
+            try? replica.device.setSetting(setting, "")
+        }
+    }
+
+    /// The device setting naming why the daemon last refused the session of the member `key`
+    /// (its laptop dials in): shown on its line of `peers` and `status`; cleared by its next
+    /// session that works.
+    static func inboundSetting(_ key: [UInt8]) -> String { "versionGap." + Hex.encode(key) }
+
+    /// Why the daemon last refused the member `key`'s session for its versions, when it did.
+    static func refusedInbound(_ key: [UInt8], in replica: Replica) throws -> String? {
+        try replica.device.setting(inboundSetting(key)).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// "Dad's laptop" for the member of `key`, else "the laptop at ADDRESS".
+    static func laptop(_ replica: Replica, key: [UInt8]?, address: String) -> String {
+        if let key, let member = try? replica.members().first(where: { $0.key == key }) {
+            return member.isOwner && member.chosenName == nil ? "the owner's laptop" : "\(Render.safe(member.name))'s laptop"
+        }
+        return "the laptop at \(address)"
+    }
+
+    /// The versions a session of this process speaks and the kidledger version it names: the
+    /// build's, unless the test settings ``versionsVariable`` and ``productVariable`` narrow or
+    /// name them (mixed-version tests of one build: docs/PROTOCOL.md, "Versions").
+    static func configure(_ session: SyncSession) {
+        if let raw = getenv(versionsVariable).map({ String(cString: $0) }) {
+            let parts = raw.split(separator: "-").compactMap { UInt16($0) }
+            if parts.count == 2, parts[0] <= parts[1] { session.versions = parts[0]...parts[1] }
+        }
+        if let raw = getenv(productVariable).map({ String(cString: $0) }), !raw.isEmpty { session.product = raw }
+    }
+
+    /// Test setting: the protocol versions this process's sessions speak, `LO-HI`.
+    static let versionsVariable = "KIDLEDGER_TEST_PROTOCOL_VERSIONS"
+    /// Test setting: the kidledger version this process's sessions name.
+    static let productVariable = "KIDLEDGER_TEST_PRODUCT_VERSION"
+}
