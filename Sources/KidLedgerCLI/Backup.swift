@@ -73,7 +73,7 @@ enum Backup {
         // The whole file is checked before anything is written.
         var hasLedger = false
         try BackupArchive.read(path) { name, _, _ in
-            guard isRestorable(name) else { throw BackupArchive.invalid(path, "it holds \"\(Render.safe(name))\", which no kidledger backup holds") }
+            guard isRestorable(name) else { throw BackupArchive.invalid(path, "it holds \"\(TextEscaping.terminal(name))\", which no kidledger backup holds") }
             if name == "ledger/data.mdb" { hasLedger = true }
         }
         guard hasLedger else { throw BackupArchive.invalid(path, "it holds no ledger") }

@@ -94,7 +94,7 @@ enum BackupArchive {
             let length = Int(lengthBytes[0]) << 8 | Int(lengthBytes[1])
             guard (1...pathBytesMax).contains(length) else { throw invalid(path, "an entry path of \(length) bytes") }
             let name = String(decoding: try reader.bytes(length), as: UTF8.self)
-            guard isSafe(name) else { throw invalid(path, "an entry path \"\(Render.safe(name))\" outside the home") }
+            guard isSafe(name) else { throw invalid(path, "an entry path \"\(TextEscaping.terminal(name))\" outside the home") }
             var sizeReader = ByteReader(try reader.bytes(8))
             let size = try sizeReader.readBigEndianUInt64("size")
             guard size <= UInt64(total) else { throw invalid(path, "an entry larger than the file") }

@@ -86,7 +86,7 @@ struct VersionGap: Equatable {
     /// "Dad's laptop" for the member of `key`, else "the laptop at ADDRESS".
     static func laptop(_ replica: Replica, key: [UInt8]?, address: String) -> String {
         if let key, let member = try? replica.members().first(where: { $0.key == key }) {
-            return member.isOwner && member.chosenName == nil ? "the owner's laptop" : "\(Render.safe(member.name))'s laptop"
+            return member.isOwner && member.chosenName == nil ? "the owner's laptop" : "\(TextEscaping.terminal(member.name))'s laptop"
         }
         return "the laptop at \(address)"
     }
