@@ -34,7 +34,7 @@ ln -sf "$(g++ -print-file-name=libstdc++.a 2>/dev/null || gcc -print-file-name=l
 [ -e "$static_cxx/libstdc++.a" ] || { echo "package.sh: libstdc++.a not found (apt-get install libstdc++-12-dev)" >&2; exit 69; }
 # A scratch folder of its own: these link flags would otherwise make the next plain release build
 # (Scripts/bench.sh, two-laptops.sh) start over.
-flags=(-c release --scratch-path .build/package-scratch --static-swift-stdlib -Xlinker -L"$static_cxx" -Xclang-linker -static-libgcc)
+flags=(-c release --scratch-path .build/package-scratch --static-swift-stdlib -Xlinker -L"$static_cxx" -Xswiftc -Xclang-linker -Xswiftc -static-libgcc)
 for product in kidledger kidledger-package; do
   swift build "${flags[@]}" --product "$product" 2>&1 | tail -n 1
 done
