@@ -124,6 +124,19 @@ import Testing
         #expect(get(app, target).status == 303)
     }
 
+    /// No daemon and no systemd user manager to start one (here: no systemctl on PATH): `open`
+    /// says what to run instead, exit 69, and starts nothing.
+    @Test func openWithoutADaemonOrSystemdSaysToRunServe() {
+        let h = family()
+        let empty = h.directory.sub("empty-path")
+        try? FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let console = BufferConsole()
+        let code = CLI.run(arguments: ["open"], environment: h.environment.merging(["PATH": empty]) { $1 }, console: console)
+        #expect(code == 69)
+        #expect(console.stderr.contains("systemctl was not found on PATH") && console.stderr.contains("kidledger serve"), "\(console.stderr)")
+        #expect(DaemonLock.holder(home: h.home) == nil)
+    }
+
     @Test func serveRefusesAPageOffLoopbackWithoutTheFlag() {
         let h = family()
         let r = h.run("serve", "--listen", "127.0.0.1:0", "--ui", "0.0.0.0:0")
