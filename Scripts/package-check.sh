@@ -52,7 +52,11 @@ desktop-file-validate /usr/share/applications/kidledger.desktop || fail "desktop
 grep -qx 'Exec=kidledger open' /usr/share/applications/kidledger.desktop || fail "the desktop entry does not run kidledger open"
 grep -q '^ExecStart=/usr/bin/kidledger ' /usr/lib/systemd/user/kidledger.service || fail "the user unit does not run /usr/bin/kidledger"
 if command -v systemd-analyze >/dev/null; then
-  systemd-analyze verify --user /usr/lib/systemd/user/kidledger.service 2>&1 | grep -v "^$" | grep -i "error" && fail "systemd-analyze verify"
+  # As Scripts/check-unit.sh: --user needs a runtime directory even offline; any line printed fails.
+  runtime="$(mktemp -d /tmp/kidledger-package-runtime.XXXXXX)"
+  output="$(XDG_RUNTIME_DIR="$runtime" systemd-analyze --user verify /usr/lib/systemd/user/kidledger.service 2>&1)" || true
+  rm -rf "$runtime"
+  [ -z "$output" ] || fail "systemd-analyze --user verify kidledger.service: $output"
 fi
 test -s /usr/share/icons/hicolor/scalable/apps/kidledger.svg || fail "no icon"
 
