@@ -30,6 +30,13 @@ final class Daemon: Sendable {
     /// store by any process (``FileWatch`` on data.mdb), a device discovery found, a peer due, or a
     /// stop. Idle, the daemon wakes about once a minute per thread (docs/PERFORMANCE.md, "Idle").
     static let idleWaitMillis: Int64 = 60_000
+    /// The longest the gossip loop sleeps without looking at the store: a backstop for a commit
+    /// whose inotify event came before LMDB published it to readers (seen under heavy load, after
+    /// ``commitSettleMillis`` too); six cheap reads a minute at rest.
+    static let storeLookMillis: Int64 = 10_000
+    /// How long after a write to data.mdb woke the gossip loop it looks at the store once more
+    /// (the commit may not have been published to readers when the write woke it).
+    static let commitSettleMillis: Int64 = 50
     /// How long the accept loop waits for a connection before it checks for a stop (closing the
     /// listener wakes it earlier); a second while refusals are being counted, to log them on time.
     static let acceptWaitMillis = 60_000
@@ -432,16 +439,21 @@ final class Daemon: Sendable {
                 // What this round received is not a local change to push again; a local change
                 // committed while the round ran (another command on this home) is.
                 if changeDue { changedAt = nil }
+                // The round's own writes (each session's outcome) are not news. Dropped before the
+                // vector is read again: a commit by another process after this point is either in
+                // `after` (and caught below) or wakes the loop anew.
+                if synced { watch.drain() }
                 let after = try replica.versionVector()
                 if synced && after[replica.replicaID] != vector[replica.replicaID] { changedAt = changedAt ?? monotonicMillis() }
                 lastVector = after
-                // The round's own writes (each session's outcome) are not news: a change another
-                // process committed meanwhile was caught by the comparison above.
-                if synced { watch.drain() }
             }
             // Sleep until something is due, or a commit, a discovery or a stop wakes the loop.
-            let wait = Self.waitMillis(now: monotonicMillis(), nextDue: SyncDriver.dialGroups(try replica.device.peers()).map { nextDue[$0.key] ?? 0 },
-                                       changedAt: changedAt, allowanceCheckedAt: allowanceCheckedAt)
+            var dues = SyncDriver.dialGroups(try replica.device.peers()).map { nextDue[$0.key] ?? 0 }
+            // A commit is visible to readers a moment after its last write to data.mdb (LMDB
+            // publishes the transaction id in lock.mdb after the meta page): look once more then.
+            if storeWritten { dues.append(monotonicMillis() + Daemon.commitSettleMillis) }
+            let wait = min(Self.waitMillis(now: monotonicMillis(), nextDue: dues, changedAt: changedAt, allowanceCheckedAt: allowanceCheckedAt),
+                           Self.storeLookMillis)
             let woke = wakeup.wait(timeoutMillis: Int(wait), also: [stopWakeup.readFD, watch.fd].filter { $0 >= 0 })
             storeWritten = woke.ready.contains(watch.fd)
             if storeWritten { watch.drain() }

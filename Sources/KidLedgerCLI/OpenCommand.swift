@@ -30,7 +30,16 @@ enum OpenCommand {
         Without systemd's user manager (a container, a root shell), start `kidledger serve` yourself first; `open`
         then only opens the page.
           --no-browser   print the one-time address instead of opening it
+        From the applications menu (no terminal to read), a failure is also shown as a desktop notification
+        (notify-send, when installed).
         """, flagOptions: ["no-browser"])) { ctx, args in
+        do { try run(ctx, args) } catch {
+            notify(ctx, CLIError.from(error).message)
+            throw error
+        }
+    }
+
+    static func run(_ ctx: Context, _ args: ParsedArguments) throws {
         let household = try LedgerCommands.requireHousehold(try ctx.openReplica())
         if DaemonLock.holder(home: ctx.home) == nil {
             try startService(ctx, household: household.name)
@@ -44,6 +53,16 @@ enum OpenCommand {
             try PageCommands.open(url)
             ctx.say("Opened the page (http://\(address)/) in the browser.")
         }
+    }
+
+    /// Shows `message` as a desktop notification when no terminal reads standard error (the
+    /// menu's launcher); best effort, bounded.
+    static func notify(_ ctx: Context, _ message: String) {
+        guard isatty(2) == 0 else { return }
+        let directories = (ctx.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        guard let path = directories.map({ $0 + "/notify-send" }).first(where: { access($0, X_OK) == 0 }) else { return }
+        _ = Subprocess.run(path, ["--app-name=Kid Ledger", "--icon=kidledger", "Kid Ledger could not open", message],
+                           environment: ctx.environment, timeoutMillis: 5_000)
     }
 
     /// Starts (and, when it is not, enables) the service of this home.
