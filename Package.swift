@@ -11,6 +11,9 @@ let package = Package(
         .executable(name: "kidledger-sim", targets: ["kidledger-sim"]),
         // Benchmark helper behind Scripts/bench.sh (docs/PERFORMANCE.md); not a user command.
         .executable(name: "kidledger-bench", targets: ["kidledger-bench"]),
+        // Prints the package's generated files (man page, bash completion, user unit) for
+        // Scripts/package.sh; not a user command.
+        .executable(name: "kidledger-package", targets: ["kidledger-package"]),
     ],
     targets: [
         // C libraries through system-library targets.
@@ -55,6 +58,7 @@ let package = Package(
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
+        .executableTarget(name: "kidledger-package", dependencies: ["KidLedgerCLI"]),
         .executableTarget(name: "kidledger-bench", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
 
         // Fixtures shared by the test targets (temporary directories, a monotonic clock and

@@ -131,6 +131,8 @@ def main():
                 "medianSeconds": med(seen), "p95Seconds": p95}
 
     table["latency"] = {s: latency(s) for s in ("loopback", "loss12")}
+    idle = rows("idle")
+    table["idle"] = idle[-1] if idle else None
     elapsed = rows("elapsed")
     table["elapsedSeconds"] = elapsed[0]["seconds"] if elapsed else None
 
@@ -190,6 +192,10 @@ def targets(t, sizes):
         m = lat.get(setting)
         add(f"a change visible on the other laptop {what}: median seconds", m["medianSeconds"] if m else None, limit,
             note=f"95th percentile {m['p95Seconds']:.2f} s, {m['trials']} trials" if m and m["p95Seconds"] is not None else "")
+    idle = t.get("idle")
+    add("idle daemon: wakeups per minute, all threads (Scripts/idle.sh)", idle["wakeupsPerMinute"] if idle else None, 60)
+    add("idle daemon: CPU, % of one core", idle["cpuPercent"] if idle else None, 0.05)
+    add("idle daemon: a local change pushed to the peer (ms, woken by the commit)", idle.get("pushMillis") if idle else None, 1000)
     daemon = t["sync"].get(top, {}).get("daemonPeakKiB")
     add(f"daemon peak RSS during the {top} initial sync (MB, mapped LMDB pages included)", daemon / 1024 if daemon else None, 200)
     anon = t["sync"].get(top, {}).get("daemonPeakAnonKiB")
@@ -292,6 +298,12 @@ def render(meta, t, sizes):
             out.append(f"A change visible on the other laptop {what} (`Scripts/latency.py`, {m['trials']} trials, both daemons running): "
                        f"median {human_seconds(m['medianSeconds'])}, 95th percentile {human_seconds(m['p95Seconds'])}"
                        + f", {m['timedOut']} timed out after 30 s (counted as 30 s).")
+    idle = t.get("idle")
+    if idle:
+        out.append("")
+        out.append(f"The daemon at rest (`Scripts/idle.sh`, {idle['seconds']} s, {idle['threads']} threads, one peer out of reach, page closed): "
+                   f"{idle['wakeupsPerMinute']} wakeups and {idle['cpuMillisPerMinute']} ms of CPU a minute ({idle['cpuPercent']} % of one core); "
+                   f"a local change reached the peer in {idle.get('pushMillis')} ms.")
     out.append("")
     out.append("| target | measured | limit | met |")
     out.append("|---|---|---|---|")

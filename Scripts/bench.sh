@@ -11,7 +11,7 @@
 # --seeds 0 skips the simulator, --latency T sets the change-to-visible trials per setting (default 20; 0
 # skips them; Scripts/latency.py: loopback, and as root 12 % loss between two network namespaces), --work DIR keeps the homes there (default: a temporary directory, removed at the end).
 # Environment: SCRATCH (SwiftPM scratch path, default .build).
-# Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
+# Environment: IDLE_SECONDS (the idle row's measured minute, default 60). Not run in CI. Everything runs on this machine: the two kidledger processes talk over loopback.
 set -euo pipefail
 # Everything runs inside main, so bash has read the whole script before it starts (editing the
 # file during a long run cannot change what runs).
@@ -241,6 +241,11 @@ if [ "$LATENCY" -gt 0 ]; then
     say "latency: $LATENCY changes each way between two running daemons, on loopback and under 12 % loss"
     python3 Scripts/latency.py "$KL" "$LATENCY" "$RESULTS"
 fi
+
+# Issue 40, point 4: the daemon at rest (no change, its one peer out of reach, the page closed):
+# wakeups and CPU per minute from /proc over a minute (Scripts/idle.sh; IDLE_SECONDS overrides).
+say "idle: the daemon at rest for ${IDLE_SECONDS:-60} s (wakeups and CPU from /proc)"
+record "$(Scripts/idle.sh "$KL" "${IDLE_SECONDS:-60}" 2>/dev/null | tail -n 1)"
 
 record "{\"row\":\"elapsed\",\"seconds\":$(( $(date +%s) - started ))}"
 python3 Scripts/bench-report.py "$RESULTS" "$OUT"

@@ -7,13 +7,21 @@
 #                                     veth pair; Dad joins with the short code, the daemons find
 #                                     each other by LAN discovery (no `peer add`); the link is cut
 #                                     with `ip link set down`
+#   KIDLEDGER_BIN=/usr/bin/kidledger Scripts/two-laptops.sh
+#                                     with that binary instead of a release build of this checkout
 set -euo pipefail
 cd "$(dirname "$0")/.."
 netns=false
 [ "${1:-}" = "--netns" ] && netns=true
-Scripts/setup.sh
-swift build -c release --product kidledger 2>&1 | tail -n 1
-bin="$(swift build -c release --show-bin-path)/kidledger"
+if [ -n "${KIDLEDGER_BIN:-}" ]; then
+  # A kidledger already built or installed (Scripts/package-check.sh: /usr/bin/kidledger).
+  bin="$KIDLEDGER_BIN"
+  [ -x "$bin" ] || { echo "two-laptops: KIDLEDGER_BIN=$bin is not an executable" >&2; exit 64; }
+else
+  Scripts/setup.sh
+  swift build -c release --product kidledger 2>&1 | tail -n 1
+  bin="$(swift build -c release --show-bin-path)/kidledger"
+fi
 work="$(mktemp -d /tmp/kidledger-two-laptops.XXXXXX)"
 mom="$work/mom" dad="$work/dad"
 pids=()

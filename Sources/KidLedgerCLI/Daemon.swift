@@ -13,6 +13,9 @@ import Synchronization
 /// Set by SIGINT/SIGTERM; every loop of the daemon checks it. Lock-free, so the signal handler
 /// may store to it.
 private let stopSignal = Atomic<Bool>(false)
+/// Signalled with ``stopSignal``: wakes the gossip loop at once (it otherwise sleeps until its
+/// next peer is due).
+private let stopWakeup = Wakeup()
 
 /// `kidledger serve`: accepts peers, gossips with every known peer on an interval and soon after
 /// a local change (including one made by another `kidledger` process on the same home), logs one
@@ -23,12 +26,25 @@ final class Daemon: Sendable {
     static let gossipIntervalMillis: Int64 = 30_000
     /// How soon after a local change the peers are synced.
     static let changeDelayMillis: Int64 = 100
-    /// How often the store is checked for changes made by other processes.
-    static let pollMillis: Int64 = 100
+    /// The longest the gossip loop sleeps when nothing is due: it wakes earlier for a commit to the
+    /// store by any process (``FileWatch`` on data.mdb), a device discovery found, a peer due, or a
+    /// stop. Idle, the daemon wakes about once a minute per thread (docs/PERFORMANCE.md, "Idle").
+    static let idleWaitMillis: Int64 = 60_000
+    /// The longest the gossip loop sleeps without looking at the store: a backstop for a commit
+    /// whose inotify event came before LMDB published it to readers (seen under heavy load, after
+    /// ``commitSettleMillis`` too); six cheap reads a minute at rest.
+    static let storeLookMillis: Int64 = 10_000
+    /// How long after a write to data.mdb woke the gossip loop it looks at the store once more
+    /// (the commit may not have been published to readers when the write woke it).
+    static let commitSettleMillis: Int64 = 50
+    /// How long the accept loop waits for a connection before it checks for a stop (closing the
+    /// listener wakes it earlier); a second while refusals are being counted, to log them on time.
+    static let acceptWaitMillis = 60_000
     /// The most addresses of one device tried in one round (the first that answers is synced with).
     static let addressesPerDialMax = 4
-    /// How often the daemon looks for allowance periods due (``payAllowances(_:)``).
-    static let allowanceCheckMillis: Int64 = 1_000
+    /// How often the daemon looks for allowance periods due (``payAllowances(_:)``), besides after
+    /// every change to the store.
+    static let allowanceCheckMillis: Int64 = 60_000
     /// The product's connection limits (``limits``): at most 16 sessions at once, at most 8 of
     /// them not admitted yet, and at most 4 from one address. Past 4 from an address a connection
     /// is refused at accept; past 8 not admitted (or 16 in all) it takes the place of one not
@@ -66,6 +82,8 @@ final class Daemon: Sendable {
     private let woken = Mutex<Set<String>>([])
     /// The home, for the scheduled backups (``ScheduledBackup``; nil: none are written).
     let home: String?
+    /// Wakes the gossip loop when discovery found a device.
+    private let wakeup = Wakeup()
 
     init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
@@ -92,8 +110,9 @@ final class Daemon: Sendable {
     }
 
     static func installSignalHandlers() {
-        signal(SIGINT) { _ in stopSignal.store(true, ordering: .relaxed) }
-        signal(SIGTERM) { _ in stopSignal.store(true, ordering: .relaxed) }
+        _ = stopWakeup  // made before a handler can need it
+        signal(SIGINT) { _ in stopSignal.store(true, ordering: .relaxed); stopWakeup.signal() }
+        signal(SIGTERM) { _ in stopSignal.store(true, ordering: .relaxed); stopWakeup.signal() }
         signal(SIGPIPE, SIG_IGN)
         // A parent may have started us with these blocked (the mask survives exec): unblock them.
         var set = sigset_t()
@@ -116,7 +135,10 @@ final class Daemon: Sendable {
         if let settings, let genesis = try makeReplica().genesis() {
             discovery = Discovery(settings: settings, household: genesis, identity: identity, tcpPort: listener.port, log: log,
                                   makeReplica: { [self] in try makeReplica() },
-                                  found: { [self] member in _ = woken.withLock { $0.insert(SyncDriver.dialGroupKey(member: member)) } })
+                                  found: { [self] member in
+                                      _ = woken.withLock { $0.insert(SyncDriver.dialGroupKey(member: member)) }
+                                      wakeup.signal()
+                                  })
             discovery?.start(stopping: { stopSignal.load(ordering: .relaxed) })
         }
         try gossipLoop()
@@ -145,7 +167,7 @@ final class Daemon: Sendable {
         while !stopping {
             for line in refusals.due(now: monotonicMillis()) { log(line) }
             let connection: TCPConnection?
-            do { connection = try listener.accept(timeoutMillis: 250) } catch {
+            do { connection = try listener.accept(timeoutMillis: refusals.tracked > 0 ? 1_000 : Self.acceptWaitMillis) } catch {
                 if stopping { return }
                 log("accept failed: \(error)")
                 usleep(100_000)
@@ -370,9 +392,11 @@ final class Daemon: Sendable {
         var backoff: [String: Backoff] = [:]
         var random = SystemRandomNumberGenerator()
         var allowanceCheckedAt: Int64?
+        let watch = FileWatch(path: environment.directory + "/data.mdb")
+        var storeWritten = false
         while !stopping {
             let now = monotonicMillis()
-            if allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true {
+            if storeWritten || (allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true) {
                 allowanceCheckedAt = now
                 payAllowances(replica)
                 if let home { ScheduledBackup.runIfDue(home: home, replica, now: clock.nowMillis(), log: log) }
@@ -431,12 +455,36 @@ final class Daemon: Sendable {
                 // What this round received is not a local change to push again; a local change
                 // committed while the round ran (another command on this home) is.
                 if changeDue { changedAt = nil }
+                // The round's own writes (each session's outcome) are not news. Dropped before the
+                // vector is read again: a commit by another process after this point is either in
+                // `after` (and caught below) or wakes the loop anew.
+                if synced { watch.drain() }
                 let after = try replica.versionVector()
                 if synced && after[replica.replicaID] != vector[replica.replicaID] { changedAt = changedAt ?? monotonicMillis() }
                 lastVector = after
             }
-            usleep(useconds_t(Daemon.pollMillis * 1000))
+            // Sleep until something is due, or a commit, a discovery or a stop wakes the loop.
+            var dues = SyncDriver.dialGroups(try replica.device.peers()).map { nextDue[$0.key] ?? 0 }
+            // A commit is visible to readers a moment after its last write to data.mdb (LMDB
+            // publishes the transaction id in lock.mdb after the meta page): look once more then.
+            if storeWritten { dues.append(monotonicMillis() + Daemon.commitSettleMillis) }
+            let wait = min(Self.waitMillis(now: monotonicMillis(), nextDue: dues, changedAt: changedAt, allowanceCheckedAt: allowanceCheckedAt),
+                           Self.storeLookMillis)
+            let woke = wakeup.wait(timeoutMillis: Int(wait), also: [stopWakeup.readFD, watch.fd].filter { $0 >= 0 })
+            storeWritten = woke.ready.contains(watch.fd)
+            if storeWritten { watch.drain() }
         }
+    }
+
+    /// How long the gossip loop may sleep at `now`: until the first peer is due (`nextDue`), a
+    /// local change is to be pushed (``changeDelayMillis`` after `changedAt`), or the allowances
+    /// are to be checked; at least 10 ms, at most ``idleWaitMillis``.
+    static func waitMillis(now: Int64, nextDue: [Int64], changedAt: Int64?, allowanceCheckedAt: Int64?) -> Int64 {
+        var until = now + idleWaitMillis
+        until = min(until, (allowanceCheckedAt ?? now) + allowanceCheckMillis)
+        if let changedAt { until = min(until, changedAt + changeDelayMillis) }
+        for due in nextDue { until = min(until, due) }
+        return max(10, min(until - now, idleWaitMillis))
     }
 
     /// Pays the allowance periods now due (one change: the loop then pushes it to the peers like

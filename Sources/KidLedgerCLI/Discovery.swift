@@ -42,8 +42,12 @@ final class Discovery: Sendable {
     static let announceJitterMillis: Int64 = 2_000
     /// How often an open short code is announced (``InvitationAnnouncement``).
     static let invitationIntervalMillis: Int64 = 1_000
-    /// How often the interfaces are checked for a changed address (which announces at once).
+    /// How often the interfaces are checked for a changed address (which announces at once) when
+    /// the kernel can't tell (no netlink); with netlink (``AddressWatch``) they are checked when it
+    /// tells of a change, and on this interval only as a backstop.
     static let interfaceCheckMillis: Int64 = 2_000
+    /// The backstop interval of the interface check while netlink tells of changes.
+    static let interfaceCheckWatchedMillis: Int64 = 60_000
     /// The most packets opened per second per socket; more are dropped (a flood costs little).
     static let packetsPerSecondMax = 200
     /// Packets stamped further than this from this laptop's clock are dropped (old replays).
@@ -78,6 +82,8 @@ final class Discovery: Sendable {
     private let newest = Mutex<[[UInt8]: Int64]>([:])
     /// The keys shared with each member met so far (an X25519 per member, computed once).
     private let keyCache = Mutex<[[UInt8]: AnnouncementKeys]>([:])
+    /// Wakes the announcing thread for ``stop()``.
+    private let wakeup = Wakeup()
     private let threads = Atomic<Int>(0)
 
     /// Starts nothing yet; nil (with a log line saying why) when discovery can't run: a household
@@ -138,9 +144,11 @@ final class Discovery: Sendable {
         }
     }
 
-    /// Closes the sockets (waking the threads) and waits up to a second for the threads to end.
+    /// Closes the sockets (waking the threads that listen), wakes the announcing thread, and waits
+    /// up to a second for the threads to end.
     func stop() {
         for socket in sockets { socket.close() }
+        wakeup.signal()
         let deadline = monotonicMillis() + 1_000
         while threads.load(ordering: .relaxed) > 0 && monotonicMillis() < deadline { usleep(20_000) }
     }
@@ -168,6 +176,9 @@ final class Discovery: Sendable {
         var schedule = AnnounceSchedule()
         var interfaces: [LocalInterface] = []
         var invitationsSent: Int64?
+        var invitationsOpen = false
+        let addressWatch = AddressWatch()
+        schedule.checkMillis = addressWatch.fd >= 0 ? Self.interfaceCheckWatchedMillis : Self.interfaceCheckMillis
         let replica = try? makeReplica()
         var random = SystemRandomNumberGenerator()
         while !stopping() {
@@ -200,9 +211,11 @@ final class Discovery: Sendable {
                 }
             }
             // An open short code is announced every second, so a `join` finds it at once.
+            invitationsOpen = false
             if invitationsSent.map({ now - $0 >= Self.invitationIntervalMillis }) ?? true,
                let open = try? replica?.device.openShortInvites(), !open.isEmpty {
                 invitationsSent = now
+                invitationsOpen = true
                 for invitation in open {
                     let packet = InvitationAnnouncement(slot: invitation.slot, password: invitation.password, port: tcpPort).packet
                     for target in targets(interfaces) {
@@ -210,7 +223,15 @@ final class Discovery: Sendable {
                     }
                 }
             }
-            usleep(100_000)
+            // Asleep until the next announcement, interface check or (while a short code is open)
+            // invitation is due, or ``stop()``.
+            let woke = wakeup.wait(timeoutMillis: Int(schedule.waitMillis(now: monotonicMillis(), invitationsDue: invitationsOpen ? (invitationsSent ?? 0) + Self.invitationIntervalMillis : nil)),
+                                   also: addressWatch.fd >= 0 ? [addressWatch.fd] : [])
+            if !woke.ready.isEmpty {
+                // An address or link changed: look at the interfaces now.
+                addressWatch.drain()
+                schedule.lastCheck = nil
+            }
         }
     }
 
@@ -225,7 +246,8 @@ final class Discovery: Sendable {
         var dropped = 0
         while !stopping() {
             let datagram: (bytes: [UInt8], from: PeerAddress)?
-            do { datagram = try socket.receive(timeoutMillis: 250) } catch { return }
+            // ``stop()`` closes the socket, which wakes this wait.
+            do { datagram = try socket.receive(timeoutMillis: 60_000) } catch { return }
             guard let datagram else { continue }
             let now = monotonicMillis()
             if now / 1000 != second {
@@ -319,15 +341,18 @@ final class Discovery: Sendable {
 struct AnnounceSchedule: Equatable {
     /// When the next announcement is due (nil: at once).
     var nextAnnounce: Int64?
-    /// When the interfaces were last checked (nil: never).
+    /// When the interfaces were last checked (nil: never, or to be checked now).
     var lastCheck: Int64?
+    /// How often the interfaces are checked (``Discovery/interfaceCheckMillis``, or the backstop
+    /// ``Discovery/interfaceCheckWatchedMillis`` while netlink tells of changes).
+    var checkMillis = Discovery.interfaceCheckMillis
 
     /// Whether an announcement is due at `now`.
     func announceDue(now: Int64) -> Bool { nextAnnounce.map { now >= $0 } ?? true }
 
     /// Whether the interfaces are to be checked at `now` (every ``Discovery/interfaceCheckMillis``); records the check.
     mutating func checkDue(now: Int64) -> Bool {
-        guard lastCheck.map({ now - $0 >= Discovery.interfaceCheckMillis }) ?? true else { return false }
+        guard lastCheck.map({ now - $0 >= checkMillis }) ?? true else { return false }
         lastCheck = now
         return true
     }
@@ -335,6 +360,14 @@ struct AnnounceSchedule: Equatable {
     /// Records an announcement sent at `now`; the next is due an interval later, give or take `jitter`.
     mutating func sent(now: Int64, jitter: Int64) {
         nextAnnounce = now + Discovery.announceIntervalMillis + max(-Discovery.announceJitterMillis, min(Discovery.announceJitterMillis, jitter))
+    }
+
+    /// How long the announcing thread may sleep at `now`: until the next announcement, interface
+    /// check, or invitation (`invitationsDue`, while a short code is open); 10 ms at least.
+    func waitMillis(now: Int64, invitationsDue: Int64?) -> Int64 {
+        var until = min(nextAnnounce ?? now, (lastCheck ?? now) + checkMillis)
+        if let invitationsDue { until = min(until, invitationsDue) }
+        return max(10, until - now)
     }
 }
 

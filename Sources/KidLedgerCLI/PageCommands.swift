@@ -26,21 +26,24 @@ enum PageCommands {
     static let quickCountMax = 6
 
     static let ui = CLI.Command(spec: CommandSpec(
-        name: "ui", synopsis: "[--open]", summary: "print the address of this home's page (served by `serve`)",
+        name: "ui", synopsis: "[--open] [--address-only]", summary: "print a one-time sign-in address of this home's page (served by `serve`)",
         details: """
-        The address carries this home's page token (HOME/ui-token, mode 0600): anyone with it can use the page,
-        so keep it to yourself. The page is served by `kidledger serve` (on 127.0.0.1:4718 unless --ui says
-        otherwise), on loopback only, so only this laptop's browser reaches it. Before this home holds a household,
-        the page is where one is started or joined (`--json`: `household` is null then).
-          --open   also open it in the browser (xdg-open)
-        """, flagOptions: ["open"])) { ctx, args in
+        The address carries a one-time sign-in code: the first browser to open it within a minute is signed in
+        for months (a cookie), and the code is spent. The home's page key (HOME/ui-token, mode 0600) never leaves
+        this laptop's files. The page is served by `kidledger serve` (on 127.0.0.1:4718 unless --ui says
+        otherwise), on loopback only, so only this laptop's browser reaches it. `kidledger open` starts the
+        service and opens the page in one step. Before this home holds a household, the page is where one is
+        started or joined (`--json`: `household` is null then).
+          --open           also open it in the default browser (xdg-open)
+          --address-only   print the page's address without a sign-in code
+        """, flagOptions: ["open", "address-only"])) { ctx, args in
         // A daemon started in an empty home serves the page before there is a household (the page
         // starts or joins one): its address is in the daemon's lock file then.
         let holder = DaemonLock.holder(home: ctx.home)
         let replica = FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica() : nil
         guard let replica, let household = try replica.household() else {
             guard let page = holder?.page else { throw LedgerError.noHousehold }
-            let url = "http://\(page)/?token=\(try loadToken(ctx.home))"
+            let url = args.has("address-only") ? "http://\(page)/" : try signInURL(ctx, address: page)
             ctx.emit(.object([("url", .string(url)), ("address", .string(page)), ("serving", .bool(true)), ("household", .null)]))
             ctx.say(url)
             ctx.say("No household here yet: open the page to start one or to join one.")
@@ -52,14 +55,13 @@ enum PageCommands {
         // daemon, answering its page): a daemon that was killed leaves its address behind.
         let live = ctx.sharedStore != nil || holder != nil
         let serving = live ? recorded : nil
-        let token = try loadToken(ctx.home)
         let address = recorded ?? defaultAddress
-        let url = "http://\(address)/?token=\(token)"
+        let url = args.has("address-only") ? "http://\(address)/" : try signInURL(ctx, address: address)
         ctx.emit(.object([("url", .string(url)), ("address", .string(address)), ("serving", .bool(serving != nil)),
                           ("household", Render.household(household))]))
         ctx.say(url)
         if serving == nil {
-            ctx.console.err("kidledger: the page is not being served now: start `kidledger serve --listen HOST:PORT` (it serves the page on \(defaultAddress))\n")
+            ctx.console.err("kidledger: the page is not being served now: start `kidledger serve --listen HOST:PORT` (it serves the page on \(defaultAddress)), or run `kidledger open`\n")
         }
         if args.has("open") { try open(url) }
     }
@@ -124,7 +126,13 @@ enum PageCommands {
         do { return try TokenFile.loadOrCreate(home: home) } catch { throw CLIError(error.message, code: .ioError) }
     }
 
-    /// Runs `xdg-open URL` and does not wait for the browser.
+    /// The page's address at `address` with a fresh one-time sign-in code (``SignIn``).
+    static func signInURL(_ ctx: Context, address: String) throws -> String {
+        "http://\(address)/?code=" + SignIn.code(key: try loadToken(ctx.home), nowMillis: ctx.clock.nowMillis())
+    }
+
+    /// Runs `xdg-open URL` and does not wait for the browser. Only a one-time address may be
+    /// passed: other local users can read a command line.
     static func open(_ url: String) throws {
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("xdg-open"), strdup(url), nil]
@@ -185,11 +193,12 @@ enum PageCommands {
             return nil
         }
         let bound = PeerAddress(host: address.host, port: listener.port)
-        let gate = UIGate(token: token, port: bound.port, boundHost: bound.host)
+        let home = ctx.home
+        let gate = UIGate(key: token, port: bound.port, boundHost: bound.host, clock: ctx.clock) { try TokenFile.rotate(home: home) }
         let server = UIServer(listener: listener, app: UIApp(gate: gate, run: runner(ctx, store: store)), log: log)
         server.start()
         lock.record(page: bound.description)
-        log("page on http://\(bound)/ (its address with the key: `kidledger ui`)")
+        log("page on http://\(bound)/ (sign in with `kidledger open`, or the one-time address `kidledger ui` prints)")
         return server
     }
 

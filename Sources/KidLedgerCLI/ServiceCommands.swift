@@ -160,16 +160,32 @@ struct ServiceUnit {
         let label = household.isEmpty ? "" : " (\(TextEscaping.terminal(household)))"
         // A private /tmp would hide a home that lives under /tmp.
         let underTmp = ["/tmp", "/var/tmp"].contains { home == $0 || home.hasPrefix($0 + "/") }
-        let privateTmp = underTmp ? "# PrivateTmp=yes is left out: the home is under /tmp, which a private /tmp would hide."
-                                  : "PrivateTmp=yes"
+        return body(header: "# Written by `kidledger service install`; remove it with `kidledger service uninstall`.",
+                    description: "kidledger daemon for \(escapeSpecifiers(home))\(escapeSpecifiers(label))",
+                    execStart: command.map(quote).joined(separator: " "), readWrite: quote(home), privateTmp: !underTmp)
+    }
+
+    /// The unit the Debian package installs in /usr/lib/systemd/user (`kidledger open` starts it):
+    /// the daemon of the default home, ~/.kidledger (`%h`), with the same sandbox.
+    static func packaged(binary: String) -> String {
+        body(header: "# Installed by the kidledger package; `kidledger open` enables and starts it for ~/.kidledger.",
+             description: "kidledger daemon for ~/.kidledger",
+             execStart: "\(binary) --home %h/.kidledger serve --listen \(ServiceCommands.defaultListen)",
+             readWrite: "-%h/.kidledger", privateTmp: true)
+    }
+
+    /// A unit's text: `execStart` run with the sandbox, writing only to `readWrite`.
+    static func body(header: String, description: String, execStart: String, readWrite: String, privateTmp: Bool) -> String {
+        let privateTmpLine = privateTmp ? "PrivateTmp=yes"
+                                        : "# PrivateTmp=yes is left out: the home is under /tmp, which a private /tmp would hide."
         return """
-        # Written by `kidledger service install`; remove it with `kidledger service uninstall`.
+        \(header)
         [Unit]
-        Description=kidledger daemon for \(escapeSpecifiers(home))\(escapeSpecifiers(label))
+        Description=\(description)
 
         [Service]
         Type=simple
-        ExecStart=\(command.map(quote).joined(separator: " "))
+        ExecStart=\(execStart)
         Restart=on-failure
         RestartSec=5
         # Sandboxing (systemd.exec(5)); in a user unit the file-system and kernel options run in a user
@@ -177,8 +193,8 @@ struct ServiceUnit {
         NoNewPrivileges=yes
         ProtectSystem=strict
         ProtectHome=read-only
-        ReadWritePaths=\(quote(home))
-        \(privateTmp)
+        ReadWritePaths=\(readWrite)
+        \(privateTmpLine)
         ProtectKernelTunables=yes
         ProtectKernelModules=yes
         ProtectControlGroups=yes

@@ -76,6 +76,14 @@ public enum PageAssets {
             <p class="hint" id="zone-hint">Allowance days start at midnight in this zone on every laptop, and times here are shown in it.</p>
           </details>
           <p id="backup"><a href="/api/backup" download>Download a backup</a> of this laptop's ledger and keys. Keep it private: whoever holds it holds the ledger and can sign as this laptop.</p>
+          <details id="sign-in">
+            <summary>Signed in on this browser</summary>
+            <p class="hint">This browser stays signed in for months. To sign in again later, open Kid Ledger from the applications menu.</p>
+            <div class="row">
+              <button id="sign-out" type="button" class="secondary">Sign out this browser</button>
+              <button id="sign-out-all" type="button" class="secondary">Sign out every browser</button>
+            </div>
+          </details>
           </div>
           <div id="toast" class="toast" role="status" aria-live="polite" hidden></div>
         </main>
@@ -676,6 +684,22 @@ public enum PageAssets {
       setUpZone();
       refresh(true);
       setInterval(refresh, 1000);
+    });
+
+    // Sign-out (docs/UI.md, "Signing in"): the page server clears the cookie; "every browser"
+    // replaces the page key first. Then the page reloads, signed out.
+    async function signOut(path, question) {
+      if (!confirm(question)) return;
+      try {
+        const r = await fetch(path, { method: "POST", credentials: "same-origin", headers: { "X-KidLedger-Token": token } });
+        const b = await r.json().catch(() => null);
+        if (!r.ok) { $("error").textContent = b && b.error ? b.error.message : "error " + r.status; return; }
+      } catch (e) { $("error").textContent = "The daemon did not answer: is `kidledger serve` running?"; return; }
+      location.replace("/");
+    }
+    document.addEventListener("DOMContentLoaded", () => {
+      $("sign-out").addEventListener("click", () => signOut("/api/sign-out", "Sign out this browser? Open Kid Ledger from the applications menu to sign in again."));
+      $("sign-out-all").addEventListener("click", () => signOut("/api/sign-out-all", "Sign out every browser on this laptop, this one too? Do this if someone else may have used the page."));
     });
     """#
 }

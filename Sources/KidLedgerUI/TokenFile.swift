@@ -1,10 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KidLedgerDomain
 import KidLedgerSecurity
 
-/// The page's secret: 32 random bytes (libsodium) as hex, in `HOME/ui-token`, mode 0600, made
-/// once. `kidledger ui` prints it in the page's address; the daemon checks it.
+/// The page's long-lived key: 32 random bytes (libsodium) as hex, in `HOME/ui-token`, mode 0600,
+/// made once and replaced by "Sign out every browser". It never leaves the laptop's files: sign-in
+/// codes, the cookie and the page's change token are derived from it (``SignIn``).
 public enum TokenFile {
     /// The file's name inside the home.
     public static let fileName = "ui-token"
@@ -15,19 +17,47 @@ public enum TokenFile {
     public static func loadOrCreate(home: String) throws(TokenFileError) -> String {
         let path = home + "/" + fileName
         if let existing = try read(path) { return existing }
-        let token = Sodium.randomBytes(32).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        do {
+            return try write(path, fresh())
+        } catch {
+            // Another process made it first: use theirs.
+            if error.exists, let theirs = try read(path) { return theirs }
+            throw error
+        }
+    }
+
+    /// Replaces the key in `home` with a new one (written aside, then renamed over the old file)
+    /// and returns it.
+    public static func rotate(home: String) throws(TokenFileError) -> String {
+        let path = home + "/" + fileName
+        let aside = path + ".new"
+        unlink(aside)
+        let token = try write(aside, fresh())
+        guard rename(aside, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(aside)
+            throw TokenFileError(message: "cannot replace \(path): \(reason)")
+        }
+        return token
+    }
+
+    /// 32 random bytes as hex.
+    static func fresh() -> String { Hex.encode(Sodium.randomBytes(32)) }
+
+    /// Creates `path` (which must not exist) holding `token`, mode 0600, synced.
+    static func write(_ path: String, _ token: String) throws(TokenFileError) -> String {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 {
-            // Another process made it first: use theirs.
-            if errno == EEXIST, let theirs = try read(path) { return theirs }
-            throw TokenFileError(message: "cannot create \(path): \(String(cString: strerror(errno)))")
+            let code = errno
+            throw TokenFileError(message: "cannot create \(path): \(String(cString: strerror(code)))", exists: code == EEXIST)
         }
         defer { close(fd) }
         let bytes = Array((token + "\n").utf8)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         guard written == bytes.count, fchmod(fd, 0o600) == 0, fsync(fd) == 0 else {
+            let reason = String(cString: strerror(errno))
             unlink(path)
-            throw TokenFileError(message: "cannot write \(path): \(String(cString: strerror(errno)))")
+            throw TokenFileError(message: "cannot write \(path): \(reason)")
         }
         return token
     }
@@ -58,6 +88,8 @@ public enum TokenFile {
 public struct TokenFileError: Error, CustomStringConvertible, Sendable {
     /// What went wrong.
     public var message: String
+    /// Whether the file to create existed already.
+    var exists = false
     /// The message.
     public var description: String { message }
 }

@@ -50,7 +50,7 @@ public struct UIApp: Sendable {
         case "/":
             guard reading else { return methodNotAllowed("GET") }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store")],
-                                body: Array(PageAssets.html(token: gate.token).utf8))
+                                body: Array(PageAssets.html(token: gate.changeToken).utf8))
         case "/app.js":
             guard reading else { return methodNotAllowed("GET") }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/javascript; charset=utf-8"), ("Cache-Control", "no-cache")],
@@ -144,7 +144,7 @@ public struct UIApp: Sendable {
     static let stateParts: [(String, [String])] = [
         ("children", ["children", "--all"]), ("status", ["status"]), ("quick", ["quick", "show"]),
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
-        ("page", ["ui"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
+        ("page", ["ui", "--address-only"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
         ("account", ["account", "show"]),
         ("zone", ["household", "timezone"]),
     ]

@@ -65,7 +65,8 @@ public final class UIServer: Sendable {
     private func acceptLoop() {
         while !stopped.load(ordering: .acquiring) {
             let connection: TCPConnection?
-            do { connection = try listener.accept(timeoutMillis: 250) } catch {
+            // ``stop()`` closes the listener, which wakes this wait: no polling while idle.
+            do { connection = try listener.accept(timeoutMillis: 60_000) } catch {
                 if stopped.load(ordering: .acquiring) { return }
                 log("page: accept failed: \(error)")
                 usleep(100_000)

@@ -14,7 +14,9 @@ arrival, checks "2 minutes ago", the peers and members, checks Dad's page agrees
 attention required when his account changes, sets a weekly allowance (its first period paid at
 once), checks every control has a name, takes a screenshot whose size it checks, and fits 360 px
 with every panel open (docs/UI.md, "The browser test"). A second test checks that requests without the token or
-from a foreign Origin are refused and change nothing. Everything is bounded in time and cleaned up.
+from a foreign Origin are refused and change nothing. The browser signs in through a one-time
+address of `kidledger ui`; its cookie is HttpOnly, SameSite=Strict and lasts months, opens the page
+in a second browser (a restart) and the spent address signs nobody else in. Everything is bounded in time and cleaned up.
 
 usage: page_test.py KIDLEDGER_BINARY [SCREENSHOT.png]
 """
@@ -91,9 +93,31 @@ def http(method, url, headers=None, body=None):
         return e.code, e.read().decode()
 
 
+def sign_in(laptop):
+    """Exchanges a one-time address of `kidledger ui` for the page's cookie, as a browser does:
+    (the answer's Set-Cookie, the change token in the page's HTML)."""
+    from http.client import HTTPConnection
+    url = laptop.run("ui").stdout.strip()
+    host, port = laptop.page.rsplit(":", 1)
+    connection = HTTPConnection(host, int(port), timeout=5)
+    connection.request("GET", url[len(f"http://{laptop.page}"):], headers={"Host": laptop.page})
+    answer = connection.getresponse()
+    answer.read()
+    if answer.status != 303:
+        fail(f"a one-time address of `kidledger ui` got {answer.status}")
+    cookie = answer.getheader("Set-Cookie").split(";")[0]
+    status, html = http("GET", f"http://{laptop.page}/", {"Cookie": cookie})
+    change = re.search(r'name="kidledger-token" content="([0-9a-f]+)"', html).group(1)
+    return cookie, change
+
+
+_cookies = {}
+
+
 def page_cookie(laptop):
-    token = open(os.path.join(laptop.home, "ui-token")).read().strip()
-    return {"Cookie": f"kidledger_token_{laptop.page.rsplit(':', 1)[1]}={token}"}
+    if laptop.page not in _cookies:
+        _cookies[laptop.page] = sign_in(laptop)[0]
+    return {"Cookie": _cookies[laptop.page]}
 
 
 def api_balance(laptop, name):
@@ -124,9 +148,29 @@ def browser_test(mom, dad, screenshot, scratch):
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
     driver.set_page_load_timeout(STEP_SECONDS)
     try:
+        # Signed in by a one-time address, as `kidledger open` hands the browser.
         url = mom.run("ui").stdout.strip()
+        if "code=" not in url or open(os.path.join(mom.home, "ui-token")).read().strip() in url:
+            fail(f"`kidledger ui` printed {url!r}, not a one-time address")
         driver.get(url)
-        eventually("the token to leave the address", lambda: driver.current_url.endswith(f"{mom.page}/"))
+        eventually("the code to leave the address", lambda: driver.current_url.endswith(f"{mom.page}/"))
+        cookie = driver.get_cookie(f"kidledger_token_{mom.page.rsplit(':', 1)[1]}")
+        months = (cookie or {}).get("expiry", 0) - time.time()
+        if not cookie or not cookie.get("httpOnly") or cookie.get("sameSite") != "Strict" or months < 150 * 86400:
+            fail(f"the page's cookie is not HttpOnly, SameSite=Strict and months long: {cookie}")
+        # The bookmark after a browser restart: a new browser (its own profile) with the cookie
+        # alone opens the page signed in; the spent address signs nobody in.
+        other = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+        try:
+            other.set_page_load_timeout(STEP_SECONDS)
+            other.get(url)
+            if "used or has expired" not in other.page_source:
+                fail("a spent one-time address signed a second browser in")
+            other.add_cookie({k: cookie[k] for k in ("name", "value", "path", "expiry", "httpOnly", "sameSite") if k in cookie})
+            other.get(f"http://{mom.page}/")
+            eventually("the page in a new browser with the cookie", lambda: other.find_elements(By.CSS_SELECTOR, "article.child"))
+        finally:
+            other.quit()
 
         def card(name):
             for c in driver.find_elements(By.CSS_SELECTOR, "article.child"):
@@ -430,9 +474,8 @@ def browser_test(mom, dad, screenshot, scratch):
 
 
 def refusal_test(mom, dad):
-    token = open(os.path.join(mom.home, "ui-token")).read().strip()
+    cookie, token = sign_in(mom)
     base = f"http://{mom.page}"
-    port = mom.page.rsplit(":", 1)[1]
     digest = mom.run("digest").stdout
     form = "child=Ava+Rose&amount=5"
     form_type = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -440,10 +483,11 @@ def refusal_test(mom, dad):
         ("no token", "POST", "/api/give", dict(form_type, Origin=base), 403),
         ("a foreign Origin", "POST", "/api/give", dict(form_type, Origin="http://evil.example", **{"X-KidLedger-Token": token}), 403),
         ("a rebinding Host", "POST", "/api/give", dict(form_type, Host="evil.example:80", **{"X-KidLedger-Token": token}), 403),
-        ("a cookie but no header", "POST", "/api/give", dict(form_type, Cookie=f"kidledger_token_{port}={token}"), 403),
+        ("a cookie but no header", "POST", "/api/give", dict(form_type, Cookie=cookie), 403),
+        ("the page key as a sign-in address", "GET", "/?code=" + open(os.path.join(mom.home, "ui-token")).read().strip(), {}, 401),
         ("a wrong token", "POST", "/api/give", dict(form_type, **{"X-KidLedger-Token": "0" * 64}), 403),
         ("a read without the cookie", "GET", "/api/state", {}, 401),
-        ("a change by GET", "GET", "/api/give?" + form, {"Cookie": f"kidledger_token_{port}={token}"}, 405),
+        ("a change by GET", "GET", "/api/give?" + form, {"Cookie": cookie}, 405),
     ]
     for what, method, path, headers, expected in checks:
         status, body = http(method, base + path, headers, form if method == "POST" else None)
@@ -466,13 +510,23 @@ def refusal_test(mom, dad):
     eventually("Dad's give to reach Mom after the garbage",
                lambda: json.loads(mom.run("--json", "balance", "Ben").stdout)["balanceCents"] == 351)
     status, body = http("GET", base + "/", {})
-    if status != 401 or "kidledger ui" not in body:
+    if status != 401 or "kidledger open" not in body:
         fail(f"the page without the token: {status}")
+    # "Sign out every browser": a new page key; the old cookie opens nothing, a new address signs in.
+    key = open(os.path.join(mom.home, "ui-token")).read().strip()
+    status, body = http("POST", base + "/api/sign-out-all", {"Origin": base, "Cookie": cookie, "X-KidLedger-Token": token}, "")
+    if status != 200 or open(os.path.join(mom.home, "ui-token")).read().strip() == key:
+        fail(f"sign out every browser: {status} {body}")
+    if http("GET", base + "/api/state", {"Cookie": cookie})[0] != 401:
+        fail("the old cookie still opens the page after signing out every browser")
+    _cookies.pop(mom.page, None)
+    if api_balance(mom, "Ben") != 351:
+        fail("a new one-time address does not sign in after signing out every browser")
     # A daemon that was killed leaves its page's address behind: `kidledger ui` says it is not served.
     mom.daemon.kill()
     mom.daemon.wait(5)
     r = mom.run("ui")
-    if f"http://{mom.page}/?token=" not in r.stdout or "not being served now" not in r.stderr:
+    if f"http://{mom.page}/?code=" not in r.stdout or "not being served now" not in r.stderr:
         fail(f"`kidledger ui` after the daemon was killed: {r.stdout!r} {r.stderr!r}")
     print(f"refusal test: passed ({len(checks) + 3} requests refused, the digest unchanged, the daemon still syncing)")
 

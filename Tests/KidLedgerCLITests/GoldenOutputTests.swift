@@ -184,10 +184,11 @@ struct GoldenOutputTests {
           members                                      list the household's members: names, key fingerprints, devices, revocations
           revoke MEMBER [--yes]                        revoke a member (owner only; permanent)
           recover [SECRET]                             take over as the household's owner with its recovery secret
-          ui [--open]                                  print the address of this home's page (served by `serve`)
+          ui [--open] [--address-only]                 print a one-time sign-in address of this home's page (served by `serve`)
           quick show                                   this device's quick amounts (the page's buttons)
           quick set AMOUNT...                          set this device's quick amounts (1 to 6, unique)
           quick limit AMOUNT                           the amount above which the page asks before it gives or takes
+          open [--no-browser]                          start this home's service if needed and open the page, signed in
           service install [--listen ADDR] [--dry-run]  run the daemon as a systemd user service for this home
           service status                               whether this home's service is installed, enabled and running
           service uninstall                            stop, disable and remove this home's service
@@ -301,7 +302,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 49)
+            #expect(CLI.commands.count == 50)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

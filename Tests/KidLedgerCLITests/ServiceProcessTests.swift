@@ -46,6 +46,26 @@ struct ServiceProcessTests {
         #expect(stopped["daemonRunning"] as? Bool == false, "\(stopped)")
     }
 
+    // MARK: open
+
+    /// With a daemon running, `open` starts nothing: it waits for the page and hands out a
+    /// one-time address of it (never the page key).
+    @Test func openWithADaemonRunningGivesAOneTimeAddressOfItsPage() throws {
+        let a = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); a.remove() }
+        try ok(a, "init", "Smiths")
+        let daemon = try #require(try DaemonProcess.start(a, in: group, arguments: ["--ui", "127.0.0.1:0"]))
+        let page = try #require(try json(a, "ui", "--address-only")["address"] as? String)
+        let opened = try json(a, "open", "--no-browser")
+        let url = opened["url"] as? String ?? ""
+        #expect(opened["address"] as? String == page && opened["opened"] as? Bool == false, "\(opened)")
+        #expect(url.hasPrefix("http://\(page)/?code="), "\(url)")
+        let key = try String(contentsOfFile: a.home + "/ui-token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(key.count == 64 && !url.contains(key))
+        #expect(try json(a, "open", "--no-browser")["url"] as? String != url, "each address is new")
+        #expect(daemon.stop() == 0, "\(daemon.log)")
+    }
+
     // MARK: Footguns
 
     @Test func aFailingSyncWithANewAddressStoresNothing() throws {

@@ -24,7 +24,9 @@ import Testing
 
         func app(port: UInt16 = 4718) throws -> UIApp {
             let token = try TokenFile.loadOrCreate(home: home)
-            return UIApp(gate: UIGate(token: token, port: port), run: PageCommands.runner(home: home, environment: environment, store: nil))
+            let home = home
+            let gate = UIGate(key: token, port: port, clock: SystemClock()) { try TokenFile.rotate(home: home) }
+            return UIApp(gate: gate, run: PageCommands.runner(home: home, environment: environment, store: nil))
         }
 
         deinit { directory.remove() }
@@ -39,13 +41,13 @@ import Testing
 
     /// A read of `target` with the page's cookie, as the page's script makes it.
     func get(_ app: UIApp, _ target: String) -> HTTPResponse {
-        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        let text = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.cookieValue)\r\n\r\n"
         guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
         return app.respond(to: request)
     }
 
     func post(_ app: UIApp, _ path: String, _ body: String, origin: String = "http://127.0.0.1:4718", token: String? = nil) -> HTTPResponse {
-        let text = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nOrigin: \(origin)\r\nX-KidLedger-Token: \(token ?? app.gate.token)\r\n"
+        let text = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nOrigin: \(origin)\r\nX-KidLedger-Token: \(token ?? app.gate.changeToken)\r\n"
             + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
         guard case .complete(let r, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
         return app.respond(to: r)
@@ -83,16 +85,56 @@ import Testing
         #expect(h.run("undo", "--dry-run").code == 65)
     }
 
-    @Test func uiPrintsTheAddressWithTheTokenFromAFileOnlyTheUserReads() throws {
+    @Test func uiPrintsAOneTimeAddressAndTheKeyStaysInAFileOnlyTheUserReads() throws {
         let h = family()
+        // The page server first: it takes no code issued before it started.
+        let app = try h.app()
         let r = h.run("ui")
         #expect(r.code == 0)
         let token = try TokenFile.loadOrCreate(home: h.home)
-        #expect(r.out == "http://127.0.0.1:4718/?token=\(token)\n")
+        #expect(r.out.hasPrefix("http://127.0.0.1:4718/?code="))
+        #expect(!r.out.contains(token))
         #expect(r.err.contains("not being served now"))
         let attributes = try FileManager.default.attributesOfItem(atPath: h.home + "/ui-token")
         #expect((attributes[.posixPermissions] as? Int) == 0o600)
-        #expect(h.run("ui").out == r.out)
+        // Each address is new; each signs a browser in once.
+        let second = h.run("ui").out
+        #expect(second != r.out)
+        for url in [r.out, second] {
+            let target = String(url.dropFirst("http://127.0.0.1:4718".count).dropLast())
+            #expect(get(app, target).status == 303)
+            let again = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\n\r\n"
+            guard case .complete(let request, _) = HTTPRequestParser.parse(Array(again.utf8)) else { preconditionFailure("request") }
+            #expect(app.respond(to: request).status == 401)
+        }
+        #expect(h.run("ui", "--address-only").out == "http://127.0.0.1:4718/\n")
+    }
+
+    @Test func signOutEveryBrowserReplacesTheKeyFile() throws {
+        let h = family()
+        let app = try h.app()
+        let before = try TokenFile.loadOrCreate(home: h.home)
+        #expect(post(app, "/api/sign-out-all", "").status == 200)
+        let after = try TokenFile.loadOrCreate(home: h.home)
+        #expect(after != before && app.gate.key == after)
+        let attributes = try FileManager.default.attributesOfItem(atPath: h.home + "/ui-token")
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        // `ui` signs in with the new key at once.
+        let target = String(h.run("ui").out.dropFirst("http://127.0.0.1:4718".count).dropLast())
+        #expect(get(app, target).status == 303)
+    }
+
+    /// No daemon and no systemd user manager to start one (here: no systemctl on PATH): `open`
+    /// says what to run instead, exit 69, and starts nothing.
+    @Test func openWithoutADaemonOrSystemdSaysToRunServe() {
+        let h = family()
+        let empty = h.directory.sub("empty-path")
+        try? FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let console = BufferConsole()
+        let code = CLI.run(arguments: ["open"], environment: h.environment.merging(["PATH": empty]) { $1 }, console: console)
+        #expect(code == 69)
+        #expect(console.stderr.contains("systemctl was not found on PATH") && console.stderr.contains("kidledger serve"), "\(console.stderr)")
+        #expect(DaemonLock.holder(home: h.home) == nil)
     }
 
     @Test func serveRefusesAPageOffLoopbackWithoutTheFlag() {
@@ -165,7 +207,7 @@ import Testing
         #expect(post(app, "/api/child/add", "name=Ben").status == 200)
         #expect(post(app, "/api/give-all", "amount=1").status == 200)
         #expect(post(app, "/api/child/archive", "child=Ben").status == 200)
-        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.cookieValue)\r\n\r\n"
         guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
         let state = body(app.respond(to: request))
         #expect(state.contains("\"name\":\"Ava Rose\""))
@@ -186,7 +228,7 @@ import Testing
         let set = page.post(app, "/api/allowance/set", "child=Ava&amount=5&every=week&on=monday")
         #expect(set.status == 200, "\(page.body(set))")
         #expect(page.body(set).contains("\"message\":\"Ava's allowance: $5.00"), "\(page.body(set))")
-        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.token)\r\n\r\n"
+        let text = "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:4718\r\nCookie: \(app.gate.cookieName)=\(app.gate.cookieValue)\r\n\r\n"
         guard case .complete(let request, _) = HTTPRequestParser.parse(Array(text.utf8)) else { preconditionFailure("request") }
         let state = page.body(app.respond(to: request))
         #expect(state.contains("\"allowances\":{\"schedules\":[{"), "\(state)")

@@ -1,4 +1,5 @@
 import Synchronization
+import KidLedgerDomain
 import Testing
 @testable import KidLedgerUI
 
@@ -6,6 +7,8 @@ import Testing
 @Suite struct UIAppTests {
     static let token = String(repeating: "ab", count: 32)
     static let port: UInt16 = 4718
+    static let now: Int64 = 1_800_000_000_000
+    static let rotated = String(repeating: "ef", count: 32)
 
     final class Recorder: Sendable {
         let calls = Mutex<[[String]]>([])
@@ -13,7 +16,7 @@ import Testing
         init(_ outcome: CommandOutcome = CommandOutcome(exitCode: 0, json: "{\"ok\":true}", message: "Done.")) { self.outcome = outcome }
         var recorded: [[String]] { calls.withLock { $0 } }
         func app() -> UIApp {
-            UIApp(gate: UIGate(token: UIAppTests.token, port: UIAppTests.port)) { words in
+            UIApp(gate: UIGate(key: UIAppTests.token, port: UIAppTests.port, clock: FixedClock(millis: UIAppTests.now)) { UIAppTests.rotated }) { words in
                 self.calls.withLock { $0.append(words) }
                 return self.outcome
             }
@@ -29,35 +32,93 @@ import Testing
     }
 
     static let cookieName = UIGate.cookiePrefix + String(port)
-    var cookie: [String: String] { ["Cookie": "x=1; \(UIGate.cookiePrefix)1=other; \(Self.cookieName)=\(Self.token)"] }
+    var cookie: [String: String] { ["Cookie": "x=1; \(UIGate.cookiePrefix)1=other; \(Self.cookieName)=\(SignIn.cookie(key: Self.token))"] }
 
     func post(_ path: String, _ body: String, extra: [String: String] = [:]) -> HTTPRequest {
-        request("POST", path, headers: ["X-KidLedger-Token": Self.token, "Content-Type": "application/x-www-form-urlencoded",
+        request("POST", path, headers: ["X-KidLedger-Token": SignIn.changeToken(key: Self.token), "Content-Type": "application/x-www-form-urlencoded",
                                         "Origin": "http://127.0.0.1:\(Self.port)"].merging(extra) { $1 }, body: body)
     }
 
-    @Test func theRightTokenInTheAddressSetsAStrictHttpOnlyCookieAndLeavesTheAddress() {
-        let r = Recorder().app().respond(to: request("GET", "/?token=\(Self.token)"))
+    @Test func aOneTimeCodeSetsAStrictHttpOnlyCookieForMonthsAndLeavesTheAddress() {
+        let app = Recorder().app()
+        let r = app.respond(to: request("GET", "/?code=" + SignIn.code(key: Self.token, nowMillis: Self.now)))
         #expect(r.status == 303)
         #expect(r.header("Location") == "/")
-        #expect(r.header("Set-Cookie") == "\(Self.cookieName)=\(Self.token); HttpOnly; SameSite=Strict; Path=/")
+        #expect(r.header("Set-Cookie") == "\(Self.cookieName)=\(SignIn.cookie(key: Self.token)); Max-Age=15552000; HttpOnly; SameSite=Strict; Path=/")
+        // Neither the key nor the code is in the cookie or the answer.
+        #expect(!(r.header("Set-Cookie") ?? "").contains(Self.token))
+        #expect(app.respond(to: request("GET", "/", headers: cookie)).status == 200)
     }
 
-    @Test func noTokenOrAWrongOneIs401AndRunsNothing() {
+    @Test func aCodeWorksOnceAndNoKeyInTheAddressSignsIn() {
         let recorder = Recorder()
         let app = recorder.app()
-        #expect(app.respond(to: request("GET", "/")).status == 401)
-        #expect(app.respond(to: request("GET", "/?token=" + String(repeating: "0", count: 64))).status == 401)
-        #expect(app.respond(to: request("GET", "/api/state", headers: ["Cookie": "\(Self.cookieName)=nope"])).status == 401)
-        let page = String(decoding: app.respond(to: request("GET", "/")).body, as: UTF8.self)
-        #expect(page.contains("kidledger ui"))
+        let code = SignIn.code(key: Self.token, nowMillis: Self.now)
+        #expect(app.respond(to: request("GET", "/?code=" + code)).status == 303)
+        let again = app.respond(to: request("GET", "/?code=" + code))
+        #expect(again.status == 401)
+        #expect(again.header("Set-Cookie") == nil)
+        #expect(String(decoding: again.body, as: UTF8.self).contains("used or has expired"))
+        // The long-lived key itself is no sign-in address.
+        #expect(app.respond(to: request("GET", "/?code=" + Self.token)).status == 401)
+        #expect(app.respond(to: request("GET", "/?token=" + Self.token)).status == 401)
+        // A code under another key, or with one changed digit, is refused.
+        #expect(app.respond(to: request("GET", "/?code=" + SignIn.code(key: Self.rotated, nowMillis: Self.now))).status == 401)
+        var forged = Array(SignIn.code(key: Self.token, nowMillis: Self.now))
+        forged[forged.count - 1] = forged.last == "0" ? "1" : "0"
+        #expect(app.respond(to: request("GET", "/?code=" + String(forged))).status == 401)
+        #expect(recorder.recorded.isEmpty)
+    }
+
+    /// The clock is injected: a code is good from when it is issued for ``SignIn/codeLifetimeMillis``,
+    /// never when issued before the server started or in the future.
+    @Test func aCodeExpiresAfterAMinute() {
+        func gate(at millis: Int64, startedAt start: Int64 = UIAppTests.now) -> (UIGate, (Int64) -> Void) {
+            let clock = SteppingClock(start)
+            let g = UIGate(key: Self.token, port: Self.port, clock: clock) { Self.rotated }
+            clock.set(millis)
+            return (g, clock.set)
+        }
+        let code = SignIn.code(key: Self.token, nowMillis: Self.now)
+        func status(_ g: UIGate) -> Int? {
+            if case .answer(let r) = g.check(request("GET", "/?code=" + code)) { return r.status }
+            return nil
+        }
+        #expect(status(gate(at: Self.now + SignIn.codeLifetimeMillis).0) == 303)
+        #expect(status(gate(at: Self.now + SignIn.codeLifetimeMillis + 1).0) == 401)
+        #expect(status(gate(at: Self.now - 5_000).0) == 401)
+        // Issued before this server started (spent, perhaps, on the one before it).
+        #expect(status(gate(at: Self.now + 10, startedAt: Self.now + 1).0) == 401)
+    }
+
+    @Test func signOutClearsThisBrowsersCookieAndSignOutAllReplacesTheKey() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        let one = app.respond(to: post("/api/sign-out", "", extra: cookie))
+        #expect(one.status == 200)
+        #expect(one.header("Set-Cookie") == "\(Self.cookieName)=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/")
+        // Without the change token nothing is signed out.
+        var bare = post("/api/sign-out-all", "", extra: cookie)
+        bare.headers[UIGate.tokenHeader] = nil
+        #expect(app.respond(to: bare).status == 403)
+        #expect(app.respond(to: request("GET", "/", headers: cookie)).status == 200)
+        let all = app.respond(to: post("/api/sign-out-all", "", extra: cookie))
+        #expect(all.status == 200)
+        #expect(app.gate.key == Self.rotated)
+        // Every old cookie, change token and unspent code is worthless; the new key's work.
+        #expect(app.respond(to: request("GET", "/", headers: cookie)).status == 401)
+        #expect(app.respond(to: post("/api/give", "child=Ava&amount=1", extra: cookie)).status == 403)
+        #expect(app.respond(to: request("GET", "/?code=" + SignIn.code(key: Self.token, nowMillis: Self.now))).status == 401)
+        #expect(app.respond(to: request("GET", "/?code=" + SignIn.code(key: Self.rotated, nowMillis: Self.now))).status == 303)
+        #expect(app.respond(to: request("GET", "/", headers: ["Cookie": "\(Self.cookieName)=\(SignIn.cookie(key: Self.rotated))"])).status == 200)
         #expect(recorder.recorded.isEmpty)
     }
 
     @Test func theCookieOpensThePageWithTheTokenForItsPosts() {
         let r = Recorder().app().respond(to: request("GET", "/", headers: cookie))
         #expect(r.status == 200)
-        #expect(String(decoding: r.body, as: UTF8.self).contains("content=\"\(Self.token)\""))
+        #expect(String(decoding: r.body, as: UTF8.self).contains("content=\"\(SignIn.changeToken(key: Self.token))\""))
+        #expect(!String(decoding: r.body, as: UTF8.self).contains(Self.token))
         #expect(r.header("Content-Type") == "text/html; charset=utf-8")
         #expect(Recorder().app().respond(to: request("GET", "/app.js", headers: cookie)).status == 200)
     }
@@ -213,4 +274,12 @@ import Testing
         #expect(Recorder().app().respond(to: request("GET", "/api/nope", headers: cookie)).status == 404)
         #expect(Recorder().app().respond(to: request("GET", "/etc/passwd", headers: cookie)).status == 404)
     }
+}
+
+/// A clock the test moves.
+final class SteppingClock: WallClock {
+    let millis: Mutex<Int64>
+    init(_ start: Int64) { millis = Mutex(start) }
+    func set(_ value: Int64) { millis.withLock { $0 = value } }
+    func nowMillis() -> Int64 { millis.withLock { $0 } }
 }

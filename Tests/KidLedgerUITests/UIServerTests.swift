@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KidLedgerDomain
 import KidLedgerTestSupport
 import KidLedgerTransport
 import Synchronization
@@ -14,7 +15,7 @@ import Testing
     /// A server on 127.0.0.1 and a free port whose commands answer `{}` (after `delayMillis`).
     func withServer(requestTimeoutMillis: Int = 5_000, delayMillis: Int = 0, _ body: (UIServer) throws -> Void) throws {
         let listener = try TCPListener(address: PeerAddress(host: "127.0.0.1", port: 0))
-        let gate = UIGate(token: Self.token, port: listener.port)
+        let gate = UIGate(key: Self.token, port: listener.port, clock: FixedClock(millis: 0)) { Self.token }
         let app = UIApp(gate: gate) { _ in
             if delayMillis > 0 { usleep(useconds_t(delayMillis * 1000)) }
             return CommandOutcome(exitCode: 0, json: "{}")
@@ -44,7 +45,7 @@ import Testing
 
     @Test func servesThePageWithTheCookie() throws {
         try withServer { server in
-            let r = try exchange(server, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nCookie: \(UIGate.cookiePrefix)\(server.port)=\(Self.token)\r\n\r\n".utf8))
+            let r = try exchange(server, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nCookie: \(UIGate.cookiePrefix)\(server.port)=\(SignIn.cookie(key: Self.token))\r\n\r\n".utf8))
             #expect(statusLine(r) == "HTTP/1.1 200 OK")
             #expect(r.contains("Content-Security-Policy: default-src 'none'"))
             #expect(r.contains("X-Frame-Options: DENY"))
