@@ -69,7 +69,7 @@ enum OpenCommand {
     static func startService(_ ctx: Context, household: String) throws {
         let systemctl = Systemctl(ctx)
         if let reason = systemctl.unusable {
-            throw CLIError("no daemon runs for this home, and systemd's user manager can't start one here (\(Render.safe(reason))): run `kidledger serve --listen :4717` in a terminal, then `kidledger open` again", code: .unavailable)
+            throw CLIError("no daemon runs for this home, and systemd's user manager can't start one here (\(TextEscaping.terminal(reason))): run `kidledger serve --listen :4717` in a terminal, then `kidledger open` again", code: .unavailable)
         }
         let own = try ServiceUnit(ctx, listen: ServiceCommands.defaultListen, ui: nil, household: "")
         let name: String
@@ -83,13 +83,13 @@ enum OpenCommand {
             try FileSystem.writeFile(unit.path, unit.text)
             ctx.say("Wrote \(unit.path).")
             if let failure = systemctl.run(["daemon-reload"]) {
-                throw CLIError("systemctl --user daemon-reload failed: \(Render.safe(failure))", code: .unavailable)
+                throw CLIError("systemctl --user daemon-reload failed: \(TextEscaping.terminal(failure))", code: .unavailable)
             }
             name = unit.name
         }
         let enabled = systemctl.query(["is-enabled", name]) == "enabled"
         if let failure = systemctl.run(enabled ? ["start", name] : ["enable", "--now", name]) {
-            throw CLIError("cannot start \(name): \(Render.safe(failure)) (see `journalctl --user -u \(name)`)", code: .unavailable)
+            throw CLIError("cannot start \(name): \(TextEscaping.terminal(failure)) (see `journalctl --user -u \(name)`)", code: .unavailable)
         }
         if !enabled {
             ctx.say("Started kidledger's service (\(name)) and set it to start at every login; `systemctl --user disable \(name)` stops that.")

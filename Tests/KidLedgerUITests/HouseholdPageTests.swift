@@ -20,7 +20,9 @@ import Testing
         func app() throws -> UIApp {
             try FileSystem.makeDirectory(home)
             let token = try TokenFile.loadOrCreate(home: home)
-            return UIApp(gate: UIGate(token: token, port: 4718), run: PageCommands.runner(context, store: store))
+            let home = self.home
+            return UIApp(gate: UIGate(key: token, port: 4718, clock: SystemClock()) { try TokenFile.rotate(home: home) },
+                         run: PageCommands.runner(context, store: store))
         }
 
         deinit { directory.remove() }
