@@ -40,9 +40,10 @@ enum OpenCommand {
     }
 
     static func run(_ ctx: Context, _ args: ParsedArguments) throws {
-        let household = try LedgerCommands.requireHousehold(try ctx.openReplica())
+        // A home with no household yet gets its service too: its page starts or joins one.
+        let household = FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica().household() : nil
         if DaemonLock.holder(home: ctx.home) == nil {
-            try startService(ctx, household: household.name)
+            try startService(ctx, household: household?.name ?? "")
         }
         let address = try waitForPage(ctx)
         let url = try PageCommands.signInURL(ctx, address: address)
@@ -109,15 +110,17 @@ enum OpenCommand {
         let deadline = monotonicMillis() + Int64(waitMillis)
         var last = "no daemon runs for this home yet"
         while true {
-            if DaemonLock.holder(home: ctx.home)?.address != nil {
-                if let address = try ctx.openReplica().device.setting("ui") {
+            // The daemon writes the page's address into its lock file once the page listens
+            // (before there is a household too).
+            if let holder = DaemonLock.holder(home: ctx.home) {
+                if let address = holder.page {
                     if let peer = try? NetworkCommands.listenAddress(address, option: "--ui"),
                        let connection = try? TCPConnection.connect(to: peer, timeoutMillis: 1_000) {
                         connection.close()
                         return address
                     }
                     last = "the page at \(address) does not answer"
-                } else {
+                } else if holder.address != nil {
                     last = "the daemon serves no page (was it started with --ui off?)"
                 }
             }

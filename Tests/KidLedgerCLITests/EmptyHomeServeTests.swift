@@ -21,6 +21,9 @@ import Glibc
         let ui = l.run("ui", "--json")
         #expect(ui.code == 0, "\(ui)")
         #expect(ui.stdout.contains("\"household\":null") && ui.stdout.contains("\"serving\":true"), "\(ui)")
+        // So does `open` (the applications menu's launcher): a one-time address of the start page.
+        let opened = l.run("open", "--no-browser", "--json")
+        #expect(opened.code == 0 && opened.stdout.contains("?code=") && opened.stdout.contains("\"opened\":false"), "\(opened)")
         // A second daemon on this home is still refused.
         let second = l.run("serve", "--listen", "127.0.0.1:0", "--ui", "127.0.0.1:0")
         #expect(second.code == 75, "\(second)")
