@@ -4,7 +4,8 @@ import KidLedgerDomain
 /// "Versions"): the side that finds no common version (the responder on a `hello`, the
 /// initiator on a `welcome`) sends an `error` frame of code 3 whose text names its kidledger
 /// version and the protocol versions it speaks; the other side reads them back with ``parse(_:)``
-/// (also from the text kidledger 0.3 sends), so both can say which laptop to update.
+/// (also from the text kidledger 0.1.0, which names no product version, sends), so both can say
+/// which laptop to update.
 public enum VersionRefusal {
     /// The text of the `error` frame a side sends when it speaks `mine` and the peer `peer`.
     public static func text(product: String, mine: ClosedRange<UInt16>, peer: ClosedRange<UInt16>) -> String {
@@ -19,7 +20,7 @@ public enum VersionRefusal {
            let range = after(" speaks sync protocol versions ", in: String(rest[space...])).flatMap(range) {
             return (String(rest[..<space]), range)
         }
-        // kidledger 0.3: "peer speaks protocol versions 4...5, this kidledger speaks 3...3; ..."
+        // kidledger 0.1.0 (6255152 and before): "peer speaks protocol versions 4...5, this kidledger speaks 3...3; ..."
         if let range = after("this kidledger speaks ", in: text).flatMap(range) {
             return (KnownReleases.name(speaking: range), range)
         }
