@@ -34,6 +34,18 @@ public enum Limits {
     /// replica (its membership records still apply). Decided by the claims in the log alone, so
     /// every replica holding them agrees.
     public static let originsPerMemberMax = 256
+    /// Most origins of one member key a replica stores: ``originsPerMemberMax`` and one more, the
+    /// evidence that the member crossed the limit (then every ledger change it made is rejected,
+    /// and its claims are left out of the state digest, so replicas holding different ones
+    /// agree). Claims past it are refused, not stored, like a stranger's: so the version vector
+    /// holds at most (members × this) origins (docs/SECURITY.md, "Only members take space").
+    public static let originsPerMemberStoredMax = originsPerMemberMax + 1
+    /// Most times one sync session may make a replica recompute its whole merged state (a
+    /// revocation, an owner transfer, a member crossing a per-member limit): at most once per
+    /// received batch, and at most this many batches that need it in one session; past it the
+    /// session ends (what was applied stays) and the rest comes in later sessions. An honest
+    /// household needs one or two in a session (a few revocations arrive in one batch).
+    public static let recomputationsPerSessionMax = 8
     /// Most children one member key's changes may create. A member whose changes create more
     /// (counted whether the rule lets them count or not) is flooding the household: every ledger
     /// change it made is rejected on every replica, as for ``originsPerMemberMax``.

@@ -46,6 +46,13 @@ final class ApplyContext {
     @exclusivity(unchecked) private var childCounts: [ByteKey: Int] = [:]
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
+    /// Whether a change applied here needs the merged state recomputed (``Replica/rebuild(in:)``),
+    /// which ``Replica/withApplyContext(_:now:verifier:preparer:queries:_:)`` does once before
+    /// the flush; until then the changes' ledger operations are not merged one by one.
+    @exclusivity(unchecked) var recomputePending = false
+    /// Whether the changes applied here come from a peer, so a change opening an origin is stored
+    /// only when its claim names a member (``Replica/admits(_:in:)``).
+    @exclusivity(unchecked) var admitsMembersOnly = false
 
     fileprivate init(_ store: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier, preparer: any ChangePreparer,
                      queries: any QueryCache) {
@@ -296,6 +303,10 @@ extension Replica {
         let context = ApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queries)
         do {
             let result = try body(context)
+            if context.recomputePending {
+                try rebuild(in: context)
+                context.recomputePending = false
+            }
             try context.flush()
             return result
         } catch {

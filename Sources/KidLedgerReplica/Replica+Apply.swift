@@ -11,6 +11,11 @@ public enum ApplyOutcome: Equatable, Sendable {
     case forkedVersion
     /// Its predecessor from the same origin is missing: nothing written; it will be resent.
     case gap
+    /// Not stored, in a household with an owner: it opens an origin whose claim names no member
+    /// (a stranger's key, a grant not here yet), no valid claim, or a member holding
+    /// ``Limits/originsPerMemberStoredMax`` origins already (``Replica/admission(of:in:)``).
+    /// Offered again by its sender in later sessions (and taken once its grant is here).
+    case notAdmitted
 }
 
 extension Replica {
@@ -32,6 +37,11 @@ extension Replica {
         if let problem = prepared.problem { throw LedgerError.invalid(problem) }
         let w = context.store
         let held = try context.heldSequence(change.origin)
+        // A received change opening an origin: only a member's claim makes it (docs/SECURITY.md,
+        // "Only members take space").
+        if held == 0 && change.sequence == 1 && context.admitsMembersOnly, try !admits(change, in: context) {
+            return .notAdmitted
+        }
         let outcome: ApplyOutcome
         var crossedForkLimit = false
         var forkMovesCover = false
@@ -48,8 +58,10 @@ extension Replica {
             // a duplicate.
             if versions.count > Limits.forkVersionsPerSequenceMax { return .duplicate }
             if versions.count == Limits.forkVersionsPerSequenceMax {
+                // Only a member's first flooded origin changes what counts: recomputed once per
+                // member, not once per origin it floods.
+                if let member = try context.claim(change.origin) { crossedForkLimit = try !forksFlooded(by: member, in: context) }
                 try w.put(Tables.forkFloods, Keys.origin(change.origin), [])
-                crossedForkLimit = true
             }
             if try noteFork(of: change.origin, at: change.sequence, held: versions, in: w) {
                 context.forgetStandings()
@@ -82,17 +94,45 @@ extension Replica {
         var digest = try context.stateDigest()
         // Membership first: a change's own claim names the author of the children it creates.
         let membershipChanged = try applyMembership(of: change, version: prepared.version, in: context, digest: &digest)
-        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover {
+        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover
+            || context.recomputePending {
             context.setStateDigest(digest)
             // A revocation, an owner transfer, a member crossing a per-member limit or a fork
             // below what a revocation or transfer saw changes which past changes and owner-signed
-            // records count: recompute the merged state.
-            try rebuild(in: context)
+            // records count: the merged state is recomputed, once, when the transaction's changes
+            // are all applied (``withApplyContext(_:now:verifier:preparer:queries:_:)``), so a
+            // batch costs one recomputation at most, whatever it holds.
+            context.recomputePending = true
         } else {
             try applyLedger(of: change, prepared, version: prepared.version, in: context, digest: &digest)
             context.setStateDigest(digest)
         }
         return outcome
+    }
+
+    /// Whether a received change that opens its origin (its first change, of an origin not held)
+    /// may be stored, in a household with an owner: it carries a valid claim of its origin, the
+    /// claim's key is a member (the owner, a former owner, or granted: a revoked member stays one
+    /// here, its changes are judged by its revocation), and that key holds fewer than
+    /// ``Limits/originsPerMemberStoredMax`` origins here. Anything else would let a stranger's key
+    /// (or one whose grant is not here yet: its sender offers it again later) or a flooding member
+    /// make this replica store and pass on changes without bound. Before the household is here,
+    /// nothing can be judged, and every change is taken (a joining replica receives the owner's
+    /// origins first).
+    static func admits(_ change: Change, in context: ApplyContext) throws -> Bool {
+        guard let ownership = try ownership(context.store, context.queries) else { return true }
+        var member: [UInt8]?
+        for case .claim(let c) in change.operations where c.origin == change.origin {
+            if Membership.claimProblem(c, origin: change.origin, sequence: 1, household: ownership.household,
+                                       verifier: context.verifier) == nil {
+                member = c.member
+                break
+            }
+        }
+        guard let member, try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, context.store) else {
+            return false
+        }
+        return try context.claimCount(of: member) < Limits.originsPerMemberStoredMax
     }
 
     /// Whether `origin`'s new lowest fork at `sequence` takes changes it already judged out of

@@ -372,6 +372,7 @@ extension Replica {
                 _ = try applyMembership(of: entry.change, version: entry.version, in: context, digest: &digest, including: pass)
             }
         }
+        try leaveFloodedClaimsOutOfDigest(in: context, digest: &digest)
         // Every child each member's changes create, before any is judged.
         for entry in log { _ = try noteChildCreations(of: entry.change, in: context) }
         for entry in log {
@@ -380,6 +381,39 @@ extension Replica {
             try applyLedger(of: entry.change, prepared, version: entry.version, in: context, digest: &digest)
         }
         context.setStateDigest(digest)
+    }
+
+    /// Takes the claims of every member holding more than ``Limits/originsPerMemberMax`` origins
+    /// out of the state digest: each replica stores the first ``Limits/originsPerMemberStoredMax``
+    /// such claims it receives and refuses the rest, so replicas may hold different ones, and
+    /// they count for nothing (every ledger change of that member is rejected). One scan of the
+    /// claims, in a recomputation (crossing the limit recomputes).
+    static func leaveFloodedClaimsOutOfDigest(in context: ApplyContext, digest: inout Digest256) throws {
+        try context.flush()
+        for (member, origins) in try claimsByMember(context.store) where origins.count > Limits.originsPerMemberMax {
+            for origin in origins { digest.remove([UInt8(ascii: "L")] + origin + member.bytes) }
+        }
+    }
+
+    /// The stored claims, grouped by member key: each member's origins (8-byte keys), ascending.
+    static func claimsByMember(_ r: any KeyValueReader) throws -> [ByteKey: [[UInt8]]] {
+        var byMember: [ByteKey: [[UInt8]]] = [:]
+        try r.scan(Tables.claims) { key, value in
+            byMember[ByteKey(value), default: []].append(key)
+            return true
+        }
+        return byMember
+    }
+
+    /// The origins held here whose claim names a member holding more than
+    /// ``Limits/originsPerMemberMax`` origins: replicas may hold different ones of them (each keeps
+    /// the first ``Limits/originsPerMemberStoredMax`` it receives), and none of their ledger
+    /// changes counts.
+    public func originsOfFloodingMembers() throws -> Set<ReplicaID> {
+        try store.read { r in
+            Set(try Self.claimsByMember(r).values.filter { $0.count > Limits.originsPerMemberMax }.joined().compactMap { Bytes.u64($0) }
+                .map { ReplicaID($0) })
+        }
     }
 
     static func decodeLogEntry(_ value: [UInt8]) throws -> Change {
