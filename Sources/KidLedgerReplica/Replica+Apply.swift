@@ -112,8 +112,9 @@ extension Replica {
 
     /// Whether a received change that opens its origin (its first change, of an origin not held)
     /// may be stored, in a household with an owner: it carries a valid claim of its origin, the
-    /// claim's key is a member (the owner, a former owner, or granted: a revoked member stays one
-    /// here, its changes are judged by its revocation), and that key holds fewer than
+    /// claim's key is a member (the owner, a former owner, granted, or named the new owner by an
+    /// owner transfer the recovery key signed: a revoked member stays one here, its changes are
+    /// judged by its revocation), and that key holds fewer than
     /// ``Limits/originsPerMemberStoredMax`` origins here. Anything else would let a stranger's key
     /// (or one whose grant is not here yet: its sender offers it again later) or a flooding member
     /// make this replica store and pass on changes without bound. Before the household is here,
@@ -129,10 +130,30 @@ extension Replica {
                 break
             }
         }
-        guard let member, try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, context.store) else {
+        guard let member, try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, context.store)
+                || namedByRecovery(member, carriedBy: change, ownership, in: context) else {
             return false
         }
         return try context.claimCount(of: member) < Limits.originsPerMemberStoredMax
+    }
+
+    /// Whether an owner transfer signed by the household's recovery key names `member` as the new
+    /// owner: one `change` carries (a recovering laptop's first change carries its transfer), or
+    /// one stored (the loser of two transfers at one epoch too).
+    static func namedByRecovery(_ member: [UInt8], carriedBy change: Change, _ ownership: Ownership,
+                                in context: ApplyContext) throws -> Bool {
+        guard !ownership.recovery.isEmpty else { return false }
+        for case .transferOwner(let t) in change.operations where t.newOwner == member {
+            let message = Membership.transferMessage(household: ownership.household, t)
+            if context.verifier.isValid(signature: t.signature, message: message, key: ownership.recovery) { return true }
+        }
+        var named = false
+        try context.store.scan(Tables.transfers) { _, value in
+            var reader = ByteReader(value)
+            if case .transferOwner(let t)? = try? RecordCodec.decodeOperation(&reader) { named = t.newOwner == member }
+            return !named
+        }
+        return named
     }
 
     /// Whether `origin`'s new lowest fork at `sequence` takes changes it already judged out of
