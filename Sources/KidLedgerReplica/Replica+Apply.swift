@@ -47,6 +47,7 @@ extension Replica {
         var forkMovesCover = false
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
+            if context.admitsMembersOnly, try overByteLimit(change.origin, in: context) { return .notAdmitted }
             var versions: [[UInt8]] = []  // at most one more than the limit
             try w.scan(Tables.changes, prefix: Keys.change(change.origin, change.sequence)) { key, _ in
                 versions.append(Array(key.suffix(8)))
@@ -71,6 +72,7 @@ extension Replica {
             try rechain(change.origin, from: change.sequence, through: held, in: context)
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
+            if held > 0 && context.admitsMembersOnly, try overByteLimit(change.origin, in: context) { return .notAdmitted }
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
@@ -94,7 +96,8 @@ extension Replica {
         var digest = try context.stateDigest()
         // Membership first: a change's own claim names the author of the children it creates.
         let membershipChanged = try applyMembership(of: change, version: prepared.version, in: context, digest: &digest)
-        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover
+        let crossedByteLimit = try countStoredBytes(of: change, prepared.encoded.count, in: context)
+        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover || crossedByteLimit
             || context.recomputePending {
             context.setStateDigest(digest)
             // A revocation, an owner transfer, a member crossing a per-member limit or a fork
@@ -135,6 +138,23 @@ extension Replica {
             return false
         }
         return try context.claimCount(of: member) < Limits.originsPerMemberStoredMax
+            && !(member != ownership.current && context.storedBytes(of: member) > Limits.bytesPerMemberMax)
+    }
+
+    /// Whether `origin`'s member (not the current owner) holds more than
+    /// ``Limits/bytesPerMemberMax`` bytes of change log here: its later changes are refused.
+    static func overByteLimit(_ origin: ReplicaID, in context: ApplyContext) throws -> Bool {
+        guard let member = try context.claim(origin), try context.storedBytes(of: member) > Limits.bytesPerMemberMax,
+              let ownership = try ownership(context.store, context.queries) else { return false }
+        return member != ownership.current
+    }
+
+    /// Counts `bytes` (the stored encoding of `change`) for the member its origin's claim names,
+    /// if any; returns whether that takes a member other than the current owner past
+    /// ``Limits/bytesPerMemberMax`` just now (its changes then stop counting: recomputed).
+    static func countStoredBytes(of change: Change, _ bytes: Int, in context: ApplyContext) throws -> Bool {
+        guard let member = try context.claim(change.origin), try context.addStoredBytes(bytes, to: member) else { return false }
+        return try ownership(context.store, context.queries)?.current != member
     }
 
     /// Whether an owner transfer signed by the household's recovery key names `member` as the new

@@ -163,7 +163,7 @@ extension Replica {
             }
 
             // A member over the origin limit: its claims are not in the digest (``leaveFloodedClaimsOutOfDigest``).
-            for (member, origins) in try Self.claimsByMember(r) where origins.count <= Limits.originsPerMemberMax {
+            for (member, origins) in try Self.claimsByMember(r) where try !Self.floods(member, origins: origins.count, r) {
                 for origin in origins { digest.insert([UInt8(ascii: "L")] + origin + member.bytes) }
             }
             for (table, tag) in [(Tables.grants, UInt8(ascii: "G")), (Tables.revocations, UInt8(ascii: "V")),

@@ -358,7 +358,10 @@ public final class Simulator {
         // The honest ones hold what the hostile member wrote itself (what it crafted may be refused);
         // once it is revoked and ignores it, what it wrote up to its revocation's cut (its later
         // changes get through only while a member lags, and count nowhere).
-        if let state = hostile, let own = nodes[state.node].replica?.replicaID {
+        // (Not when it floods origins: then a replica may have stored 257 others of its origins
+        // first and refuse its own, which counts for nothing anyway.)
+        if let state = hostile, let own = nodes[state.node].replica?.replicaID,
+           !honest.contains(where: { (try? $0.replica?.floodingMembers().contains(nodes[state.node].member.publicKey.bytes)) ?? nil ?? false }) {
             let made = (try? nodes[state.node].versionVector()[own]) ?? nil
             if !stopped.contains(state.node) {
                 guard honest.allSatisfy({ ((try? $0.versionVector()[own]) ?? nil) == made }) else { return false }
