@@ -13,7 +13,7 @@ public enum ApplyOutcome: Equatable, Sendable {
     case gap
     /// Not stored, in a household with an owner: it opens an origin whose claim names no member
     /// (a stranger's key, a grant not here yet), no valid claim, or a member holding
-    /// ``Limits/originsPerMemberStoredMax`` origins already (``Replica/admission(of:in:)``).
+    /// ``Limits/originsPerMemberStoredMax`` origins already (``Replica/admits(_:in:)``).
     /// Offered again by its sender in later sessions (and taken once its grant is here).
     case notAdmitted
 }

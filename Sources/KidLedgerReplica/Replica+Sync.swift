@@ -371,7 +371,7 @@ extension Replica {
                 // The pure part of each change (encodings and hashes) is prepared on the
                 // injected splitter's producing side, on another core in the CLI, while this
                 // thread applies.
-                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome, version in
+                func count(_ change: Change, _ outcome: ApplyOutcome) {
                     switch outcome {
                     case .applied: report.applied += 1
                     case .duplicate: report.duplicates += 1
@@ -382,8 +382,28 @@ extension Replica {
                     }
                     if outcome == .notAdmitted { notAdmitted.insert(change.origin) }
                     if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
+                }
+                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome, version in
+                    count(change, outcome)
                     outcomes.append(outcome)
                     versions.append(version)
+                }
+                // A version of an origin's first change refused before the version carrying the
+                // claim opened the origin later in the batch (versions go in hash order): now it
+                // is another version of a claimed origin, offered once more.
+                var again: [Int] = []
+                for i in changes.indices where outcomes[i] == .notAdmitted && changes[i].sequence == 1 {
+                    if try context.heldSequence(changes[i].origin) > 0 { again.append(i) }
+                }
+                if !again.isEmpty {
+                    var next = again.makeIterator()
+                    try Self.apply(again.map { changes[$0] }, received: received.map { r in again.map { r[$0] } }, in: context,
+                                   splitter: splitter) { change, outcome, _ in
+                        guard let i = next.next() else { return }
+                        report.notAdmitted -= 1
+                        count(change, outcome)
+                        outcomes[i] = outcome
+                    }
                 }
                 if context.recomputePending && !recomputes { throw RecomputationsSpent() }
                 // Read after applying: a replica without a pin takes the first genuine genesis
