@@ -16,9 +16,16 @@ struct AllowanceProcessTests {
         // Apart (B does not sync): both parents set Ava's weekly allowance, today's weekday.
         let setA = try json(a, "allowance", "set", "Ava", "5", "--every", "week", "--note", "weekly")
         let setB = try json(b, "allowance", "set", "Ava", "5", "--every", "week", "--note", "weekly")
-        let paidA = (setA["payments"] as? [[String: Any]] ?? []).compactMap { ($0["transaction"] as? [String: Any])?["id"] as? String }
-        let paidB = (setB["payments"] as? [[String: Any]] ?? []).compactMap { ($0["transaction"] as? [String: Any])?["id"] as? String }
+        // Each laptop holds today's payment: `allowance set` pays it, unless A's daemon, woken by
+        // the schedule's commit (it pays after every change), paid it between the two.
+        func allowancePayments(_ home: TestLedger) throws -> [String] {
+            let history = try json(home, "history", "--limit", "0")["transactions"] as? [[String: Any]] ?? []
+            return history.compactMap { $0["transaction"] as? [String: Any] }.filter { $0["source"] as? String == "allowance" }.compactMap { $0["id"] as? String }
+        }
+        let paidA = try allowancePayments(a), paidB = try allowancePayments(b)
         #expect(!paidA.isEmpty && !paidB.isEmpty, "\(setA) \(setB)")
+        #expect(Set((setB["payments"] as? [[String: Any]] ?? []).compactMap { ($0["transaction"] as? [String: Any])?["id"] as? String }) == Set(paidB),
+                "B runs no daemon: its `allowance set` pays and reports the period")
         // One schedule (its id derived from the household and the child), one id per period.
         let scheduleA = (setA["schedule"] as? [String: Any])?["id"] as? String
         #expect(scheduleA != nil && scheduleA == (setB["schedule"] as? [String: Any])?["id"] as? String)

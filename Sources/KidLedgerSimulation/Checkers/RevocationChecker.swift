@@ -75,7 +75,7 @@ final class RevocationChecker: Checker {
             var expectedForged = expectedForged, expectedRejected = rejectedChanges
             if !run.logs.holdsFirst(index) {
                 let own = try run.logs.decoded(index)
-                let its = LogMembership(own, verifier: run.nodes[0].verifier)
+                let its = LogMembership(own, verifier: run.nodes[0].verifier, genesis: run.genesis)
                 expectedForged = its.forged
                 expectedRejected = rejected(own, cuts: its.cuts)
                 cuts.merge(its.cuts) { first, _ in first }
