@@ -291,7 +291,7 @@ def browser_test(mom, dad, screenshot, scratch):
         # The keyboard alone: Tab from the top of the page reaches Ava's first quick button (found by
         # its accessible name); Enter gives; the button keeps its focus through the re-render.
         driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
-        for _ in range(25):
+        for _ in range(40):
             if focused() == "Give $0.05 to Ava":
                 break
             keys(Keys.TAB)
