@@ -1,3 +1,4 @@
+import KidLedgerDomain
 import KidLedgerUI
 
 // The family page's request parser (docs/UI.md): any bytes give incomplete, a request, or a
@@ -5,7 +6,11 @@ import KidLedgerUI
 // gate answers every parsed request without trapping.
 
 @Sendable func fuzzHTTP(_ data: [UInt8]) {
-    let gate = UIGate(token: String(repeating: "ab", count: 32), port: 4718)
+    // The page key, a fixed clock (codes are judged by it) and a sign-out of every browser that
+    // hands back another key.
+    let gate = UIGate(key: String(repeating: "ab", count: 32), port: 4718, clock: FixedClock(millis: 1_800_000_000_000)) {
+        String(repeating: "cd", count: 32)
+    }
     switch HTTPRequestParser.parse(data) {
     case .incomplete:
         check(data.count <= HTTPRequestParser.headerBytesMax + HTTPRequestParser.bodyBytesMax + 4,

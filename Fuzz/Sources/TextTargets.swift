@@ -124,7 +124,7 @@ private func export(_ replica: Replica) throws -> String {
 }
 
 @Sendable func inviteSeeds() -> [[UInt8]] {
-    let code = InviteCode(household: sampleHousehold.id, owner: Array(repeating: 0x0C, count: 32), secret: Array(repeating: 0x77, count: 16),
+    let code = InviteCode(household: sampleHousehold.id, owner: Array(repeating: 0x0C, count: 32), genesis: Array(repeating: 0x5A, count: 32), secret: Array(repeating: 0x77, count: 16),
                           expiresAtMillis: 1_795_000_600_000, addresses: ["192.168.1.20:4717", "[::1]:4717"])
     let body = Array(Base64URL.decode(String(code.text.dropFirst(4)))!)
     return [
