@@ -46,7 +46,8 @@ public final class Simulator {
     // ``SimConnection``), are left out, as in ``MemoryStore``.
     @exclusivity(unchecked) var g: SplitMix64
     /// Draws the household's time-zone changes (a generator of its own: adding them changed no
-    /// other draw of a seed).
+    /// other draw of a seed). Unchecked for the same reason as `g`: one thread, checked at run time
+    /// by the nodes' ``ThreadCheck``, and no access outlives the call that makes it.
     @exclusivity(unchecked) var zoneG: SplitMix64
     @exclusivity(unchecked) var queue = EventQueue<Event>()
     @exclusivity(unchecked) var nodes: [SimNode] = []
