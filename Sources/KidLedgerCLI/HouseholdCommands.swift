@@ -2,8 +2,58 @@ import KidLedgerDomain
 import KidLedgerReplica
 
 /// `household timezone`: the household's time zone, whose days are the allowance days.
+/// `household limit`: the household's limit for asking first, on every laptop's page.
 enum HouseholdCommands {
-    static let all: [CLI.Command] = [timezone]
+    static let all: [CLI.Command] = [timezone, limit]
+
+    /// The word `household limit` takes for "never ask" (the register's 0).
+    static let neverWord = "never"
+
+    static let limit = CLI.Command(spec: CommandSpec(
+        name: "household limit", synopsis: "[AMOUNT|never]", summary: "show or set the amount above which the page asks first",
+        details: """
+        The household's limit for asking first is replicated to every laptop: the page asks "Give $1500.00
+        to Ava? That is more than $1000.00, the household's limit for asking first." before a give or take
+        above it, on every member's laptop. AMOUNT as for give (1500, $250.50); `never`: the page never
+        asks. Unset, it is $1000.00. Any member may change it; the last change wins, as for the time
+        zone. The CLI never asks. `--json`: `confirmAboveCents` (0: never ask).
+        """, arguments: 0...1)) { ctx, args in
+        if let word = args.positionals.first {
+            try setLimit(ctx, word)
+            return
+        }
+        let replica = try ctx.openReplica()
+        _ = try LedgerCommands.requireHousehold(replica)
+        let cents = try replica.householdConfirmAbove()
+        ctx.emit(.object([("confirmAboveCents", .int(cents))]))
+        ctx.say(limitSentence(cents))
+    }
+
+    /// Sets the household's limit from `word` (an amount, or ``neverWord``) and says so: `household
+    /// limit AMOUNT` and the deprecated `quick limit AMOUNT`.
+    static func setLimit(_ ctx: Context, _ word: String) throws {
+        let cents = try parseLimit(word)
+        let replica = try ctx.openLedger(forChanges: true)
+        let now = try replica.setHouseholdConfirmAbove(cents)
+        ctx.say(limitSentence(now) + " on every laptop.")
+        ctx.emit(.object([("confirmAboveCents", .int(now))]))
+    }
+
+    /// The limit `word` names, in cents: ``neverWord`` is 0 (never ask), otherwise an amount as for give.
+    static func parseLimit(_ word: String) throws -> Int64 {
+        if Text.trimmed(word).lowercased() == neverWord { return HouseholdLimit.neverCents }
+        do {
+            return try Money.parseAmount(word)
+        } catch .zero {
+            throw CLIError("the limit must be more than $0.00: use `never` for a page that never asks", code: .dataError)
+        }
+    }
+
+    /// "The page asks before a give or take above $1000.00", or that it never asks.
+    static func limitSentence(_ cents: Int64) -> String {
+        cents == HouseholdLimit.neverCents ? "The page never asks before a give or take (the household's limit is `never`)"
+            : "The page asks before a give or take above \(Money.format(cents: cents))"
+    }
 
     static let timezone = CLI.Command(spec: CommandSpec(
         name: "household timezone", synopsis: "[ZONE]", summary: "show or set the household's time zone",

@@ -18,10 +18,6 @@ enum PageCommands {
     static let quickSetting = "quickAmounts"
     /// The quick amounts of a device that never set them (cents).
     static let quickDefault: [Int64] = [5, 10, 15, 20, 25, 50]
-    /// The device setting holding the amount above which the page asks before it gives or takes (cents).
-    static let limitSetting = "confirmAboveCents"
-    /// ``limitSetting`` of a device that never set it: $1,000.
-    static let limitDefault: Int64 = 100_000
     /// The most quick amounts.
     static let quickCountMax = 6
 
@@ -72,7 +68,7 @@ enum PageCommands {
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         let amounts = try quickAmounts(replica)
-        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) })), ("confirmAboveCents", .int(try confirmAbove(replica)))]))
+        ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) })), ("confirmAboveCents", .int(try replica.householdConfirmAbove()))]))
         ctx.say(amounts.map { Money.format(cents: $0) }.joined(separator: " "))
     }
 
@@ -96,22 +92,14 @@ enum PageCommands {
         ctx.emit(.object([("quickAmountsCents", .array(amounts.map { .int($0) }))]))
     }
 
+    /// Deprecated: `household limit AMOUNT`, which it runs. The limit was this device's own until
+    /// it became the household's (a replicated register); a script that sets it still works.
     static let quickLimit = CLI.Command(spec: CommandSpec(
-        name: "quick limit", synopsis: "AMOUNT", summary: "the amount above which the page asks before it gives or takes",
-        details: "AMOUNT as for give (default $1,000). The page asks \"Give $1,500.00 to Ava? That is more than $1,000.00\"\nbefore a give or take above it. Kept on this device only, never synced; the CLI never asks.",
+        name: "quick limit", synopsis: "AMOUNT|never", summary: "deprecated: `household limit AMOUNT` (the household's limit for asking first)",
+        details: "Sets the household's limit for asking first, on every laptop, as `kidledger household limit AMOUNT` does,\nand says on stderr that it is deprecated. It used to set this laptop's own limit.",
         arguments: 1...1)) { ctx, args in
-        let cents = try Money.parseAmount(args.positionals[0])
-        let replica = try ctx.openReplica()
-        _ = try LedgerCommands.requireHousehold(replica)
-        try replica.device.setSetting(limitSetting, String(cents))
-        ctx.say("The page asks before amounts above \(Money.format(cents: cents)) on this device.")
-        ctx.emit(.object([("confirmAboveCents", .int(cents))]))
-    }
-
-    /// The amount above which the page asks first (``limitSetting``, else ``limitDefault``).
-    static func confirmAbove(_ replica: Replica) throws -> Int64 {
-        guard let raw = try replica.device.setting(limitSetting), let cents = Int64(raw), cents > 0 else { return limitDefault }
-        return cents
+        ctx.console.err("kidledger: `quick limit` is deprecated: it sets the household's limit now, as `kidledger household limit` does\n")
+        try HouseholdCommands.setLimit(ctx, args.positionals[0])
     }
 
     /// The device's quick amounts; the default when unset or unreadable.

@@ -142,6 +142,10 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
     /// on the household's entity: allowance days are its days (docs/CRDT.md, "The household's
     /// time zone"). Unset: UTC.
     case householdTimeZone = 11
+    /// The amount above which a give or take asks before it goes through (integer cents, 0 or
+    /// more; 0: never ask), on the household's entity (docs/CRDT.md, "The household's limit for
+    /// asking first"). Unset: ``HouseholdLimit/defaultCents`` ($1,000).
+    case householdConfirmAbove = 12  // Needs protocol 4: a 0.1.0 build cannot decode field 12.
 
     /// The field's name in messages and JSON.
     public var description: String {
@@ -157,6 +161,7 @@ public enum Field: UInt8, Hashable, Sendable, CaseIterable, CustomStringConverti
         case .allowanceStoppedAt: "allowanceStoppedAt"
         case .childMergedInto: "mergedInto"
         case .householdTimeZone: "timeZone"
+        case .householdConfirmAbove: "confirmAbove"
         }
     }
 }
@@ -194,6 +199,7 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
         case (.allowanceStoppedAt, .integer(let millis)): return millis >= 0 && millis <= HLC.millisMax
         case (.childMergedInto, .text(let s)): return RecordID(string: s)?.description == s
         case (.householdTimeZone, .text(let s)): return HouseholdTime.isValidName(s)
+        case (.householdConfirmAbove, .integer(let cents)): return cents >= 0
         default: return false
         }
     }

@@ -117,13 +117,27 @@ extension PageAssets {
       if (!m) return null;
       return Number(m[1].replace(/,/g, "")) * 100 + (m[2] ? Number(m[2].padEnd(2, "0")) : 0);
     }
-    function limitCents() { return (state && state.quick && state.quick.confirmAboveCents) || 100000; }
+    // The household's limit for asking first (`household limit`, on every laptop; 0: never ask).
+    function limitCents() {
+      const c = state && state.quick ? state.quick.confirmAboveCents : null;
+      return typeof c === "number" ? c : 100000;
+    }
     // An unusually large amount asks first.
     function largeOK(kind, amountText, who) {
       const cents = roughCents(amountText);
-      if (cents == null || cents <= limitCents()) return true;
+      const limit = limitCents();
+      if (cents == null || limit === 0 || cents <= limit) return true;
       return confirm((kind === "take" ? "Take " : "Give ") + money(cents) + (kind === "take" ? " from " : " to ") + who + "? That is more than "
-        + money(limitCents()) + ", this laptop's limit for asking first.");
+        + money(limit) + ", the household's limit for asking first.");
+    }
+    function renderLimit() {
+      const limit = limitCents();
+      if (document.activeElement !== $("limit-input")) $("limit-input").value = limit === 0 ? "never" : plain(limit);
+      setText($("limit-hint"), (limit === 0 ? "The page never asks before a give or take." : "A give or take above " + money(limit) + " asks first.")
+        + " This is the family's setting: it applies on every laptop. Type \"never\" to never ask.");
+    }
+    function setUpLimit() {
+      $("limit-form").addEventListener("submit", (ev) => { ev.preventDefault(); send("/api/household/limit", { amount: $("limit-input").value.trim() }, ev.target); });
     }
 
     // ---- Before there is a household: Start or Join ----

@@ -75,6 +75,14 @@ public enum PageAssets {
             </form>
             <p class="hint" id="zone-hint">Allowance days start at midnight in this zone on every laptop, and times here are shown in it.</p>
           </details>
+          <details id="limit-settings">
+            <summary>Settings: ask before large amounts</summary>
+            <form id="limit-form" class="row">
+              <label>Ask before amounts above <input name="amount" id="limit-input" inputmode="decimal" autocomplete="off" required></label>
+              <button type="submit">Save</button>
+            </form>
+            <p class="hint" id="limit-hint">A give or take above this amount asks first, on every laptop of the family. Type "never" to never ask.</p>
+          </details>
           <p id="backup"><a href="/api/backup" download>Download a backup</a> of this laptop's ledger and keys. Keep it private: whoever holds it holds the ledger and can sign as this laptop.</p>
           <details id="sign-in">
             <summary>Signed in on this browser</summary>
@@ -541,6 +549,7 @@ public enum PageAssets {
       }
       $("last-sync").textContent = pillDetail();
       renderZone();
+      renderLimit();
     }
 
     // The family's time zone (`household timezone`): times are shown in it, and its control.
@@ -682,6 +691,7 @@ public enum PageAssets {
       $("add-form").addEventListener("submit", async (ev) => { ev.preventDefault(); const input = ev.target.elements.namedItem("name"); if (await send("/api/child/add", { name: input.value }, ev.target)) input.value = ""; });
       $("quick-form").addEventListener("submit", (ev) => { ev.preventDefault(); send("/api/quick", { amounts: $("quick-input").value }, ev.target); });
       setUpZone();
+      setUpLimit();
       refresh(true);
       setInterval(refresh, 1000);
     });

@@ -26,6 +26,8 @@ extension UIApp {
         "/api/account/switch": { f in fields(f, ["account"]).map { ["account", "switch", "--"] + $0 } },
         "/api/undo-mine": { _ in .success(["undo", "--mine"]) },
         "/api/child/unmerge": { f in fields(f, ["child"]).map { ["child", "unmerge", "--"] + $0 } },
-        "/api/quick/limit": { f in fields(f, ["amount"]).map { ["quick", "limit", "--"] + $0 } },
+        // The household's limit for asking first (a replicated register); the old route sets it too.
+        "/api/household/limit": { f in fields(f, ["amount"]).map { ["household", "limit", "--"] + $0 } },
+        "/api/quick/limit": { f in fields(f, ["amount"]).map { ["household", "limit", "--"] + $0 } },
     ]
 }

@@ -46,6 +46,10 @@ extension Simulator {
         var zoneLine = ""
         if Int.random(in: 0..<1000, using: &zoneG) < parameters.zoneChangePerMille {
             zoneLine = try changeZone(node, replica, to: SimZones.names[Int.random(in: 0..<SimZones.names.count, using: &zoneG)]) + "; "
+            // The household's other register, drawn with it: its convergence is fuzzed as the zone's.
+            if Int.random(in: 0..<2, using: &zoneG) == 0 {
+                zoneLine += try changeLimit(node, replica, to: Self.drawnLimits[Int.random(in: 0..<Self.drawnLimits.count, using: &zoneG)]) + "; "
+            }
         }
         return zoneLine + (try drawnScheduleChange(node, replica, target: target, label: label, cents: cents))
     }
@@ -62,6 +66,23 @@ extension Simulator {
         record(node.index, .householdTimeZone(zone))
         faults["zoneChange", default: 0] += 1
         return "\(node.name) household zone \(zone)"
+    }
+
+    /// The limits a drawn change of the household's limit for asking first picks from (cents; 0:
+    /// never ask; the default among them, so a change back to it is drawn too).
+    static let drawnLimits: [Int64] = [HouseholdLimit.neverCents, 500, 25_000, HouseholdLimit.defaultCents, 150_000]
+
+    /// `node` sets the household's limit for asking first to `cents` (refused when it already is),
+    /// recorded as a scenario step. Returns the trace text.
+    func changeLimit(_ node: SimNode, _ replica: Replica, to cents: Int64) throws -> String {
+        do {
+            try replica.setHouseholdConfirmAbove(cents)
+        } catch LedgerError.unchanged {
+            return "\(node.name) limit already \(Replica.limitText(cents))"
+        }
+        record(node.index, .householdLimit(cents))
+        faults["limitChange", default: 0] += 1
+        return "\(node.name) household limit \(Replica.limitText(cents))"
     }
 
     /// The allowance schedule part of ``drawnAllowance(_:_:target:label:cents:)``.

@@ -59,6 +59,8 @@ public struct Scenario: Sendable, Equatable {
         case allowanceStop(String)
         /// The replica sets the household's time zone (a ``SimZones`` name).
         case householdTimeZone(String)
+        /// The replica sets the household's limit for asking first (cents; 0: never ask).
+        case householdLimit(Int64)
         /// The replica merges the first child into the second (`child merge FROM INTO`).
         case merge(String, into: String)
         /// The replica undoes a merge: the child counts on its own again (`child unmerge CHILD`).
@@ -404,6 +406,11 @@ public struct Scenario: Sendable, Equatable {
             try arity(3, "rX household-timezone ZONE")
             guard SimZones().rules(for: w[2]) != nil else { throw fail("unknown zone \"\(w[2])\" (one of \(SimZones.names.joined(separator: ", ")))") }
             return (r, .householdTimeZone(w[2]))
+        case "household-limit":
+            try arity(3, "rX household-limit AMOUNT|never")
+            if w[2] == "never" { return (r, .householdLimit(HouseholdLimit.neverCents)) }
+            guard let cents = try? Money.parseAmount(w[2]) else { throw fail("household-limit takes an amount (1000, 12.50) or never") }
+            return (r, .householdLimit(cents))
         case "merge":
             guard w.count == 5, w[3] == "into" else { throw fail("expected: rX merge FROM into INTO") }
             return (r, .merge(w[2], into: w[4]))

@@ -97,6 +97,7 @@ extension Scenario.Action {
             return [r, "allowance-set", child, Scenario.amountText(cents), every.name] + (on.map { ["on", $0] } ?? [])
         case .allowanceStop(let child): return [r, "allowance-stop", child]
         case .householdTimeZone(let zone): return [r, "household-timezone", zone]
+        case .householdLimit(let cents): return [r, "household-limit", cents == HouseholdLimit.neverCents ? "never" : Scenario.amountText(cents)]
         case .merge(let from, let into): return [r, "merge", from, "into", into]
         case .unmerge(let child): return [r, "unmerge", child]
         }

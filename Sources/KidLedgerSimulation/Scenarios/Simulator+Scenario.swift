@@ -246,6 +246,9 @@ extension Simulator {
                 let now = try payAllowances(node)
                 made += now
                 outcome = "household zone \(zone)" + (now.isEmpty ? "" : "; paid \(now.count) period\(now.count == 1 ? "" : "s")")
+            case .householdLimit(let cents):
+                try replica.setHouseholdConfirmAbove(cents)
+                outcome = "household limit " + Replica.limitText(cents)
             case .merge(let from, let into):
                 let m = try replica.mergeChild(try child(from), into: try child(into))
                 outcome = "\(m.from.name) (\(m.from.id.hex.prefix(8))) merged into \(m.into.name) (\(m.into.id.hex.prefix(8))): balance \(Money.format(cents: m.into.balanceCents))"
