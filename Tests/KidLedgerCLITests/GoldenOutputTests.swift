@@ -187,12 +187,13 @@ struct GoldenOutputTests {
           ui [--open] [--address-only]                 print a one-time sign-in address of this home's page (served by `serve`)
           quick show                                   this device's quick amounts (the page's buttons)
           quick set AMOUNT...                          set this device's quick amounts (1 to 6, unique)
-          quick limit AMOUNT                           the amount above which the page asks before it gives or takes
+          quick limit AMOUNT|never                     deprecated: `household limit AMOUNT` (the household's limit for asking first)
           open [--no-browser]                          start this home's service if needed and open the page, signed in
           service install [--listen ADDR] [--dry-run]  run the daemon as a systemd user service for this home
           service status                               whether this home's service is installed, enabled and running
           service uninstall                            stop, disable and remove this home's service
           household timezone [ZONE]                    show or set the household's time zone
+          household limit [AMOUNT|never]               show or set the amount above which the page asks first
           backup FILE                                  write a copy of the whole home (ledger and this laptop's keys) to FILE
           backup schedule [FOLDER [--keep N] | --off]  have the daemon write a backup every day into FOLDER
           restore FILE [--replace]                     bring back a backup into an empty home (or a new laptop)
@@ -302,7 +303,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 50)
+            #expect(CLI.commands.count == 51)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)
