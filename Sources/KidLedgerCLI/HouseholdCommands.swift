@@ -45,7 +45,7 @@ enum HouseholdCommands {
         do {
             return try Money.parseAmount(word)
         } catch .zero {
-            throw CLIError("the limit must be more than $0.00: use `never` for a page that never asks", code: .dataError)
+            throw CLIError("the limit must be more than $0.00: type \"never\" for a page that never asks", code: .dataError)
         }
     }
 

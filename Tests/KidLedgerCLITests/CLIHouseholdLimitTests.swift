@@ -28,7 +28,7 @@ struct CLIHouseholdLimitTests {
             let before = l.state()
             let cases: [([String], Int32, String)] = [
                 (["household", "limit", "abc"], 65, "\"abc\" is not an amount"),
-                (["household", "limit", "0"], 65, "the limit must be more than $0.00: use `never` for a page that never asks"),
+                (["household", "limit", "0"], 65, "the limit must be more than $0.00: type \"never\" for a page that never asks"),
                 (["household", "limit", "--", "-5"], 65, "amount must not be negative"),
                 (["household", "limit", "1.001"], 65, "fraction of a cent"),
                 (["household", "limit", "500"], 65, "the household's limit is already $500.00"),
