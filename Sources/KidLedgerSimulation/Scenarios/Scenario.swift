@@ -87,6 +87,8 @@ public struct Scenario: Sendable, Equatable {
         case on(Int, Check)
         case balance(String, Int64)
         case conflicts(Int)
+        /// The household's limit for asking first, in cents (0: never ask).
+        case householdLimit(Int64)
         case transactionCount(Int)
         case attention(Int, Bool)
         case archived(String, Bool)
@@ -435,7 +437,7 @@ public struct Scenario: Sendable, Equatable {
             let r = try replicaIndex(w[w.count - 1], replicas, line: line)
             let inner = try parseCheck(Array(w.dropLast(2)), replicas: replicas, line: line)
             switch inner {
-            case .balance, .conflicts, .transactionCount, .archived, .present, .allowancePayments, .childCount, .merged, .sameNames:
+            case .balance, .conflicts, .householdLimit, .transactionCount, .archived, .present, .allowancePayments, .childCount, .merged, .sameNames:
                 return .on(r, inner)
             default: throw fail("only ledger checks (balance, transaction-count, conflicts, child, present, absent) take \"on rX\"")
             }
@@ -448,6 +450,11 @@ public struct Scenario: Sendable, Equatable {
             guard w.count == 3 else { throw fail("expected: expect balance CHILD AMOUNT") }
             return .balance(w[1], try signedAmount(w[2], line: line))
         case "conflicts": return .conflicts(try count("conflicts N"))
+        case "household-limit":
+            guard w.count == 2 else { throw fail("expected: expect household-limit AMOUNT|never") }
+            if w[1] == "never" { return .householdLimit(HouseholdLimit.neverCents) }
+            guard let cents = try? Money.parseAmount(w[1]) else { throw fail("household-limit takes an amount (1000, 12.50) or never") }
+            return .householdLimit(cents)
         case "transaction-count": return .transactionCount(try count("transaction-count N"))
         case "refused": return .refused(try count("refused N"))
         case "rejected-changes": return .rejectedChanges(try count("rejected-changes N"))

@@ -112,6 +112,7 @@ extension Scenario.Check {
         case .converged: return ["converged"]
         case .balance(let child, let cents): return ["balance", child, signed(cents)]
         case .conflicts(let n): return ["conflicts", "\(n)"]
+        case .householdLimit(let cents): return ["household-limit", cents == HouseholdLimit.neverCents ? "never" : Scenario.amountText(cents)]
         case .transactionCount(let n): return ["transaction-count", "\(n)"]
         case .attention(let r, let want): return ["attention", "r\(r)", "\(want)"]
         case .archived(let child, let want): return ["child", child, "archived", "\(want)"]

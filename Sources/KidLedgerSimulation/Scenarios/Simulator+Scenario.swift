@@ -399,6 +399,8 @@ extension Simulator {
             }
         case .conflicts(let n):
             return try onEach { _, r in let k = try r.fieldConflicts().count; return k == n ? nil : "\(k) conflicts" }
+        case .householdLimit(let cents):
+            return try onEach { _, r in let k = try r.householdConfirmAbove(); return k == cents ? nil : "household limit " + Replica.limitText(k) }
         case .transactionCount(let n):
             return try onEach { _, r in let k = try r.counts().transactions; return k == n ? nil : "\(k) transactions" }
         case .archived(let name, let want):
