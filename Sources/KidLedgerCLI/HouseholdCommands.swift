@@ -51,7 +51,7 @@ enum HouseholdCommands {
 
     /// "The page asks before a give or take above $1000.00", or that it never asks.
     static func limitSentence(_ cents: Int64) -> String {
-        cents == HouseholdLimit.neverCents ? "The page never asks before a give or take (the household's limit is `never`)"
+        cents == HouseholdLimit.neverCents ? "The page never asks before a give or take (the household's limit is \"never\")"
             : "The page asks before a give or take above \(Money.format(cents: cents))"
     }
 

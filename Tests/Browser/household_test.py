@@ -7,7 +7,8 @@ From two empty homes (Mom's and Dad's laptops), with no kidledger command but st
 on Mom's page and writes back two groups of the recovery secret (a wrong one first: the error is at
 its field, which is marked invalid), shows the invitation (short code and QR code), joins on Dad's
 page with the short code, sees Dad appear on Mom's page without a reload, gives on Dad's page (an
-unusually large amount asks first) and sees it on Mom's, stops Dad's daemon and sees `offline` on
+unusually large amount asks first; Mom sets the household's limit for asking first on her page and
+Dad's page asks at it after the sync) and sees it on Mom's, stops Dad's daemon and sees `offline` on
 Mom's page [PILL STEP: needs issue 41 point 3, the honest pill], restarts it and sees `synced`,
 revokes Dad from Mom's page (the question names him and says what happens) and sees Dad's page
 show the revocation. Each step is photographed at 1280 px and 360 px into the output folder.
@@ -315,6 +316,22 @@ def browser(out, mom, dad, real_network):
         accept("the large amount's question", ["Give $1,500.00 to Ava?", "more than $1,000.00"], dismiss=True)
         if balance("Ava") != "$0.00":
             fail("a large amount went through without its question")
+        act("clearing", lambda: amount().clear())
+        # The household's limit for asking first: set on Mom's page, asked on Dad's after the sync.
+        on("mom")
+        act("the large-amount settings", lambda: find("#limit-settings summary").click())
+        act("clearing the limit", lambda: find("#limit-input").clear())
+        act("a limit of $500", lambda: find("#limit-input").send_keys("500"))
+        act("Save the limit", lambda: find("#limit-form button[type=submit]").click())
+        eventually("the limit saved on Mom's page", lambda: "above $500.00" in text("limit-hint"))
+        shot("05b-limit", "mom")
+        on("dad")
+        eventually("Mom's limit on Dad's page", lambda: "above $500.00" in text("limit-hint"), seconds=45)
+        act("an amount above Mom's limit", lambda: amount().send_keys("600"))
+        act("Give", lambda: find("article.child button.give").click())
+        accept("the question at the household's limit", ["Give $600.00 to Ava?", "more than $500.00", "the household's limit"], dismiss=True)
+        if balance("Ava") != "$0.00":
+            fail("an amount above the household's limit went through without its question")
         act("clearing", lambda: amount().clear())
         act("an amount", lambda: amount().send_keys("2.50"))
         act("Give", lambda: find("article.child button.give").click())

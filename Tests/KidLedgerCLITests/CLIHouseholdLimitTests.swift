@@ -16,7 +16,7 @@ struct CLIHouseholdLimitTests {
             #expect(l.ok("household", "limit", "--json") == "{\"confirmAboveCents\":25050}\n")
             #expect(l.ok("quick", "show", "--json").hasSuffix("\"confirmAboveCents\":25050}\n"))
             #expect(l.ok("household", "limit", "never", "--json") == "{\"confirmAboveCents\":0}\n")
-            #expect(l.ok("household", "limit") == "The page never asks before a give or take (the household's limit is `never`)\n")
+            #expect(l.ok("household", "limit") == "The page never asks before a give or take (the household's limit is \"never\")\n")
             #expect(l.ok("household", "limit", "1,500") == "The page asks before a give or take above $1500.00 on every laptop.\n")
         }
     }
