@@ -172,6 +172,7 @@ class Laptop:
 def browser(out, mom, dad, real_network):
     from selenium import webdriver
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
@@ -320,8 +321,10 @@ def browser(out, mom, dad, real_network):
         # The household's limit for asking first: set on Mom's page, asked on Dad's after the sync.
         on("mom")
         act("the large-amount settings", lambda: find("#limit-settings summary").click())
-        act("clearing the limit", lambda: find("#limit-input").clear())
-        act("a limit of $500", lambda: find("#limit-input").send_keys("500"))
+        # Focused first: the page refills an unfocused field with the household's value each second.
+        act("the limit's field", lambda: find("#limit-input").click())
+        act("a limit of $500", lambda: find("#limit-input").send_keys(Keys.CONTROL, "a") or find("#limit-input").send_keys("500"))
+        eventually("the limit typed", lambda: find("#limit-input").get_attribute("value") == "500")
         act("Save the limit", lambda: find("#limit-form button[type=submit]").click())
         eventually("the limit saved on Mom's page", lambda: "above $500.00" in text("limit-hint"))
         shot("05b-limit", "mom")

@@ -27,13 +27,6 @@ struct AllowanceTests {
         try r.history().map(\.transaction).filter { $0.source == Allowance.source }.sorted { $0.createdAtMillis < $1.createdAtMillis }
     }
 
-    /// Offers each replica the other's log.
-    func exchange(_ a: Replica, _ b: Replica) throws {
-        let fromA = try a.changeLog(), fromB = try b.changeLog()
-        try b.receive(fromA)
-        try a.receive(fromB)
-    }
-
     @Test("rules pack into one register and compute their periods in UTC")
     func rules() throws {
         let weekly = try #require(AllowanceRule(every: .week, day: 1, startDay: Self.thursdayDay))

@@ -26,13 +26,6 @@ struct ChildMergeTests {
         return (a, b, clockA, clockB, upper, lower)
     }
 
-    /// Offers each replica the other's log.
-    func exchange(_ a: Replica, _ b: Replica) throws {
-        let fromA = try a.changeLog(), fromB = try b.changeLog()
-        try b.receive(fromA)
-        try a.receive(fromB)
-    }
-
     /// The ids of the children `children()` lists, with their balances.
     func listed(_ r: Replica) throws -> [RecordID: Int128] {
         Dictionary(uniqueKeysWithValues: try r.children().map { ($0.id, $0.balanceCents) })
@@ -283,7 +276,7 @@ struct ChildUnmergeTests {
         let (c, d, _, _, x, y) = try base.twoMaxes()
         try c.mergeChild(x.hex, into: y.hex)
         try d.mergeChild(y.hex, into: x.hex)
-        try base.exchange(c, d)
+        try exchange(c, d)
         let kept = min(x, y), merged = max(x, y)
         #expect(try base.listed(c) == [kept: 300])
         try c.unmergeChild(merged.hex)

@@ -6,13 +6,6 @@ import Testing
 /// household (field 12, cents), $1,000 until set, 0 for "never ask", merged like the time zone.
 @Suite("The household's limit for asking first")
 struct HouseholdLimitTests {
-    /// Offers each replica the other's log.
-    func exchange(_ a: Replica, _ b: Replica) throws {
-        let fromA = try a.changeLog(), fromB = try b.changeLog()
-        try b.receive(fromA)
-        try a.receive(fromB)
-    }
-
     @Test("unset is $1,000; set, never and unchanged; only cents of 0 or more fit")
     func defaultAndSet() throws {
         let r = try makeReplica(seed: 1)

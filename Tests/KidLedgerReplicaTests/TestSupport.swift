@@ -21,6 +21,13 @@ func makeReplica(seed: UInt64, clock: any WallClock = FixedClock(millis: 1_000_0
     try Replica(store: store, clock: clock, random: SplitMix64(seed: seed))
 }
 
+/// Offers each replica the other's whole log (both directions, each from before the other's).
+func exchange(_ a: Replica, _ b: Replica) throws {
+    let fromA = try a.changeLog(), fromB = try b.changeLog()
+    try b.receive(fromA)
+    try a.receive(fromB)
+}
+
 /// Everything a user (or a sync peer) can observe of a replica's merged ledger.
 struct LedgerView: Equatable, CustomStringConvertible {
     var digest: Digest256
