@@ -38,6 +38,9 @@ for name in passing failing shrunk; do
   grep -q '<svg ' "$svg" || fail "$name.svg is not an SVG"
   if [ "$name" = passing ]; then
     grep -q 'class="failure"' "$svg" && fail "$name.svg highlights a failure"
+    # 05-give-all-partition cuts r0 off from r1 and r2: a band on both sides of the cut.
+    grep -q 'class="partition" data-side="cut-off"' "$svg" || fail "$name.svg bands no replica cut off by the partition"
+    grep -q 'class="partition" data-side="rest"' "$svg" || fail "$name.svg does not band the other side of the partition"
   else
     grep -q 'class="failure"' "$svg" || fail "$name.svg does not highlight the failure"
   fi

@@ -8,16 +8,20 @@
 #   Scripts/trace-baseline.sh check OUT [SIM]    # records afresh and compares with OUT: exit 0 when identical
 #
 # SIM is the kidledger-sim binary (default: .build/release/kidledger-sim, built first when missing).
-# SEEDS (default 70) sets how many seeds each variant runs.
+# SEEDS (default 70) sets how many seeds each variant runs. Scenario timelines are recorded with
+# RUN_FLAGS (default --millis: each line's time as milliseconds, t=MILLIS, as the trace has it, not
+# the readable "day 2 14:30"), so the events and digests compare whatever the readable format;
+# a SIM from before --millis (issue 42; its timelines were t=MILLIS already) needs RUN_FLAGS=.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}; out=${2:-}; sim=${3:-.build/release/kidledger-sim}
 if [[ -z "$mode" || -z "$out" || ( "$mode" != record && "$mode" != check ) ]]; then
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 64
 fi
 if [[ ! -x "$sim" ]]; then swift build -c release --product kidledger-sim 2>&1 | tail -n 1; fi
 seeds=${SEEDS:-70}
+run_flags=${RUN_FLAGS---millis}
 
 record() {
     local dir=$1
@@ -35,7 +39,8 @@ record() {
     done
     for f in Simulations/*.scenario; do
         local base; base=$(basename "$f" .scenario)
-        "$sim" run "$f" --trace "$dir/$base.trace" > "$dir/$base.txt" 2>&1 || echo "exit $?" >> "$dir/$base.txt"
+        # shellcheck disable=SC2086
+        "$sim" run "$f" $run_flags --trace "$dir/$base.trace" > "$dir/$base.txt" 2>&1 || echo "exit $?" >> "$dir/$base.txt"
     done
     echo >&2
 }

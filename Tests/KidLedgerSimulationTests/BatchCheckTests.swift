@@ -22,6 +22,6 @@ struct BatchCheckTests {
         #expect(sim.failures.isEmpty)
         try sim.madeBatch(ids, on: a.replica!)
         try sim.checkpoint([1])
-        #expect(sim.failures == ["r1 shows 1 of 2 transactions of give-all batch 0"])
+        #expect(sim.failures == ["r1 shows 1 of 2 transactions of the batch of transaction \(ids[0].tail)"])
     }
 }

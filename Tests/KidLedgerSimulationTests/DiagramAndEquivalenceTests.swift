@@ -126,8 +126,16 @@ struct DiagramTests {
 
         let partitioned = try SimulatorCLI.runScenario(text: "replicas 3\nat 0 r0 add-child Ava\nat 100 partition r2 | r0,r1\nat 900 heal\n",
                                                        record: true).get()
-        let (_, p, _) = Self.parse(SpaceTimeDiagram.svg(try #require(partitioned.simulation.diagram), title: "partition"))
-        #expect(p.classes["partition"] == 1 && p.classes["lane"] == 3)
+        let partitionSVG = SpaceTimeDiagram.svg(try #require(partitioned.simulation.diagram), title: "partition")
+        let (_, p, _) = Self.parse(partitionSVG)
+        // Both sides of the cut are banded, one band a lane: r2 cut off, r0 and r1 the rest.
+        #expect(p.classes["partition"] == 3 && p.classes["lane"] == 3)
+        let bands = partitionSVG.split(separator: "\n").filter { $0.contains(#"class="partition""#) }
+        func laneY(_ lane: Int) -> String { #"y="\#(SpaceTimeDiagram.top + lane * SpaceTimeDiagram.laneGap - 20)""# }
+        #expect(bands.filter { $0.contains(#"data-side="cut-off""#) }.map { $0.contains(laneY(2)) } == [true], "\(bands)")
+        let rest = bands.filter { $0.contains(#"data-side="rest""#) }
+        #expect(rest.count == 2 && rest[0].contains(laneY(0)) && rest[1].contains(laneY(1)), "\(bands)")
+        #expect(p.text.contains("Orange and blue bands: the two sides of a partition."))
 
         // A failing expectation is highlighted at the end of the run, with its text.
         let wrong = try SimulatorCLI.runScenario(text: "replicas 2\nat 0 r0 add-child Ava\nat 10 r1 give Ava 1.00\nexpect balance Ava 9.00\n",

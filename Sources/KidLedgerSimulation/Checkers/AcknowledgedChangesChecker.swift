@@ -106,7 +106,7 @@ final class AcknowledgedChangesChecker: Checker {
     /// restore's files), as a problem to follow the replica's name.
     func transactionProblems(_ held: HeldTransactions, rejected: Set<RecordID>) -> [String] {
         for id in acknowledgedOrder where !mayBeLost.contains(id) && !rejected.contains(id) && held.isUndo[id] == nil {
-            return ["lost acknowledged transaction \(id) (made on r\(acknowledged[id]!))"]
+            return ["lost acknowledged transaction \(id.tail) (made on r\(acknowledged[id]!))"]
         }
         return []
     }

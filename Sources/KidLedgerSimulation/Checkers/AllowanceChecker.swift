@@ -61,12 +61,12 @@ final class AllowanceChecker: Checker {
             let day = zones.lazy.map { HouseholdTime.day(ofMillis: t.createdAtMillis, in: $0) }
                 .first { t.id == Allowance.paymentID(household: household, schedule: schedule, periodDay: $0) }
             guard let day, zones.contains(where: { HouseholdTime.startOfDay(day, in: $0) == t.createdAtMillis }) else {
-                problems.append("\(name) holds an allowance payment \(t.id) whose id is not its period's")
+                problems.append("\(name) holds an allowance payment \(t.id.tail) whose id is not its period's")
                 continue
             }
             let key = "\(t.childID) \(day)"
             if let other = periods[key] {
-                problems.append("\(name) pays \(t.childID.hexPrefix(8)) twice for the period from \(Timestamp.short(millis: t.createdAtMillis)): \(other) and \(t.id)")
+                problems.append("\(name) pays \(t.childID.hexPrefix(8)) twice for the period from \(Timestamp.short(millis: t.createdAtMillis)): \(other.tail) and \(t.id.tail)")
             }
             periods[key] = t.id
         }

@@ -106,7 +106,7 @@ final class BatchAtomicityChecker: Checker {
             at += batch.count
             // Only a partial batch asks whose versions the held entries are (decoding each).
             if present != 0 && present != batch.count, try heldByMaker(i, replica) {
-                failures.append("\(node.name) shows \(present) of \(batch.count) transactions of give-all batch \(i)")
+                failures.append("\(node.name) shows \(present) of \(batch.count) transactions of the batch of transaction \(batch[0].tail)")
             }
             if present != batch.count {
                 book.pending[kept] = i

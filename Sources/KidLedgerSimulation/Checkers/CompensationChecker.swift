@@ -28,16 +28,16 @@ final class CompensationChecker: Checker {
         for t in held.all {
             guard let original = t.reverses else { continue }
             compensations[original, default: 0] += 1
-            if held.isUndo[original] == true { problems.append("holds an undo of an undo: \(t.id)") }
+            if held.isUndo[original] == true { problems.append("holds an undo of an undo: transaction \(t.id.tail)") }
         }
         for (original, n) in compensations.sorted(by: { $0.key < $1.key }) where n > 1 {
-            problems.append("compensates \(original) \(n) times")
+            problems.append("compensates transaction \(original.tail) \(n) times")
         }
         for batch in batches {
             let entries = batch.filter { held.isUndo[$0] == false }
             let undone = entries.filter { compensations[$0] != nil }.count
             if undone != 0 && undone != entries.count {
-                problems.append("compensates \(undone) of the \(entries.count) entries of the batch of \(batch[0])")
+                problems.append("compensates \(undone) of the \(entries.count) entries of the batch of transaction \(batch[0].tail)")
             }
         }
         return problems

@@ -124,7 +124,7 @@ final class RevocationChecker: Checker {
             guard statuses.allSatisfy({ $0 == true }) else { continue }
             rejected.insert(id)
             for (node, replica) in zip(run.nodes, run.replicas) where try replica.containsTransaction(id) {
-                failures.append("\(node.name) holds \(id), made by revoked r\(carriers[id]![0].node) after the revocation")
+                failures.append("\(node.name) holds transaction \(id.tail), made by revoked r\(carriers[id]![0].node) after the revocation")
                 break
             }
         }

@@ -16,6 +16,6 @@ extension Simulator {
     /// The planted bug's check, at an undo of `original` by `node`.
     func plantedBugCheck(undo original: RecordID, by node: SimNode) {
         guard plantedBug == .crossReplicaUndo, let maker = checkers.acknowledged.maker(of: original), maker != node.index else { return }
-        failures.append("planted bug cross-replica-undo: \(node.name) undid transaction \(original.hex.prefix(8)) made on r\(maker)")
+        failures.append("planted bug cross-replica-undo: \(node.name) undid transaction \(original.tail) made on r\(maker)")
     }
 }

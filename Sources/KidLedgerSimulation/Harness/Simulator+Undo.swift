@@ -7,7 +7,12 @@ extension Simulator {
     /// checkers hear of them as one batch (``BatchAtomicityChecker``: every replica holds all or
     /// none of them).
     func undo(_ node: SimNode, _ replica: Replica, mine: Bool) throws -> UndoResult {
-        let u = try replica.undo(mine ? .mine : .newest)
+        try undo(node, replica, mine ? .mine : .newest)
+    }
+
+    /// An undo of `target` on `node` (a scenario's `undo @LABEL`: `.entry`), as above.
+    func undo(_ node: SimNode, _ replica: Replica, _ target: UndoTarget) throws -> UndoResult {
+        let u = try replica.undo(target)
         try madeBatch(u.entries.map(\.undo.id), on: replica)
         plantedBugCheck(undo: u.original.id, by: node)  // a batch has one maker: its entries' too
         return u

@@ -14,6 +14,9 @@ public struct Scenario: Sendable, Equatable {
         case postAll(cents: Int64, note: String)
         /// `undo` (the newest entry) or `undo mine` (the replica's own newest, as `undo --mine`).
         case undo(mine: Bool)
+        /// `undo @LABEL`: the transaction an earlier step labelled `as LABEL` made (a give-all's
+        /// or take-all's: its whole batch), as `undo ENTRY_ID`.
+        case undoLabelled(String)
         /// A sync session between two replicas (opened now).
         case sync(Int, Int)
         /// A sync session between every pair of replicas.
@@ -74,6 +77,9 @@ public struct Scenario: Sendable, Equatable {
         public var replica: Int?
         public var action: Action
         public var text: String
+        /// The label a give, take, give-all or take-all step names its transaction by (`as LABEL`),
+        /// for a later `undo @LABEL`.
+        public var label: String? = nil
     }
 
     /// What must hold once the run is quiet.
@@ -151,6 +157,8 @@ public struct Scenario: Sendable, Equatable {
         var sawReplicas = false
         /// Labels defined by `add-child NAME as LABEL` so far: a step may name only those.
         var labels = Set<String>()
+        /// Labels of operations (`… give Ava 1.00 as LABEL`) so far, for `undo @LABEL`.
+        var operationLabels = Set<String>()
         for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = i + 1
             let words: [String]
@@ -190,16 +198,29 @@ public struct Scenario: Sendable, Equatable {
                 s.hostileReplica = r
                 s.hostileStrategies = strategies.isEmpty ? HostileStrategy.allCases : strategies
             case "at":
-                guard words.count >= 3, let t = Int64(words[1]), t >= 0 else { throw fail("expected: at TIME (ms, >= 0) ...") }
-                if let last = s.steps.last, t < last.at { throw fail("steps must be in time order (\(t) < \(last.at))") }
-                let (replica, action) = try parseStep(Array(words.dropFirst(2)), replicas: s.replicas, line: line)
+                guard words.count >= 3 else { throw fail("expected: at TIME STEP (TIME: ms, or a duration such as 90s, 2h30m, 1d)") }
+                guard let t = time(words[1]) else { throw fail("bad time \"\(words[1])\": \(timeUsage)") }
+                if let last = s.steps.last, t < last.at {
+                    throw fail("steps must be in time order (\(durationText(t)) < \(durationText(last.at)))")
+                }
+                var stepWords = Array(words.dropFirst(2))
+                let label = try operationLabel(&stepWords, line: line)
+                let (replica, action) = try parseStep(stepWords, replicas: s.replicas, line: line)
                 for name in action.childrenNamed {
+                    if operationLabels.contains(String(name.dropFirst())) && name.hasPrefix("@") {
+                        throw fail("\(name) labels an operation, not a child (a child's label comes from rX add-child NAME as LABEL)")
+                    }
                     guard let label = undefinedLabel(name, labels) else { continue }
                     throw fail("undefined label @\(label) (define it in an earlier step: rX add-child NAME as \(label))")
                 }
-                if case .addChild(_, let label?) = action { labels.insert(label) }
+                if case .undoLabelled(let target) = action, !operationLabels.contains(target) {
+                    throw fail(labels.contains(target) ? "@\(target) labels a child, not an operation (undo @LABEL takes the label of an earlier give, take, give-all or take-all)"
+                               : "undefined label @\(target) (label an earlier operation: rX give CHILD AMOUNT as \(target))")
+                }
+                if case .addChild(_, let label?) = action { try define(label, line: line, labels, operationLabels); labels.insert(label) }
+                if let label { try define(label, line: line, labels, operationLabels); operationLabels.insert(label) }
                 let stepText = words.dropFirst(2).map { $0.contains(" ") || $0.isEmpty ? "\"\($0)\"" : $0 }.joined(separator: " ")
-                s.steps.append(Step(line: line, at: t, replica: replica, action: action, text: stepText))
+                s.steps.append(Step(line: line, at: t, replica: replica, action: action, text: stepText, label: label))
             case "expect":
                 let check = try parseCheck(Array(words.dropFirst()), replicas: s.replicas, line: line)
                 s.expectations.append(Expectation(line: line, check: check, text: text))
@@ -208,7 +229,8 @@ public struct Scenario: Sendable, Equatable {
                 let (replica, action) = try parseStep(words, replicas: s.replicas, line: line)
                 s.steps.append(Step(line: line, at: s.steps.last?.at ?? 0, replica: replica, action: action, text: text))
             default:
-                throw fail("unknown directive \"\(first)\" (expected replicas, seed, gossip, topology, store, at or expect)")
+                let near = Suggestions.nearest(first, in: directives).map { "did you mean \($0)? " } ?? ""
+                throw fail("unknown directive \"\(first)\" (\(near)expected replicas, seed, gossip, topology, store, hostile, at or expect)")
             }
         }
         _ = sawReplicas
@@ -222,6 +244,83 @@ public struct Scenario: Sendable, Equatable {
             }
         }
         return s
+    }
+
+    /// The directives a line may start with.
+    static let directives = ["replicas", "seed", "gossip", "topology", "store", "hostile", "at", "expect", "loss", "duplicate", "reorder", "delay"]
+    /// The operations a step on a replica may name (`at TIME rX OPERATION …`).
+    static let operations = ["add-child", "rename", "archive", "restore", "give", "take", "give-all", "take-all", "undo", "crash",
+                             "restart", "copy-files", "skew", "account-switch", "account-back", "revoke", "recover", "second-genesis",
+                             "grow-household", "allowance-set", "allowance-stop", "household-timezone", "merge", "unmerge"]
+    /// The steps on the network (`at TIME STEP …`, no replica first).
+    static let networkSteps = ["sync", "connect", "partition", "foreign-sync", "heal", "loss", "duplicate", "reorder", "delay"]
+    /// The operations that make a transaction a later `undo @LABEL` may name (`… as LABEL`).
+    static let labelledOperations: Set<String> = ["give", "take", "give-all", "take-all"]
+    /// The expectations (`expect …`).
+    static let expectations = ["converged", "balance", "conflicts", "transaction-count", "refused", "rejected-changes", "attention",
+                               "second-geneses", "owner", "learned-from-refusal", "child", "allowance-payments", "children", "same-names",
+                               "merged", "present", "absent"]
+
+    /// " (did you mean give?)" when `word` is a likely typo of one of `candidates`, else "".
+    static func didYouMean(_ word: String, _ candidates: [String]) -> String {
+        Suggestions.nearest(word, in: candidates).map { " (did you mean \($0)?)" } ?? ""
+    }
+
+    /// Removes a trailing `as LABEL` from the words of a give, take, give-all or take-all step and
+    /// returns the label (nil when there is none).
+    static func operationLabel(_ w: inout [String], line: Int) throws(ParseError) -> String? {
+        guard w.count >= 4, w[w.count - 2] == "as", labelledOperations.contains(w[1]) else { return nil }
+        let label = w[w.count - 1]
+        guard !label.isEmpty, !label.contains("@") else { throw ParseError(line: line, message: "a label is a word without @") }
+        w.removeLast(2)
+        return label
+    }
+
+    /// Refuses a label defined before (by an add-child or an operation): a label names one thing.
+    static func define(_ label: String, line: Int, _ children: Set<String>, _ operations: Set<String>) throws(ParseError) {
+        guard children.contains(label) || operations.contains(label) else { return }
+        throw ParseError(line: line, message: "label \(label) is already defined (by an earlier step): a label names one child or one operation")
+    }
+
+    /// How `at` takes a time.
+    static let timeUsage = "expected milliseconds (1500) or a duration of whole days, hours, minutes, seconds and milliseconds, largest unit first (1d, 2h30m, 90s, 1m30s, 250ms)"
+
+    /// A step's time in milliseconds: a plain number (`1500`, milliseconds, as before durations
+    /// existed) or a duration (`1d`, `2h30m`, `90s`, `1m30s`, `1s250ms`): units d, h, m, s, ms,
+    /// each at most once, largest first. nil when `word` is neither, or past ``timeMax``.
+    static func time(_ word: String) -> Int64? {
+        if let plain = Int64(word), plain >= 0, word.allSatisfy(\.isASCII) { return plain <= timeMax ? plain : nil }
+        let units: [(String, Int64)] = [("d", 86_400_000), ("h", 3_600_000), ("ms", 1), ("m", 60_000), ("s", 1_000)]
+        let order = ["d", "h", "m", "s", "ms"]
+        var rest = Substring(word), total: Int64 = 0, lastRank = -1
+        while !rest.isEmpty {
+            let digits = rest.prefix { ("0"..."9").contains($0) }
+            guard !digits.isEmpty, digits.count <= 12, let n = Int64(digits) else { return nil }
+            rest = rest.dropFirst(digits.count)
+            guard let (unit, millis) = units.first(where: { rest.hasPrefix($0.0) }),
+                  let rank = order.firstIndex(of: unit), rank > lastRank else { return nil }
+            rest = rest.dropFirst(unit.count)
+            lastRank = rank
+            let (part, overflow) = n.multipliedReportingOverflow(by: millis)
+            guard !overflow, part <= timeMax - total else { return nil }
+            total += part
+        }
+        return lastRank >= 0 ? total : nil
+    }
+
+    /// The latest time a step may have: a year of virtual time.
+    static let timeMax: Int64 = 366 * 86_400_000
+
+    /// `millis` as ``time(_:)`` reads it back, in the largest units that fit (`0`, `250ms`,
+    /// `1s500ms`, `2h30m`, `1d`).
+    static func durationText(_ millis: Int64) -> String {
+        guard millis > 0 else { return "\(millis)" }
+        var rest = millis, text = ""
+        for (unit, size) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] where rest >= size {
+            text += "\(rest / size)\(unit)"
+            rest %= size
+        }
+        return text
     }
 
     /// The label `name` refers to (`@LABEL`) when it is not among `labels`; nil for a plain name
@@ -343,6 +442,10 @@ public struct Scenario: Sendable, Equatable {
         default:
             break
         }
+        guard w[0].hasPrefix("r"), Int(w[0].dropFirst()) != nil else {
+            let near = Suggestions.nearest(w[0], in: networkSteps)
+            throw fail("expected a replica (r0, r1, …) or a network step, got \"\(w[0])\"" + (near.map { " (did you mean \($0)?)" } ?? ""))
+        }
         let r = try replicaIndex(w[0], replicas, line: line)
         guard w.count >= 2 else { throw fail("expected an operation after \(w[0])") }
         switch w[1] {
@@ -362,7 +465,8 @@ public struct Scenario: Sendable, Equatable {
             let cents = try amount(w[2], line: line)
             return (r, .postAll(cents: w[1] == "give-all" ? cents : -cents, note: try note(w[3...], line: line)))
         case "undo":
-            guard w.count == 2 || (w.count == 3 && w[2] == "mine") else { throw fail("expected: rX undo [mine]") }
+            if w.count == 3, w[2].hasPrefix("@"), w[2].count > 1 { return (r, .undoLabelled(String(w[2].dropFirst()))) }
+            guard w.count == 2 || (w.count == 3 && w[2] == "mine") else { throw fail("expected: rX undo [mine | @LABEL]") }
             return (r, .undo(mine: w.count == 3))
         case "crash": try arity(2, "rX crash"); return (r, .crash)
         case "restart":
@@ -418,7 +522,7 @@ public struct Scenario: Sendable, Equatable {
             return (r, .merge(w[2], into: w[4]))
         case "unmerge": try arity(3, "rX unmerge CHILD"); return (r, .unmerge(w[2]))
         default:
-            throw fail("unknown operation \"\(w[1])\"")
+            throw fail("unknown operation \"\(w[1])\"" + didYouMean(w[1], operations))
         }
     }
 
@@ -483,7 +587,7 @@ public struct Scenario: Sendable, Equatable {
             guard w.count == 2 else { throw fail("expected: expect \(first) NOTE") }
             return .present(w[1], first == "present")
         default:
-            throw fail("unknown expectation \"\(first)\"")
+            throw fail("unknown expectation \"\(first)\"" + didYouMean(first, expectations))
         }
     }
 }

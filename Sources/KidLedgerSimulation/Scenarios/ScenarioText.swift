@@ -14,7 +14,8 @@ extension Scenario {
         if usesLMDB { lines.append("store lmdb") }
         if let hostileReplica { lines.append((["hostile", "r\(hostileReplica)"] + hostileStrategies.map(\.rawValue)).joined(separator: " ")) }
         for step in steps {
-            lines.append("at \(step.at) " + Self.join(step.action.words(replica: step.replica, replicas: replicas)))
+            let label = step.label.map { " as \($0)" } ?? ""
+            lines.append("at \(Self.durationText(step.at)) " + Self.join(step.action.words(replica: step.replica, replicas: replicas)) + label)
         }
         for e in expectations { lines.append("expect " + Self.join(e.check.words)) }
         return lines.joined(separator: "\n") + "\n"
@@ -70,6 +71,7 @@ extension Scenario.Action {
         case .postAll(let cents, let note):
             return [r, cents > 0 ? "give-all" : "take-all", Scenario.amountText(cents)] + (note.isEmpty ? [] : ["note", note])
         case .undo(let mine): return [r, "undo"] + (mine ? ["mine"] : [])
+        case .undoLabelled(let label): return [r, "undo", "@" + label]
         case .sync(let a, let b): return ["sync", "r\(a)", "r\(b)"]
         case .syncAll: return ["sync", "all"]
         case .partition(let group):
@@ -128,5 +130,30 @@ extension Scenario.Check {
         case .secondGeneses(let n): return ["second-geneses", "\(n)"]
         case .owner(let r): return ["owner", "r\(r)"]
         }
+    }
+}
+
+extension Scenario {
+    /// A time of the run, `millis` after its start, as the timeline shows it: the day (the run
+    /// starts on day 1 at 00:00) and the time of day, with seconds and milliseconds only when
+    /// they are not zero: `day 1 00:00`, `day 2 14:30`, `day 1 00:00:01.5` is written
+    /// `day 1 00:00:01.500`, `day 1 00:01:30`. A step `at 1d14h30m` runs at `day 2 14:30`.
+    public static func clockText(_ millis: Int64) -> String {
+        let m = max(0, millis)
+        let day = m / 86_400_000 + 1, hours = m / 3_600_000 % 24, minutes = m / 60_000 % 60
+        let seconds = m / 1_000 % 60, rest = m % 1_000
+        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        var text = "day \(day) \(two(hours)):\(two(minutes))"
+        if seconds != 0 || rest != 0 { text += ":\(two(seconds))" }
+        if rest != 0 { text += "." + (rest < 10 ? "00" : rest < 100 ? "0" : "") + "\(rest)" }
+        return text
+    }
+
+    /// A timeline line (`t=MILLIS …`) with its time as ``clockText(_:)`` writes it; any other
+    /// line unchanged.
+    static func readable(_ line: String) -> String {
+        guard line.hasPrefix("t="), let space = line.firstIndex(of: " "),
+              let millis = Int64(line[line.index(line.startIndex, offsetBy: 2)..<space]) else { return line }
+        return clockText(millis) + line[space...]
     }
 }

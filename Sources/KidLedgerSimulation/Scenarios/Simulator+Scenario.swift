@@ -12,6 +12,10 @@ final class ScenarioState {
     var strangers = 0
     /// Children named by `add-child NAME as LABEL`, by label.
     var labels: [String: RecordID] = [:]
+    /// Transactions made by steps labelled `as LABEL` (a batch's first), by label: `undo @LABEL`.
+    var operations: [String: RecordID] = [:]
+    /// The label of the step running now, if it has one.
+    var stepLabel: String?
 
     /// Whether the timeline shows the ends of sessions that moved nothing (`--verbose`).
     let verbose: Bool
@@ -49,8 +53,12 @@ public struct ScenarioResult: Sendable {
 
     /// The engine's run (its own checks' failures included).
     public var simulation: SimulationResult
-    /// The readable timeline: the scripted steps and their outcomes, by virtual time.
+    /// The timeline: the scripted steps and their outcomes, by virtual time, each line after the
+    /// time it happened in milliseconds from the start (`t=310 …`, as in the engine trace).
     public var timeline: [String]
+    /// The timeline as `kidledger-sim run` prints it: each time as a time of the run
+    /// (``Scenario/clockText(_:)``: `day 1 00:00:00.310 …`).
+    public var readableTimeline: [String] { timeline.map(Scenario.readable) }
     /// The expectations' results, in file order.
     public var outcomes: [Outcome]
     /// Whether every expectation and every engine check held.
@@ -121,6 +129,8 @@ extension Simulator {
         let step = state.scenario.steps[index]
         let outcome: String
         if let r = step.replica {
+            state.stepLabel = step.label
+            defer { state.stepLabel = nil }
             outcome = try scriptedStep(nodes[r], step.action)
         } else {
             outcome = try networkStep(step.action)
@@ -219,14 +229,23 @@ extension Simulator {
             case .post(let query, let cents, let note):
                 let p = try replica.post(try child(query), signedCents: cents, note: note, source: cents > 0 ? "give" : "take")
                 made += [p.transaction.id]
+                if let label = scenario?.stepLabel { scenario?.operations[label] = p.transaction.id }
                 outcome = "\(p.childName) balance \(Money.format(cents: p.balanceCents)) (\(p.transaction.id.tail))"
             case .postAll(let cents, let note):
                 let ps = try replica.postAll(signedCents: cents, note: note, source: cents > 0 ? "give-all" : "take-all")
                 try madeBatch(ps.map(\.transaction.id), on: replica)
                 made += ps.map(\.transaction.id)
+                if let label = scenario?.stepLabel, let first = ps.first { scenario?.operations[label] = first.transaction.id }
                 outcome = ps.map { "\($0.childName) \(Money.format(cents: $0.balanceCents))" }.joined(separator: ", ")
-            case .undo(let mine):
-                let u = try undo(node, replica, mine: mine)
+            case .undo, .undoLabelled:
+                var target = UndoTarget.newest
+                if case .undo(mine: true) = action { target = .mine }
+                if case .undoLabelled(let label) = action {
+                    guard let id = scenario?.operations[label] else { throw LedgerError.cannotUndo("@\(label) made no transaction (its step was refused)") }
+                    guard try replica.containsTransaction(id) else { throw LedgerError.cannotUndo("\(node.name) does not hold @\(label) (\(id.tail)) yet") }
+                    target = .entry(id)
+                }
+                let u = try undo(node, replica, target)
                 made += u.entries.map(\.undo.id)
                 outcome = u.entries.map {
                     "undid \($0.original.id.tail) (\(Money.format(cents: $0.original.amountCents))); \($0.childName) balance \(Money.format(cents: $0.balanceCents))"

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// `kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose]`.
+/// `kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose] [--millis]`.
 extension SimulatorCLI {
     static func runScenarioCommand(_ arguments: [String], program: String = defaultProgram, svg: String? = nil, plantedBug: PlantedBug? = nil,
                                    output: (String) -> Void) -> Int32 {
@@ -10,6 +10,7 @@ extension SimulatorCLI {
         let seedText = value("--seed", &args)
         let traceFile = value("--trace", &args)
         let verbose = flag("--verbose", &args)
+        let millis = flag("--millis", &args)
         guard args.count == 1, !args[0].hasPrefix("-") else { output(usage); return 64 }
         var seed: UInt64?
         if let seedText {
@@ -33,8 +34,9 @@ extension SimulatorCLI {
         }
         let seedUsed = result.simulation.parameters.seed
         output("scenario \(path) seed \(seedUsed), \(result.simulation.parameters.replicaCount) replicas")
-        result.timeline.forEach(output)
-        output("quiet at t=\(result.simulation.virtualMillis) after \(result.simulation.events) events; trace=\(result.simulation.traceHash.prefix(16)) digest=\(result.simulation.digest.prefix(16))")
+        (millis ? result.timeline : result.readableTimeline).forEach(output)
+        let quiet = millis ? "t=\(result.simulation.virtualMillis)" : Scenario.clockText(result.simulation.virtualMillis)
+        output("quiet at \(quiet) after \(result.simulation.events) events; trace=\(result.simulation.traceHash.prefix(16)) digest=\(result.simulation.digest.prefix(16))")
         for outcome in result.outcomes {
             let e = outcome.expectation
             output("\(outcome.passed ? "ok  " : "FAIL") line \(e.line): \(e.text)\(outcome.passed ? "" : " — found \(outcome.detail)")")

@@ -31,10 +31,14 @@ public struct Shrinker {
     }
 
     /// The kind of a failure: its text up to the first colon, with every word holding a digit
-    /// (replica names, ids, counts) blanked, so one bug's failure keeps its kind while it shrinks.
+    /// (replica names, ids, counts) and every short transaction id (8 hex digits, which may hold
+    /// none) blanked, so one bug's failure keeps its kind while it shrinks.
     public static func kind(_ failure: String) -> String {
         let head = failure.split(separator: ":", maxSplits: 1).first.map(String.init) ?? failure
-        return head.split(separator: " ").map { $0.contains(where: \.isNumber) ? "#" : String($0) }.joined(separator: " ")
+        func blanked(_ word: Substring) -> Bool {
+            word.contains(where: \.isNumber) || (word.count == 8 && word.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        }
+        return head.split(separator: " ").map { blanked($0) ? "#" : String($0) }.joined(separator: " ")
     }
 
     /// Runs `scenario` as its text would run; returns its first failure (nil: it passes).

@@ -7,7 +7,7 @@ public enum SimulatorCLI {
     static let usage = """
     usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--trace] [--svg OUT]
            kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership] [--hostile] [--no-rerun]
-           kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose]
+           kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose] [--millis]
            kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--out FILE] [--max-runs K] [--svg OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
@@ -18,8 +18,10 @@ public enum SimulatorCLI {
            --no-rerun runs each seed once, without the determinism check (about 40% faster: for
            exploring many seeds, and for measuring the simulator's own speed; CI keeps the rerun).
     run    runs a hand-written scenario file (docs/SIMULATOR.md): prints its timeline and each
-           expectation's result; --trace writes the whole engine trace to OUT; --verbose also shows
-           sessions that moved nothing (hidden by default). Exit 0 when every
+           expectation's result, at times of the run ("day 1 00:00:00.310", "day 2 14:30"; --millis:
+           milliseconds from the start, "t=310", as the engine trace has them); --trace writes the
+           whole engine trace to OUT; --verbose also shows sessions that moved nothing (hidden by
+           default). Exit 0 when every
            expectation and engine check holds, 1 otherwise (with a reproduction line), 65 on a
            scenario syntax error (FILE:LINE: message).
     shrink turns a failing seed into an explicit scenario (every operation and fault it drew, at its
@@ -49,6 +51,7 @@ public enum SimulatorCLI {
         guard let command = args.first else { output(usage); return 64 }
         args.removeFirst()
         if args.contains("--help") || args.contains("-h") || command == "--help" || command == "help" { output(usage); return 0 }
+        if let problem = optionProblem(command, args) { output("kidledger-sim: \(problem)"); output(usage); return 64 }
         var replicas = 2...5
         if let r = value("--replicas", &args) {
             let parts = r.split(separator: ".", omittingEmptySubsequences: true).compactMap { Int($0) }
@@ -114,6 +117,39 @@ public enum SimulatorCLI {
             output(usage)
             return 64
         }
+    }
+
+    /// The options each command takes, those that take a value first (`--plant-bug` is for
+    /// testing the shrinker only, and not in the usage text).
+    static let commandOptions: [String: (values: [String], flags: [String])] = [
+        "seed": (["--replicas", "--svg", "--plant-bug"], ["--lmdb", "--membership", "--hostile", "--trace"]),
+        "fuzz": (["--seeds", "--start", "--replicas", "--lmdb-every", "--jobs", "--plant-bug"], ["--membership", "--hostile", "--no-rerun"]),
+        "run": (["--seed", "--trace", "--svg", "--plant-bug"], ["--verbose", "--millis"]),
+        "shrink": (["--seed", "--replicas", "--out", "--max-runs", "--svg", "--plant-bug"], ["--lmdb", "--membership", "--hostile"]),
+    ]
+
+    /// What is wrong with the command word or the options of `args`, if anything: an unknown
+    /// command or option (named, with the nearest known one), or an option missing its value.
+    static func optionProblem(_ command: String, _ args: [String]) -> String? {
+        guard let options = commandOptions[command] else {
+            let commands = commandOptions.keys.sorted()
+            let near = Suggestions.nearest(command, in: command.hasPrefix("-") ? [] : commands).map { " (did you mean \($0)?)" } ?? ""
+            return command.hasPrefix("-") ? "unknown option \(command) (a command comes first: \(commands.joined(separator: ", ")))"
+                : "unknown command \(command)\(near)"
+        }
+        var i = 0
+        while i < args.count {
+            let arg = args[i]
+            i += 1
+            if options.values.contains(arg) {
+                guard i < args.count else { return "\(arg) needs a value" }
+                i += 1
+            } else if arg.hasPrefix("-"), arg.count > 1, Int(arg) == nil, !options.flags.contains(arg) {
+                let near = Suggestions.nearest(arg, in: options.values + options.flags).map { " (did you mean \($0)?)" } ?? ""
+                return "unknown option \(arg) for \(command)\(near)"
+            }
+        }
+        return nil
     }
 
     /// Forces revocations (both slots fire) and account changes on.

@@ -98,12 +98,15 @@ public enum SpaceTimeDiagram {
         out.append(##"<rect class="background" x="0" y="0" width="\##(width)" height="\##(height)" fill="white"/>"##)
         out.append(##"<text class="title" x="\##(left)" y="24" font-size="15" font-weight="bold">\##(escape(title))</text>"##)
 
-        // Partitions: the lanes of the replicas cut off from the others, shaded.
+        // Partitions: both sides of the cut, shaded in two colours (the replicas cut off orange,
+        // the rest blue): each lane reaches only the lanes in its own colour.
         out.append(##"<g class="partitions">"##)
         for p in log.partitions {
             let stop = p.end ?? log.healMillis ?? end
-            for lane in p.group where lane < n {
-                out.append(##"<rect class="partition" x="\##(x(p.start))" y="\##(y(lane) - 20)" width="\##(fmt(max(1, xv(stop) - xv(p.start))))" height="40" fill="#f5a623" fill-opacity="0.28"/>"##)
+            for lane in 0..<n {
+                let cutOff = p.group.contains(lane)
+                let (side, colour) = cutOff ? ("cut-off", "#f5a623") : ("rest", "#4a90e2")
+                out.append(##"<rect class="partition" data-side="\##(side)" x="\##(x(p.start))" y="\##(y(lane) - 20)" width="\##(fmt(max(1, xv(stop) - xv(p.start))))" height="40" fill="\##(colour)" fill-opacity="\##(cutOff ? "0.28" : "0.18")"/>"##)
             }
         }
         out.append("</g>")
@@ -313,7 +316,7 @@ public enum SpaceTimeDiagram {
             lines.append("Blue arrows: \(log.messages.count) deliveries of a chunk of bytes, from send time (sender's lane) to delivery time (receiver's lane).")
         }
         let lossNote = log.losses.count > maxMarks ? " (one in \((log.losses.count + maxMarks - 1) / maxMarks) drawn)" : ""
-        lines.append("Red stub with a cross: \(log.losses.count) chunks lost by the network\(lossNote). Orange band: the replica's lane is cut off by a partition.")
+        lines.append("Red stub with a cross: \(log.losses.count) chunks lost by the network\(lossNote). Orange and blue bands: the two sides of a partition.")
         let ops = log.points.filter { $0.mark == .operation }.count
         lines.append("Gray dot: \(ops) user operations\(ops > maxMarks ? " (thinned)" : ""). Red cross / red band: crash, replica down. Green triangle: restart; orange 'stale': restored from an old copy.")
         lines.append("Purple diamond / band: the device switched to another account (frozen), hollow diamond: back. Black R: its account revoked. Dashed line: faults heal.")
