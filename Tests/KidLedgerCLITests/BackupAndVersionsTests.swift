@@ -28,6 +28,17 @@ struct BackupAndVersionsTests {
         return daemon
     }
 
+    /// Runs `body` on Mom's home (daemon running) and Dad's, joined and synced once.
+    static func syncedPair(_ body: (_ mom: TestLedger, _ dad: TestLedger, _ daemon: DaemonProcess) throws -> Void) throws {
+        let group = ProcessGroup()
+        defer { group.stopAll() }
+        let mom = TestLedger(), dad = TestLedger()
+        defer { mom.remove(); dad.remove() }
+        let daemon = try pair(group, mom, dad)
+        try ok(dad, "sync", daemon.address)
+        try body(mom, dad, daemon)
+    }
+
     /// Dad's replica, opened in this process (what `status` reads), and Mom's member key.
     static func open(_ dad: TestLedger) throws -> (replica: Replica, mom: [UInt8]) {
         let ctx = Context(home: dad.home, json: false, console: BufferConsole(), clock: SystemClock())
@@ -43,64 +54,56 @@ struct BackupAndVersionsTests {
     @Test("a newer laptop's refusal: the older one is attentionRequired in plain words until a sync with that laptop works",
           .timeLimit(.minutes(3)))
     func refusedByANewerLaptop() throws {
-        let group = ProcessGroup()
-        defer { group.stopAll() }
-        let mom = TestLedger(), dad = TestLedger()
-        defer { mom.remove(); dad.remove() }
-        let daemon = try Self.pair(group, mom, dad)
-        try ok(dad, "sync", daemon.address)
-        do {
-            let (replica, momKey) = try Self.open(dad)
-            let text = VersionRefusal.text(product: "9.0.0", mine: 5...6, peer: protocolVersionMin...protocolVersionMax)
-            let gap = try #require(VersionGap(.peer(code: 3, message: text), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
-            #expect(gap.peerIsNewer && gap.peerProduct == "9.0.0")
-            let message = gap.message(laptop: VersionGap.laptop(replica, key: momKey, address: daemon.address))
-            #expect(message.hasPrefix("Mom's laptop runs kidledger 9.0.0, newer than this laptop's kidledger \(KidLedgerVersion.current): update kidledger on this laptop to sync with it"))
-            VersionGap.record(gap, message: message, peerKey: momKey, succeeded: false, in: replica)
-            // The older side's own refusal of a newer hello names the versions as the newer side reads them.
-            let theirs = try #require(VersionGap(.versionMismatch(peerMin: 5, peerMax: 6), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
-            #expect(theirs.peerIsNewer && theirs.peerProduct == nil)
+        try Self.syncedPair { mom, dad, daemon in
+            do {
+                let (replica, momKey) = try Self.open(dad)
+                let text = VersionRefusal.text(product: "9.0.0", mine: 5...6, peer: protocolVersionMin...protocolVersionMax)
+                let gap = try #require(VersionGap(.peer(code: 3, message: text), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
+                #expect(gap.peerIsNewer && gap.peerProduct == "9.0.0")
+                let message = gap.message(laptop: VersionGap.laptop(replica, key: momKey, address: daemon.address))
+                #expect(message.hasPrefix("Mom's laptop runs kidledger 9.0.0, newer than this laptop's kidledger \(KidLedgerVersion.current): update kidledger on this laptop to sync with it"))
+                VersionGap.record(gap, message: message, peerKey: momKey, succeeded: false, in: replica)
+                // The older side's own refusal of a newer hello names the versions as the newer side reads them.
+                let theirs = try #require(VersionGap(.versionMismatch(peerMin: 5, peerMax: 6), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
+                #expect(theirs.peerIsNewer && theirs.peerProduct == nil)
+            }
+            let status = try json(dad, "status")
+            #expect(status["state"] as? String == "attentionRequired")
+            #expect((status["updateRequired"] as? String)?.contains("Mom's laptop runs kidledger 9.0.0") == true, "\(status)")
+            #expect(try ok(dad, "status").contains("update required: Mom's laptop runs kidledger 9.0.0"))
+            try ok(dad, "give", "Ava", "0.5")  // changes go on
+            // A sync with Mom's laptop that works clears it.
+            try ok(dad, "sync", daemon.address)
+            let after = try json(dad, "status")
+            #expect(after["state"] as? String != "attentionRequired" && after["updateRequired"] is NSNull, "\(after)")
+            #expect(try digest(mom) == digest(dad))
         }
-        let status = try json(dad, "status")
-        #expect(status["state"] as? String == "attentionRequired")
-        #expect((status["updateRequired"] as? String)?.contains("Mom's laptop runs kidledger 9.0.0") == true, "\(status)")
-        #expect(try ok(dad, "status").contains("update required: Mom's laptop runs kidledger 9.0.0"))
-        try ok(dad, "give", "Ava", "0.5")  // changes go on
-        // A sync with Mom's laptop that works clears it.
-        try ok(dad, "sync", daemon.address)
-        let after = try json(dad, "status")
-        #expect(after["state"] as? String != "attentionRequired" && after["updateRequired"] is NSNull, "\(after)")
-        #expect(try digest(mom) == digest(dad))
     }
 
     @Test("what a session held back from an older laptop shows on status, peers and in --json, and clears once it gets everything",
           .timeLimit(.minutes(3)))
     func heldBackFromAnOlderLaptop() throws {
-        let group = ProcessGroup()
-        defer { group.stopAll() }
-        let mom = TestLedger(), dad = TestLedger()
-        defer { mom.remove(); dad.remove() }
-        let daemon = try Self.pair(group, mom, dad)
-        try ok(dad, "sync", daemon.address)
-        try ok(dad, "peer", "add", daemon.address)
-        do {
-            let (replica, momKey) = try Self.open(dad)
-            var summary = SessionSummary()
-            summary.protocolVersion = 3
-            summary.changesWithheld = 3
-            VersionGap.recordWithheld(summary, of: momKey, in: replica)
+        try Self.syncedPair { mom, dad, daemon in
+            try ok(dad, "peer", "add", daemon.address)
+            do {
+                let (replica, momKey) = try Self.open(dad)
+                var summary = SessionSummary()
+                summary.protocolVersion = 3
+                summary.changesWithheld = 3
+                VersionGap.recordWithheld(summary, of: momKey, in: replica)
+            }
+            let expected = "Mom's laptop runs kidledger 0.1.0: update it to get 3 changes it can't read yet"
+            #expect(try ok(dad, "status").contains("update needed: " + expected))
+            #expect(try ok(dad, "peers").contains(expected))
+            let status = try json(dad, "status")
+            let older = try #require((status["olderLaptops"] as? [[String: Any]])?.first)
+            #expect(older["changesWithheld"] as? Int == 3 && older["kidledger"] as? String == "0.1.0" && older["protocolVersion"] as? Int == 3, "\(older)")
+            #expect(((status["peers"] as? [[String: Any]])?.first?["updateNeeded"] as? String)?.hasPrefix(expected) == true)
+            // A session at this release's version holds nothing back: the note goes.
+            try ok(dad, "sync", daemon.address)
+            #expect(try !ok(dad, "status").contains("update needed"))
+            #expect((try json(dad, "status")["olderLaptops"] as? [Any])?.isEmpty == true)
         }
-        let expected = "Mom's laptop runs kidledger 0.1.0: update it to get 3 changes it can't read yet"
-        #expect(try ok(dad, "status").contains("update needed: " + expected))
-        #expect(try ok(dad, "peers").contains(expected))
-        let status = try json(dad, "status")
-        let older = try #require((status["olderLaptops"] as? [[String: Any]])?.first)
-        #expect(older["changesWithheld"] as? Int == 3 && older["kidledger"] as? String == "0.1.0" && older["protocolVersion"] as? Int == 3, "\(older)")
-        #expect(((status["peers"] as? [[String: Any]])?.first?["updateNeeded"] as? String)?.hasPrefix(expected) == true)
-        // A session at this release's version holds nothing back: the note goes.
-        try ok(dad, "sync", daemon.address)
-        #expect(try !ok(dad, "status").contains("update needed"))
-        #expect((try json(dad, "status")["olderLaptops"] as? [Any])?.isEmpty == true)
     }
 
     @Test("backups taken while a large sync runs each restore to a verified ledger; the last equals the synced one",
