@@ -26,6 +26,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 143" TERM INT
 say() { printf '\n== %s\n' "$*"; }
 fail() { echo "mixed-versions: FAILED: $*" >&2; exit 1; }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import KidLedgerCLI
+import KidLedgerUI
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -65,10 +66,10 @@ import Glibc
         let outer = store.run(ctx) { _ in
             let inner = store.run(ctx) { _ in
                 ranInside = true
-                return CommandOutcome(exitCode: 0, json: "", error: nil)
+                return CommandOutcome(exitCode: 0, json: "")
             }
             #expect(inner.exitCode == 75 && inner.error == "this laptop is busy starting or joining a household; try again in a moment", "\(inner)")
-            return CommandOutcome(exitCode: 0, json: "", error: nil)
+            return CommandOutcome(exitCode: 0, json: "")
         }
         #expect(outer.exitCode == 0 && !ranInside)
     }
