@@ -116,7 +116,9 @@ expect_eq "$(balance "$old" "$mom")" 860 "Mom's Ava still (nothing half-applied)
 run "$new" "$dad" status | tee "$work/new-status.txt"
 grep -q "update needed: Mom's laptop runs kidledger 0.1.0: update it to get 3 changes it can't read yet" "$work/new-status.txt" \
   || fail "Dad's status does not name Mom's laptop and its version"
-run "$new" "$dad" peers | grep -q "Mom's laptop runs kidledger 0.1.0: update it" || fail "Dad's peers do not name the update"
+# (Output is kept before grep reads it: `grep -q` closing the pipe early would fail the pipeline.)
+run "$new" "$dad" peers >"$work/new-peers.txt"
+grep -q "Mom's laptop runs kidledger 0.1.0: update it" "$work/new-peers.txt" || fail "Dad's peers do not name the update"
 say "what 0.1.0 shows on Mom's laptop"
 run "$old" "$mom" status | tee "$work/old-status.txt"
 run "$old" "$mom" peers || true
@@ -129,8 +131,10 @@ serve "$new" "$mom" "$work/mom.log"; mom_daemon=$daemon_pid
 run "$new" "$dad" sync "$addr"
 expect_eq "$(run "$new" "$mom" digest)" "$(run "$new" "$dad" digest)" "digests after both updates"
 expect_eq "$(balance "$new" "$mom")" 1135 "Mom's Ava after her update"
-run "$new" "$mom" household timezone | grep -q "Europe/Paris" || fail "Mom's laptop lacks the zone"
-if run "$new" "$dad" status | grep -q "update needed"; then fail "Dad's status still asks for Mom's update"; fi
+run "$new" "$mom" household timezone >"$work/mom-zone.txt"
+grep -q "Europe/Paris" "$work/mom-zone.txt" || fail "Mom's laptop lacks the zone"
+run "$new" "$dad" status >"$work/new-status-after.txt"
+if grep -q "update needed" "$work/new-status-after.txt"; then fail "Dad's status still asks for Mom's update"; fi
 stop "$mom_daemon"
 echo
 echo "mixed-versions: 0.1.0 and $("$new" --version) sync; the older gets all it can read, nothing half; both converge after the update"
