@@ -275,7 +275,6 @@ final class Daemon: Sendable {
                 return nil
             }
             let session = SyncSession(role: .responder, replica: replica, household: household, admit: admit)
-            VersionGap.configure(session)
             // Sending a long log touches pages all over the map: let them go every so often so
             // the daemon's resident memory stays small whatever the ledger's size.
             var sentAtRelease = 0
@@ -296,7 +295,7 @@ final class Daemon: Sendable {
             let seconds = Double(monotonicMillis() - started) / 1000
             if let s = outcome.summary {
                 recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
-                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
+                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s) + SyncDriver.withheldNote(s))
             } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
                 let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description))
                 try? replica.device.setSetting(VersionGap.inboundSetting(peerKey.bytes), message)
@@ -371,6 +370,7 @@ final class Daemon: Sendable {
         do {
             try replica.device.recordInbound(member: member, from: host, SyncDriver.outcome(of: summary))
             if try VersionGap.refusedInbound(member, in: replica) != nil { try replica.device.setSetting(VersionGap.inboundSetting(member), "") }
+            VersionGap.recordWithheld(summary, of: member, in: replica)
         } catch {
             log("cannot record the session of member \(Names.fingerprint(member)) from \(host): \(error)")
         }

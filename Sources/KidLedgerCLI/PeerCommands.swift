@@ -107,6 +107,9 @@ struct StatusReport {
     var attention: String?
     /// A newer laptop refused this one's protocol (``VersionGap``): update kidledger here.
     var updateRequired: String?
+    /// Laptops of an older protocol version that sessions held changes back from
+    /// (``VersionGap/withheld(_:in:)``), by member key: what they lack until they are updated.
+    var olderLaptops: [[UInt8]: OlderLaptop] = [:]
     /// How times are shown (the local zone, or UTC with --utc).
     var time = LocalTime.utc
     /// The staging ledger a `join` into this home (a `join --replace`) left when it did not finish.
@@ -140,6 +143,11 @@ struct StatusReport {
         self.attention = attention
         // A newer laptop refused this one: changes go on, sync with it waits for this laptop's update.
         updateRequired = attention == nil ? try VersionGap.pending(replica) : nil
+        for laptop in laptops where !laptop.memberKey.isEmpty {
+            guard let held = try VersionGap.withheld(laptop.memberKey, in: replica) else { continue }
+            olderLaptops[laptop.memberKey] = OlderLaptop(name: laptop.name, changesWithheld: held.count, protocolVersion: held.peerVersion,
+                                                         message: VersionGap.withheldMessage(laptop: Self.label(laptop), count: held.count, peerVersion: held.peerVersion))
+        }
         let computed = Self.syncState(laptops, holding: vector, now: now, attention: attention != nil || updateRequired != nil)
         (state, laptopStates) = (computed.state.rawValue, computed.laptops)
         pending = laptops.isEmpty ? changesMissing(from: [:], in: vector) : laptopStates.map(\.lacks).max() ?? 0
@@ -185,6 +193,26 @@ struct StatusReport {
         if laptops.isEmpty { return (.alone, states) }
         if states.allSatisfy({ $0.state == .synced }) { return (.synced, states) }
         return (states.contains { $0.state == .pending } ? .pending : .offline, states)
+    }
+
+    /// A laptop that runs an older kidledger: what sessions with it held back.
+    struct OlderLaptop {
+        var name: String
+        var changesWithheld: Int
+        var protocolVersion: UInt16
+        /// "Dad's laptop runs kidledger 0.1.0: update it to get 3 changes it can't read yet (...)".
+        var message: String
+
+        var json: JSON {
+            .object([("name", name.isEmpty ? .null : .string(name)), ("changesWithheld", .int(changesWithheld)),
+                     ("protocolVersion", .int(Int(protocolVersion))),
+                     ("kidledger", KnownReleases.name(highest: protocolVersion).map(JSON.string) ?? .null), ("message", .string(message))])
+        }
+    }
+
+    /// The note on a peer's or a dialing-in laptop's line when it runs an older kidledger.
+    func olderNote(_ member: [UInt8]) -> String {
+        olderLaptops[member].map { "; " + $0.message } ?? ""
     }
 
     /// A member whose laptop dials in (``dialsIn``): its record and the name shown for it.
@@ -306,7 +334,8 @@ struct StatusReport {
                  ("memberKey", p.memberKey.isEmpty ? .null : .string(Hex.encode(p.memberKey))),
                  ("discovered", .bool(p.discovered)),
                  ("learnedFrom", .string(p.learnedFrom.name)),
-                 ("lastAnnouncedMillis", p.announcedAtMillis > 0 ? .int(p.announcedAtMillis) : .null)])
+                 ("lastAnnouncedMillis", p.announcedAtMillis > 0 ? .int(p.announcedAtMillis) : .null),
+                 ("updateNeeded", olderLaptops[p.memberKey].map { .string($0.message) } ?? .null)])
     }
 
     /// A member that dials in, for `--json` (`dialsIn`).
@@ -319,7 +348,8 @@ struct StatusReport {
                         ("theyLack", .int(Self.lacks(r.last.receipt, vector))), ("weLack", .int(Self.lacks(vector, r.last.receipt))),
                         ("childrenAgreeing", .int(r.last.childrenAgreeing)),
                         ("childrenDiffering", .array(r.last.childrenDiffering.map { .string($0.description) })),
-                        ("updateRequired", d.versionGap.map(JSON.string) ?? .null)])
+                        ("updateRequired", d.versionGap.map(JSON.string) ?? .null),
+                        ("updateNeeded", olderLaptops[r.memberKey].map { .string($0.message) } ?? .null)])
     }
 
     /// "laptop of Dad (3fa2-…) dials in from 192.168.1.21 (…): has everything (last sync …)".
@@ -327,6 +357,7 @@ struct StatusReport {
         "laptop of \(Names.label(d.name, key: d.record.memberKey)) dials in from \(TextEscaping.terminal(d.record.host)) (runs no daemon, so this laptop cannot start a sync with it; it gets this laptop's changes when it next syncs)"
             + synced(d.record.last.receipt, lastSyncMillis: d.record.lastMillis)
             + (d.versionGap.map { "; its last session was refused: \($0)" } ?? "")
+            + olderNote(d.record.memberKey)
     }
 
     /// ": never synced", or what a laptop whose last sync was at `lastSyncMillis` lacks by its
@@ -354,6 +385,7 @@ struct StatusReport {
             text += "; last attempt \(time.stamped(p.lastAttemptMillis)) failed: \(TextEscaping.terminal(p.lastError))"
         }
         if let alias = newerAlias(of: p) { text += "; the same laptop as \(TextEscaping.terminal(alias.address)), synced since" }
+        if !p.memberKey.isEmpty { text += olderNote(p.memberKey) }
         return text
     }
 
@@ -427,6 +459,7 @@ struct StatusReport {
         default: lines.append("\(Render.plural(pending, "change")) on the way to a laptop that answers")
         }
         if state != "attentionRequired" { lines += laptopLines() }
+        for older in olderLaptops.values.sorted(by: { $0.message < $1.message }) { lines.append("update needed: " + older.message) }
         if counts.deferred > 0 { lines.append("\(Render.plural(counts.deferred, "transaction")) waiting for their child to arrive") }
         for group in Replica.sameNameGroups(children) { lines.append(Render.sameNameLine(group)) }
         if counts.conflicts > 0 { lines.append("\(Render.plural(counts.conflicts, "conflicting copy", "conflicting copies")) seen (see `kidledger conflicts`)") }
@@ -464,6 +497,7 @@ struct StatusReport {
                  ("ownerEpoch", .int(ownership?.epoch ?? 0)),
                  ("ownerTransferConflicts", .array((ownership?.conflictedEpochs ?? []).map { .int($0) })),
                  ("laptops", laptopsJSON()), ("answeredWindowMillis", .int(Self.answeredWindowMillis)),
+                 ("olderLaptops", .array(olderLaptops.values.sorted(by: { $0.message < $1.message }).map(\.json))),
                  ("peers", .array(peers.map(json))), ("dialsIn", .array(dialsIn.map(json))),
                  ("inboundSessions", .int(inboundSessions)), ("lastInboundMillis", lastInboundMillis > 0 ? .int(lastInboundMillis) : .null),
                  ("digest", .string(digest.description)), ("joinInterrupted", .bool(interruptedJoin != nil))])

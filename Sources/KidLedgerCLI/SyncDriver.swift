@@ -168,6 +168,7 @@ enum SyncDriver {
             let laptop = VersionGap.laptop(replica, key: peerKey, address: address)
             result.versionGap = gap?.message(laptop: laptop)
             VersionGap.record(gap, message: result.versionGap ?? "", peerKey: peerKey, succeeded: result.succeeded, in: replica)
+            if let summary = outcome?.summary { VersionGap.recordWithheld(summary, of: peerKey, in: replica) }
             record(result, in: replica)
             return result
         }
@@ -201,7 +202,6 @@ enum SyncDriver {
         }
         peerKey = stream.peerKey.bytes
         let session = SyncSession(role: .initiator, replica: replica, household: household, listenPort: listenPort)
-        VersionGap.configure(session)
         let outcome = SessionRunner.run(session, over: stream, progress: progress.map { report in
             { p in report(p, session.summary.changesExpected) }
         }, now: monotonicMillis)
@@ -261,7 +261,7 @@ enum SyncDriver {
                 + (s.childrenDiffering.isEmpty ? "" : "; children differ: \(s.childrenDiffering.count)")
                 + (s.unauthenticatedReceived == 0 ? ""
                     : "; refused \(s.unauthenticatedReceived) changes no signed head of their author reaches (forged or altered: docs/SECURITY.md)")
-                + heldBackNote(s)
+                + heldBackNote(s) + withheldNote(s)
         }
         return "sync with \(TextEscaping.terminal(r.address)) failed after \(formatSeconds(r.seconds)): \(TextEscaping.terminal(r.failure ?? "unknown error"))"
     }
@@ -271,6 +271,13 @@ enum SyncDriver {
         s.heldBackReceived == 0 ? ""
             : "; held back \(s.heldBackReceived) changes stamped more than an hour ahead of this laptop's clock "
                 + "(check both clocks; they come in once this clock catches up: docs/CRDT.md)"
+    }
+
+    /// The note a sync or session line ends with when changes were held back from a laptop of an
+    /// older protocol version.
+    static func withheldNote(_ s: SessionSummary) -> String {
+        s.changesWithheld == 0 ? ""
+            : "; held back \(Render.plural(s.changesWithheld, "change")) its kidledger can't read yet (it speaks sync protocol \(s.protocolVersion ?? 0): update it)"
     }
 
     static func formatSeconds(_ s: Double) -> String {

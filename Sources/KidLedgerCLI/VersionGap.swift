@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerReplica
@@ -91,19 +88,34 @@ struct VersionGap: Equatable {
         return "the laptop at \(address)"
     }
 
-    /// The versions a session of this process speaks and the kidledger version it names: the
-    /// build's, unless the test settings ``versionsVariable`` and ``productVariable`` narrow or
-    /// name them (mixed-version tests of one build: docs/PROTOCOL.md, "Versions").
-    static func configure(_ session: SyncSession) {
-        if let raw = getenv(versionsVariable).map({ String(cString: $0) }) {
-            let parts = raw.split(separator: "-").compactMap { UInt16($0) }
-            if parts.count == 2, parts[0] <= parts[1] { session.versions = parts[0]...parts[1] }
-        }
-        if let raw = getenv(productVariable).map({ String(cString: $0) }), !raw.isEmpty { session.product = raw }
+    /// The device setting naming what sessions with the member `key`'s laptop held back because it
+    /// speaks an older protocol: "COUNT<tab>VERSION" (its highest protocol version), or empty.
+    /// Written by every session with it that completes (``recordWithheld(_:of:in:)``).
+    static func withheldSetting(_ key: [UInt8]) -> String { "withheld." + Hex.encode(key) }
+
+    /// Records what a completed session with the member `key` held back (``SessionSummary/changesWithheld``),
+    /// or that it held back nothing; written only when it changed.
+    static func recordWithheld(_ summary: SessionSummary, of key: [UInt8]?, in replica: Replica) {
+        guard let key else { return }
+        let value = summary.changesWithheld > 0 ? "\(summary.changesWithheld)\t\(summary.protocolVersion ?? 0)" : ""
+        guard ((try? replica.device.setting(withheldSetting(key))) ?? nil ?? "") != value else { return }
+        try? replica.device.setSetting(withheldSetting(key), value)
     }
 
-    /// Test setting: the protocol versions this process's sessions speak, `LO-HI`.
-    static let versionsVariable = "KIDLEDGER_TEST_PROTOCOL_VERSIONS"
-    /// Test setting: the kidledger version this process's sessions name.
-    static let productVariable = "KIDLEDGER_TEST_PRODUCT_VERSION"
+    /// What the last completed session with the member `key` held back: how many changes, and the
+    /// highest protocol version its laptop speaks; nil when nothing.
+    static func withheld(_ key: [UInt8], in replica: Replica) throws -> (count: Int, peerVersion: UInt16)? {
+        guard let value = try replica.device.setting(withheldSetting(key)) else { return nil }
+        let parts = value.split(separator: "\t")
+        guard parts.count == 2, let count = Int(parts[0]), count > 0, let version = UInt16(parts[1]) else { return nil }
+        return (count, version)
+    }
+
+    /// "Dad's laptop runs kidledger 0.1.0: update it to get 3 changes it can't read yet (...)".
+    static func withheldMessage(laptop: String, count: Int, peerVersion: UInt16) -> String {
+        let theirs = KnownReleases.name(highest: peerVersion).map { "kidledger \($0)" } ?? "a kidledger that speaks sync protocol \(peerVersion)"
+        return "\(laptop) runs \(theirs): update it to get \(Render.plural(count, "change")) it can't read yet "
+            + "(it speaks sync protocol \(peerVersion), this laptop's kidledger \(KidLedgerVersion.current) speaks "
+            + "\(protocols(protocolVersionMin...protocolVersionMax)); it gets everything else)"
+    }
 }

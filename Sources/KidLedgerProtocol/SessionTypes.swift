@@ -63,6 +63,12 @@ public struct SessionSummary: Equatable, Sendable {
     /// `Limits.clockAheadMillisMax` ahead of this replica's clock (or after such a change of their
     /// origin): the peer offers them again in later sessions (docs/CRDT.md, "Clock skew").
     public var heldBackReceived = 0
+    /// The protocol version both sides spoke (nil before they agreed).
+    public var protocolVersion: UInt16?
+    /// Changes this replica holds that the peer lacks and was not sent because it speaks an older
+    /// protocol version that can't read them (or they follow such a change of their origin:
+    /// ``RecordVersions/readablePart(of:by:)``). It gets them once it is updated.
+    public var changesWithheld = 0
 
     /// An empty summary.
     public init() {}

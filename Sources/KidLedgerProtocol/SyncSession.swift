@@ -87,6 +87,11 @@ public final class SyncSession {
     public var product = KidLedgerVersion.current
     /// Why the session failed; nil while it has not.
     public private(set) var failure: ProtocolError?
+    /// The protocol version both sides speak, once agreed (`welcome`).
+    public private(set) var negotiatedVersion: UInt16?
+    /// For each origin whose changes the peer can't read at ``negotiatedVersion``: the first
+    /// sequence held back (``RecordVersions/readablePart(of:by:)``).
+    private var withheld: [ReplicaID: UInt64] = [:]
 
     /// Creates a session; nothing happens until ``start()``.
     ///
@@ -168,6 +173,7 @@ public final class SyncSession {
             }
             summary.peer = peer
             // The highest version both speak.
+            agree(on: min(hi, versions.upperBound))
             send(.welcome(protocolVersion: min(hi, versions.upperBound), replica: replica.replicaID))
             send(.vector(try localSummary(forked: [])))
             state = .awaitingVector
@@ -177,6 +183,7 @@ public final class SyncSession {
             }
             guard peer != replica.replicaID else { throw .sameReplica }
             summary.peer = peer
+            agree(on: version)
             state = .awaitingVector
         case (.awaitingVector, .vector(let peer)):
             let (forks, mine) = try examine(peer)
@@ -335,8 +342,29 @@ public final class SyncSession {
 
     private func refill() throws(ProtocolError) {
         let limit = limits.changesPerBatch
-        let peer = peerHas
-        queued = ArraySlice(try storage { try replica.encodedChanges(notCoveredBy: peer, limit: limit) })
+        var peer = peerHas
+        while true {
+            // An origin held back is done for this session: nothing after its cut is read there.
+            for origin in withheld.keys { peer[origin] = .max }
+            let found = try storage { try replica.encodedChanges(notCoveredBy: peer, limit: limit) }
+            guard let version = negotiatedVersion, version < RecordVersions.newest, !found.isEmpty else {
+                queued = ArraySlice(found)
+                return
+            }
+            let part = RecordVersions.readablePart(of: found, by: version)
+            withheld.merge(part.withheld) { first, _ in first }
+            // Each pass that finds nothing readable holds back one more origin at least.
+            if !part.readable.isEmpty || part.withheld.isEmpty {
+                queued = ArraySlice(part.readable)
+                return
+            }
+        }
+    }
+
+    /// Records the version both sides speak.
+    private func agree(on version: UInt16) {
+        negotiatedVersion = version
+        summary.protocolVersion = version
     }
 
     private func finishIfDone() throws(ProtocolError) {
@@ -367,6 +395,9 @@ public final class SyncSession {
             precondition(myChecks != nil, "finished without this side's checks")
             precondition(peerDigest != nil, "finished without the peer's checks digest")
             let mine = try storage { try replica.versionVector() }
+            summary.changesWithheld = withheld.reduce(0) { total, entry in
+                total + Int(clamping: (mine[entry.key] ?? 0) - min(mine[entry.key] ?? 0, entry.value - 1))
+            }
             summary.bothUpToDate = Self.normalized(mine) == Self.normalized(peerKnown)
             summary.peerVector = Self.normalized(peerKnown)
             state = .finished

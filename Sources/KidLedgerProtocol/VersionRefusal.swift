@@ -41,12 +41,22 @@ public enum VersionRefusal {
     }
 }
 
-/// The releases by the protocol versions they speak, for naming a laptop whose `hello` (which
-/// carries no product version) shares no version with this one, or whose refusal (kidledger 0.1)
-/// names none. A release that keeps the previous release's range extends that entry's name.
+/// The releases by the protocol versions they speak, for naming a laptop whose `hello` or
+/// `welcome` (which carry no product version) shows it speaks an older protocol, or whose refusal
+/// (kidledger 0.1.0) names none. A release that keeps the previous release's range extends that
+/// entry's name.
 public enum KnownReleases {
-    /// The releases that speak exactly `versions`, when known.
+    /// The releases that speak exactly `versions`, when known: 3...3 is 0.1.0 (0.2.0 speaks 3...4).
     public static func name(speaking versions: ClosedRange<UInt16>) -> String? {
-        versions == 3...3 ? "0.2.0 or earlier" : nil
+        versions == 3...3 ? "0.1.0" : nil
+    }
+
+    /// The releases whose highest protocol version is `version`, when known.
+    public static func name(highest version: UInt16) -> String? {
+        switch version {
+        case 3: "0.1.0"
+        case 4: "0.2.0"
+        default: nil
+        }
     }
 }

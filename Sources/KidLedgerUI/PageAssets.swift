@@ -590,6 +590,9 @@ public enum PageAssets {
       if (s.joinInterrupted) lines.push("Joining the household did not finish on this laptop: ask the owner's page for a new code and join again.");
       if ((s.state === "pending" || s.state === "offline") && s.pendingChanges) lines.push(s.pendingChanges + (s.pendingChanges === 1 ? " change" : " changes") + " not yet on every laptop.");
       if (s.deferred) lines.push(s.deferred + " transaction(s) waiting for their child to arrive.");
+      // A laptop of an older kidledger gets what it can read; the rest waits for its update.
+      // (The versions in parentheses are for the terminal.)
+      for (const o of s.olderLaptops || []) lines.push(humane(o.message.replace(/ \([^()]*\)$/, "")) + ". It gets everything else meanwhile.");
       for (const group of s.sameNames || []) {
         const names = group.map(id => { const c = state.children.children.find(x => x.id === id); return (c ? c.name : "?") + " (id " + shortId(id) + ")"; });
         lines.push(names.join(" and ") + " have the same name (added on two laptops?): merge them with Merge… on a card (nothing is deleted), or rename one so each child has one name.");
@@ -667,10 +670,12 @@ public enum PageAssets {
       const others = s ? s.peers.map(p => el("li", { "data-last": p.lastSyncMillis || 0 },
         (owner(p.memberKey) ? owner(p.memberKey) + " (" + p.address + ")" : p.address) + ": ", el("span", { class: "ago" }),
         p.sameDeviceAs ? el("span", { class: "hint", text: " (the same laptop as " + p.sameDeviceAs + ")" }) : null,
-        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + humane(p.lastError) + ")" }) : null))
+        p.lastError ? el("span", { class: "hint", text: " (last attempt failed: " + humane(p.lastError) + ")" }) : null,
+        p.updateNeeded ? el("span", { class: "hint", text: " (" + humane(p.updateNeeded.replace(/ \([^()]*\)$/, "")) + ")" }) : null))
         .concat((s.dialsIn || []).map(d => el("li", { "data-last": d.lastSyncMillis || 0 },
           d.name + "'s laptop (dials in from " + d.host + "): ", el("span", { class: "ago" }),
-          el("span", { class: "hint", text: " (it runs no daemon: it gets this laptop's changes when it next syncs)" })))) : [];
+          el("span", { class: "hint", text: " (it runs no daemon: it gets this laptop's changes when it next syncs)" }),
+          d.updateNeeded ? el("span", { class: "hint", text: " (" + humane(d.updateNeeded.replace(/ \([^()]*\)$/, "")) + ")" }) : null))) : [];
       $("peers").replaceChildren(...others);
       const u = state.undo && state.undo.wouldUndo;
       $("undo-bar").hidden = !u;

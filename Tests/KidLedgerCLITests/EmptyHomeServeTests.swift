@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import KidLedgerCLI
+import KidLedgerUI
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,5 +42,35 @@ import Glibc
         defer { l.remove() }
         let outcome = l.run("serve", "--listen", "127.0.0.1:0", "--ui", "off")
         #expect(outcome.code == 65 && outcome.stderr.contains("no household here yet"), "\(outcome)")
+    }
+
+    /// docs/ERRORS.md, "Not in the table": the page of an empty home can't be served (exit 69).
+    @Test func pageThatCannotBeServedIsSaid() throws {
+        let l = TestLedger()
+        defer { l.remove() }
+        let port = try refusingPort()  // bound, not listening: binding it fails
+        defer { close(port.fd) }
+        let outcome = l.run("serve", "--listen", "127.0.0.1:0", "--ui", "127.0.0.1:\(port.port)", "--no-discovery")
+        #expect(outcome.code == 69, "\(outcome)")
+        #expect(outcome.stderr.contains("kidledger: no household here yet, and the page that starts or joins one could not be served on 127.0.0.1:\(port.port)"), "\(outcome)")
+    }
+
+    /// docs/ERRORS.md, "Not in the table": a page command while another one starts or joins the
+    /// household is told to wait (exit 75), and runs nothing.
+    @Test func pageCommandWhileAnotherStartsTheHouseholdIsBusy() {
+        let l = TestLedger()
+        defer { l.remove() }
+        let store = PageStore()
+        let ctx = Context(home: l.home, json: true, console: BufferConsole(), clock: SystemClock())
+        var ranInside = false
+        let outer = store.run(ctx) { _ in
+            let inner = store.run(ctx) { _ in
+                ranInside = true
+                return CommandOutcome(exitCode: 0, json: "")
+            }
+            #expect(inner.exitCode == 75 && inner.error == "this laptop is busy starting or joining a household; try again in a moment", "\(inner)")
+            return CommandOutcome(exitCode: 0, json: "")
+        }
+        #expect(outer.exitCode == 0 && !ranInside)
     }
 }

@@ -103,14 +103,14 @@ import Testing
         let before = try b.digest()
         let responder = SyncSession(role: .responder, replica: b, household: h)
         _ = responder.start()
-        let hello = Message.hello(protocolVersionMin: 4, protocolVersionMax: 5, replica: ReplicaID(77), household: h)
+        let hello = Message.hello(protocolVersionMin: 5, protocolVersionMax: 6, replica: ReplicaID(77), household: h)
         let actions = responder.receive(hello.frame())
         // The refusal names this side's kidledger and versions, readable back by the other side.
-        let text = "kidledger \(KidLedgerVersion.current) speaks sync protocol versions 3...3, the other laptop 4...5; the one with the older kidledger must be updated"
-        #expect(VersionRefusal.parse(text)?.product == KidLedgerVersion.current && VersionRefusal.parse(text)?.versions == 3...3)
+        let text = "kidledger \(KidLedgerVersion.current) speaks sync protocol versions 3...4, the other laptop 5...6; the one with the older kidledger must be updated"
+        #expect(VersionRefusal.parse(text)?.product == KidLedgerVersion.current && VersionRefusal.parse(text)?.versions == 3...4)
         // kidledger 0.1's sentence is read too, its release named by its versions.
         let old = "peer speaks protocol versions 4...5, this kidledger speaks 3...3; upgrade kidledger"
-        #expect(VersionRefusal.parse(old)?.product == "0.2.0 or earlier" && VersionRefusal.parse(old)?.versions == 3...3)
+        #expect(VersionRefusal.parse(old)?.product == "0.1.0" && VersionRefusal.parse(old)?.versions == 3...3)
         #expect(VersionRefusal.parse("something else") == nil)
         #expect(actions.count == 2)
         guard case .send(let bytes) = actions.first else { Issue.record("no error frame"); return }
@@ -118,8 +118,8 @@ import Testing
         dec.push(bytes)
         let frame = try #require(try dec.next())
         #expect(try Message.decode(type: frame.type, payload: frame.payload) == .error(code: 3, message: text))
-        #expect(actions.last == .failed(.versionMismatch(peerMin: 4, peerMax: 5)))
-        #expect(responder.failure == .versionMismatch(peerMin: 4, peerMax: 5))
+        #expect(actions.last == .failed(.versionMismatch(peerMin: 5, peerMax: 6)))
+        #expect(responder.failure == .versionMismatch(peerMin: 5, peerMax: 6))
         #expect(responder.state == .failed)
         #expect(try b.digest() == before)
 
