@@ -31,8 +31,8 @@ public enum RecordVersions {
         switch field {
         case .householdName, .childName, .childArchived, .childSortOrder, .memberName, .allowanceAmount,
              .allowanceRule, .allowanceNote, .allowanceStoppedAt, .childMergedInto: 3
-        // kidledger 0.2.0 (protocol 4): the household's time zone.
-        case .householdTimeZone: 4
+        // kidledger 0.2.0 (protocol 4): the household's time zone and its limit for asking first.
+        case .householdTimeZone, .householdConfirmAbove: 4
         }
     }
 
