@@ -376,6 +376,8 @@ struct BigHouseholdRecoveryTests {
         }
         // It names the origins that carry the former owner's records, not the 10,243 of the vector.
         #expect(transfer.seen == [h.origin(h.ownerKey): 3])
+        // And the two changes of that origin that carry the owner's grants (the spouse's, the 40).
+        #expect(transfer.seenChanges?.count == 2)
         #expect(try spouse.ownership()?.owner == h.spouseKey)
         #expect(try spouse.verify().isIntact)
         // The change that carries it decodes and applies on another laptop.
