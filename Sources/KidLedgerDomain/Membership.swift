@@ -153,7 +153,9 @@ extension MemberSigner {
 /// holds, and a stolen owner key can never sign one. The owner is the new owner of the valid
 /// transfer with the highest epoch (same epoch: the smaller hash of its encoded operation wins,
 /// and `status` shows the conflict). A grant or revocation signed by a former owner counts only
-/// if the transfer that ended that owner's term has seen it (`seen`); later ones are forged.
+/// if the transfer that ended that owner's term has seen it: its change is one of
+/// ``seenChanges`` (a transfer made since issue 39), else (an older transfer, which has none) at
+/// or below `seen` and below its origin's lowest fork. Later ones are forged.
 public struct OwnerTransfer: Hashable, Sendable {
     /// The new owner's Ed25519 public key (32 bytes).
     public var newOwner: [UInt8]
@@ -164,15 +166,25 @@ public struct OwnerTransfer: Hashable, Sendable {
     /// The version vector of the replica that made it: what the previous owner signed that it
     /// covers stays valid.
     public var seen: [ReplicaID: UInt64]
+    /// The exact changes carrying owner-signed records (grants, revocations) that the replica
+    /// making it held, each as ``Membership/seenChangeKey(origin:encodedChange:)`` (origin, then
+    /// 16 bytes of the SHA-256 of the encoded change), ascending, at most
+    /// ``Limits/cutEntriesMax``: the ending owner's records in those changes stay valid, and
+    /// no other version of them (a thief's fork of the former owner's origin) counts, nor voids
+    /// them (issue 39). Nil for a transfer of the older format (operation tag 8), which names
+    /// sequences only.
+    public var seenChanges: [[UInt8]]?
     /// The recovery key's signature over ``Membership/transferMessage(household:_:)``.
     public var signature: [UInt8]
 
     /// Creates a transfer.
-    public init(newOwner: [UInt8], epoch: UInt64, transferredAtMillis: Int64, seen: [ReplicaID: UInt64], signature: [UInt8]) {
+    public init(newOwner: [UInt8], epoch: UInt64, transferredAtMillis: Int64, seen: [ReplicaID: UInt64],
+                seenChanges: [[UInt8]]? = nil, signature: [UInt8]) {
         self.newOwner = newOwner
         self.epoch = epoch
         self.transferredAtMillis = transferredAtMillis
         self.seen = seen
+        self.seenChanges = seenChanges
         self.signature = signature
     }
 }
@@ -289,14 +301,28 @@ public enum Membership {
         }
     }
 
-    /// What an owner transfer's signature covers.
+    /// What an owner transfer's signature covers: v1 for the older format (no
+    /// ``OwnerTransfer/seenChanges``), v2 with them.
     public static func transferMessage(household: RecordID, _ t: OwnerTransfer) -> [UInt8] {
-        message("kidledger owner transfer v1", household: household) { w in
+        message(t.seenChanges == nil ? "kidledger owner transfer v1" : "kidledger owner transfer v2", household: household) { w in
             w.write(blob: t.newOwner)
             w.write(varint: t.epoch)
             w.write(zigzag: t.transferredAtMillis)
             RecordCodec.encode(seen: t.seen, into: &w)
+            if let changes = t.seenChanges { RecordCodec.encode(seenChanges: changes, into: &w) }
         }
+    }
+
+    /// Length of an ``OwnerTransfer/seenChanges`` entry: origin (8, big-endian) + 16 bytes of
+    /// the SHA-256 of the encoded change.
+    public static let seenChangeBytes = 24
+
+    /// How an owner transfer names a change it saw (``OwnerTransfer/seenChanges``).
+    public static func seenChangeKey(origin: ReplicaID, encodedChange: [UInt8]) -> [UInt8] {
+        var w = ByteWriter(capacity: seenChangeBytes)
+        w.write(bigEndian: origin.rawValue)
+        w.write(raw: SHA256.hash(encodedChange).prefix(16))
+        return w.bytes
     }
 
     /// The author signs a head at every sequence that is a multiple of this (and at the last

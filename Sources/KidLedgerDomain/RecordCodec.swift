@@ -6,6 +6,9 @@
 public enum RecordCodec {
     enum OperationTag: UInt8 {
         case createHousehold = 1, createChild = 2, setField = 3, addTransaction = 4, grant = 5, revoke = 6, claim = 7, transferOwner = 8
+        /// An owner transfer naming the exact changes it saw (``OwnerTransfer/seenChanges``,
+        /// issue 39). Needs protocol 4: an older peer cannot decode it.
+        case transferOwnerSeenChanges = 9
     }
 
     enum ValueTag: UInt8 {
@@ -157,11 +160,12 @@ public enum RecordCodec {
             w.write(bigEndian: c.nonce)
             w.write(blob: c.signature)
         case .transferOwner(let t):
-            w.write(OperationTag.transferOwner.rawValue)
+            w.write(t.seenChanges == nil ? OperationTag.transferOwner.rawValue : OperationTag.transferOwnerSeenChanges.rawValue)
             w.write(blob: t.newOwner)
             w.write(varint: t.epoch)
             w.write(zigzag: t.transferredAtMillis)
             encode(seen: t.seen, into: &w)
+            if let changes = t.seenChanges { encode(seenChanges: changes, into: &w) }
             w.write(blob: t.signature)
         }
     }
@@ -205,14 +209,15 @@ public enum RecordCodec {
             let member = try readKey(&r, "claiming member")
             let nonce = try r.readBigEndianUInt64("claim nonce")
             return .claim(OriginClaim(origin: origin, member: member, nonce: nonce, signature: try readSignature(&r)))
-        case OperationTag.transferOwner.rawValue:
+        case let tag where tag == OperationTag.transferOwner.rawValue || tag == OperationTag.transferOwnerSeenChanges.rawValue:
             let newOwner = try readKey(&r, "new owner")
             let epoch = try r.readVarint("transfer epoch")
             guard epoch >= 1 else { throw .invalid("transfer epoch 0") }
             let at = try r.readZigzag("transfer time")
             let seen = try decodeSeen(&r)
+            let changes = tag == OperationTag.transferOwnerSeenChanges.rawValue ? try decodeSeenChanges(&r) : nil
             return .transferOwner(OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: at, seen: seen,
-                                                signature: try readSignature(&r)))
+                                                seenChanges: changes, signature: try readSignature(&r)))
         default:
             throw .invalid("operation tag")
         }
@@ -240,6 +245,28 @@ public enum RecordCodec {
             w.write(bigEndian: origin.rawValue)
             w.write(varint: sequence)
         }
+    }
+
+    /// Appends an owner transfer's ``OwnerTransfer/seenChanges``: count varint, then each
+    /// 24-byte entry (the caller keeps them ascending and unique).
+    public static func encode(seenChanges: [[UInt8]], into w: inout ByteWriter) {
+        w.write(varint: UInt64(seenChanges.count))
+        for entry in seenChanges { w.write(raw: entry) }
+    }
+
+    /// Reads what ``encode(seenChanges:into:)`` writes: at most ``Limits/cutEntriesMax``
+    /// entries of ``Membership/seenChangeBytes``, strictly ascending.
+    static func decodeSeenChanges(_ r: inout ByteReader) throws(DecodeError) -> [[UInt8]] {
+        let count = try r.readVarint("seen changes count")
+        guard count <= UInt64(Limits.cutEntriesMax) else { throw .invalid("seen changes count") }
+        var changes: [[UInt8]] = []
+        changes.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            let entry = try r.readRaw(count: Membership.seenChangeBytes, "seen change")
+            if let previous = changes.last, !previous.lexicographicallyPrecedes(entry) { throw .invalid("seen changes not ascending") }
+            changes.append(entry)
+        }
+        return changes
     }
 
     /// Reads what ``encode(seen:into:)`` writes (at most ``Limits/cutEntriesMax`` entries, strictly ascending).

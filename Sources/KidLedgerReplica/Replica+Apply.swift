@@ -98,14 +98,18 @@ extension Replica {
     /// Whether `origin`'s new lowest fork at `sequence` takes changes it already judged out of
     /// what a version vector covers (``covered(_:_:seenUpTo:forkedFrom:)``): its member is revoked
     /// with a cut at or above it there, or an owner transfer saw it (a former owner's grant or
-    /// revocation carried there may no longer count).
+    /// revocation carried there may no longer count). A transfer that names the changes it saw
+    /// (``OwnerTransfer/seenChanges``) is not moved by a fork.
     static func forkUncovers(_ origin: ReplicaID, from sequence: UInt64, in context: ApplyContext) throws -> Bool {
         if let member = try context.claim(origin), let cut = try revokedSeen(member, context.store),
            (cut[origin] ?? 0) >= sequence {
             return true
         }
         guard let ownership = try ownership(context.store, context.queries) else { return false }
-        return ownership.terms.contains { ($0.endedBy?.seen[origin] ?? 0) >= sequence }
+        return ownership.terms.contains { term in
+            guard let end = term.endedBy, end.seenChanges == nil else { return false }
+            return (end.seen[origin] ?? 0) >= sequence
+        }
     }
 
     /// What breaks a domain rule in `op` (a register value that does not fit its field, an invalid

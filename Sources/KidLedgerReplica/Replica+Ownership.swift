@@ -33,12 +33,11 @@ struct Ownership: Equatable {
 
     /// Whether an owner whose term covers `change` made `isSignedBy`'s signature: the current
     /// owner, or a former owner whose term's ending transfer has seen the change
-    /// (``Replica/covered(_:_:seenUpTo:forkedFrom:)``: where the change's origin forked, from
-    /// `forkedFrom` on, a version vector cannot tell which version it saw).
+    /// (``OwnerTransfer/sawChange(_:forkedFrom:)``).
     func signedByOwner(of change: Change, forkedFrom: UInt64?, _ isSignedBy: ([UInt8]) -> Bool) -> Bool {
+        var key: [UInt8]?  // the change's seen-change key, computed once, for a transfer that names them
         for term in terms {
-            if let end = term.endedBy,
-               !Replica.covered(change.sequence, change.origin, seenUpTo: end.seen, forkedFrom: forkedFrom) { continue }
+            if let end = term.endedBy, !end.sawChange(change, forkedFrom: forkedFrom, key: &key) { continue }
             if isSignedBy(term.owner) { return true }
         }
         return false
@@ -46,6 +45,35 @@ struct Ownership: Equatable {
 
     /// Whether `key` is or was the owner (a member until revoked, granted or not).
     func hasOwned(_ key: [UInt8]) -> Bool { terms.contains { $0.owner == key } }
+}
+
+extension OwnerTransfer {
+    /// Whether this transfer saw `change` (whose origin's lowest forked sequence is
+    /// `forkedFrom`): it names the change exactly (``seenChanges``: any other version of it, a
+    /// thief's fork of the former owner's origin, is not seen, and does not unsee this one); a
+    /// transfer of the older format, which names sequences only, covers it when at or below its
+    /// `seen` entry and below `forkedFrom` (``Replica/covered(_:_:seenUpTo:forkedFrom:)``: there a
+    /// vector cannot tell which version it saw). `key` caches the change's seen-change key.
+    func sawChange(_ change: Change, forkedFrom: UInt64?, key: inout [UInt8]?) -> Bool {
+        guard let named = seenChanges else {
+            return Replica.covered(change.sequence, change.origin, seenUpTo: seen, forkedFrom: forkedFrom)
+        }
+        guard change.sequence <= seen[change.origin] ?? 0 else { return false }
+        let mine = key ?? Membership.seenChangeKey(origin: change.origin, encodedChange: RecordCodec.encode(change))
+        key = mine
+        return Self.contains(named, mine)
+    }
+
+    /// Whether the ascending `sorted` holds `key` (binary search).
+    static func contains(_ sorted: [[UInt8]], _ key: [UInt8]) -> Bool {
+        var low = 0, high = sorted.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sorted[mid] == key { return true }
+            if sorted[mid].lexicographicallyPrecedes(key) { low = mid + 1 } else { high = mid }
+        }
+        return false
+    }
 }
 
 /// The household's ownership as `status` and `recover` show it.
@@ -124,9 +152,11 @@ extension Replica {
 
     /// Makes `newOwner` the household's owner with its recovery key: `recoveryKey` is the public
     /// key of the recovery secret and `sign` signs with it. The transfer's epoch is one more than
-    /// the highest this replica knows, and it covers this replica's version vector on the origins
-    /// that carry owner-signed records (``transferSeen(_:_:_:)``): what a former owner signed that
-    /// this replica holds stays valid, anything else a former owner key signs is forged from now on. Applied through the one apply path (every replica then agrees).
+    /// the highest this replica knows, and it names the exact changes this replica holds that
+    /// carry owner-signed records (``transferSeen(_:_:_:)``): what a former owner signed that
+    /// this replica holds stays valid, anything else a former owner key signs is forged from now
+    /// on, whatever versions of its origin appear later. Applied through the one apply path
+    /// (every replica then agrees).
     ///
     /// - Throws: ``LedgerError/invalid(_:)`` when the household has no membership or no recovery
     ///   key, when `recoveryKey` is not the household's, or when `newOwner` already owns it.
@@ -148,25 +178,31 @@ extension Replica {
                 highest = Bytes.u64(Array(key.prefix(8))) ?? 0
                 return false
             }
-            let seen = try Self.transferSeen(ownership, w, queryCache)
-            var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen, signature: [])
+            let (seen, changes) = try Self.transferSeen(ownership, w, queryCache)
+            var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen,
+                                  seenChanges: changes, signature: [])
             t.signature = sign(Membership.transferMessage(household: ownership.household, t))
             return ([.transferOwner(t)], t)
         }
         return transfer
     }
 
-    /// What an owner transfer covers (its `seen`): this replica's version vector on the origins
-    /// whose changes can carry a record the ending owner signed (a grant or a revocation: only those
-    /// are judged by ``Ownership/signedByOwner(of:forkedFrom:_:)``), never the whole vector, so a
-    /// transfer stays within ``Limits/cutEntriesMax`` entries however many origins the household
-    /// has (issue 39: with more than 10,000 origins a full vector did not decode, and `recover`
-    /// failed). Those origins: every origin a key that owned the household claims, then every
-    /// other origin whose changes in the log carry a grant or a revocation (a refused laptop
-    /// records the revocation it learned in a change of its own), the smallest first, up to the
-    /// limit. A former owner's record relayed beyond the limit (only a flood makes one) is forged.
-    /// Reads the change log once: `recover` is rare, and local.
-    static func transferSeen(_ ownership: Ownership, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
+    /// What an owner transfer covers: its `seen`, this replica's version vector on the origins
+    /// whose changes can carry a record the ending owner signed (a grant or a revocation: only
+    /// those are judged by ``Ownership/signedByOwner(of:forkedFrom:_:)``), and its
+    /// `seenChanges`, the exact changes of those origins that carry one (issue 39: a thief's
+    /// other version of such a change, a fork of the former owner's origin, then neither counts
+    /// nor voids the one the transfer saw). Never the whole vector, so a transfer stays within
+    /// ``Limits/cutEntriesMax`` entries of each however many origins the household has (issue
+    /// 39: with more than 10,000 origins a full vector did not decode, and `recover` failed).
+    /// Those origins: every origin a key that owned the household claims, then every other origin
+    /// whose changes in the log carry a grant or a revocation (a refused laptop records the
+    /// revocation it learned in a change of its own), the smallest first, up to the limit; the
+    /// changes are named in the same order, up to the limit. A former owner's record relayed
+    /// beyond the limit (only a flood makes one) is forged. Reads the change log once: `recover`
+    /// is rare, and local.
+    static func transferSeen(_ ownership: Ownership, _ r: any KeyValueReader, _ queries: any QueryCache) throws
+        -> (seen: VersionVector, changes: [[UInt8]]) {
         let vector = try versionVector(r, queries)
         let owners = Set(ownership.terms.map { ByteKey($0.owner) })
         var owned: [ReplicaID] = []
@@ -175,20 +211,26 @@ extension Replica {
             return true
         }
         let ownedSet = Set(owned)
-        var carriers = Set<ReplicaID>()
+        // Per origin, the seen-change keys of its changes that carry a grant or a revocation.
+        var carried: [ReplicaID: [[UInt8]]] = [:]
         try r.scan(Tables.changes) { key, value in
-            guard let raw = Bytes.u64(Array(key.prefix(8))), !ownedSet.contains(ReplicaID(raw)), !carriers.contains(ReplicaID(raw)) else { return true }
+            guard let raw = Bytes.u64(Array(key.prefix(8))) else { return true }
             let change = try decodeLogEntry(value)
             if change.operations.contains(where: { switch $0 { case .grant, .revoke: true; default: false } }) {
-                carriers.insert(change.origin)
+                carried[ReplicaID(raw), default: []].append(Membership.seenChangeKey(origin: change.origin, encodedChange: value))
             }
             return true
         }
+        let carriers = carried.keys.filter { !ownedSet.contains($0) }
         var seen: VersionVector = [:]
+        var changes: [[UInt8]] = []
         for origin in owned.sorted() + carriers.sorted() where seen.count < Limits.cutEntriesMax {
-            if let held = vector[origin] { seen[origin] = held }
+            guard let held = vector[origin] else { continue }
+            seen[origin] = held
+            for key in carried[origin] ?? [] where changes.count < Limits.cutEntriesMax { changes.append(key) }
         }
-        return seen
+        changes.sort { $0.lexicographicallyPrecedes($1) }
+        return (seen, changes)
     }
 
     /// Verifies and stores an owner transfer of a change (the caller has checked that the

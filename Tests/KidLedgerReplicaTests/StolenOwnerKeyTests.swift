@@ -169,16 +169,21 @@ struct StolenOwnerKeyTests {
     /// sequence 3, Maya gives 2.00; the owner grants Mallory at 4, Mallory gives 3.00, the owner
     /// revokes her at 5 (having seen that give) and she gives 5.00 more, which never counts; the
     /// laptop is stolen; the spouse recovers (epoch 1, having seen all of it) and revokes the old key.
-    func recoveredFamilyLog() -> [Change] {
+    /// The transfer names the changes it saw (tag 9), or only sequences when `named` is false (a
+    /// transfer of the older format, tag 8).
+    func recoveredFamilyLog(named: Bool = true) -> [Change] {
         let maya = h.origin(rh.newKey), mallory = h.origin(rh.malloryKey)
-        return h.founding(genesis: rh.genesis()) + [
+        let before = h.founding(genesis: rh.genesis()) + [
             h.change(owner, 3, millis: 10, [h.grant(rh.newKey, name: "Maya")]),
             h.change(maya, 1, millis: 11, [h.claim(maya, key: rh.newKey), give(60, 200)]),
             h.change(owner, 4, millis: 12, [h.grant(rh.malloryKey, name: "Mallory")]),
             h.change(mallory, 1, millis: 13, [h.claim(mallory, key: rh.malloryKey), give(61, 300)]),
             h.change(owner, 5, millis: 14, [h.revoke(rh.malloryKey, seen: [mallory: 1])]),
             h.change(mallory, 2, millis: 15, [give(62, 500)]),
-            h.change(spouse, 2, millis: 20, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 5, spouse: 1, maya: 1, mallory: 2])]),
+        ]
+        return before + [
+            h.change(spouse, 2, millis: 20, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 5, spouse: 1, maya: 1, mallory: 2],
+                                                         seenChanges: named ? RecoverableHousehold.seenChanges(before) : nil)]),
             h.change(spouse, 3, millis: 21, [h.revoke(h.ownerKey, seen: [owner: 5], signer: h.spouseKey)]),
         ]
     }
@@ -188,8 +193,8 @@ struct StolenOwnerKeyTests {
     /// everything, just before the transfer, and right after the old owner's changes (before every
     /// other member's), and returns the replicas. They agree on every order (the rule is
     /// deterministic), and the thief's give in the fork never counts.
-    func familyWithFork(_ fork: Change) throws -> [Replica] {
-        let log = recoveredFamilyLog()
+    func familyWithFork(_ fork: Change, named: Bool = true) throws -> [Replica] {
+        let log = recoveredFamilyLog(named: named)
         let transferAt = log.firstIndex { $0.origin == spouse && $0.sequence == 2 }!
         let orders: [[Change]] = [log + [fork], Array(log.prefix(transferAt)) + [fork] + Array(log.dropFirst(transferAt)),
                                   log.filter { $0.origin == owner } + [fork] + log.filter { $0.origin != owner }]
@@ -212,42 +217,125 @@ struct StolenOwnerKeyTests {
 
     /// Issue 39, point 1, reported by the engineer who built the genesis pin: "a former owner's
     /// record at or above a fork of its carrier's origin is forged" (`Replica.covered`), so a thief
-    /// with the old owner key who signs another version of the old owner's change that holds a
-    /// legitimate grant (same origin and sequence, under a head the old key signs) makes that
-    /// grant forged everywhere: a superseded owner key changing membership. Shown on main
-    /// (2026-12-07): every replica, in every order, agrees that Maya's grant, and Mallory's grant
-    /// and revocation above it, are forged (balance 1.00, not 6.00). The rule that fixes it needs
-    /// the transfer to name which versions of the old owner's origin it saw (docs/SECURITY.md).
+    /// with the old owner key who signed another version of the old owner's change that holds a
+    /// legitimate grant (same origin and sequence, under a head the old key signs) made that
+    /// grant forged everywhere: a superseded owner key changing membership. On main (2026-12-07)
+    /// every replica, in every order, agreed that Maya's grant, and Mallory's grant and
+    /// revocation above it, were forged (balance 1.00, not 6.00). The transfer now names the exact
+    /// changes it saw (`OwnerTransfer.seenChanges`, tag 9): a fork neither counts nor voids them.
     @Test("a thief's fork of the old owner's origin at a grant the recovery saw leaves that grant and its member's changes counting, in every order")
     func aThiefsForkOfTheOldOwnersGrantChangesNothing() throws {
         let replicas = try familyWithFork(h.change(owner, 3, millis: 40, [give(70, 1_000_000)]))
         for (i, r) in replicas.enumerated() {
-            withKnownIssue("issue 39 point 1: a former owner key's fork below the transfer's seen forges the grants the transfer saw") {
-                let maya = try r.members().first { $0.key == rh.newKey }
-                #expect(maya != nil && maya?.isRevoked == false, "order \(i): Maya's grant no longer counts")
-                // The spouse's 1.00, Maya's 2.00 and Mallory's 3.00 before her revocation.
-                let balance = try r.balance(of: ava)
-                #expect(balance == 600, "order \(i): \(balance)")
-            }
+            let maya = try r.members().first { $0.key == rh.newKey }
+            #expect(maya != nil && maya?.isRevoked == false, "order \(i): Maya's grant no longer counts")
+            // The spouse's 1.00, Maya's 2.00 and Mallory's 3.00 before her revocation.
+            let balance = try r.balance(of: ava)
+            #expect(balance == 600, "order \(i): \(balance)")
         }
     }
 
-    /// The same fork at the old owner's revocation of a member, before the loss, un-revokes her:
-    /// the revocation is forged and her changes after its cut count again (on main: balance 11.00,
-    /// not 6.00, on every replica in every order).
+    /// The same fork at the old owner's revocation of a member, before the loss, un-revoked her on
+    /// main: the revocation was forged and her changes after its cut counted again (balance
+    /// 11.00, not 6.00, on every replica in every order).
     @Test("a thief's fork of the old owner's origin at a revocation the recovery saw keeps that member revoked, in every order")
     func aThiefsForkOfTheOldOwnersRevocationChangesNothing() throws {
         let replicas = try familyWithFork(h.change(owner, 5, millis: 40, [give(70, 1_000_000)]))
         for (i, r) in replicas.enumerated() {
             // The grants below the fork still count.
             #expect(try r.members().contains { $0.key == rh.newKey && !$0.isRevoked })
-            withKnownIssue("issue 39 point 1: a former owner key's fork below the transfer's seen forges the revocations the transfer saw") {
-                let mallory = try r.members().first { $0.key == rh.malloryKey }
-                #expect(mallory?.isRevoked == true, "order \(i): Mallory is no longer revoked")
-                // Mallory's 5.00 after her revocation's cut never counts.
-                let balance = try r.balance(of: ava)
-                #expect(balance == 600, "order \(i): \(balance)")
+            let mallory = try r.members().first { $0.key == rh.malloryKey }
+            #expect(mallory?.isRevoked == true, "order \(i): Mallory is no longer revoked")
+            // Mallory's 5.00 after her revocation's cut never counts.
+            let balance = try r.balance(of: ava)
+            #expect(balance == 600, "order \(i): \(balance)")
+        }
+    }
+
+    /// A store that already holds a transfer of the older format (tag 8: sequences only) keeps
+    /// today's rule for the term it ended (docs/SECURITY.md, "One genesis, for ever"): a fork of
+    /// the former owner's origin at or below its `seen` forges that owner's records from the
+    /// fork on, on every replica alike.
+    @Test("an older transfer (sequences only) keeps the rule it was made under: a fork below its seen forges the records from there")
+    func anOlderTransferKeepsItsRule() throws {
+        let replicas = try familyWithFork(h.change(owner, 3, millis: 40, [give(70, 1_000_000)]), named: false)
+        for r in replicas {
+            #expect(try !r.members().contains { $0.key == rh.newKey })
+            #expect(try r.balance(of: ava) == 100)
+        }
+    }
+
+    /// The stolen-laptop story with the family's real `recover` (`transferOwnership`, which names
+    /// the changes it saw), and a thief's forks of the old owner's origin at the grant (carrying
+    /// a grant of its own accomplice and a 10,000.00 give) and at the revocation, arriving before
+    /// and after the owner's real changes, the members' changes and the recovery, in every order
+    /// of those four parts (24 orders): every replica agrees, Maya counts, Mallory stays revoked,
+    /// the accomplice is never a member, and the thief's gives never count.
+    @Test("a thief's forks of the old owner's origin change nothing in membership, arriving before or after the recovery, in every order")
+    func thiefsForksInEveryOrder() throws {
+        let log = recoveredFamilyLog()
+        let founding = h.founding(genesis: rh.genesis())
+        let ownerReal = log.filter { $0.origin == owner && $0.sequence >= 3 }
+        let members = log.filter { $0.origin == h.origin(rh.newKey) || $0.origin == h.origin(rh.malloryKey) }
+        // The recovery, made for real on the spouse's laptop that held all of it.
+        let family = try h.replica(40)
+        family.signer = h.signer(h.spouseKey)
+        try family.applySigned(founding + ownerReal + members)
+        let held = try family.versionVector()
+        let transfer = try family.transferOwnership(to: h.spouseKey, recoveryKey: rh.recoveryKey, atMillis: 20) {
+            TestVerifier.sign($0, key: rh.recoveryKey)
+        }
+        // The owner's grants at 3 and 4 and its revocation at 5 among them.
+        #expect(transfer.seenChanges == RecoverableHousehold.seenChanges(founding + ownerReal + members))
+        try family.commitMembership([h.revoke(h.ownerKey, seen: [owner: 5], signer: h.spouseKey)])
+        let recovery = try family.changes(notCoveredBy: held)
+        #expect(recovery.count == 2)
+        let accomplice = [UInt8](repeating: 0xAC, count: 32)
+        let forks = [h.change(owner, 3, millis: 40, [h.grant(accomplice, name: "Accomplice"), give(70, 1_000_000)]),
+                     h.change(owner, 5, millis: 41, [give(71, 1_000_000)])]
+        // The thief's head over the fork at 5 chooses the real version at the forked sequence 3.
+        let version = { (c: Change) in Keys.version(RecordCodec.encode(c)) }
+        var link = try #require(try family.chain(owner, at: 2))
+        for c in ownerReal.prefix(2) + [forks[1]] { link = PlainPreparer().link(after: link, onlyVersion: version(c)) }
+        let forkHead = SignedHead(origin: owner, sequence: 5,
+                                  signature: TestVerifier.sign(Membership.headMessage(household: h.id, origin: owner, sequence: 5, chain: link),
+                                                               key: h.ownerKey),
+                                  choices: [HeadChoice(sequence: 3, version: Bytes.u64(at: 0, version(ownerReal[0])))])
+        let parts: [[Change]] = [ownerReal, [forks[0]], members, recovery]
+        var digests: [Digest256] = []
+        for (n, order) in permutations(Array(parts.indices)).enumerated() {
+            let r = try h.replica(UInt64(100 + n))
+            try r.applySigned(founding)
+            for part in order {
+                // Each part in one batch, as a session sends a forked origin's part.
+                let report = try r.applySigned(parts[part])
+                #expect(report.unauthenticated == 0, "order \(order): part \(part) refused")
             }
+            // The fork at the revocation, last (its sequence needs the real changes below it).
+            #expect(try r.applyRemote([forks[1]], heads: [forkHead]).forkedVersions == 1, "order \(order)")
+            #expect(try r.ownership()?.owner == h.spouseKey, "order \(order)")
+            let all = try r.members()
+            #expect(all.contains { $0.key == rh.newKey && !$0.isRevoked }, "order \(order): Maya's grant does not count")
+            #expect(all.first { $0.key == rh.malloryKey }?.isRevoked == true, "order \(order): Mallory is not revoked")
+            #expect(!all.contains { $0.key == accomplice }, "order \(order): the thief's accomplice is a member")
+            #expect(try r.balance(of: ava) == 600, "order \(order)")
+            #expect(try r.verify().isIntact, "order \(order)")
+            digests.append(try r.digest())
+        }
+        #expect(digests.count == 24 && digests.allSatisfy { $0 == digests[0] })
+        // The recovering laptop, given both forks after the fact, agrees.
+        try family.applySigned([forks[0]])
+        try family.applyRemote([forks[1]], heads: [forkHead])
+        #expect(try family.digest() == digests[0])
+    }
+
+    /// Every order of `items`.
+    func permutations(_ items: [Int]) -> [[Int]] {
+        guard items.count > 1 else { return [items] }
+        return items.indices.flatMap { i in
+            var rest = items
+            let first = rest.remove(at: i)
+            return permutations(rest).map { [first] + $0 }
         }
     }
 
@@ -288,6 +376,8 @@ struct BigHouseholdRecoveryTests {
         }
         // It names the origins that carry the former owner's records, not the 10,243 of the vector.
         #expect(transfer.seen == [h.origin(h.ownerKey): 3])
+        // And the two changes of that origin that carry the owner's grants (the spouse's, the 40).
+        #expect(transfer.seenChanges?.count == 2)
         #expect(try spouse.ownership()?.owner == h.spouseKey)
         #expect(try spouse.verify().isIntact)
         // The change that carries it decodes and applies on another laptop.

@@ -12,8 +12,8 @@ struct LogMembership {
     var household = RecordID(high: 0, low: 0)
     /// Each term's owner, oldest first (empty for a household without an owner).
     var owners: [[UInt8]] = []
-    /// The `seen` vector of the transfer that ended each term but the last.
-    var termEnds: [VersionVector] = []
+    /// The transfer that ended each term but the last.
+    var termEnds: [OwnerTransfer] = []
     /// Every valid-looking owner transfer in the log (each counted once).
     var transferCount = 0
     /// Who wrote each origin: the smallest key a claim at the origin's sequence 1 names.
@@ -43,7 +43,7 @@ struct LogMembership {
         // Owner transfers, keyed as the product orders them (epoch, then the smaller hash of the
         // encoded operation): each epoch's first is the next owner's term. Only those the
         // genesis's recovery key signed.
-        var transfers: [(key: [UInt8], newOwner: [UInt8], seen: VersionVector)] = []
+        var transfers: [(key: [UInt8], transfer: OwnerTransfer)] = []
         var signed: [OwnerTransfer] = []
         var recovery: [UInt8] = []
         var origins = Set<ReplicaID>()
@@ -74,14 +74,14 @@ struct LogMembership {
             }
             var key = withUnsafeBytes(of: t.epoch.bigEndian, Array.init)
             key += SHA256.hash(RecordCodec.encodeOperation(.transferOwner(t))).prefix(16)
-            if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t.newOwner, t.seen)) }
+            if !transfers.contains(where: { $0.key == key }) { transfers.append((key, t)) }
         }
         transferCount = transfers.count
         if isOwned {
             var lastEpoch: [UInt8]?
             for t in transfers.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where Array(t.key.prefix(8)) != lastEpoch {
-                owners.append(t.newOwner)
-                termEnds.append(t.seen)
+                owners.append(t.transfer.newOwner)
+                termEnds.append(t.transfer)
                 lastEpoch = Array(t.key.prefix(8))
             }
         }
@@ -94,12 +94,19 @@ struct LogMembership {
             min(seen[origin] ?? 0, lowestFork[origin].map { $0 - 1 } ?? .max)
         }
         // A grant or revocation counts when the owner of a term that covers its change signed it:
-        // the current term, or one whose ending transfer saw the change. A revocation of the
-        // current owner never counts. The rest are forged on every replica (Ownership.signedByOwner).
+        // the current term, or one whose ending transfer saw the change: named it exactly (a
+        // transfer with seen changes), or (an older one) its `seen` covers the change below the
+        // origin's lowest fork. A revocation of the current owner never counts. The rest are
+        // forged on every replica (Ownership.signedByOwner).
         let owners = owners, termEnds = termEnds, household = household
+        func saw(_ end: OwnerTransfer, _ change: Change) -> Bool {
+            guard let named = end.seenChanges else { return change.sequence <= covers(end.seen, change.origin) }
+            return change.sequence <= end.seen[change.origin] ?? 0
+                && named.contains(Membership.seenChangeKey(origin: change.origin, encodedChange: RecordCodec.encode(change)))
+        }
         func signedInTerm(_ change: Change, _ message: [UInt8], _ signature: [UInt8]) -> Bool {
             owners.indices.contains { i in
-                (i >= termEnds.count || change.sequence <= covers(termEnds[i], change.origin))
+                (i >= termEnds.count || saw(termEnds[i], change))
                     && verifier.isValid(signature: signature, message: message, key: owners[i])
             }
         }

@@ -43,7 +43,10 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     /// the genesis owner's key, carrying a second genesis of the household (same id, owner and
     /// salt, an earlier creation time, a recovery key of its own) signed by that key, re-signed
     /// membership (its own grant, signed again by the owner key), and owner transfers signed by its recovery key and by the owner key. Each use a new origin,
-    /// at most ``HostileState/ownerKeyUsesMax`` uses in all.
+    /// at most ``HostileState/ownerKeyUsesMax`` uses in all. Once in a run, after its first use,
+    /// it instead forks the owner's own origin at a change carrying the owner's grant or
+    /// revocation (another version re-granting itself, under a head the owner key signs): after a
+    /// recovery that saw the change, the transfer names it, and the fork voids nothing (issue 39).
     case stolenOwnerKey
     /// Equivocating chain heads of the owner key: another version of the thief's owner-key change
     /// (same origin and sequence, another stamp), under a head the owner key signs over that
@@ -95,6 +98,8 @@ struct HostileState {
     /// ``HostileStrategy/ownerKeyEquivocation`` made (the last one is forked), and how many uses.
     var ownerKeyChanges: [Change] = []
     var ownerKeyUses = 0
+    /// Whether ``HostileStrategy/stolenOwnerKey`` forked the owner's origin already (once a run).
+    var forkedOwnerOrigin = false
     /// At most this many uses of the owner key a run: each claims an origin for the owner key
     /// (far below `Limits.originsPerMemberMax`) or forks one (far below `Limits.forkVersionsPerSequenceMax`).
     static let ownerKeyUsesMax = 3
@@ -290,6 +295,12 @@ extension Simulator {
         let thief = nodes[0].member
         let signer = share.signer(for: thief)
         let zero = [UInt8](repeating: 0, count: 16)
+        if strategy == .stolenOwnerKey, state.ownerKeyUses > 0, !state.forkedOwnerOrigin, chance(500),
+           let fork = ownerOriginFork(replica, signer: signer, state.node) {
+            state.forkedOwnerOrigin = true
+            count("\(HostileStrategy.stolenOwnerKey.countKey).ownerOriginFork")
+            return fork
+        }
         if strategy == .ownerKeyEquivocation, var version = state.ownerKeyChanges.last {
             version.hlc.counter &+= 1
             state.ownerKeyChanges.append(version)
@@ -310,6 +321,28 @@ extension Simulator {
         state.ownerKeyChanges.append(change)
         log("\(nodes[state.node].name) signs a second genesis and membership records with the owner key under \(claim.origin)")
         return (change, signedHead(of: change, after: zero, by: signer).head)
+    }
+
+    /// Another version of the first change of the owner's origin (replica 0's, as the hostile
+    /// `replica` holds it) that carries an owner-signed grant or revocation: the same origin and
+    /// sequence, another stamp, re-granting the hostile member (`node`) with the owner key
+    /// instead, under the head `signer` (the owner key) signs over that version's chain. Nil when
+    /// the replica holds no such change (or not the chain before it).
+    func ownerOriginFork(_ replica: Replica, signer: MemberSigner, _ node: Int) -> (change: Change, head: SignedHead)? {
+        guard let origin = nodes[0].replica?.replicaID,
+              let held = try? replica.encodedChanges(of: origin, after: 0) else { return nil }
+        let target = held.lazy.compactMap { try? RecordCodec.decodeChange($0.bytes) }.first { change in
+            change.operations.contains { switch $0 { case .grant, .revoke: true; default: false } }
+        }
+        guard let target else { return nil }
+        let previous = target.sequence == 1 ? [UInt8](repeating: 0, count: 16) : ((try? replica.chain(origin, at: target.sequence - 1)) ?? nil)
+        guard let previous else { return nil }
+        var version = target
+        version.hlc.counter &+= 1
+        version.operations = [.grant(share.grant(by: nodes[0].member, nodes[node].member.publicKey, name: nodes[node].name,
+                                                 household: household, atMillis: target.hlc.millis))]
+        log("\(nodes[node].name) signs another version of the owner's \(origin):\(target.sequence) with the owner key")
+        return (version, signedHead(of: version, after: previous, by: signer).head)
     }
 
     /// A second creation record of the household `genesis` is the genesis of: the same id, owner
