@@ -22,7 +22,9 @@ public enum RecordVersions {
     public static func minimumProtocol(toRead operation: Operation) -> UInt16 {
         switch operation {
         case .setField(_, let field, _, _): minimumProtocol(toRead: field)
-        case .createHousehold, .createChild, .addTransaction, .grant, .revoke, .claim, .transferOwner: 3
+        case .createHousehold, .createChild, .addTransaction, .grant, .revoke, .claim: 3
+        // kidledger 0.2.0 (protocol 4): a transfer that names the changes it saw (operation 9).
+        case .transferOwner(let transfer): transfer.seenChanges == nil ? 3 : 4
         }
     }
 

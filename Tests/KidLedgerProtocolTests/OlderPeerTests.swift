@@ -114,11 +114,18 @@ struct OlderPeerTests {
         #expect(RecordVersions.readablePart(of: headless, by: 3).withheld == [x: 1])
     }
 
-    @Test("the minimum version: the household's time zone needs 4; every field of 0.1.0 and every operation needs 3")
+    @Test("the minimum version: the household's time zone and limit need 4, so does a transfer naming the changes it saw; every field of 0.1.0 needs 3")
     func minimumVersions() {
         for field in Field.allCases {
-            #expect(RecordVersions.minimumProtocol(toRead: field) == (field == .householdTimeZone ? 4 : 3), "\(field)")
+            let newIn4: Set<Field> = [.householdTimeZone, .householdConfirmAbove]
+            #expect(RecordVersions.minimumProtocol(toRead: field) == (newIn4.contains(field) ? 4 : 3), "\(field)")
         }
+        let key = [UInt8](repeating: 7, count: 32), signature = [UInt8](repeating: 1, count: 64)
+        let older = OwnerTransfer(newOwner: key, epoch: 2, transferredAtMillis: 7, seen: [ReplicaID(3): 5], signature: signature)
+        let named = OwnerTransfer(newOwner: key, epoch: 2, transferredAtMillis: 7, seen: [ReplicaID(3): 5],
+                                  seenChanges: [[UInt8](repeating: 2, count: 24)], signature: signature)
+        #expect(RecordVersions.minimumProtocol(toRead: .transferOwner(older)) == 3)
+        #expect(RecordVersions.minimumProtocol(toRead: .transferOwner(named)) == 4)
         #expect(RecordVersions.newest == protocolVersionMax)
     }
 }
