@@ -63,6 +63,13 @@ public struct SessionSummary: Equatable, Sendable {
     /// `Limits.clockAheadMillisMax` ahead of this replica's clock (or after such a change of their
     /// origin): the peer offers them again in later sessions (docs/CRDT.md, "Clock skew").
     public var heldBackReceived = 0
+    /// Received changes not stored because no member's claim opens their origin (a stranger's
+    /// key, a grant not here yet) or their member holds the most origins a replica stores of one
+    /// member (docs/SECURITY.md, "Only members take space"): the peer offers them again later.
+    public var notAdmittedReceived = 0
+    /// Received batches that made this replica recompute its merged state (at most
+    /// `Limits.recomputationsPerSessionMax`; the batch past it ends the session, not applied).
+    public var recomputations = 0
 
     /// An empty summary.
     public init() {}

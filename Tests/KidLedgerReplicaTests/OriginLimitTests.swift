@@ -181,4 +181,38 @@ struct OriginLimitTests {
         #expect(try other.digest() == keeper.digest())
         #expect(try other.verify().isIntact && keeper.verify().isIntact)
     }
+
+    /// Issue 39, point 2: a member writing more than ``Limits/bytesPerMemberMax`` bytes of change
+    /// log (here in changes of 2,000 gives with 1,000-byte notes, about 2 MiB each) is refused,
+    /// not the household: the change that crosses is stored, every ledger change the member made
+    /// stops counting (its first give included), later ones are refused unstored, and the
+    /// owner's writes count.
+    @Test("a member past the byte limit is refused; what it wrote stops counting")
+    func memberByteQuota() throws {
+        let r = try h.replica(1)
+        try r.applySigned(h.founding())
+        #expect(try r.balance(of: OwnedHousehold.ava) == 100)
+        let spouse = h.origin(h.spouseKey)
+        let note = String(repeating: "n", count: Limits.noteBytesMax)
+        var sequence: UInt64 = 1, stored = 0, refused = 0
+        while refused == 0 && sequence < 100 {
+            sequence += 1
+            let gives = (0..<2_000).map { i in
+                Operation.addTransaction(LedgerTransaction(id: RecordID(high: sequence, low: UInt64(i)), childID: OwnedHousehold.ava,
+                                                           amountCents: 1, createdAtMillis: 1_000, note: note, source: "give"))
+            }
+            let report = try r.applySigned([h.change(spouse, sequence, millis: 10 + Int64(sequence), gives)])
+            stored += report.applied
+            refused += report.notAdmitted
+        }
+        // Each change is about 2 MiB: the one that crosses 64 MiB is the last stored.
+        #expect(refused == 1)
+        #expect(stored >= 30 && stored <= 34)
+        #expect(try r.versionVector()[spouse] == UInt64(stored) + 1)
+        #expect(try r.balance(of: OwnedHousehold.ava) == 0)
+        // The owner (not held to the limit) still writes.
+        try r.applySigned([h.change(owner, 3, millis: 500, [h.give(9, 700)])])
+        #expect(try r.balance(of: OwnedHousehold.ava) == 700)
+        #expect(try r.verify().isIntact)
+    }
 }

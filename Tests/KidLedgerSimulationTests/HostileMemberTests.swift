@@ -108,6 +108,19 @@ struct HostileMemberTests {
         #expect(results.contains { $0.rejectedChanges > 0 })
     }
 
+    /// Issue 39: a flood of throwaway keys' origins is stored by no honest replica (the hostile
+    /// checks fail otherwise), and a first change sent without its claim, then with it, is
+    /// refused, then taken; the honest replicas converge either way.
+    @Test("strangerFlood and claimlessFirst: no honest replica stores a stranger's origin; the honest replicas converge",
+          arguments: [HostileStrategy.strangerFlood, .claimlessFirst])
+    func membersOnly(strategy: HostileStrategy) {
+        let results = Self.runOnly(strategy, 1...6, keepTrace: true)
+        #expect(results.reduce(0) { $0 + $1.faults[strategy.countKey, default: 0] } > 0)
+        if strategy == .strangerFlood {
+            #expect(results.contains { $0.trace.contains { $0.contains("crafts a strangerFlood") } })
+        }
+    }
+
     @Test("the membership the log says restates the per-member limits: one origin over, or one child over, and the member's origins are cut at 0")
     func logMembershipLimits() {
         // Claims' signatures are the apply path's to check; the log's membership reads who claims.

@@ -364,7 +364,10 @@ public final class Simulator {
         // The honest ones hold what the hostile member wrote itself (what it crafted may be refused);
         // once it is revoked and ignores it, what it wrote up to its revocation's cut (its later
         // changes get through only while a member lags, and count nowhere).
-        if let state = hostile, let own = nodes[state.node].replica?.replicaID {
+        // (Not when it floods origins: then a replica may have stored 257 others of its origins
+        // first and refuse its own, which counts for nothing anyway.)
+        if let state = hostile, let own = nodes[state.node].replica?.replicaID,
+           !honest.contains(where: { (try? $0.replica?.floodingMembers().contains(nodes[state.node].member.publicKey.bytes)) ?? nil ?? false }) {
             let made = (try? nodes[state.node].versionVector()[own]) ?? nil
             if !stopped.contains(state.node) {
                 guard honest.allSatisfy({ ((try? $0.versionVector()[own]) ?? nil) == made }) else { return false }
@@ -378,8 +381,16 @@ public final class Simulator {
             let key = nodes[i].member.publicKey.bytes
             guard honest.allSatisfy({ (try? $0.revokedKeys().contains(key)) ?? false }) else { return false }
         }
-        // Equal vectors and equal hash chains: the same changes, every version of them.
+        // Equal vectors and equal hash chains: the same changes, every version of them; but for
+        // the origins of a member over `Limits.originsPerMemberMax` (each replica stores the first
+        // `Limits.originsPerMemberStoredMax` it receives, so they may hold different ones; none
+        // counts).
         guard let first = honest.first?.heads() else { return false }
-        return honest.dropFirst().allSatisfy { $0.heads() == first }
+        if honest.dropFirst().allSatisfy({ $0.heads() == first }) { return true }
+        guard hostile != nil else { return false }
+        let flooded = honest.reduce(into: Set<ReplicaID>()) { $0.formUnion((try? $1.replica?.originsOfFloodingMembers()) ?? []) }
+        guard !flooded.isEmpty else { return false }
+        let kept = first.filter { !flooded.contains($0.key) }
+        return honest.dropFirst().allSatisfy { $0.heads()?.filter { !flooded.contains($0.key) } == kept }
     }
 }
