@@ -261,6 +261,9 @@ enum SyncDriver {
                 + (s.childrenDiffering.isEmpty ? "" : "; children differ: \(s.childrenDiffering.count)")
                 + (s.unauthenticatedReceived == 0 ? ""
                     : "; refused \(s.unauthenticatedReceived) changes no signed head of their author reaches (forged or altered: docs/SECURITY.md)")
+                + (s.notAdmittedReceived == 0 ? ""
+                    : "; refused \(s.notAdmittedReceived) changes of origins no member's claim opens "
+                        + "(a key nobody granted, a grant not here yet, or a member over its origin limit: docs/SECURITY.md)")
                 + heldBackNote(s) + withheldNote(s)
         }
         return "sync with \(TextEscaping.terminal(r.address)) failed after \(formatSeconds(r.seconds)): \(TextEscaping.terminal(r.failure ?? "unknown error"))"

@@ -35,6 +35,26 @@ public enum Limits {
     /// replica (its membership records still apply). Decided by the claims in the log alone, so
     /// every replica holding them agrees.
     public static let originsPerMemberMax = 256
+    /// Most origins of one member key a replica stores: ``originsPerMemberMax`` and one more, the
+    /// evidence that the member crossed the limit (then every ledger change it made is rejected,
+    /// and its claims are left out of the state digest, so replicas holding different ones
+    /// agree). Claims past it are refused, not stored, like a stranger's: so the version vector
+    /// holds at most (members × this) origins (docs/SECURITY.md, "Only members take space").
+    public static let originsPerMemberStoredMax = originsPerMemberMax + 1
+    /// Most bytes of change log (the changes' canonical encodings, every version) that one member
+    /// key other than the current owner may make a replica store: 64 MiB, about half a million
+    /// transactions with short notes (a family writes a few thousand a year). The change that
+    /// takes a member past it is stored (the evidence), every ledger change that member made is
+    /// then rejected on every replica (as for ``originsPerMemberMax``), and a replica refuses its
+    /// later changes, not stored. The current owner is not held to it (the owner is trusted: it
+    /// grants the members); a former owner is.
+    public static let bytesPerMemberMax: UInt64 = 64 << 20
+    /// Most times one sync session may make a replica recompute its whole merged state (a
+    /// revocation, an owner transfer, a member crossing a per-member limit): at most once per
+    /// received batch, and at most this many batches that need it in one session; past it the
+    /// session ends (what was applied stays) and the rest comes in later sessions. An honest
+    /// household needs one or two in a session (a few revocations arrive in one batch).
+    public static let recomputationsPerSessionMax = 8
     /// Most children one member key's changes may create. A member whose changes create more
     /// (counted whether the rule lets them count or not) is flooding the household: every ledger
     /// change it made is rejected on every replica, as for ``originsPerMemberMax``.

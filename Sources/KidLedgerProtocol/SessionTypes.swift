@@ -69,6 +69,13 @@ public struct SessionSummary: Equatable, Sendable {
     /// protocol version that can't read them (or they follow such a change of their origin:
     /// ``RecordVersions/readablePart(of:by:)``). It gets them once it is updated.
     public var changesWithheld = 0
+    /// Received changes not stored because no member's claim opens their origin (a stranger's
+    /// key, a grant not here yet) or their member holds the most origins a replica stores of one
+    /// member (docs/SECURITY.md, "Only members take space"): the peer offers them again later.
+    public var notAdmittedReceived = 0
+    /// Received batches that made this replica recompute its merged state (at most
+    /// `Limits.recomputationsPerSessionMax`; the batch past it ends the session, not applied).
+    public var recomputations = 0
 
     /// An empty summary.
     public init() {}

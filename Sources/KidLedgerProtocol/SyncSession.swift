@@ -263,7 +263,10 @@ public final class SyncSession {
 
     private func receiveBatch(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead], isLast: Bool) throws(ProtocolError) {
         summary.batchesReceived += 1
-        let report = try storage { try replica.applyRemote(changes, received: received, heads: heads) }
+        let recomputes = summary.recomputations < Limits.recomputationsPerSessionMax
+        let report = try storage { try replica.applyRemote(changes, received: received, heads: heads, recomputes: recomputes) }
+        if report.recomputed { summary.recomputations += 1 }
+        summary.notAdmittedReceived += report.notAdmitted
         summary.unauthenticatedReceived += report.unauthenticated
         summary.heldBackReceived += report.heldBack
         summary.changesApplied += report.applied

@@ -44,8 +44,17 @@ final class ApplyContext {
     @exclusivity(unchecked) private var claimCounts: [ByteKey: Int] = [:]
     /// How many children each member's changes create (counted once, then kept up to date).
     @exclusivity(unchecked) private var childCounts: [ByteKey: Int] = [:]
+    /// How many bytes of change log each member's origins hold (``Tables/memberBytes``).
+    @exclusivity(unchecked) private var memberBytes: [ByteKey: Held<UInt64>] = [:]
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
+    /// Whether a change applied here needs the merged state recomputed (``Replica/rebuild(in:)``),
+    /// which ``Replica/withApplyContext(_:now:verifier:preparer:queries:_:)`` does once before
+    /// the flush; until then the changes' ledger operations are not merged one by one.
+    @exclusivity(unchecked) var recomputePending = false
+    /// Whether the changes applied here come from a peer, so a change opening an origin is stored
+    /// only when its claim names a member (``Replica/admits(_:in:)``).
+    @exclusivity(unchecked) var admitsMembersOnly = false
 
     fileprivate init(_ store: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier, preparer: any ChangePreparer,
                      queries: any QueryCache) {
@@ -216,6 +225,27 @@ final class ApplyContext {
         return true
     }
 
+    /// How many bytes of change log `member`'s origins hold here (``Tables/memberBytes``).
+    func storedBytes(of member: [UInt8]) throws -> UInt64 {
+        let key = ByteKey(member)
+        if let held = memberBytes[key] { return held.value ?? 0 }
+        let value = Bytes.u64(try store.get(Tables.memberBytes, member)) ?? 0
+        memberBytes[key] = Held(value: value, dirty: false)
+        return value
+    }
+
+    /// Adds `count` bytes to what `member`'s origins hold; returns whether that takes it past
+    /// ``Limits/bytesPerMemberMax`` just now.
+    func addStoredBytes(_ count: Int, to member: [UInt8]) throws -> Bool {
+        let before = try storedBytes(of: member)
+        let after = before &+ UInt64(count)
+        memberBytes[ByteKey(member)] = Held(value: after, dirty: true)
+        isDirty = true
+        let crossed = before <= Limits.bytesPerMemberMax && after > Limits.bytesPerMemberMax
+        if crossed { horizons = FewMap() }
+        return crossed
+    }
+
     /// Forgets the standings computed so far: an origin's lowest forked sequence moved, and it
     /// bounds what a revocation's cut covers there (``Replica/covered(_:_:seenUpTo:forkedFrom:)``).
     func forgetStandings() { horizons = FewMap() }
@@ -231,7 +261,7 @@ final class ApplyContext {
 
     // MARK: Flush
 
-    /// Writes every held entry the store lacks, table by table in name order (aggregates, claims,
+    /// Writes every held entry the store lacks, table by table (aggregates, claims, member bytes,
     /// meta, vector), each in key order.
     func flush() throws {
         let children = aggregates.keys
@@ -244,6 +274,11 @@ final class ApplyContext {
             }
         }
         try flush(&claims, Tables.claims) { $0 }
+        for key in memberBytes.keys.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
+            guard let held = memberBytes[key], held.dirty else { continue }
+            try write(Tables.memberBytes, key.bytes, held.value.map { Bytes.u64($0) })
+            memberBytes[key]?.dirty = false
+        }
         if let held = digest, held.dirty {
             try write(Tables.meta, Keys.digest, held.value.map(\.bytes))
             digest?.dirty = false
@@ -268,6 +303,7 @@ final class ApplyContext {
         horizons = FewMap()
         claimCounts = [:]
         childCounts = [:]
+        memberBytes = [:]
     }
 
     /// Writes the dirty entries of `map` (keyed by origin) to `table`, in key order.
@@ -296,6 +332,10 @@ extension Replica {
         let context = ApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queries)
         do {
             let result = try body(context)
+            if context.recomputePending {
+                try rebuild(in: context)
+                context.recomputePending = false
+            }
             try context.flush()
             return result
         } catch {

@@ -11,6 +11,11 @@ public enum ApplyOutcome: Equatable, Sendable {
     case forkedVersion
     /// Its predecessor from the same origin is missing: nothing written; it will be resent.
     case gap
+    /// Not stored, in a household with an owner: it opens an origin whose claim names no member
+    /// (a stranger's key, a grant not here yet), no valid claim, or a member holding
+    /// ``Limits/originsPerMemberStoredMax`` origins already (``Replica/admits(_:in:)``).
+    /// Offered again by its sender in later sessions (and taken once its grant is here).
+    case notAdmitted
 }
 
 extension Replica {
@@ -32,11 +37,17 @@ extension Replica {
         if let problem = prepared.problem { throw LedgerError.invalid(problem) }
         let w = context.store
         let held = try context.heldSequence(change.origin)
+        // A received change opening an origin: only a member's claim makes it (docs/SECURITY.md,
+        // "Only members take space").
+        if held == 0 && change.sequence == 1 && context.admitsMembersOnly, try !admits(change, in: context) {
+            return .notAdmitted
+        }
         let outcome: ApplyOutcome
         var crossedForkLimit = false
         var forkMovesCover = false
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
+            if context.admitsMembersOnly, try overByteLimit(change.origin, in: context) { return .notAdmitted }
             var versions: [[UInt8]] = []  // at most one more than the limit
             try w.scan(Tables.changes, prefix: Keys.change(change.origin, change.sequence)) { key, _ in
                 versions.append(Array(key.suffix(8)))
@@ -48,8 +59,10 @@ extension Replica {
             // a duplicate.
             if versions.count > Limits.forkVersionsPerSequenceMax { return .duplicate }
             if versions.count == Limits.forkVersionsPerSequenceMax {
+                // Only a member's first flooded origin changes what counts: recomputed once per
+                // member, not once per origin it floods.
+                if let member = try context.claim(change.origin) { crossedForkLimit = try !forksFlooded(by: member, in: context) }
                 try w.put(Tables.forkFloods, Keys.origin(change.origin), [])
-                crossedForkLimit = true
             }
             if try noteFork(of: change.origin, at: change.sequence, held: versions, in: w) {
                 context.forgetStandings()
@@ -59,6 +72,7 @@ extension Replica {
             try rechain(change.origin, from: change.sequence, through: held, in: context)
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
+            if held > 0 && context.admitsMembersOnly, try overByteLimit(change.origin, in: context) { return .notAdmitted }
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
@@ -82,17 +96,84 @@ extension Replica {
         var digest = try context.stateDigest()
         // Membership first: a change's own claim names the author of the children it creates.
         let membershipChanged = try applyMembership(of: change, version: prepared.version, in: context, digest: &digest)
-        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover {
+        let crossedByteLimit = try countStoredBytes(of: change, prepared.encoded.count, in: context)
+        if try noteChildCreations(of: change, in: context) || membershipChanged || crossedForkLimit || forkMovesCover || crossedByteLimit
+            || context.recomputePending {
             context.setStateDigest(digest)
             // A revocation, an owner transfer, a member crossing a per-member limit or a fork
             // below what a revocation or transfer saw changes which past changes and owner-signed
-            // records count: recompute the merged state.
-            try rebuild(in: context)
+            // records count: the merged state is recomputed, once, when the transaction's changes
+            // are all applied (``withApplyContext(_:now:verifier:preparer:queries:_:)``), so a
+            // batch costs one recomputation at most, whatever it holds.
+            context.recomputePending = true
         } else {
             try applyLedger(of: change, prepared, version: prepared.version, in: context, digest: &digest)
             context.setStateDigest(digest)
         }
         return outcome
+    }
+
+    /// Whether a received change that opens its origin (its first change, of an origin not held)
+    /// may be stored, in a household with an owner: it carries a valid claim of its origin, the
+    /// claim's key is a member (the owner, a former owner, granted, or named the new owner by an
+    /// owner transfer the recovery key signed: a revoked member stays one here, its changes are
+    /// judged by its revocation), and that key holds fewer than
+    /// ``Limits/originsPerMemberStoredMax`` origins here. Anything else would let a stranger's key
+    /// (or one whose grant is not here yet: its sender offers it again later) or a flooding member
+    /// make this replica store and pass on changes without bound. Before the household is here,
+    /// nothing can be judged, and every change is taken (a joining replica receives the owner's
+    /// origins first).
+    static func admits(_ change: Change, in context: ApplyContext) throws -> Bool {
+        guard let ownership = try ownership(context.store, context.queries) else { return true }
+        var member: [UInt8]?
+        for case .claim(let c) in change.operations where c.origin == change.origin {
+            if Membership.claimProblem(c, origin: change.origin, sequence: 1, household: ownership.household,
+                                       verifier: context.verifier) == nil {
+                member = c.member
+                break
+            }
+        }
+        guard let member, try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, context.store)
+                || namedByRecovery(member, carriedBy: change, ownership, in: context) else {
+            return false
+        }
+        return try context.claimCount(of: member) < Limits.originsPerMemberStoredMax
+            && !(member != ownership.current && context.storedBytes(of: member) > Limits.bytesPerMemberMax)
+    }
+
+    /// Whether `origin`'s member (not the current owner) holds more than
+    /// ``Limits/bytesPerMemberMax`` bytes of change log here: its later changes are refused.
+    static func overByteLimit(_ origin: ReplicaID, in context: ApplyContext) throws -> Bool {
+        guard let member = try context.claim(origin), try context.storedBytes(of: member) > Limits.bytesPerMemberMax,
+              let ownership = try ownership(context.store, context.queries) else { return false }
+        return member != ownership.current
+    }
+
+    /// Counts `bytes` (the stored encoding of `change`) for the member its origin's claim names,
+    /// if any; returns whether that takes a member other than the current owner past
+    /// ``Limits/bytesPerMemberMax`` just now (its changes then stop counting: recomputed).
+    static func countStoredBytes(of change: Change, _ bytes: Int, in context: ApplyContext) throws -> Bool {
+        guard let member = try context.claim(change.origin), try context.addStoredBytes(bytes, to: member) else { return false }
+        return try ownership(context.store, context.queries)?.current != member
+    }
+
+    /// Whether an owner transfer signed by the household's recovery key names `member` as the new
+    /// owner: one `change` carries (a recovering laptop's first change carries its transfer), or
+    /// one stored (the loser of two transfers at one epoch too).
+    static func namedByRecovery(_ member: [UInt8], carriedBy change: Change, _ ownership: Ownership,
+                                in context: ApplyContext) throws -> Bool {
+        guard !ownership.recovery.isEmpty else { return false }
+        for case .transferOwner(let t) in change.operations where t.newOwner == member {
+            let message = Membership.transferMessage(household: ownership.household, t)
+            if context.verifier.isValid(signature: t.signature, message: message, key: ownership.recovery) { return true }
+        }
+        var named = false
+        try context.store.scan(Tables.transfers) { _, value in
+            var reader = ByteReader(value)
+            if case .transferOwner(let t)? = try? RecordCodec.decodeOperation(&reader) { named = t.newOwner == member }
+            return !named
+        }
+        return named
     }
 
     /// Whether `origin`'s new lowest fork at `sequence` takes changes it already judged out of

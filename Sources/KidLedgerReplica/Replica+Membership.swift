@@ -19,6 +19,10 @@ extension Tables {
     /// The household's arrival, when the log holds other changes, triggers a rebuild, which
     /// applies the household first and judges them all.
     public static let pendingClaims = Table("pendingClaims")
+    /// Bytes of change log each member's origins hold: member key (32) → u64 (the changes'
+    /// encodings, every version). Derived from the log (recomputed with the state); bounds what
+    /// one member makes every replica store (``Limits/bytesPerMemberMax``).
+    public static let memberBytes = Table("memberBytes")
 }
 
 extension Operation {
@@ -305,6 +309,9 @@ extension Replica {
             if try context.childCount(of: member) > Limits.childrenPerMemberMax {
                 return Standing(cut: [:], reason: RejectedReason.overChildLimit)
             }
+            if member != ownership.current, try context.storedBytes(of: member) > Limits.bytesPerMemberMax {
+                return Standing(cut: [:], reason: RejectedReason.overByteLimit)
+            }
             if try forksFlooded(by: member, in: context) {
                 return Standing(cut: [:], reason: RejectedReason.overForkLimit)
             }
@@ -360,7 +367,7 @@ extension Replica {
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
                        Tables.creators, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.rejected, Tables.forged,
-                       Tables.pendingClaims, Tables.childCreations]
+                       Tables.pendingClaims, Tables.childCreations, Tables.memberBytes]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
         // A pin that does not name its genesis yet names the one applied (never the first in log order).
@@ -381,6 +388,11 @@ extension Replica {
                 _ = try applyMembership(of: entry.change, version: entry.version, in: context, digest: &digest, including: pass)
             }
         }
+        // What each member's origins hold, then which members flood.
+        for entry in log {
+            if let member = try context.claim(entry.change.origin) { _ = try context.addStoredBytes(entry.encoded.count, to: member) }
+        }
+        try leaveFloodedClaimsOutOfDigest(in: context, digest: &digest)
         // Every child each member's changes create, before any is judged.
         for entry in log { _ = try noteChildCreations(of: entry.change, in: context) }
         for entry in log {
@@ -389,6 +401,53 @@ extension Replica {
             try applyLedger(of: entry.change, prepared, version: entry.version, in: context, digest: &digest)
         }
         context.setStateDigest(digest)
+    }
+
+    /// Takes the claims of every member holding more than ``Limits/originsPerMemberMax`` origins
+    /// out of the state digest: each replica stores the first ``Limits/originsPerMemberStoredMax``
+    /// such claims it receives and refuses the rest, so replicas may hold different ones, and
+    /// they count for nothing (every ledger change of that member is rejected). One scan of the
+    /// claims, in a recomputation (crossing the limit recomputes).
+    static func leaveFloodedClaimsOutOfDigest(in context: ApplyContext, digest: inout Digest256) throws {
+        try context.flush()
+        for (member, origins) in try claimsByMember(context.store) where try floods(member, origins: origins.count, context.store) {
+            for origin in origins { digest.remove([UInt8(ascii: "L")] + origin + member.bytes) }
+        }
+    }
+
+    /// Whether `member`, whose claims name `origins` origins here, is over a limit replicas may
+    /// reach with different changes: more than ``Limits/originsPerMemberMax`` origins, or more than
+    /// ``Limits/bytesPerMemberMax`` bytes of change log (not the current owner). Its claims are
+    /// then not in the digest.
+    static func floods(_ member: ByteKey, origins: Int, _ r: any KeyValueReader) throws -> Bool {
+        if origins > Limits.originsPerMemberMax { return true }
+        guard (Bytes.u64(try r.get(Tables.memberBytes, member.bytes)) ?? 0) > Limits.bytesPerMemberMax else { return false }
+        return try ownership(r, NoQueryCache())?.current != member.bytes
+    }
+
+    /// The stored claims, grouped by member key: each member's origins (8-byte keys), ascending.
+    static func claimsByMember(_ r: any KeyValueReader) throws -> [ByteKey: [[UInt8]]] {
+        var byMember: [ByteKey: [[UInt8]]] = [:]
+        try r.scan(Tables.claims) { key, value in
+            byMember[ByteKey(value), default: []].append(key)
+            return true
+        }
+        return byMember
+    }
+
+    /// The members whose claims here name more origins, or whose origins hold more bytes, than a
+    /// member may (``floods(_:origins:_:)``): replicas may hold different ones of their origins
+    /// (each keeps what it received first), and none of their ledger changes counts.
+    public func floodingMembers() throws -> Set<[UInt8]> {
+        try store.read { r in Set(try Self.claimsByMember(r).filter { try Self.floods($0.key, origins: $0.value.count, r) }.keys.map(\.bytes)) }
+    }
+
+    /// The origins of ``floodingMembers()``.
+    public func originsOfFloodingMembers() throws -> Set<ReplicaID> {
+        try store.read { r in
+            Set(try Self.claimsByMember(r).filter { try Self.floods($0.key, origins: $0.value.count, r) }.values.joined()
+                .compactMap { Bytes.u64($0) }.map { ReplicaID($0) })
+        }
     }
 
     static func decodeLogEntry(_ value: [UInt8]) throws -> Change {
@@ -532,6 +591,7 @@ enum RejectedReason {
     static let overOriginLimit = "made by a member that claims more than \(Limits.originsPerMemberMax) origins"
     static let overChildLimit = "made by a member whose changes create more than \(Limits.childrenPerMemberMax) children"
     static let overForkLimit = "made by a member that forked a change into more than \(Limits.forkVersionsPerSequenceMax) versions"
+    static let overByteLimit = "made by a member whose changes take more than \(Limits.bytesPerMemberMax >> 20) MiB"
 }
 
 /// What the membership rule says of an origin's changes (``Replica/rejection(of:in:)``): those

@@ -62,6 +62,13 @@ public struct ApplyReport: Equatable, Sendable {
     /// batch) are stamped more than ``Limits/clockAheadMillisMax`` ahead of this replica's clock.
     /// Their sender offers them again in later sessions.
     public var heldBack = 0
+    /// Changes not stored because they open an origin that no member's valid claim names (a
+    /// stranger's key, a grant not here yet, no claim) or whose member holds
+    /// ``Limits/originsPerMemberStoredMax`` origins already (``ApplyOutcome/notAdmitted``), and
+    /// the later changes of such origins in the batch. Their sender offers them again later.
+    public var notAdmitted = 0
+    /// Whether the batch made this replica recompute its merged state (once at most a batch).
+    public var recomputed = false
 }
 
 extension Replica {
@@ -105,7 +112,7 @@ extension Replica {
     /// Changes this replica holds that `vector` does not cover, origin by origin in sequence
     /// order (every version of a forked sequence, never split), about `limit` of them. Costs one
     /// cursor range per origin: proportional to what is missing, not to the size of the ledger.
-    /// The owner's origins come first (then the others, each group in ascending order), so a
+    /// The owners' origins come first (the current and former owners'; then the others, each group in ascending order), so a
     /// joining replica receives the genesis, grants and revocations before the members' changes
     /// they judge, and need not recompute its state when the genesis arrives.
     public func changes(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [Change] {
@@ -121,10 +128,16 @@ extension Replica {
             var result: [EncodedChange] = []
             let mine = try Self.versionVector(r, queryCache)
             var missing = mine.filter { (vector[$0.key] ?? 0) < $0.value }.keys.sorted()
-            if let (_, ownerKey) = try Self.owner(r, queryCache) {
+            if let ownership = try Self.ownership(r, queryCache) {
+                // Every owner's, the former ones' too: their grants are what lets a receiver store
+                // the members' changes (it refuses an origin whose claim names no member).
                 var owners: [ReplicaID] = [], others: [ReplicaID] = []
                 for origin in missing {
-                    if try r.get(Tables.claims, Keys.origin(origin)) == ownerKey { owners.append(origin) } else { others.append(origin) }
+                    if let key = try r.get(Tables.claims, Keys.origin(origin)), ownership.hasOwned(key) {
+                        owners.append(origin)
+                    } else {
+                        others.append(origin)
+                    }
                 }
                 missing = owners + others
             }
@@ -261,30 +274,47 @@ extension Replica {
     /// `received`, when given, holds the bytes each change was decoded from (one per change, not
     /// necessarily canonical): a ``preparer`` that remembers changes may find a change's
     /// prepared form by them without encoding it again.
+    ///
+    /// `recomputes` false: a batch that would make this replica recompute its merged state is
+    /// not applied (``RecomputationsSpent`` is thrown, nothing is written); a session passes it
+    /// once it spent ``Limits/recomputationsPerSessionMax``.
     @discardableResult
-    public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil, heads: [SignedHead] = []) throws -> ApplyReport {
+    public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil, heads: [SignedHead] = [],
+                            recomputes: Bool = true) throws -> ApplyReport {
         precondition(received == nil || received!.count == changes.count, "one received encoding per change")
         let early = Self.heldBack(changes, heads: heads, now: clock.nowMillis())
-        guard !early.isEmpty else { return try applyAuthenticatedOrigins(changes, received: received, heads: heads) }
+        guard !early.isEmpty else {
+            return try applyAuthenticatedOrigins(changes, received: received, heads: heads, recomputes: recomputes)
+        }
         let kept = changes.indices.filter { !early.contains($0) }
         var report = try applyAuthenticatedOrigins(kept.map { changes[$0] }, received: received.map { r in kept.map { r[$0] } },
-                                                   heads: heads)
+                                                   heads: heads, recomputes: recomputes)
         report.heldBack = early.count
         return report
     }
 
-    /// ``applyRemote(_:received:heads:)`` of the changes not held back.
-    private func applyAuthenticatedOrigins(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead]) throws -> ApplyReport {
+    /// Thrown by ``applyRemote(_:received:heads:recomputes:)`` for a batch that needs a
+    /// recomputation when none is allowed: a session spent its recomputations.
+    public struct RecomputationsSpent: Error, CustomStringConvertible {
+        public var description: String {
+            "the peer's changes already made this laptop recompute its ledger \(Limits.recomputationsPerSessionMax) times "
+                + "in this session (the most one session may); the rest comes in the next session"
+        }
+    }
+
+    /// ``applyRemote(_:received:heads:recomputes:)`` of the changes not held back.
+    private func applyAuthenticatedOrigins(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead],
+                                           recomputes: Bool) throws -> ApplyReport {
         // The batch is applied, then checked, in one transaction; when an origin fails the check
         // the transaction is rolled back and the batch applied again without that origin. Each
         // round refuses at least one more origin, so this ends.
         var refused: Set<ReplicaID> = []
         while true {
             do {
-                if refused.isEmpty { return try applyAuthenticated(changes, received: received, heads: heads) }
+                if refused.isEmpty { return try applyAuthenticated(changes, received: received, heads: heads, recomputes: recomputes) }
                 let kept = changes.indices.filter { !refused.contains(changes[$0].origin) }
                 var report = try applyAuthenticated(kept.map { changes[$0] }, received: received.map { r in kept.map { r[$0] } },
-                                                    heads: heads.filter { !refused.contains($0.origin) })
+                                                    heads: heads.filter { !refused.contains($0.origin) }, recomputes: recomputes)
                 report.unauthenticated = changes.count - kept.count
                 return report
             } catch let failed as UnauthenticatedOrigins {
@@ -319,7 +349,7 @@ extension Replica {
         var origins: Set<ReplicaID>
     }
 
-    private func applyAuthenticated(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead]) throws -> ApplyReport {
+    private func applyAuthenticated(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead], recomputes: Bool) throws -> ApplyReport {
         let now = clock.nowMillis()
         var generator = random
         let verifier = self.verifier
@@ -334,21 +364,48 @@ extension Replica {
             outcomes.reserveCapacity(changes.count)
             versions.reserveCapacity(changes.count)
             var needsHeads = false
+            var notAdmitted: Set<ReplicaID> = []
             try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
+                context.admitsMembersOnly = true
+                defer { report.recomputed = context.recomputePending }
                 // The pure part of each change (encodings and hashes) is prepared on the
                 // injected splitter's producing side, on another core in the CLI, while this
                 // thread applies.
-                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome, version in
+                func count(_ change: Change, _ outcome: ApplyOutcome) {
                     switch outcome {
                     case .applied: report.applied += 1
                     case .duplicate: report.duplicates += 1
+                    case .gap where notAdmitted.contains(change.origin): report.notAdmitted += 1
                     case .gap: report.gaps += 1
                     case .forkedVersion: report.forkedVersions += 1
+                    case .notAdmitted: report.notAdmitted += 1
                     }
+                    if outcome == .notAdmitted { notAdmitted.insert(change.origin) }
                     if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
+                }
+                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome, version in
+                    count(change, outcome)
                     outcomes.append(outcome)
                     versions.append(version)
                 }
+                // A version of an origin's first change refused before the version carrying the
+                // claim opened the origin later in the batch (versions go in hash order): now it
+                // is another version of a claimed origin, offered once more.
+                var again: [Int] = []
+                for i in changes.indices where outcomes[i] == .notAdmitted && changes[i].sequence == 1 {
+                    if try context.heldSequence(changes[i].origin) > 0 { again.append(i) }
+                }
+                if !again.isEmpty {
+                    var next = again.makeIterator()
+                    try Self.apply(again.map { changes[$0] }, received: received.map { r in again.map { r[$0] } }, in: context,
+                                   splitter: splitter) { change, outcome, _ in
+                        guard let i = next.next() else { return }
+                        report.notAdmitted -= 1
+                        count(change, outcome)
+                        outcomes[i] = outcome
+                    }
+                }
+                if context.recomputePending && !recomputes { throw RecomputationsSpent() }
                 // Read after applying: a replica without a pin takes the first genuine genesis
                 // it applies, and the changes after it in the batch are then checked too.
                 let household: RecordID

@@ -181,4 +181,72 @@ struct OriginLimitTests {
         #expect(try other.digest() == keeper.digest())
         #expect(try other.verify().isIntact && keeper.verify().isIntact)
     }
+
+    /// Issue 39, point 2: a member writing more than ``Limits/bytesPerMemberMax`` bytes of change
+    /// log (here in changes of 2,000 gives with 1,000-byte notes, about 2 MiB each) is refused,
+    /// not the household: the change that crosses is stored, every ledger change the member made
+    /// stops counting (its first give included), later ones are refused unstored, and the
+    /// owner's writes count.
+    @Test("a member past the byte limit is refused; what it wrote stops counting")
+    func memberByteQuota() throws {
+        let r = try h.replica(1)
+        try r.applySigned(h.founding())
+        #expect(try r.balance(of: OwnedHousehold.ava) == 100)
+        let spouse = h.origin(h.spouseKey)
+        let note = String(repeating: "n", count: Limits.noteBytesMax)
+        var sequence: UInt64 = 1, stored = 0, refused = 0
+        while refused == 0 && sequence < 100 {
+            sequence += 1
+            let gives = (0..<2_000).map { i in
+                Operation.addTransaction(LedgerTransaction(id: RecordID(high: sequence, low: UInt64(i)), childID: OwnedHousehold.ava,
+                                                           amountCents: 1, createdAtMillis: 1_000, note: note, source: "give"))
+            }
+            let report = try r.applySigned([h.change(spouse, sequence, millis: 10 + Int64(sequence), gives)])
+            stored += report.applied
+            refused += report.notAdmitted
+        }
+        // Each change is about 2 MiB: the one that crosses 64 MiB is the last stored.
+        #expect(refused == 1)
+        #expect(stored >= 30 && stored <= 34)
+        #expect(try r.versionVector()[spouse] == UInt64(stored) + 1)
+        #expect(try r.balance(of: OwnedHousehold.ava) == 0)
+        // The owner (not held to the limit) still writes.
+        try r.applySigned([h.change(owner, 3, millis: 500, [h.give(9, 700)])])
+        #expect(try r.balance(of: OwnedHousehold.ava) == 700)
+        #expect(try r.verify().isIntact)
+    }
+
+    /// Issue 39: replicas store the first ``Limits/originsPerMemberStoredMax`` origins of a member
+    /// they receive, so a flooding member's origins differ from replica to replica with arrival
+    /// order. What counts does not: once each holds that many (every replica holding them offers
+    /// them, and a replica takes them until it does), every one rejects that member's changes
+    /// and the digests are equal; until then a replica holding fewer counts them (the hostile
+    /// campaign's seeds 7000517, 7000682 and 7000714 were stopped in that window).
+    @Test("replicas holding different origins of a flooding member agree once each holds the limit's worth")
+    func floodedOriginsDifferButJudgementsAgree() throws {
+        let stored = UInt64(Limits.originsPerMemberStoredMax)
+        let first = try h.replica(1), second = try h.replica(2), late = try h.replica(3)
+        // The founding carries the spouse's origin of nonce 0: each holds it and 256 others.
+        try first.applySigned(log(lastNonce: stored - 1))
+        try second.applySigned(h.founding() + (100..<(100 + stored)).map(spouseOrigin))
+        #expect(try second.versionVector().count == first.versionVector().count)
+        try late.applySigned(log(lastNonce: 100))
+        #expect(try first.floodingMembers() == [h.spouseKey] && second.floodingMembers() == [h.spouseKey])
+        #expect(try late.floodingMembers().isEmpty)
+        #expect(try first.versionVector() != second.versionVector())
+        try second.applySigned([h.change(owner, 3, millis: 5, [h.give(2, 500)])])
+        #expect(try first.digest() == second.digest())
+        #expect(try first.balance(of: OwnedHousehold.ava) == 500)
+        // A replica under the limit counts the member's gives until more of its origins arrive.
+        #expect(try late.balance(of: OwnedHousehold.ava) == 500 + 100 + 100)
+        _ = try late.applySigned(try first.changes(notCoveredBy: try late.versionVector()))
+        #expect(try late.floodingMembers() == [h.spouseKey])
+        #expect(try late.digest() == first.digest())
+        #expect(try late.balance(of: OwnedHousehold.ava) == 500)
+        // Offered the other's origins, each refuses them: it holds the limit's worth already.
+        let report = try first.applySigned(try second.changes(notCoveredBy: try first.versionVector()))
+        #expect(report.applied == 0 && report.notAdmitted > 0)
+        #expect(try first.digest() == second.digest())
+        for r in [first, second, late] { #expect(try r.verify().isIntact) }
+    }
 }

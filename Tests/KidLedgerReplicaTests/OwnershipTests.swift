@@ -169,7 +169,7 @@ struct OwnershipTests {
 
     @Test func aHouseholdWithoutARecoveryKeyRefusesEveryTransfer() throws {
         let r = try h.replica(1)
-        try r.applySigned([h.change(owner, 1, millis: 1, [h.genesis(), h.claim(owner, key: h.ownerKey)]),
+        try r.applySigned([h.change(owner, 1, millis: 1, [h.genesis(), h.claim(owner, key: h.ownerKey), h.grant(h.spouseKey, name: "Dad")]),
                            h.change(spouse, 1, millis: 2, [h.claim(spouse, key: h.spouseKey), rh.transfer(to: h.spouseKey, epoch: 1, seen: [:])])])
         #expect(try r.ownership()?.owner == h.ownerKey)
         #expect(try r.membershipCounts().forged == 1)

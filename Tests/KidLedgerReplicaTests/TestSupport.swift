@@ -92,6 +92,7 @@ extension Replica {
                 case .duplicate: duplicate += 1
                 case .gap: refused.append(change)
                 case .forkedVersion: Issue.record("unexpected forked version of \(change.origin)/\(change.sequence)")
+                case .notAdmitted: Issue.record("unexpected refusal of \(change.origin)/\(change.sequence)")
                 }
             }
             // Every round applies at least the next change of some origin, or the input is broken.

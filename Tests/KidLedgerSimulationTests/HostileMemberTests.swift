@@ -67,6 +67,18 @@ struct HostileMemberTests {
                      "seed 950169 — reproduce: swift run kidledger-sim seed 950169 --hostile --trace")
     }
 
+    /// The hostile campaign of 2,000 seeds from 7000000 (issue 39's merge, reverted): with an
+    /// origin flood, the run was called quiet as soon as ONE honest replica held the flooding
+    /// member over its origin limit, while another still held fewer of its origins (and counted
+    /// its changes); the digests differed and the checks read the counted changes as a revoked
+    /// member's. Now quiet waits until every honest replica holds it over the limit.
+    @Test("hostile campaign seeds of an origin flood: quiet only once every honest replica holds the member over its limit",
+          arguments: [7000517 as UInt64, 7000682, 7000714])
+    func originFloodQuietRegressions(seed: UInt64) {
+        expectPassed(SimulatorCLI.runSeed(seed, replicas: 2...5, adjust: Self.makeHostile),
+                     "seed \(seed) — reproduce: swift run kidledger-sim seed \(seed) --replicas 2..5 --hostile --trace")
+    }
+
     /// Makes the hostile member use `strategy` only.
     static func only(_ strategy: HostileStrategy) -> (inout SimulationParameters) -> Void {
         { p in
@@ -106,6 +118,19 @@ struct HostileMemberTests {
         let results = Self.runOnly(strategy, 1...6)
         #expect(results.reduce(0) { $0 + $1.faults[strategy.countKey, default: 0] } > 0)
         #expect(results.contains { $0.rejectedChanges > 0 })
+    }
+
+    /// Issue 39: a flood of throwaway keys' origins is stored by no honest replica (the hostile
+    /// checks fail otherwise), and a first change sent without its claim, then with it, is
+    /// refused, then taken; the honest replicas converge either way.
+    @Test("strangerFlood and claimlessFirst: no honest replica stores a stranger's origin; the honest replicas converge",
+          arguments: [HostileStrategy.strangerFlood, .claimlessFirst])
+    func membersOnly(strategy: HostileStrategy) {
+        let results = Self.runOnly(strategy, 1...6, keepTrace: true)
+        #expect(results.reduce(0) { $0 + $1.faults[strategy.countKey, default: 0] } > 0)
+        if strategy == .strangerFlood {
+            #expect(results.contains { $0.trace.contains { $0.contains("crafts a strangerFlood") } })
+        }
     }
 
     @Test("the membership the log says restates the per-member limits: one origin over, or one child over, and the member's origins are cut at 0")

@@ -111,6 +111,14 @@ struct ChangeLogs {
 
     /// The changes of the log of the replica at `index`.
     func set(_ index: Int) -> ChangeIndex { distinct[which[index]].set }
+
+    /// Whether the replica at `index` holds the same log as the first.
+    func holdsFirst(_ index: Int) -> Bool { which[index] == 0 }
+
+    /// The log of the replica at `index`, decoded.
+    func decoded(_ index: Int) throws -> [Change] {
+        holdsFirst(index) ? first : try distinct[which[index]].log.map(Self.decode)
+    }
 }
 
 extension RecordID {

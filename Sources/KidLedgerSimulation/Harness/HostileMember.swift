@@ -52,6 +52,16 @@ public enum HostileStrategy: String, CaseIterable, Sendable {
     /// (same origin and sequence, another stamp), under a head the owner key signs over that
     /// version's chain (a fork of an origin the owner key claims).
     case ownerKeyEquivocation
+    /// Claims of fresh origins by throwaway keys nobody granted (each with a change giving money),
+    /// in one batch under heads those keys sign: a stranger's flood (issue 39, point 2). No
+    /// honest replica stores or passes on any of it (checked: ``Simulator/strangerOriginsHeld()``).
+    case strangerFlood
+    /// A fresh origin of its own whose first change it sends twice: first a version without the
+    /// claim, then the one with it (each under a head it signs), so a receiver would judge the
+    /// first unclaimed and recompute its whole state for the second (issue 39, point 3). The
+    /// first is refused (no member's claim opens the origin); the second is taken, with no
+    /// recomputation.
+    case claimlessFirst
 
     /// Whether it alters or adds frames (``writeAfterRevocation`` writes real changes instead).
     var altersFrames: Bool { self != .writeAfterRevocation }
@@ -103,6 +113,10 @@ struct HostileState {
     /// At most this many uses of the owner key a run: each claims an origin for the owner key
     /// (far below `Limits.originsPerMemberMax`) or forks one (far below `Limits.forkVersionsPerSequenceMax`).
     static let ownerKeyUsesMax = 3
+    /// The origins ``HostileStrategy/strangerFlood`` made for throwaway keys (none may be stored).
+    var strangerOrigins: Set<ReplicaID> = []
+    /// How many throwaway keys it used so far (their seeds are drawn from the run's generator).
+    static let strangersPerFlood = 40
 
     /// Whether it ignores its revocation: no attentionRequired, it keeps writing and syncing.
     var ignoresRevocation: Bool { strategies.contains(.writeAfterRevocation) }
@@ -194,6 +208,26 @@ extension Simulator {
                       let crafted = ownerKeyChange(strategy, &state, replica) else { break }
                 state.ownerKeyUses += 1
                 out.append(Message.changes([crafted.change], isLast: false, heads: [crafted.head]).frame())
+            case .strangerFlood:
+                guard case .changes? = message, state.floodSends[strategy, default: 0] < HostileState.floodSendsMax else { break }
+                let flood = state.floods[strategy] ?? strangerChanges(&state)
+                state.floods[strategy] = flood
+                state.floodSends[strategy, default: 0] += 1
+                out.append(Message.changes(flood.map { $0.change }, isLast: false, heads: flood.map { $0.head }).frame())
+            case .claimlessFirst:
+                guard case .changes? = message, let child = ((try? replica.children()) ?? nil)?.first?.id else { break }
+                let signer = nodes[state.node].member.signer
+                let claim = signer.claim(household: household, nonce: state.nextNonce)
+                state.nextNonce += 1
+                let id = Membership.entryID(RecordID(high: g.next(), low: g.next()), madeBy: signer.key)
+                let give = Operation.addTransaction(LedgerTransaction(id: id, childID: child, amountCents: 1,
+                                                                      createdAtMillis: time.millis, source: "give"))
+                let zero = [UInt8](repeating: 0, count: 16)
+                let hlc = HLC(millis: time.millis + nodes[state.node].skew)
+                for operations in [[give], [.claim(claim), give]] {
+                    let change = Change(origin: claim.origin, sequence: 1, hlc: hlc, operations: operations)
+                    out.append(Message.changes([change], isLast: false, heads: [signedHead(of: change, after: zero, by: signer).head]).frame())
+                }
             case .writeAfterRevocation:
                 break
             }
@@ -424,6 +458,33 @@ extension Simulator {
         let preparer = PlainPreparer()
         let link = preparer.link(after: previous, onlyVersion: preparer.prepare(change, received: nil).version)
         return (signer.head(household: household, origin: change.origin, sequence: change.sequence, chain: link), link)
+    }
+
+    /// The crafted changes of ``HostileStrategy/strangerFlood``: for each of
+    /// ``HostileState/strangersPerFlood`` throwaway keys, the claim of a fresh origin and a give of
+    /// one cent to a child (when there is one), under the head that key signs.
+    func strangerChanges(_ state: inout HostileState) -> [(change: Change, head: SignedHead)] {
+        let node = nodes[state.node]
+        let now = time.millis + node.skew
+        let zero = [UInt8](repeating: 0, count: 16)
+        let child = ((try? node.replica?.children()) ?? nil)?.first?.id
+        var flood: [(change: Change, head: SignedHead)] = []
+        for _ in 0..<HostileState.strangersPerFlood {
+            guard let stranger = try? share.identity(seed: drawBytes(Identity.seedByteCount)) else { continue }
+            let signer = share.signer(for: stranger)
+            let claim = signer.claim(household: household, nonce: g.next())
+            var operations: [Operation] = [.claim(claim)]
+            if let child {
+                let id = Membership.entryID(RecordID(high: g.next(), low: g.next()), madeBy: signer.key)
+                operations.append(.addTransaction(LedgerTransaction(id: id, childID: child, amountCents: 1, createdAtMillis: now,
+                                                                    source: "give")))
+            }
+            let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: now), operations: operations)
+            state.strangerOrigins.insert(claim.origin)
+            flood.append((change, signedHead(of: change, after: zero, by: signer).head))
+        }
+        log("\(node.name) crafts a strangerFlood: \(flood.count) origins of throwaway keys")
+        return flood
     }
 
     /// The crafted changes of a flood, each with its signed head: for ``HostileStrategy/originFlood``,

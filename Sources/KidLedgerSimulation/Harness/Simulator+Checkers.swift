@@ -87,6 +87,14 @@ extension Simulator {
                 failures.append("\(node.name): the owner was displaced (\(owners.count) owners\(owners.first.map { $0.key == hostileKey ? ", the hostile member's" : "" } ?? ""))")
             }
             if members.contains(where: { !known.contains($0.key) }) { failures.append("\(node.name) lists a member the hostile member granted") }
+            // Only members take space: no origin of a throwaway key (``HostileStrategy/strangerFlood``)
+            // is stored, and the vector holds at most (keys × origins one member may hold).
+            let vector = try replica.versionVector()
+            let strangers = hostile.strangerOrigins.filter { vector[$0] != nil }.count
+            if strangers > 0 { failures.append("\(node.name) stores \(strangers) origins of throwaway keys") }
+            if vector.count > known.count * Limits.originsPerMemberStoredMax {
+                failures.append("\(node.name) holds \(vector.count) origins, over \(known.count) keys × \(Limits.originsPerMemberStoredMax)")
+            }
         }
         return failures
     }

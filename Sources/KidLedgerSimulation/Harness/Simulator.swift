@@ -352,6 +352,16 @@ public final class Simulator {
 
     func count(_ fault: String) { faults[fault, default: 0] += 1 }
 
+    /// The member keys over a per-member limit on every one of `nodes` (none when one is down).
+    func floodingOnEvery(_ nodes: [SimNode]) -> Set<[UInt8]> {
+        var result: Set<[UInt8]>?
+        for node in nodes {
+            guard let flooding = try? node.replica?.floodingMembers() else { return [] }
+            result = result.map { $0.intersection(flooding) } ?? flooding
+        }
+        return result ?? []
+    }
+
     func isQuiet() -> Bool {
         // Sessions between replicas that hold the same changes move nothing, so open connections
         // don't matter once every version vector is equal.
@@ -364,7 +374,11 @@ public final class Simulator {
         // The honest ones hold what the hostile member wrote itself (what it crafted may be refused);
         // once it is revoked and ignores it, what it wrote up to its revocation's cut (its later
         // changes get through only while a member lags, and count nowhere).
-        if let state = hostile, let own = nodes[state.node].replica?.replicaID {
+        // (Not once every honest replica holds it over the origin limit: then one may have stored
+        // 257 others of its origins first and refuse its own, which counts for nothing anyway.)
+        let floodingEverywhere = floodingOnEvery(honest)
+        if let state = hostile, let own = nodes[state.node].replica?.replicaID,
+           !floodingEverywhere.contains(nodes[state.node].member.publicKey.bytes) {
             let made = (try? nodes[state.node].versionVector()[own]) ?? nil
             if !stopped.contains(state.node) {
                 guard honest.allSatisfy({ ((try? $0.versionVector()[own]) ?? nil) == made }) else { return false }
@@ -378,8 +392,17 @@ public final class Simulator {
             let key = nodes[i].member.publicKey.bytes
             guard honest.allSatisfy({ (try? $0.revokedKeys().contains(key)) ?? false }) else { return false }
         }
-        // Equal vectors and equal hash chains: the same changes, every version of them.
+        // Equal vectors and equal hash chains: the same changes, every version of them; but for
+        // the origins of a member over `Limits.originsPerMemberMax` on EVERY honest replica (each
+        // stores the first `Limits.originsPerMemberStoredMax` it receives, so they may hold
+        // different ones; none counts). Over the limit on some only is not quiet: the others
+        // still count that member's changes until its further origins reach them.
         guard let first = honest.first?.heads() else { return false }
-        return honest.dropFirst().allSatisfy { $0.heads() == first }
+        if honest.dropFirst().allSatisfy({ $0.heads() == first }) { return true }
+        guard hostile != nil, !floodingEverywhere.isEmpty,
+              honest.allSatisfy({ (try? $0.replica?.floodingMembers()) == floodingEverywhere }) else { return false }
+        let flooded = honest.reduce(into: Set<ReplicaID>()) { $0.formUnion((try? $1.replica?.originsOfFloodingMembers()) ?? []) }
+        let kept = first.filter { !flooded.contains($0.key) }
+        return honest.dropFirst().allSatisfy { $0.heads()?.filter { !flooded.contains($0.key) } == kept }
     }
 }
