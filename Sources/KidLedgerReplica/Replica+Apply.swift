@@ -47,7 +47,7 @@ extension Replica {
         var forkMovesCover = false
         if change.sequence <= held {
             if try w.get(Tables.changes, prepared.logKey) != nil { return .duplicate }
-            if context.admitsMembersOnly, try overByteLimit(change.origin, in: context) { return .notAdmitted }
+            if context.admitsMembersOnly, try overByteLimit(change.origin, sequence: change.sequence, in: context) { return .notAdmitted }
             var versions: [[UInt8]] = []  // at most one more than the limit
             try w.scan(Tables.changes, prefix: Keys.change(change.origin, change.sequence)) { key, _ in
                 versions.append(Array(key.suffix(8)))
@@ -72,7 +72,7 @@ extension Replica {
             try rechain(change.origin, from: change.sequence, through: held, in: context)
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
-            if held > 0 && context.admitsMembersOnly, try overByteLimit(change.origin, in: context) { return .notAdmitted }
+            if held > 0 && context.admitsMembersOnly, try overByteLimit(change.origin, sequence: change.sequence, in: context) { return .notAdmitted }
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
@@ -137,16 +137,34 @@ extension Replica {
                 || namedByRecovery(member, carriedBy: change, ownership, in: context) else {
             return false
         }
+        // The current owner is exempt from both limits: which origins of a capped key a replica
+        // keeps depends on arrival order, and an owner's grant under an origin one replica refused
+        // would count on another only. Whoever holds the owner key can grant keys without bound
+        // anyway. So is what a transfer kept of a former owner (``keptByTransfer``).
+        if member == ownership.current || keptByTransfer(change.origin, sequence: change.sequence, ownership) { return true }
         return try context.claimCount(of: member) < Limits.originsPerMemberStoredMax
-            && !(member != ownership.current && context.storedBytes(of: member) > Limits.bytesPerMemberMax)
+            && context.storedBytes(of: member) <= Limits.bytesPerMemberMax
     }
 
     /// Whether `origin`'s member (not the current owner) holds more than
-    /// ``Limits/bytesPerMemberMax`` bytes of change log here: its later changes are refused.
-    static func overByteLimit(_ origin: ReplicaID, in context: ApplyContext) throws -> Bool {
+    /// ``Limits/bytesPerMemberMax`` bytes of change log here: its later changes are refused,
+    /// except those a transfer kept (``keptByTransfer``).
+    static func overByteLimit(_ origin: ReplicaID, sequence: UInt64, in context: ApplyContext) throws -> Bool {
         guard let member = try context.claim(origin), try context.storedBytes(of: member) > Limits.bytesPerMemberMax,
               let ownership = try ownership(context.store, context.queries) else { return false }
-        return member != ownership.current
+        return member != ownership.current && !keptByTransfer(origin, sequence: sequence, ownership)
+    }
+
+    /// Whether a transfer that ended an owner's term names a change of `origin` (operation 9:
+    /// the former owner's grants and revocations it kept) and `sequence` is within what it saw of
+    /// that origin. Such changes are stored whatever their member's limits, so every replica holds
+    /// what the transfer kept; the transfer's `seen` bounds them.
+    static func keptByTransfer(_ origin: ReplicaID, sequence: UInt64, _ ownership: Ownership) -> Bool {
+        ownership.terms.contains { term in
+            guard let transfer = term.endedBy, let named = transfer.seenChanges,
+                  sequence <= transfer.seen[origin] ?? 0 else { return false }
+            return OwnerTransfer.namesOrigin(named, origin)
+        }
     }
 
     /// Counts `bytes` (the stored encoding of `change`) for the member its origin's claim names,

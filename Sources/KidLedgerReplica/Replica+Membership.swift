@@ -408,11 +408,24 @@ extension Replica {
     /// such claims it receives and refuses the rest, so replicas may hold different ones, and
     /// they count for nothing (every ledger change of that member is rejected). One scan of the
     /// claims, in a recomputation (crossing the limit recomputes).
+    /// So are the claims of a key that is no longer a member: one whose grant a later owner
+    /// transfer voided (signed by a former owner after its term: the thief's accomplice). A
+    /// replica that judged the grant valid stored the key's origins; one that had the transfer
+    /// first refused them (``admits(_:in:)``), so replicas hold different ones, and they count for
+    /// nothing (its changes are rejected as a non-member's).
     static func leaveFloodedClaimsOutOfDigest(in context: ApplyContext, digest: inout Digest256) throws {
         try context.flush()
-        for (member, origins) in try claimsByMember(context.store) where try floods(member, origins: origins.count, context.store) {
+        for (member, origins) in try claimsByMember(context.store) where try !claimsCount(member, origins: origins.count, context.store) {
             for origin in origins { digest.remove([UInt8(ascii: "L")] + origin + member.bytes) }
         }
+    }
+
+    /// Whether `member`'s claims (of `origins` origins here) are in the state digest: it is a
+    /// member (the owner, a former owner, or granted: revoked or not) and does not flood.
+    static func claimsCount(_ member: ByteKey, origins: Int, _ r: any KeyValueReader) throws -> Bool {
+        if try floods(member, origins: origins, r) { return false }
+        guard let ownership = try ownership(r, NoQueryCache()) else { return true }
+        return try ownership.hasOwned(member.bytes) || isMember(member.bytes, ownerKey: ownership.current, r)
     }
 
     /// Whether `member`, whose claims name `origins` origins here, is over a limit replicas may

@@ -64,6 +64,19 @@ extension OwnerTransfer {
         return Self.contains(named, mine)
     }
 
+    /// Whether the ascending seen-change keys `sorted` name a change of `origin` (their first 8
+    /// bytes: ``Membership/seenChangeKey(origin:encodedChange:)``; binary search).
+    static func namesOrigin(_ sorted: [[UInt8]], _ origin: ReplicaID) -> Bool {
+        var prefix = ByteWriter(capacity: 8)
+        prefix.write(bigEndian: origin.rawValue)
+        var low = 0, high = sorted.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sorted[mid].prefix(8).lexicographicallyPrecedes(prefix.bytes) { low = mid + 1 } else { high = mid }
+        }
+        return low < sorted.count && sorted[low].prefix(8).elementsEqual(prefix.bytes)
+    }
+
     /// Whether the ascending `sorted` holds `key` (binary search).
     static func contains(_ sorted: [[UInt8]], _ key: [UInt8]) -> Bool {
         var low = 0, high = sorted.count

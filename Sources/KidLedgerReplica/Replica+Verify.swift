@@ -169,8 +169,9 @@ extension Replica {
                 if stored != (aggregates[child] ?? Aggregate()) { problem("totals of child \(child) do not match its transactions") }
             }
 
-            // A member over the origin limit: its claims are not in the digest (``leaveFloodedClaimsOutOfDigest``).
-            for (member, origins) in try Self.claimsByMember(r) where try !Self.floods(member, origins: origins.count, r) {
+            // A member over the origin limit, or a key no longer a member: its claims are not in the
+            // digest (``leaveFloodedClaimsOutOfDigest``).
+            for (member, origins) in try Self.claimsByMember(r) where try Self.claimsCount(member, origins: origins.count, r) {
                 for origin in origins { digest.insert([UInt8(ascii: "L")] + origin + member.bytes) }
             }
             for (table, tag) in [(Tables.grants, UInt8(ascii: "G")), (Tables.revocations, UInt8(ascii: "V")),

@@ -249,4 +249,30 @@ struct OriginLimitTests {
         #expect(try first.digest() == second.digest())
         for r in [first, second, late] { #expect(try r.verify().isIntact) }
     }
+
+    /// Found for issue 39: which 257 origins of a key a replica keeps depends on arrival order, so
+    /// an owner-signed grant under an owner-key origin one replica refused and another kept would
+    /// count on one and never reach the other. The current owner is exempt from the origin limit
+    /// (as from the byte limit): whoever holds the owner key can grant any number of keys anyway.
+    @Test("whoever holds the owner key cannot make replicas keep different owner-signed grants by flooding its origins")
+    func ownerKeyFloodSplitsGrants() throws {
+        let mallory = [UInt8](repeating: 0xCC, count: 32)
+        func ownerOrigin(_ nonce: UInt64, _ operations: [Operation]) -> Change {
+            let origin = h.origin(h.ownerKey, nonce: nonce)
+            var c = OriginClaim(origin: origin, member: h.ownerKey, nonce: nonce, signature: [])
+            c.signature = TestVerifier.sign(Membership.claimMessage(household: h.id, c), key: h.ownerKey)
+            return h.change(origin, 1, millis: 10 + Int64(nonce), [.claim(c)] + operations)
+        }
+        // With the founding's owner origin, 257: the most a replica stores of one key.
+        let flood = (1..<UInt64(Limits.originsPerMemberStoredMax)).map { ownerOrigin($0, []) }
+        let granting = ownerOrigin(1_000, [h.grant(mallory, name: "Mallory")])
+        let x = try h.replica(1), y = try h.replica(2)
+        try x.applySigned(h.founding() + flood + [granting])
+        try y.applySigned(h.founding() + [granting] + flood)
+        _ = try x.applySigned(try y.changes(notCoveredBy: try x.versionVector()))
+        _ = try y.applySigned(try x.changes(notCoveredBy: try y.versionVector()))
+        #expect(try x.digest() == y.digest())
+        #expect(try x.versionVector() == y.versionVector())
+        for r in [x, y] { #expect(try r.verify().isIntact) }
+    }
 }

@@ -311,6 +311,9 @@ struct StolenOwnerKeyTests {
                 let report = try r.applySigned(parts[part])
                 #expect(report.unauthenticated == 0, "order \(order): part \(part) refused")
             }
+            // Members' origins that came before their grants were refused unstored (docs/SECURITY.md,
+            // "Only members take space"); their sender offers them again in a later session.
+            try r.applySigned(members)
             // The fork at the revocation, last (its sequence needs the real changes below it).
             #expect(try r.applyRemote([forks[1]], heads: [forkHead]).forkedVersions == 1, "order \(order)")
             #expect(try r.ownership()?.owner == h.spouseKey, "order \(order)")
@@ -330,6 +333,35 @@ struct StolenOwnerKeyTests {
     }
 
     /// Every order of `items`.
+    /// The thief, before the family's recovery, grants an accomplice under a fresh origin of the
+    /// owner key, and the accomplice writes. A replica that had the grant before the recovery
+    /// took the accomplice's origin (a member then); one that had the recovery first refuses it
+    /// (``Replica/admits(_:in:)``). They hold different origins but agree: after the recovery the
+    /// grant is forged (the transfer did not see it), the accomplice is no member, its give never
+    /// counts, and its claims are not in the digest on either.
+    @Test("a thief's accomplice, granted before the recovery, is no member after it, whichever laptop stored its origin")
+    func anAccompliceStoredOrRefusedAgrees() throws {
+        let log = recoveredFamilyLog()
+        let transferAt = log.firstIndex { $0.origin == spouse && $0.sequence == 2 }!
+        let before = Array(log.prefix(transferAt)), recovery = Array(log.dropFirst(transferAt))
+        let accomplice = [UInt8](repeating: 0xAD, count: 32), helper = h.origin(accomplice)
+        let thief = [thiefChange([h.grant(accomplice, name: "Helper")]),
+                     h.change(helper, 1, millis: 31, [h.claim(helper, key: accomplice), give(72, 1_000_000)])]
+        let stored = try h.replica(60), refused = try h.replica(61)
+        try stored.applySigned(before + thief)
+        #expect(try stored.versionVector()[helper] == 1, "the accomplice's origin is stored while its grant counts")
+        try stored.applySigned(recovery)
+        try refused.applySigned(before + recovery)
+        try refused.applySigned(thief)
+        #expect(try refused.versionVector()[helper] == nil, "after the recovery the accomplice's origin is refused")
+        for r in [stored, refused] {
+            #expect(try !r.members().contains { $0.key == accomplice })
+            #expect(try r.balance(of: ava) == 600)
+            #expect(try r.verify().isIntact)
+        }
+        #expect(try stored.digest() == refused.digest())
+    }
+
     func permutations(_ items: [Int]) -> [[Int]] {
         guard items.count > 1 else { return [items] }
         return items.indices.flatMap { i in
