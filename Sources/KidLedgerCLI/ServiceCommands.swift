@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerSystem
 
 /// `kidledger service install|status|uninstall`: the daemon as a sandboxed systemd user unit
 /// (docs/SYNC.md, steps 4 and 6, and "The service unit").
@@ -337,10 +338,10 @@ enum Subprocess {
         guard spawned == 0 else { return Outcome(code: nil, output: "cannot run \(path): \(String(cString: strerror(spawned)))") }
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let deadline = monotonicMillis() + Int64(timeoutMillis)
+        let deadline = Monotonic.millis() + Int64(timeoutMillis)
         var killed = false
         while true {
-            let left = deadline - monotonicMillis()
+            let left = deadline - Monotonic.millis()
             if left <= 0 { kill(child, SIGKILL); killed = true; break }
             var poller = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
             let ready = poll(&poller, 1, Int32(min(left, 1_000)))
