@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity"]),
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSystem", "KidLedgerSimulation", "KidLedgerDomain"]),
 
-        .target(name: "KidLedgerSecurity", dependencies: ["CSodium", "KidLedgerDomain"]),
+        .target(name: "KidLedgerSecurity", dependencies: ["KidLedgerSystem", "CSodium", "KidLedgerDomain"]),
         .target(name: "KidLedgerTransport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSecurity"]),
         // The family page: a small bounded HTTP/1.1 server on loopback, its token, Host and Origin
         // checks, the JSON API's routes (each runs a CLI command) and the embedded HTML, CSS and JS.

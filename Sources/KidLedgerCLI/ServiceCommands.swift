@@ -345,15 +345,13 @@ enum Subprocess {
             if left <= 0 { kill(child, SIGKILL); killed = true; break }
             var poller = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
             let ready = poll(&poller, 1, Int32(min(left, 1_000)))
-            if ready < 0 && errno == EINTR { continue }
-            if ready <= 0 { continue }
-            let n = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            if ready <= 0 { continue }  // timed out or interrupted: check the deadline again
+            let n = retryWhileInterrupted { buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) } }
             if n <= 0 { break }
             if output.count < 65_536 { output.append(contentsOf: buffer[0..<n]) }
         }
         var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        _ = retryWhileInterrupted { waitpid(child, &status, 0) }
         let exited = !killed && (status & 0x7f) == 0
         return Outcome(code: exited ? (status >> 8) & 0xff : nil, output: String(decoding: output, as: UTF8.self))
     }

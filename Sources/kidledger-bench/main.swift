@@ -254,12 +254,12 @@ func spawn(_ command: [String], stdoutPath: String?, watch: Int32? = nil,
         while true {
             peakAnon.child = max(peakAnon.child, anonKiB(pid))
             peakAnon.watched = max(peakAnon.watched, anonKiB(watch))
-            let rc = wait4(pid, &status, WNOHANG, &usage)
-            if rc == pid || (rc < 0 && errno != EINTR) { break }
+            let rc = retryWhileInterrupted { wait4(pid, &status, WNOHANG, &usage) }
+            if rc == pid || rc < 0 { break }
             usleep(2_000)
         }
     } else {
-        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        _ = retryWhileInterrupted { wait4(pid, &status, 0, &usage) }
     }
     let seconds = Monotonic.seconds() - started
     let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
