@@ -230,25 +230,9 @@ final class Daemon: Sendable {
                 log("session from \(remote) refused: attention required here: \(reason)")
                 return
             }
-            let (members, revoked) = SyncDriver.admissibleKeys(replica)
-            let owner = identity
             let household = self.household
             let daemon = self
-            // The channel admits members and, with the key of an open invitation, joiners; it
-            // refuses everyone else before this device reveals its key (docs/SECURITY.md).
-            let channel = try SecureChannel(role: .responder, identity: identity, household: household,
-                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount),
-                                            invitations: { (try? replica.device.openInvites().map(\.key)) ?? [] },
-                                            shortInvitations: { slot in (try? replica.device.takeShortTry(slot: slot))?.password },
-                                            authorize: { key, _, _, invitation in
-                                                if revoked.contains(key.bytes) { return "this device's membership was revoked" }
-                                                if members.contains(key.bytes) { return nil }
-                                                guard let invitation else { return "this device is not a member of this household" }
-                                                return daemon.admitJoiner(key, invitation: invitation, owner: owner)
-                                            },
-                                            evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
-                                            answer: SyncDriver.answer(replica, identity: identity))
-            channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+            let channel = try responderChannel(replica)
             let stream: SecureStream
             do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: Monotonic.millis) } catch {
                 if limiter.wasEvicted(slot) { return }  // closed to make room: counted by the accept loop
@@ -294,20 +278,50 @@ final class Daemon: Sendable {
                 environment.releaseResidentPages()
             }, now: Monotonic.millis)
             if sentAtRelease > 0 { environment.releaseResidentPages() }
-            let seconds = Double(Monotonic.millis() - started) / 1000
-            if let s = outcome.summary {
-                recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
-                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
-            } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
-                let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description))
-                try? replica.device.setSetting(VersionGap.inboundSetting(peerKey.bytes), message)
-                log("session from \(remote) refused: " + message)
-            } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
-                log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
-            }
+            logEnd(of: session, outcome, from: connection, key: peerKey.bytes, slot, started: started, replica: replica)
         } catch {
             connection.close()
             log("session from \(remote) failed: \(error)")
+        }
+    }
+
+    /// The responder's channel for one connection: it admits members and, with the key of an open
+    /// invitation, joiners; it refuses everyone else before this device reveals its key
+    /// (docs/SECURITY.md). Until the session admits the peer, its data frames are small.
+    private func responderChannel(_ replica: Replica) throws -> SecureChannel {
+        let (members, revoked) = SyncDriver.admissibleKeys(replica)
+        let owner = identity
+        let daemon = self
+        let channel = try SecureChannel(role: .responder, identity: identity, household: household,
+                                        seed: Sodium.randomBytes(SecureChannel.seedByteCount),
+                                        invitations: { (try? replica.device.openInvites().map(\.key)) ?? [] },
+                                        shortInvitations: { slot in (try? replica.device.takeShortTry(slot: slot))?.password },
+                                        authorize: { key, _, _, invitation in
+                                            if revoked.contains(key.bytes) { return "this device's membership was revoked" }
+                                            if members.contains(key.bytes) { return nil }
+                                            guard let invitation else { return "this device is not a member of this household" }
+                                            return daemon.admitJoiner(key, invitation: invitation, owner: owner)
+                                        },
+                                        evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
+                                        answer: SyncDriver.answer(replica, identity: identity))
+        channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+        return channel
+    }
+
+    /// Records and logs how an inbound session ended: what it exchanged, a version gap, or why it failed.
+    private func logEnd(of session: SyncSession, _ outcome: SessionOutcome, from connection: TCPConnection, key peerKey: [UInt8],
+                        _ slot: ConnectionLimiter.Slot, started: Int64, replica: Replica) {
+        let remote = connection.remote
+        let seconds = Double(Monotonic.millis() - started) / 1000
+        if let s = outcome.summary {
+            recordInbound(s, of: peerKey, from: connection.remoteHost, in: replica)
+            log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s))
+        } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
+            let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey, address: remote.description))
+            try? replica.device.setSetting(VersionGap.inboundSetting(peerKey), message)
+            log("session from \(remote) refused: " + message)
+        } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
+            log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
         }
     }
 
@@ -382,6 +396,7 @@ final class Daemon: Sendable {
         try replica.isRevokedHere(identity.publicKey.bytes)
     }
 
+    // long-function: one scheduling loop; its branches share the schedule (due times, backoffs, the last change seen).
     /// Syncs with every known peer when due: on the interval, soon after a local change, and with
     /// bounded exponential backoff with jitter after failures. In attentionRequired it does not,
     /// except that a laptop revoked as it knows still tries each peer on the interval.
