@@ -30,6 +30,10 @@ let package = Package(
         // KidLedgerDomain falls back to its Swift version on other processors).
         .target(name: "CSHA256"),
 
+        // POSIX helpers of the drivers and tools: the one monotonic clock and the one EINTR-retrying
+        // wrapper for system calls. No dependency; the core and the simulator never import it.
+        .target(name: "KidLedgerSystem"),
+
         // Pure domain: money, ids, clocks, records, merge rules, canonical encoding. Imports nothing of
         // ours but the SHA-256 instructions.
         .target(name: "KidLedgerDomain", dependencies: ["CSHA256"]),
@@ -46,34 +50,34 @@ let package = Package(
         // The deterministic simulator: N replicas running the real protocol core and store code under a
         // virtual clock, a seeded generator and a simulated network with faults.
         .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity"]),
-        .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSimulation", "KidLedgerDomain"]),
+        .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSystem", "KidLedgerSimulation", "KidLedgerDomain"]),
 
-        .target(name: "KidLedgerSecurity", dependencies: ["CSodium", "KidLedgerDomain"]),
-        .target(name: "KidLedgerTransport", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSecurity"]),
+        .target(name: "KidLedgerSecurity", dependencies: ["KidLedgerSystem", "CSodium", "KidLedgerDomain"]),
+        .target(name: "KidLedgerTransport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSecurity"]),
         // The family page: a small bounded HTTP/1.1 server on loopback, its token, Host and Origin
         // checks, the JSON API's routes (each runs a CLI command) and the embedded HTML, CSS and JS.
-        .target(name: "KidLedgerUI", dependencies: ["KidLedgerDomain", "KidLedgerTransport", "KidLedgerSecurity"]),
+        .target(name: "KidLedgerUI", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
-        .target(name: "KidLedgerCLI", dependencies: ["CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI"]),
+        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerSystem", "CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI"]),
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
         .executableTarget(name: "kidledger-package", dependencies: ["KidLedgerCLI"]),
-        .executableTarget(name: "kidledger-bench", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
+        .executableTarget(name: "kidledger-bench", dependencies: ["KidLedgerSystem", "CLMDB", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
 
         // Fixtures shared by the test targets (temporary directories, a monotonic clock and
         // deadlines, work on a thread of its own). Only test targets depend on it.
-        .target(name: "KidLedgerTestSupport", path: "Tests/KidLedgerTestSupport"),
+        .target(name: "KidLedgerTestSupport", dependencies: ["KidLedgerSystem"], path: "Tests/KidLedgerTestSupport"),
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSimulation"]),
         .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSimulation", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerUI", "KidLedgerCLI", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

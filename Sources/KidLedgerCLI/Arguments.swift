@@ -62,6 +62,13 @@ public enum ArgumentParser {
     ///
     /// - Throws: a usage ``CLIError`` naming the problem.
     public static func parse(_ words: [String], spec: CommandSpec) throws(CLIError) -> ParsedArguments {
+        try parse(ArgumentTokens(words), spec: spec)
+    }
+
+    /// Parses `tokens` (the command line without the command words) against `spec`.
+    ///
+    /// - Throws: a usage ``CLIError`` naming the problem.
+    static func parse(_ tokens: ArgumentTokens, spec: CommandSpec) throws(CLIError) -> ParsedArguments {
         var parsed = ParsedArguments()
         let valueOptions = Set(spec.valueOptions + globalValueOptions)
         let flagOptions = Set(spec.flagOptions + globalFlags)
@@ -69,38 +76,27 @@ public enum ArgumentParser {
         func unknown(_ word: String) -> CLIError {
             .usage("unknown option \(word) for `\(spec.name)`\(Suggestions.didYouMean(word, in: known, quoted: false)) (see `kidledger \(spec.name) --help`)")
         }
-        var i = 0
-        var optionsEnded = false
-        while i < words.count {
-            let word = words[i]
-            i += 1
-            if optionsEnded || !word.hasPrefix("-") || word == "-" || isNegativeNumber(word) {
+        for token in tokens.tokens {
+            switch token.kind {
+            case .positional(let word, _):
                 parsed.positionals.append(word)
+            case .endOfOptions:
                 continue
-            }
-            if word == "--" { optionsEnded = true; continue }
-            if word == "-h" { parsed.flags.insert("help"); continue }
-            guard word.hasPrefix("--") else { throw unknown(word) }
-            var name = String(word.dropFirst(2))
-            var inlineValue: String?
-            if let eq = name.firstIndex(of: "=") {
-                inlineValue = String(name[name.index(after: eq)...])
-                name = String(name[..<eq])
-            }
-            if valueOptions.contains(name) {
+            case .short("-h"):
+                parsed.flags.insert("help")
+            case .short(let word):
+                throw unknown(word)
+            case .option(let name, let inline, let value) where valueOptions.contains(name):
                 guard parsed.values[name] == nil else { throw .usage("--\(name) is given twice; give it once") }
-                if let inlineValue {
-                    parsed.values[name] = inlineValue
-                } else {
-                    guard i < words.count else { throw .usage("--\(name) needs a value") }
-                    parsed.values[name] = words[i]
-                    i += 1
-                }
-            } else if flagOptions.contains(name) {
-                guard inlineValue == nil else { throw .usage("--\(name) takes no value") }
+                guard let given = inline ?? value else { throw .usage("--\(name) needs a value") }
+                parsed.values[name] = given
+            case .option(let name, let inline, let value) where flagOptions.contains(name):
+                // No name is a flag of one command and a value option of another (``ArgumentTokens``).
+                assert(value == nil, "--\(name) is a flag here and took a value")
+                guard inline == nil else { throw .usage("--\(name) takes no value") }
                 guard name == "help" || !parsed.flags.contains(name) else { throw .usage("--\(name) is given twice; give it once") }
                 parsed.flags.insert(name)
-            } else {
+            case .option(let name, _, _):
                 throw unknown("--" + name)
             }
         }

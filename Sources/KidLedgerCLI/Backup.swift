@@ -4,6 +4,7 @@ import Glibc
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
+import KidLedgerSystem
 
 /// Writing and restoring backup files (``BackupArchive``), for `backup`, `restore`, the daemon's
 /// scheduled backups and the page's "Download a backup".
@@ -141,8 +142,7 @@ extension FileSystem {
     static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, bytes.count - done) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryWhileInterrupted { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, bytes.count - done) } }
             guard n > 0 else { throw CLIError("cannot write: \(String(cString: strerror(errno)))", code: .ioError) }
             done += n
         }

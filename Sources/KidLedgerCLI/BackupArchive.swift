@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import KidLedgerDomain
+import KidLedgerSystem
 
 /// The backup file (`kidledger backup FILE`, docs/SYNC.md "Backups"): one file holding the
 /// home's store (a compact LMDB copy) and this device's keys, readable by the user only.
@@ -43,8 +44,7 @@ enum BackupArchive {
             var left = Int(st.st_size)
             var buffer = [UInt8](repeating: 0, count: 1 << 20)
             while left > 0 {
-                let n = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, min($0.count, left)) }
-                if n < 0 && errno == EINTR { continue }
+                let n = retryWhileInterrupted { buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, min($0.count, left)) } }
                 guard n > 0 else { throw CLIError("cannot read \(file.source): it changed while it was copied", code: .ioError) }
                 try put(Array(buffer[0..<n]))
                 left -= n
@@ -148,15 +148,11 @@ enum BackupArchive {
 
         private mutating func fill() throws {
             var chunk = [UInt8](repeating: 0, count: 1 << 20)
-            while true {
-                let n = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                guard n >= 0 else { throw CLIError("cannot read \(path): \(String(cString: strerror(errno)))", code: .ioError) }
-                guard n > 0 else { throw BackupArchive.invalid(path, "it ends early") }
-                buffer = Array(chunk[0..<n])
-                position = 0
-                return
-            }
+            let n = retryWhileInterrupted { chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) } }
+            guard n >= 0 else { throw CLIError("cannot read \(path): \(String(cString: strerror(errno)))", code: .ioError) }
+            guard n > 0 else { throw BackupArchive.invalid(path, "it ends early") }
+            buffer = Array(chunk[0..<n])
+            position = 0
         }
     }
 }

@@ -20,11 +20,12 @@ public enum CLI {
     /// Runs the command line `arguments` (without the program name).
     public static func run(arguments: [String], environment: [String: String], console: Console,
                            clock: any WallClock = SystemClock()) -> Int32 {
+        let tokens = ArgumentTokens(arguments)
         do {
-            return try dispatch(arguments, environment: environment, console: console, clock: clock).rawValue
+            return try dispatch(tokens, environment: environment, console: console, clock: clock).rawValue
         } catch {
             let failure = CLIError.from(error)
-            if givesFlag("json", arguments) {
+            if tokens.givesFlag("json") {
                 console.err(failure.json.rendered() + "\n")
             } else {
                 console.err("kidledger: \(failure.terminalText)\n")
@@ -33,41 +34,8 @@ public enum CLI {
         }
     }
 
-    /// Whether the flag `--name` is among `arguments` as an option (not as an option's value, not
-    /// after `--`).
-    static func givesFlag(_ name: String, _ arguments: [String]) -> Bool {
-        var i = 0
-        while i < arguments.count {
-            let word = arguments[i]
-            i += 1
-            if word == "--" { return false }
-            if word == "--" + name { return true }
-            if word.hasPrefix("--") && valueOptionNames.contains(String(word.dropFirst(2))) { i += 1 }
-        }
-        return false
-    }
-
     /// Options and flags accepted without a command (`kidledger --help`, `kidledger --version`).
     static let topLevelOptions = (ArgumentParser.globalValueOptions + ArgumentParser.globalFlags + ["version"]).map { "--" + $0 }
-
-    /// The first option before `--` that no command accepts at the top level, e.g. `--bogus` or
-    /// `-x` in `kidledger --bogus`.
-    static func unknownTopLevelOption(_ arguments: [String]) -> String? {
-        var i = 0
-        while i < arguments.count {
-            let word = arguments[i]
-            i += 1
-            if word == "--" { return nil }
-            guard word.hasPrefix("-"), word != "-", !ArgumentParser.isNegativeNumber(word), word != "-h" else { continue }
-            let name = String(word.split(separator: "=", maxSplits: 1).first ?? "")
-            if ArgumentParser.globalValueOptions.contains(String(name.dropFirst(2))) {
-                if !word.contains("=") { i += 1 }
-                continue
-            }
-            if !topLevelOptions.contains(name) { return name }
-        }
-        return nil
-    }
 
     /// The first words of every command, and `help`.
     static var commandFirstWords: [String] {
@@ -121,19 +89,19 @@ public enum CLI {
         return text
     }
 
-    static func dispatch(_ arguments: [String], environment: [String: String], console: Console,
+    static func dispatch(_ tokens: ArgumentTokens, environment: [String: String], console: Console,
                          clock: any WallClock, sharedStore: LMDBEnvironment? = nil, messages: Console? = nil) throws -> ExitCode {
-        let positioned = commandWords(arguments)
+        let positioned = tokens.commandWords
         let words = positioned.map(\.word)
         // Only before `--`: after it, "--version" is a name or an amount.
-        if arguments.prefix(while: { $0 != "--" }).contains("--version") {
+        if tokens.hasWordBeforeEnd("--version") {
             console.out("kidledger \(version)\n")
             return .ok
         }
         guard let command = match(words) else {
             if words.first == "help" { return try help(Array(words.dropFirst()), console: console) }
-            let wantsHelp = arguments.contains("--help") || arguments.contains("-h")
-            if !wantsHelp, let option = unknownTopLevelOption(arguments) {
+            let wantsHelp = tokens.hasWord("--help") || tokens.hasWord("-h")
+            if !wantsHelp, let option = tokens.unknownTopLevelOption() {
                 let near = Suggestions.didYouMean(option, in: topLevelOptions, quoted: false)
                 throw CLIError.usage("unknown option \(option)\(near)", then: "usage: kidledger [--home DIR] [--json] [--utc] COMMAND [ARGS]; `kidledger --help` lists the commands")
             }
@@ -150,8 +118,7 @@ public enum CLI {
         // Remove the command words at their positions (not an option value that happens to be
         // spelled like one) and parse the rest.
         let commandPositions = Set(positioned.prefix(command.spec.name.split(separator: " ").count).map(\.index))
-        let rest = arguments.enumerated().filter { !commandPositions.contains($0.offset) }.map(\.element)
-        let parsed = try ArgumentParser.parse(rest, spec: command.spec)
+        let parsed = try ArgumentParser.parse(tokens.removing(commandPositions), spec: command.spec)
         if parsed.has("help") {
             console.out(command.spec.help)
             return .ok
@@ -166,28 +133,6 @@ public enum CLI {
 
     /// Options of any command that take a value: their values are not command words.
     static let valueOptionNames: Set<String> = Set(commands.flatMap(\.spec.valueOptions) + ["home"])
-
-    /// The words that are neither options nor option values, with their positions.
-    static func commandWords(_ arguments: [String]) -> [(word: String, index: Int)] {
-        var words: [(word: String, index: Int)] = []
-        var i = 0
-        while i < arguments.count {
-            let word = arguments[i]
-            i += 1
-            if word == "--" {
-                words += (i..<arguments.count).map { (arguments[$0], $0) }
-                break
-            }
-            if word.hasPrefix("--") {
-                let name = String(word.dropFirst(2))
-                if valueOptionNames.contains(name) { i += 1 }
-                continue
-            }
-            if word.hasPrefix("-") && !ArgumentParser.isNegativeNumber(word) { continue }
-            words.append((word, i - 1))
-        }
-        return words
-    }
 
     /// The longest command whose words start the non-option words.
     static func match(_ words: [String]) -> Command? {

@@ -7,6 +7,7 @@ import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSecurity
 import Synchronization
+import KidLedgerSystem
 
 /// Where the CLI writes: standard output and standard error, or a buffer in tests.
 public protocol Console: AnyObject, Sendable {
@@ -28,8 +29,7 @@ public final class StandardConsole: Console, Sendable {
     static func write(_ text: String, to descriptor: Int32) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let n = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryWhileInterrupted { bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) } }
             if n <= 0 { return }
             bytes = bytes.dropFirst(n)
         }
@@ -229,14 +229,12 @@ enum FileSystem {
         defer { close(output) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryWhileInterrupted { buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) } }
             guard n >= 0 else { throw CLIError("cannot read \(source): \(String(cString: strerror(errno)))", code: .ioError) }
             if n == 0 { return }
             var done = 0
             while done < n {
-                let w = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + done, n - done) }
-                if w < 0 && errno == EINTR { continue }
+                let w = retryWhileInterrupted { buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + done, n - done) } }
                 guard w > 0 else { throw CLIError("cannot write \(destination): \(String(cString: strerror(errno)))", code: .ioError) }
                 done += w
             }

@@ -9,6 +9,7 @@ import KidLedgerTransport
 import KidLedgerLMDB
 import KidLedgerSecurity
 import Synchronization
+import KidLedgerSystem
 
 /// Set by SIGINT/SIGTERM; every loop of the daemon checks it. Lock-free, so the signal handler
 /// may store to it.
@@ -146,8 +147,8 @@ final class Daemon: Sendable {
         discovery?.stop()
         // Let sessions in progress end (each batch is its own transaction; an abandoned session
         // loses nothing), but not forever.
-        let deadline = monotonicMillis() + 5_000
-        while threadsActive() > 0 && monotonicMillis() < deadline { usleep(50_000) }
+        let deadline = Monotonic.millis() + 5_000
+        while threadsActive() > 0 && Monotonic.millis() < deadline { usleep(50_000) }
         log("stopped")
     }
 
@@ -165,7 +166,7 @@ final class Daemon: Sendable {
         defer { adjustThreads(-1) }
         var refusals = RefusalLog()
         while !stopping {
-            for line in refusals.due(now: monotonicMillis()) { log(line) }
+            for line in refusals.due(now: Monotonic.millis()) { log(line) }
             let connection: TCPConnection?
             do { connection = try listener.accept(timeoutMillis: refusals.tracked > 0 ? 1_000 : Self.acceptWaitMillis) } catch {
                 if stopping { return }
@@ -182,9 +183,9 @@ final class Daemon: Sendable {
             }) {
             case .success(let taken):
                 slot = taken
-                if evictions.load(ordering: .relaxed) != evictedBefore, let line = refusals.evicted(now: monotonicMillis()) { log(line) }
+                if evictions.load(ordering: .relaxed) != evictedBefore, let line = refusals.evicted(now: Monotonic.millis()) { log(line) }
             case .failure(let refusal):
-                if let line = refusals.refused(connection.remote, address: connection.remoteHost, refusal.reason, now: monotonicMillis()) {
+                if let line = refusals.refused(connection.remote, address: connection.remoteHost, refusal.reason, now: Monotonic.millis()) {
                     log(line)
                 }
                 refuse(connection, refusal.reason)
@@ -220,7 +221,7 @@ final class Daemon: Sendable {
     /// `hello` accepted, within one peer timeout from accept) the slot counts as not admitted and
     /// the channel takes data frames of at most ``SecureChannel/unadmittedFrameBytesMax``.
     private func serve(_ connection: TCPConnection, _ slot: ConnectionLimiter.Slot) {
-        let started = monotonicMillis()
+        let started = Monotonic.millis()
         let remote = connection.remote
         do {
             let replica = try makeReplica()
@@ -229,27 +230,11 @@ final class Daemon: Sendable {
                 log("session from \(remote) refused: attention required here: \(reason)")
                 return
             }
-            let (members, revoked) = SyncDriver.admissibleKeys(replica)
-            let owner = identity
             let household = self.household
             let daemon = self
-            // The channel admits members and, with the key of an open invitation, joiners; it
-            // refuses everyone else before this device reveals its key (docs/SECURITY.md).
-            let channel = try SecureChannel(role: .responder, identity: identity, household: household,
-                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount),
-                                            invitations: { (try? replica.device.openInvites().map(\.key)) ?? [] },
-                                            shortInvitations: { slot in (try? replica.device.takeShortTry(slot: slot))?.password },
-                                            authorize: { key, _, _, invitation in
-                                                if revoked.contains(key.bytes) { return "this device's membership was revoked" }
-                                                if members.contains(key.bytes) { return nil }
-                                                guard let invitation else { return "this device is not a member of this household" }
-                                                return daemon.admitJoiner(key, invitation: invitation, owner: owner)
-                                            },
-                                            evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
-                                            answer: SyncDriver.answer(replica, identity: identity))
-            channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+            let channel = try responderChannel(replica)
             let stream: SecureStream
-            do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: monotonicMillis) } catch {
+            do { stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: Monotonic.millis) } catch {
                 if limiter.wasEvicted(slot) { return }  // closed to make room: counted by the accept loop
                 // What the refusal taught is recorded before the connection closes: a refused peer
                 // that answered waits for the close before it tries again.
@@ -281,7 +266,7 @@ final class Daemon: Sendable {
             let environment = self.environment
             let limiter = self.limiter
             // The handshake and the hello share one deadline: the peer timeout from accept.
-            let helloLeft = max(peerTimeoutMillis - Int(monotonicMillis() - started), 1)
+            let helloLeft = max(peerTimeoutMillis - Int(Monotonic.millis() - started), 1)
             let outcome = SessionRunner.run(session, over: stream, idleTimeoutMillis: peerTimeoutMillis,
                                             helloTimeoutMillis: helloLeft, admitted: {
                 channel.dataFrameBytesMax = SecureChannel.frameBytesMax
@@ -290,22 +275,52 @@ final class Daemon: Sendable {
                 guard p.changesSent - sentAtRelease >= Self.changesPerPageRelease else { return }
                 sentAtRelease = p.changesSent
                 environment.releaseResidentPages()
-            }, now: monotonicMillis)
+            }, now: Monotonic.millis)
             if sentAtRelease > 0 { environment.releaseResidentPages() }
-            let seconds = Double(monotonicMillis() - started) / 1000
-            if let s = outcome.summary {
-                recordInbound(s, of: peerKey.bytes, from: remoteHost, in: replica)
-                log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s) + SyncDriver.withheldNote(s))
-            } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
-                let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey.bytes, address: remote.description))
-                try? replica.device.setSetting(VersionGap.inboundSetting(peerKey.bytes), message)
-                log("session from \(remote) refused: " + message)
-            } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
-                log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
-            }
+            logEnd(of: session, outcome, from: connection, key: peerKey.bytes, slot, started: started, replica: replica)
         } catch {
             connection.close()
             log("session from \(remote) failed: \(error)")
+        }
+    }
+
+    /// The responder's channel for one connection: it admits members and, with the key of an open
+    /// invitation, joiners; it refuses everyone else before this device reveals its key
+    /// (docs/SECURITY.md). Until the session admits the peer, its data frames are small.
+    private func responderChannel(_ replica: Replica) throws -> SecureChannel {
+        let (members, revoked) = SyncDriver.admissibleKeys(replica)
+        let owner = identity
+        let daemon = self
+        let channel = try SecureChannel(role: .responder, identity: identity, household: household,
+                                        seed: Sodium.randomBytes(SecureChannel.seedByteCount),
+                                        invitations: { (try? replica.device.openInvites().map(\.key)) ?? [] },
+                                        shortInvitations: { slot in (try? replica.device.takeShortTry(slot: slot))?.password },
+                                        authorize: { key, _, _, invitation in
+                                            if revoked.contains(key.bytes) { return "this device's membership was revoked" }
+                                            if members.contains(key.bytes) { return nil }
+                                            guard let invitation else { return "this device is not a member of this household" }
+                                            return daemon.admitJoiner(key, invitation: invitation, owner: owner)
+                                        },
+                                        evidence: SyncDriver.revocationEvidence(replica, revoked: revoked),
+                                        answer: SyncDriver.answer(replica, identity: identity))
+        channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+        return channel
+    }
+
+    /// Records and logs how an inbound session ended: what it exchanged, a version gap, or why it failed.
+    private func logEnd(of session: SyncSession, _ outcome: SessionOutcome, from connection: TCPConnection, key peerKey: [UInt8],
+                        _ slot: ConnectionLimiter.Slot, started: Int64, replica: Replica) {
+        let remote = connection.remote
+        let seconds = Double(Monotonic.millis() - started) / 1000
+        if let s = outcome.summary {
+            recordInbound(s, of: peerKey, from: connection.remoteHost, in: replica)
+            log("session from \(remote)\(s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""): sent \(s.changesSent), received \(s.changesApplied) new changes, \(s.bytesSent + s.bytesReceived) bytes in \(SyncDriver.formatSeconds(seconds))" + SyncDriver.heldBackNote(s) + SyncDriver.withheldNote(s))
+        } else if let gap = VersionGap(session.failure, mine: session.versions, product: session.product) {
+            let message = gap.message(laptop: VersionGap.laptop(replica, key: peerKey, address: remote.description))
+            try? replica.device.setSetting(VersionGap.inboundSetting(peerKey), message)
+            log("session from \(remote) refused: " + message)
+        } else if !limiter.wasEvicted(slot) {  // one closed to make room is counted by the accept loop
+            log("session from \(remote) failed after \(SyncDriver.formatSeconds(seconds)): \(outcome.errorDescription ?? "unknown error")")
         }
     }
 
@@ -381,6 +396,7 @@ final class Daemon: Sendable {
         try replica.isRevokedHere(identity.publicKey.bytes)
     }
 
+    // long-function: one scheduling loop; its branches share the schedule (due times, backoffs, the last change seen).
     /// Syncs with every known peer when due: on the interval, soon after a local change, and with
     /// bounded exponential backoff with jitter after failures. In attentionRequired it does not,
     /// except that a laptop revoked as it knows still tries each peer on the interval.
@@ -395,7 +411,7 @@ final class Daemon: Sendable {
         let watch = FileWatch(path: environment.directory + "/data.mdb")
         var storeWritten = false
         while !stopping {
-            let now = monotonicMillis()
+            let now = Monotonic.millis()
             if storeWritten || (allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true) {
                 allowanceCheckedAt = now
                 payAllowances(replica)
@@ -425,7 +441,7 @@ final class Daemon: Sendable {
                 let probing = try reason != nil && Self.listsItselfRevoked(replica, identity)
                 if let reason, !probing {
                     log("not syncing: attention required: \(reason)")
-                    nextDue[group.key] = monotonicMillis() + Daemon.gossipIntervalMillis
+                    nextDue[group.key] = Monotonic.millis() + Daemon.gossipIntervalMillis
                     continue
                 }
                 if probing && now < due { continue }  // only on the interval, not after changes
@@ -445,9 +461,9 @@ final class Daemon: Sendable {
                 var b = backoff[group.key] ?? Backoff()
                 if succeeded {
                     b.reset()
-                    nextDue[group.key] = monotonicMillis() + Daemon.gossipIntervalMillis
+                    nextDue[group.key] = Monotonic.millis() + Daemon.gossipIntervalMillis
                 } else {
-                    nextDue[group.key] = monotonicMillis() + b.nextDelayMillis(using: &random)
+                    nextDue[group.key] = Monotonic.millis() + b.nextDelayMillis(using: &random)
                 }
                 backoff[group.key] = b
             }
@@ -460,15 +476,15 @@ final class Daemon: Sendable {
                 // `after` (and caught below) or wakes the loop anew.
                 if synced { watch.drain() }
                 let after = try replica.versionVector()
-                if synced && after[replica.replicaID] != vector[replica.replicaID] { changedAt = changedAt ?? monotonicMillis() }
+                if synced && after[replica.replicaID] != vector[replica.replicaID] { changedAt = changedAt ?? Monotonic.millis() }
                 lastVector = after
             }
             // Sleep until something is due, or a commit, a discovery or a stop wakes the loop.
             var dues = SyncDriver.dialGroups(try replica.device.peers()).map { nextDue[$0.key] ?? 0 }
             // A commit is visible to readers a moment after its last write to data.mdb (LMDB
             // publishes the transaction id in lock.mdb after the meta page): look once more then.
-            if storeWritten { dues.append(monotonicMillis() + Daemon.commitSettleMillis) }
-            let wait = min(Self.waitMillis(now: monotonicMillis(), nextDue: dues, changedAt: changedAt, allowanceCheckedAt: allowanceCheckedAt),
+            if storeWritten { dues.append(Monotonic.millis() + Daemon.commitSettleMillis) }
+            let wait = min(Self.waitMillis(now: Monotonic.millis(), nextDue: dues, changedAt: changedAt, allowanceCheckedAt: allowanceCheckedAt),
                            Self.storeLookMillis)
             let woke = wakeup.wait(timeoutMillis: Int(wait), also: [stopWakeup.readFD, watch.fd].filter { $0 >= 0 })
             storeWritten = woke.ready.contains(watch.fd)

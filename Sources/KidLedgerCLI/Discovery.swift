@@ -7,6 +7,7 @@ import KidLedgerReplica
 import KidLedgerTransport
 import KidLedgerSecurity
 import Synchronization
+import KidLedgerSystem
 
 /// LAN discovery (issue 22, point 1): the daemon announces on the local network where it accepts
 /// peers, and learns where the other members' daemons do, so nobody types addresses at home.
@@ -149,8 +150,8 @@ final class Discovery: Sendable {
     func stop() {
         for socket in sockets { socket.close() }
         wakeup.signal()
-        let deadline = monotonicMillis() + 1_000
-        while threads.load(ordering: .relaxed) > 0 && monotonicMillis() < deadline { usleep(20_000) }
+        let deadline = Monotonic.millis() + 1_000
+        while threads.load(ordering: .relaxed) > 0 && Monotonic.millis() < deadline { usleep(20_000) }
     }
 
     /// Where announcements go now: the `--announce-to` targets, else each usable interface's IPv4
@@ -182,7 +183,7 @@ final class Discovery: Sendable {
         let replica = try? makeReplica()
         var random = SystemRandomNumberGenerator()
         while !stopping() {
-            let now = monotonicMillis()
+            let now = Monotonic.millis()
             var due = schedule.announceDue(now: now)
             if schedule.checkDue(now: now) {
                 interfaces = LocalInterface.all()
@@ -225,7 +226,7 @@ final class Discovery: Sendable {
             }
             // Asleep until the next announcement, interface check or (while a short code is open)
             // invitation is due, or ``stop()``.
-            let woke = wakeup.wait(timeoutMillis: Int(schedule.waitMillis(now: monotonicMillis(), invitationsDue: invitationsOpen ? (invitationsSent ?? 0) + Self.invitationIntervalMillis : nil)),
+            let woke = wakeup.wait(timeoutMillis: Int(schedule.waitMillis(now: Monotonic.millis(), invitationsDue: invitationsOpen ? (invitationsSent ?? 0) + Self.invitationIntervalMillis : nil)),
                                    also: addressWatch.fd >= 0 ? [addressWatch.fd] : [])
             if !woke.ready.isEmpty {
                 // An address or link changed: look at the interfaces now.
@@ -249,7 +250,7 @@ final class Discovery: Sendable {
             // ``stop()`` closes the socket, which wakes this wait.
             do { datagram = try socket.receive(timeoutMillis: 60_000) } catch { return }
             guard let datagram else { continue }
-            let now = monotonicMillis()
+            let now = Monotonic.millis()
             if now / 1000 != second {
                 if dropped > 0 { log("discovery: dropped \(dropped) packets over \(Self.packetsPerSecondMax) a second") }
                 second = now / 1000

@@ -8,6 +8,7 @@ import KidLedgerTransport
 import KidLedgerUI
 import KidLedgerLMDB
 import KidLedgerSecurity
+import KidLedgerSystem
 
 /// The daemon, sync, and joining a household.
 enum NetworkCommands {
@@ -553,7 +554,7 @@ extension String {
 final class ProgressMeter {
     let enabled: Bool
     let console: Console
-    var started = monotonicMillis()
+    var started = Monotonic.millis()
     var lastDraw: Int64 = 0
     var drawn = false
 
@@ -564,7 +565,7 @@ final class ProgressMeter {
 
     func update(label: String, done: Int, total: Int) {
         guard enabled, total >= 1_000 else { return }
-        let now = monotonicMillis()
+        let now = Monotonic.millis()
         guard now - lastDraw >= 100 || done >= total else { return }
         lastDraw = now
         let rate = Int(Double(done) / max(Double(now - started) / 1000, 0.001))
@@ -575,7 +576,7 @@ final class ProgressMeter {
     func finish() {
         if drawn { console.err("\n") }
         drawn = false
-        started = monotonicMillis()
+        started = Monotonic.millis()
     }
 }
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import KidLedgerDomain
 import KidLedgerTransport
+import KidLedgerSystem
 
 /// `kidledger open`: what the applications menu's "Kid Ledger" runs. Starts this home's service
 /// when no daemon runs (enabling it for next time), waits until the page listens, and opens the
@@ -107,7 +108,7 @@ enum OpenCommand {
 
     /// The page's address once a daemon of this home answers there; bounded by ``waitMillis``.
     static func waitForPage(_ ctx: Context) throws -> String {
-        let deadline = monotonicMillis() + Int64(waitMillis)
+        let deadline = Monotonic.millis() + Int64(waitMillis)
         var last = "no daemon runs for this home yet"
         while true {
             // The daemon writes the page's address into its lock file once the page listens
@@ -124,7 +125,7 @@ enum OpenCommand {
                     last = "the daemon serves no page (was it started with --ui off?)"
                 }
             }
-            if monotonicMillis() > deadline {
+            if Monotonic.millis() > deadline {
                 throw CLIError("the page did not come up within \(waitMillis / 1000) s: \(last) (`kidledger service status`, `journalctl --user`)", code: .unavailable)
             }
             usleep(100_000)

@@ -146,7 +146,7 @@ enum PageCommands {
         let output = BufferConsole()
         let messages = BufferConsole()
         do {
-            let code = try CLI.dispatch(["--home", home, "--json"] + words, environment: environment, console: output,
+            let code = try CLI.dispatch(ArgumentTokens(["--home", home, "--json"] + words), environment: environment, console: output,
                                         clock: SystemClock(), sharedStore: store, messages: messages)
             return CommandOutcome(exitCode: code.rawValue, json: Text.trimmed(output.stdout), message: Text.trimmed(messages.stdout))
         } catch {

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerSystem
 
 /// `kidledger service install|status|uninstall`: the daemon as a sandboxed systemd user unit
 /// (docs/SYNC.md, steps 4 and 6, and "The service unit").
@@ -337,22 +338,20 @@ enum Subprocess {
         guard spawned == 0 else { return Outcome(code: nil, output: "cannot run \(path): \(String(cString: strerror(spawned)))") }
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let deadline = monotonicMillis() + Int64(timeoutMillis)
+        let deadline = Monotonic.millis() + Int64(timeoutMillis)
         var killed = false
         while true {
-            let left = deadline - monotonicMillis()
+            let left = deadline - Monotonic.millis()
             if left <= 0 { kill(child, SIGKILL); killed = true; break }
             var poller = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
             let ready = poll(&poller, 1, Int32(min(left, 1_000)))
-            if ready < 0 && errno == EINTR { continue }
-            if ready <= 0 { continue }
-            let n = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            if ready <= 0 { continue }  // timed out or interrupted: check the deadline again
+            let n = retryWhileInterrupted { buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) } }
             if n <= 0 { break }
             if output.count < 65_536 { output.append(contentsOf: buffer[0..<n]) }
         }
         var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        _ = retryWhileInterrupted { waitpid(child, &status, 0) }
         let exited = !killed && (status & 0x7f) == 0
         return Outcome(code: exited ? (status >> 8) & 0xff : nil, output: String(decoding: output, as: UTF8.self))
     }

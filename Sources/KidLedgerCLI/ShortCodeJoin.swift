@@ -6,6 +6,7 @@ import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerSecurity
+import KidLedgerSystem
 
 /// Joining with a short code (issue 22, point 4): find the inviting daemon by its invitation
 /// announcement on the LAN (or at `--address`), prove the code to it in a CPace handshake
@@ -38,13 +39,13 @@ enum ShortCodeJoin {
         }
         let sockets = try listeningSockets(port: discoveryPort)
         defer { for socket in sockets { socket.close() } }
-        let deadline = monotonicMillis() + Int64(waitSeconds) * 1_000
+        let deadline = Monotonic.millis() + Int64(waitSeconds) * 1_000
         var dialed = Set<String>()
         var problems: [String] = []
         var shown: Int64 = -1
         defer { if shown >= 0 { console.err("\n") } }
         while true {
-            let left = deadline - monotonicMillis()
+            let left = deadline - Monotonic.millis()
             guard left > 0 else { break }
             if interactive && (left + 999) / 1_000 != shown {
                 shown = (left + 999) / 1_000
@@ -106,7 +107,7 @@ enum ShortCodeJoin {
             let channel = try SecureChannel(role: .initiator, identity: identity, household: .zero,
                                             seed: Sodium.randomBytes(SecureChannel.seedByteCount),
                                             mode: .shortCode(slot: code.slot, password: code.password), authorize: { _, _, _, _ in nil })
-            let stream = try SecureStream.establish(channel, over: connection, timeoutMillis: SyncDriver.handshakeTimeoutMillis, now: monotonicMillis)
+            let stream = try SecureStream.establish(channel, over: connection, timeoutMillis: SyncDriver.handshakeTimeoutMillis, now: Monotonic.millis)
             var bytes: [UInt8] = []
             while bytes.count <= 4 << 10 {
                 let chunk = try stream.read(maxBytes: 4 << 10, timeoutMillis: SyncDriver.handshakeTimeoutMillis)

@@ -7,12 +7,7 @@ import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerLMDB
 import KidLedgerSecurity
-
-/// A monotonic clock in milliseconds, for timeouts (the CLI and daemon only).
-func monotonicMillis() -> Int64 { Monotonic.millis() }
-
-/// A monotonic clock in microseconds, for session timings.
-func monotonicMicros() -> Int64 { Monotonic.micros() }
+import KidLedgerSystem
 
 /// Runs one initiator session with a peer over TCP and records the outcome in the peer's record.
 enum SyncDriver {
@@ -155,13 +150,13 @@ enum SyncDriver {
     private static func syncOnce(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
                                  invitationKey: [UInt8]?, expectedPeer: [UInt8]?, listenPort: UInt16,
                                  progress: ((SessionProgress, Int) -> Void)?) -> Result {
-        let started = monotonicMicros()
+        let started = Monotonic.micros()
         var connection: TCPConnection?
         var peerKey: [UInt8]?
         var gap: VersionGap?
         func finish(_ outcome: SessionOutcome?, _ error: TransportError?) -> Result {
             var result = Result(address: address, outcome: outcome, connectError: error,
-                                seconds: Double(monotonicMicros() - started) / 1_000_000,
+                                seconds: Double(Monotonic.micros() - started) / 1_000_000,
                                 wireBytesSent: connection?.bytesSent ?? 0, wireBytesReceived: connection?.bytesReceived ?? 0,
                                 learned: learn(from: error, in: replica, identity: identity),
                                 answered: learnAnswer(from: error, in: replica), peerKey: peerKey)
@@ -190,7 +185,7 @@ enum SyncDriver {
                                             mode: invitationKey.map { .join(invitationKey: $0) } ?? .member, authorize: authorize,
                                             evidence: revocationEvidence(replica, revoked: revoked),
                                             answer: answer(replica, identity: identity))
-            stream = try SecureStream.establish(channel, over: connected, timeoutMillis: handshakeTimeoutMillis, now: monotonicMillis)
+            stream = try SecureStream.establish(channel, over: connected, timeoutMillis: handshakeTimeoutMillis, now: Monotonic.millis)
         } catch let error as TransportError {
             // What the refusal taught is recorded before the connection closes (a refused peer
             // that answered waits for the close before it tries again).
@@ -204,7 +199,7 @@ enum SyncDriver {
         let session = SyncSession(role: .initiator, replica: replica, household: household, listenPort: listenPort)
         let outcome = SessionRunner.run(session, over: stream, progress: progress.map { report in
             { p in report(p, session.summary.changesExpected) }
-        }, now: monotonicMillis)
+        }, now: Monotonic.millis)
         gap = VersionGap(session.failure, mine: session.versions, product: session.product)
         return finish(outcome, nil)
     }

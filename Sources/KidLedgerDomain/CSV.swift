@@ -80,6 +80,7 @@ public enum CSV {
         }
     }
 
+    // long-function: one character-by-character state machine (RFC 4180's states); split, its states would be shared mutable fields.
     private static func parse(
         bytes: UnsafeBufferPointer<UInt8>, fieldBytesMax: Int, rowsMax: Int
     ) throws(CSVError) -> [CSVRecord] {

@@ -50,8 +50,14 @@ public struct HLC: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The reading for a local change: at least one millisecond after `self` (so every local
     /// change has its own millisecond, and "newest" is never a tie) and not earlier than `now`.
     public func tickLocal(now: Int64) -> HLC {
-        HLC(millis: min(max(Self.clamp(now), millis + 1), Self.millisMax), counter: 0)
+        assert(isInRange, "an HLC reading beyond the decodable range: \(self)")
+        let next = HLC(millis: min(max(Self.clamp(now), millis + 1), Self.millisMax), counter: 0)
+        assert(next.millis > millis || millis == Self.millisMax, "a local tick went back or stood still")
+        return next
     }
+
+    /// Whether the reading lies within `0...millisMax` (every decoded or issued one does).
+    var isInRange: Bool { millis >= 0 && millis <= Self.millisMax }
 
     /// Orders by milliseconds, then counter.
     public static func < (a: HLC, b: HLC) -> Bool {
@@ -60,16 +66,26 @@ public struct HLC: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     /// The reading for a local event: later than `self` and not earlier than `now`.
     public func tick(now: Int64) -> HLC {
-        let now = Self.clamp(now)
-        if now > millis { return HLC(millis: now, counter: 0) }
-        if counter == .max { return millis >= Self.millisMax ? self : HLC(millis: millis + 1, counter: 0) }
-        return HLC(millis: millis, counter: counter + 1)
+        assert(isInRange, "an HLC reading beyond the decodable range: \(self)")
+        let next = Self.advanced(from: self, now: Self.clamp(now))
+        assert(next > self || self == HLC(millis: Self.millisMax, counter: .max), "the clock went back or stood still")
+        assert(next.isInRange, "a tick beyond the decodable range")
+        return next
     }
 
     /// The reading after receiving `remote`: later than both `self` and `remote`, not earlier than `now`.
     public func receive(_ remote: HLC, now: Int64) -> HLC {
+        assert(isInRange && remote.isInRange, "an HLC reading beyond the decodable range: \(self), \(remote)")
         let base = max(self, remote)
-        let now = Self.clamp(now)
+        let next = Self.advanced(from: base, now: Self.clamp(now))
+        assert(next > base || base == HLC(millis: Self.millisMax, counter: .max), "the clock went back or stood still")
+        assert(next.isInRange, "a reading beyond the decodable range")
+        return next
+    }
+
+    /// The reading after `base` at clamped wall time `now`: `now` when later, else the next counter
+    /// (the next millisecond when the counter is spent; `base` itself at the very end of time).
+    private static func advanced(from base: HLC, now: Int64) -> HLC {
         if now > base.millis { return HLC(millis: now, counter: 0) }
         if base.counter == .max { return base.millis >= Self.millisMax ? base : HLC(millis: base.millis + 1, counter: 0) }
         return HLC(millis: base.millis, counter: base.counter + 1)

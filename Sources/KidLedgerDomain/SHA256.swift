@@ -263,6 +263,7 @@ struct PortableSHA256Compressor: BlockCompressor {
         return w &+ s0 &+ w7 &+ s1
     }
 
+    // long-function: the 64 rounds unrolled into registers and immediates, for speed; splitting them undoes that.
     /// Fully unrolled (generated): the sixteen schedule words and the round constants stay in
     /// registers and immediates instead of a 64-word array and a table (about a third fewer
     /// instructions per block).

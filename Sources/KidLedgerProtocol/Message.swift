@@ -156,6 +156,7 @@ public enum Message: Equatable, Sendable {
         return try decode(type: type, payload: payload, received: &ignored)
     }
 
+    // long-function: one case per message type of the wire format: a table.
     /// ``decode(type:payload:)``; when `received` is non-nil and the message is a batch of changes,
     /// it is set to the bytes each change was read from (not necessarily canonical).
     static func decode(type: UInt8, payload: [UInt8], received: inout [[UInt8]]?) throws(ProtocolError) -> Message {

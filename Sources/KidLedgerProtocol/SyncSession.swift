@@ -31,6 +31,21 @@ public final class SyncSession {
         case finished
         /// Failed; nothing more happens.
         case failed
+
+        /// The state machine's transitions: start, hello or welcome, the vectors, the first batch,
+        /// done; any state but the two ends may fail, and the ends are final.
+        static func isLegal(from old: State, to new: State) -> Bool {
+            switch (old, new) {
+            case (.created, .awaitingWelcome), (.created, .awaitingHello),
+                 (.awaitingHello, .awaitingVector), (.awaitingWelcome, .awaitingVector),
+                 (.awaitingVector, .awaitingPeerStart), (.awaitingVector, .transferring),
+                 (.awaitingPeerStart, .transferring), (.transferring, .finished):
+                true
+            case (.finished, _), (.failed, _): false
+            case (_, .failed): true
+            default: false
+            }
+        }
     }
 
     /// This side's role.
@@ -43,8 +58,10 @@ public final class SyncSession {
     public let limits: SessionLimits
     // Not `Sendable`: a session stays in the isolation domain that made it (the compiler checks
     // that), and Swift's run-time exclusivity checks guard its state.
-    /// The current state.
-    public private(set) var state: State = .created
+    /// The current state. Every change of it is one of ``State/isLegal(from:to:)``'s transitions.
+    public private(set) var state: State = .created {
+        didSet { assert(State.isLegal(from: oldValue, to: state), "session state \(oldValue) -> \(state)") }
+    }
     /// Counters so far (final in ``SessionAction/finished(_:)``).
     public private(set) var summary = SessionSummary()
 
@@ -159,6 +176,7 @@ public final class SyncSession {
 
     // MARK: Message handling
 
+    // long-function: the state machine's table: one case per (state, message) pair.
     /// `received`: for a batch of changes, the bytes each was read from, when kept (see `receive`).
     private func handle(_ message: Message, received: [[UInt8]]? = nil) throws(ProtocolError) {
         switch (state, message) {

@@ -19,6 +19,7 @@ public enum ApplyOutcome: Equatable, Sendable {
 }
 
 extension Replica {
+    // long-function: the apply path in its order (checks, log, chain, clock, membership, ledger) with its paired assertions, readable in one place.
     /// Merges one prepared change into the state held by `context`. Idempotent: a change whose
     /// sequence is already covered is a no-op; one that would leave a gap is refused.
     ///
@@ -73,6 +74,7 @@ extension Replica {
             outcome = .forkedVersion
         } else if change.sequence == held + 1 {
             if held > 0 && context.admitsMembersOnly, try overByteLimit(change.origin, sequence: change.sequence, in: context) { return .notAdmitted }
+            assert((try? w.get(Tables.changes, prepared.logKey)) == nil, "a change above the held sequence is in the log")
             try w.put(Tables.changes, prepared.logKey, prepared.encoded)
             // The log holds versions of an origin only up to its vector entry, so this version is
             // the only one at the new sequence: its link needs no scan of the log.
@@ -87,6 +89,9 @@ extension Replica {
             }
             try context.setChainLink(link, of: change.origin, at: change.sequence)
             context.setHeldSequence(change.sequence, of: change.origin)
+            assert((try? w.get(Tables.changes, prepared.logKey)) == prepared.encoded, "the applied change is not in the log")
+            assert((try? context.heldSequence(change.origin)) == change.sequence, "the held sequence did not advance by one")
+            assert((try? context.chainLink(change.origin, at: change.sequence)) == link, "the chain does not end in the new link")
             outcome = .applied
         } else {
             return .gap
@@ -266,6 +271,7 @@ extension Replica {
             previous = link
             sequence += 1
         }
+        assert((try? context.chainLink(origin, at: through)) == previous, "the chain does not end in the last link rechained")
     }
 
     static let zeroLink = [UInt8](repeating: 0, count: 16)

@@ -11,6 +11,7 @@ public struct ImportResult: Equatable, Sendable {
 }
 
 extension Replica {
+    // long-function: one write transaction: match rows, find or create children, write; its steps share that transaction's state.
     /// Imports rows in one write transaction: all or nothing.
     ///
     /// A row's id is the file's `id` column when present; otherwise it is derived (UUIDv5) from

@@ -66,6 +66,7 @@ extension Replica {
         return (ownership.household, ownership.current)
     }
 
+    // long-function: one case per membership operation, applied in the change's order.
     /// Applies (after checking signatures) the membership operations of a change that `include`
     /// selects (all of them outside a rebuild). Returns whether the merged state must be
     /// recomputed from the log (``rebuild(in:)``): a revocation or an owner transfer that was not

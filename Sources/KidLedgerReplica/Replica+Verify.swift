@@ -104,6 +104,7 @@ extension Replica {
         }
     }
 
+    // long-function: the list of checks made in one read transaction, in order.
     /// The first half of ``verify()``: the checks that read the store in one read transaction,
     /// the signed heads' last (``verifyHeadProblems()``; `headsToo` false leaves them out: what is
     /// left depends only on ``verifiedTables`` but the heads).
@@ -269,6 +270,7 @@ extension Replica {
         }
     }
 
+    // long-function: one pass over the log that checks versions, chains and the vector together, as they are stored.
     /// Checks the change log, the hash chains and the version vector; returns the changes counted.
     private func verifyChangeLog(_ r: any KeyValueReader, problem: (String) -> Void) throws -> Int {
         var lastByOrigin: [ReplicaID: UInt64] = [:]

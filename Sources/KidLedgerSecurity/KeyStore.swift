@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import KidLedgerDomain
+import KidLedgerSystem
 
 /// Device identities kept as one file per account in a private directory (e.g. `HOME/identities`).
 ///
@@ -69,17 +70,11 @@ public struct KeyStore: Sendable {
         }
         var content: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 512)
-        // Every pass reads at least a byte (the size check ends the loop), reaches the end of the
-        // file, or was interrupted (at most `interruptionsMax` times).
-        let interruptionsMax = 1_000
-        var interruptions = 0
+        // Every pass reads at least a byte (the size check ends the loop) or reaches the end of the
+        // file; each read is retried at most 1,000 times when interrupted.
         while true {
-            let n = read(fd, &buffer, buffer.count)
+            let n = retryWhileInterrupted(maxRetries: 1_000) { read(fd, &buffer, buffer.count) }
             if n < 0 {
-                if errno == EINTR && interruptions < interruptionsMax {
-                    interruptions += 1
-                    continue
-                }
                 throw .keyFile("cannot read key file \(path): \(Self.reason(errno))")
             }
             if n == 0 { break }
@@ -120,9 +115,8 @@ public struct KeyStore: Sendable {
             let bytes = Array((Self.header + "\n" + Hex.encode(seed) + "\n").utf8)
             var written = 0
             while written < bytes.count {
-                let n = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                let n = retryWhileInterrupted { bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
                 if n < 0 {
-                    if errno == EINTR { continue }
                     throw SecurityError.keyFile("cannot write \(temporary): \(Self.reason(errno))")
                 }
                 written += n

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import KidLedgerDomain
 import KidLedgerSecurity
+import KidLedgerSystem
 
 /// A bidirectional byte stream with timeouts: a plain TCP connection, or one wrapped in a
 /// ``SecureStream``. ``SessionRunner`` drives a sync session over either.
@@ -25,18 +26,6 @@ extension ByteStream {
 }
 
 extension TCPConnection: ByteStream {}
-
-/// A monotonic clock (CLOCK_MONOTONIC) in milliseconds, for deadlines in drivers.
-public enum Monotonic {
-    /// Milliseconds since an arbitrary fixed point; never goes back.
-    public static func millis() -> Int64 { micros() / 1_000 }
-    /// Microseconds since the same fixed point, for timings.
-    public static func micros() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
-    }
-}
 
 /// A TCP connection after a ``SecureChannel`` handshake: both ends authenticated (Ed25519) and
 /// authorised, every byte encrypted and authenticated (secretstream). A tampered frame fails the

@@ -82,11 +82,58 @@ public enum SessionRunner {
                            now: () -> Int64) -> SessionOutcome {
         precondition(readsMax > 0, "a session needs at least one read")
         defer { connection.close() }
-        let started = now()
-        let idle = max(idleTimeoutMillis, 1)
-        let totalExpired = "sync with \(connection.remote) timed out after \(totalTimeoutMillis) ms: the whole sync took too long"
+        return withoutActuallyEscaping(now) { now in
+            let run = Run(session: session, connection: connection, now: now, started: now(), idle: max(idleTimeoutMillis, 1),
+                          totalTimeoutMillis: totalTimeoutMillis, helloTimeoutMillis: helloTimeoutMillis)
+            if let outcome = run.perform(session.start()) { return outcome }
+            var unadmitted = session.state == .awaitingHello
+            // Each pass either receives at least one byte or waits out a timeout, and the total timeout
+            // bounds both, so the loop ends; `readsMax` bounds it against a clock that stands still.
+            for _ in 0..<readsMax {
+                guard let timeout = run.wait() else { return run.transportFailure(run.expired) }
+                let chunk: [UInt8]
+                do throws(TransportError) {
+                    chunk = try connection.read(maxBytes: unadmitted ? unadmittedReadBytesMax : readBytesMax, timeoutMillis: timeout)
+                } catch {
+                    if case .timeout = error, run.wait() == nil { return run.transportFailure(run.expired) }
+                    return run.transportFailure("sync with \(connection.remote) failed: \(error)")
+                }
+                if chunk.isEmpty {
+                    return run.transportFailure("\(connection.remote) closed the connection before the sync finished")
+                }
+                let actions = session.receive(chunk)
+                if unadmitted && session.state != .awaitingHello && session.state != .failed {
+                    unadmitted = false
+                    admitted?()
+                }
+                if let progress {
+                    let s = session.summary
+                    progress(SessionProgress(changesReceived: s.changesApplied + s.duplicatesReceived + s.gapsReceived,
+                                             changesSent: s.changesSent, bytes: s.bytesReceived + s.bytesSent))
+                }
+                if let outcome = run.perform(actions) { return outcome }
+            }
+            return run.transportFailure("sync with \(connection.remote) failed: the session did not end within \(readsMax) reads")
+        }
+    }
 
-        let helloExpired = "\(connection.remote) did not identify itself within \(helloTimeoutMillis ?? 0) ms"
+    /// One ``run(_:over:idleTimeoutMillis:totalTimeoutMillis:helloTimeoutMillis:readsMax:admitted:progress:now:)``:
+    /// its deadlines, how it ends when the connection does, and how it performs a session's actions.
+    private struct Run {
+        let session: SyncSession
+        let connection: any ByteStream
+        let now: () -> Int64
+        let started: Int64
+        let idle: Int
+        let totalTimeoutMillis: Int
+        let helloTimeoutMillis: Int?
+
+        /// Why the time ran out: the peer's hello came too late, or the whole sync took too long.
+        var expired: String {
+            helloLate() ? "\(connection.remote) did not identify itself within \(helloTimeoutMillis ?? 0) ms"
+                : "sync with \(connection.remote) timed out after \(totalTimeoutMillis) ms: the whole sync took too long"
+        }
+
         /// Whether the session still waits for the peer's hello past its deadline.
         func helloLate() -> Bool {
             guard let helloTimeoutMillis, session.state == .awaitingHello else { return false }
@@ -146,37 +193,5 @@ public enum SessionRunner {
             if let writeError { return transportFailure("sync with \(connection.remote) failed: \(writeError)") }
             return nil
         }
-
-        if let outcome = perform(session.start()) { return outcome }
-        var unadmitted = session.state == .awaitingHello
-        // Each pass either receives at least one byte or waits out a timeout, and the total timeout
-        // bounds both, so the loop ends; `readsMax` bounds it against a clock that stands still.
-        for _ in 0..<readsMax {
-            guard let timeout = wait() else {
-                return transportFailure(helloLate() ? helloExpired : totalExpired)
-            }
-            let chunk: [UInt8]
-            do {
-                chunk = try connection.read(maxBytes: unadmitted ? unadmittedReadBytesMax : readBytesMax, timeoutMillis: timeout)
-            } catch {
-                if case .timeout = error, wait() == nil { return transportFailure(helloLate() ? helloExpired : totalExpired) }
-                return transportFailure("sync with \(connection.remote) failed: \(error)")
-            }
-            if chunk.isEmpty {
-                return transportFailure("\(connection.remote) closed the connection before the sync finished")
-            }
-            let actions = session.receive(chunk)
-            if unadmitted && session.state != .awaitingHello && session.state != .failed {
-                unadmitted = false
-                admitted?()
-            }
-            if let progress {
-                let s = session.summary
-                progress(SessionProgress(changesReceived: s.changesApplied + s.duplicatesReceived + s.gapsReceived,
-                                         changesSent: s.changesSent, bytes: s.bytesReceived + s.bytesSent))
-            }
-            if let outcome = perform(actions) { return outcome }
-        }
-        return transportFailure("sync with \(connection.remote) failed: the session did not end within \(readsMax) reads")
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Synchronization
+import KidLedgerSystem
 
 /// Readable text for an `errno` value (thread-safe, unlike `strerror`).
 enum SystemError {
@@ -98,14 +99,9 @@ enum Sockets {
     static func poll(_ fd: Int32, events: Int16, timeoutMillis: Int, what: String) throws(TransportError) -> Int16 {
         var entry = pollfd(fd: fd, events: events, revents: 0)
         let timeout = Int32(clamping: max(timeoutMillis, 0))
-        var attempts = 0
-        while true {
-            let n = Glibc.poll(&entry, 1, timeout)
-            if n >= 0 { return n == 0 ? 0 : entry.revents }
-            let code = errno
-            attempts += 1
-            guard code == EINTR, attempts < 1000 else { throw .io("poll (\(what))", code) }
-        }
+        let n = retryWhileInterrupted(maxRetries: 999) { Glibc.poll(&entry, 1, timeout) }
+        if n >= 0 { return n == 0 ? 0 : entry.revents }
+        throw .io("poll (\(what))", errno)
     }
 
     static func setOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32) {

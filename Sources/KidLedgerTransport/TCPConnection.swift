@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Synchronization
+import KidLedgerSystem
 
 /// One TCP connection over a POSIX socket, with blocking-with-timeout reads and writes (`poll(2)`).
 ///
@@ -124,7 +125,7 @@ public final class TCPConnection: Sendable {
                 }
                 if handle.closed { throw .closed }
                 var buffer = [UInt8](repeating: 0, count: count)
-                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                let n = retryWhileInterrupted(maxRetries: 10_000) { buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
                 if n > 0 {
                     received.add(n, ordering: .relaxed)
                     return Array(buffer.prefix(n))
@@ -135,8 +136,8 @@ public final class TCPConnection: Sendable {
                 }
                 let code = errno
                 switch code {
-                case EINTR, EAGAIN, EWOULDBLOCK:
-                    // Interrupted or spurious wake-up: wait again (bounded, in case poll keeps waking).
+                case EAGAIN, EWOULDBLOCK:
+                    // A spurious wake-up: wait again (bounded, in case poll keeps waking).
                     if attempts > 10_000 { throw .io("recv from \(remote)", code) }
                 case ECONNRESET, EPIPE, ENOTCONN: throw .closed
                 case ETIMEDOUT: throw .timeout("waiting for the peer: it stopped answering keepalive probes")
@@ -158,8 +159,8 @@ public final class TCPConnection: Sendable {
             var stalls = 0
             while offset < bytes.count {
                 if handle.closed { throw .closed }
-                let n = bytes.withUnsafeBytes { raw in
-                    send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                let n = retryWhileInterrupted(maxRetries: 10_000) {
+                    bytes.withUnsafeBytes { raw in send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }
                 }
                 if n > 0 {
                     offset += n
@@ -169,9 +170,6 @@ public final class TCPConnection: Sendable {
                 }
                 let code = n == 0 ? EAGAIN : errno
                 switch code {
-                case EINTR:
-                    stalls += 1
-                    if stalls > 10_000 { throw .io("send to \(remote)", code) }
                 case EAGAIN, EWOULDBLOCK:
                     stalls += 1
                     if stalls > 10_000 { throw .io("send to \(remote)", code) }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KidLedgerSystem
 
 /// A listening TCP socket that hands out ``TCPConnection``s.
 ///
@@ -64,25 +65,20 @@ public final class TCPListener: Sendable {
             let events = try Sockets.poll(fd, events: Int16(POLLIN), timeoutMillis: timeoutMillis, what: "accept")
             if handle.closed { throw .closed }
             if events == 0 { return nil }
-            var attempts = 0
-            while true {
-                attempts += 1
-                // Glibc's module doesn't export accept4, so close-on-exec and non-blocking are set
-                // right after accepting (TCPConnection.init sets FD_CLOEXEC; O_NONBLOCK here).
-                let client = Glibc.accept(fd, nil, nil)
-                if client >= 0 {
-                    let flags = fcntl(client, F_GETFL)
-                    _ = fcntl(client, F_SETFL, (flags >= 0 ? flags : 0) | O_NONBLOCK)
-                    return TCPConnection(fd: client)
-                }
-                let code = errno
-                switch code {
-                case EINTR where attempts < 100: continue
-                // Nothing there after all (another acceptor won, or the client gave up): like a timeout.
-                case EAGAIN, EWOULDBLOCK, ECONNABORTED, EPROTO: return nil
-                case EINVAL where handle.closed: throw .closed
-                default: throw .io("accept", code)
-                }
+            // Glibc's module doesn't export accept4, so close-on-exec and non-blocking are set
+            // right after accepting (TCPConnection.init sets FD_CLOEXEC; O_NONBLOCK here).
+            let client = retryWhileInterrupted(maxRetries: 99) { Glibc.accept(fd, nil, nil) }
+            if client >= 0 {
+                let flags = fcntl(client, F_GETFL)
+                _ = fcntl(client, F_SETFL, (flags >= 0 ? flags : 0) | O_NONBLOCK)
+                return TCPConnection(fd: client)
+            }
+            let code = errno
+            switch code {
+            // Nothing there after all (another acceptor won, or the client gave up): like a timeout.
+            case EAGAIN, EWOULDBLOCK, ECONNABORTED, EPROTO: return nil
+            case EINVAL where handle.closed: throw .closed
+            default: throw .io("accept", code)
             }
         }
     }

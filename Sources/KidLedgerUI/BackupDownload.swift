@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KidLedgerSystem
 
 /// The page's "Download a backup" (`GET /api/backup`): runs `kidledger backup FILE` into a fresh
 /// private file in the temporary folder, answers with its bytes as an attachment, and removes it.
@@ -27,8 +28,7 @@ extension UIApp {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryWhileInterrupted { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
             guard n >= 0 else { return nil }
             if n == 0 { return bytes }
             bytes.append(contentsOf: buffer[0..<n])

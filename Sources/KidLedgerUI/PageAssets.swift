@@ -1,6 +1,7 @@
 /// The page: HTML, CSS and JavaScript embedded in the binary (no CDN, no fonts, no build step).
 /// The script talks to the JSON API of docs/UI.md only; the HTML carries the token for its POSTs.
 public enum PageAssets {
+    // long-function: one HTML document as one literal.
     /// The HTML shell with `token` in a meta tag (only this origin can read it).
     public static func html(token: String) -> String {
         """

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import KidLedgerTransport
 import Synchronization
+import KidLedgerSystem
 
 /// The page's HTTP/1.1 server: one request per connection, a thread per connection, bounded in
 /// every way a local web page needs (``connectionsMax``, ``requestTimeoutMillis``, the parser's
@@ -110,7 +111,7 @@ public final class UIServer: Sendable {
     /// Reads one request within `timeoutMillis` in all.
     static func readRequest(_ connection: TCPConnection, timeoutMillis: Int) -> ReadOutcome {
         var bytes: [UInt8] = []
-        let deadline = monotonicMillis() + Int64(timeoutMillis)
+        let deadline = Monotonic.millis() + Int64(timeoutMillis)
         let late = HTTPResponse.json(408, UIApp.errorJSON("the request took too long", exitCode: nil))
         while true {
             switch HTTPRequestParser.parse(bytes) {
@@ -118,7 +119,7 @@ public final class UIServer: Sendable {
             case .refused(let status, let reason): return .answer(.json(status, UIApp.errorJSON(reason, exitCode: nil)))
             case .incomplete: break
             }
-            let left = deadline - monotonicMillis()
+            let left = deadline - Monotonic.millis()
             guard left > 0 else { return .answer(late) }
             do {
                 let chunk = try connection.read(maxBytes: 16 << 10, timeoutMillis: Int(left))
@@ -129,12 +130,6 @@ public final class UIServer: Sendable {
                 return .gone
             }
         }
-    }
-
-    static func monotonicMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }
 

@@ -21,12 +21,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSecurity
-
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+import KidLedgerSystem
 
 struct WallClockNow: WallClock {
     func nowMillis() -> Int64 {
@@ -112,10 +107,10 @@ func append(_ args: [String]) {
         let take = random.next() % 10 == 0
         drafts.append(Replica.Draft(childID: child, signedCents: take ? -cents : cents, note: notes[Int(random.next() % UInt64(notes.count))]))
     }
-    let started = monotonicSeconds()
+    let started = Monotonic.seconds()
     let changes: [Change]
     do { changes = try replica.postBatch(drafts, source: "give") } catch { fail("append failed: \(error)") }
-    let seconds = monotonicSeconds() - started
+    let seconds = Monotonic.seconds() - started
 
     if let tsv {
         guard let file = fopen(tsv, "w") else { fail("cannot write \(tsv)") }
@@ -168,7 +163,7 @@ func rawLMDBPuts(_ tables: [(Table, [([UInt8], [UInt8])])], directory: String) -
     check(mdb_env_set_mapsize(env, 16 << 30), "mapsize")
     check(mdb_env_open(env, directory, UInt32(MDB_NOTLS), 0o600), "env_open")
     defer { mdb_env_close(env) }
-    let started = monotonicSeconds()
+    let started = Monotonic.seconds()
     var txn: OpaquePointer?
     check(mdb_txn_begin(env, nil, 0, &txn), "txn_begin")
     for (table, records) in tables {
@@ -185,7 +180,7 @@ func rawLMDBPuts(_ tables: [(Table, [([UInt8], [UInt8])])], directory: String) -
         }
     }
     check(mdb_txn_commit(txn), "commit")
-    return monotonicSeconds() - started
+    return Monotonic.seconds() - started
 }
 
 // MARK: run
@@ -250,7 +245,7 @@ func spawn(_ command: [String], stdoutPath: String?, watch: Int32? = nil,
     let argv = command.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
-    let started = monotonicSeconds()
+    let started = Monotonic.seconds()
     let rc = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
     guard rc == 0 else { fail("cannot run \(command[0]): \(String(cString: strerror(rc)))") }
     var status: Int32 = 0
@@ -259,14 +254,14 @@ func spawn(_ command: [String], stdoutPath: String?, watch: Int32? = nil,
         while true {
             peakAnon.child = max(peakAnon.child, anonKiB(pid))
             peakAnon.watched = max(peakAnon.watched, anonKiB(watch))
-            let rc = wait4(pid, &status, WNOHANG, &usage)
-            if rc == pid || (rc < 0 && errno != EINTR) { break }
+            let rc = retryWhileInterrupted { wait4(pid, &status, WNOHANG, &usage) }
+            if rc == pid || rc < 0 { break }
             usleep(2_000)
         }
     } else {
-        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        _ = retryWhileInterrupted { wait4(pid, &status, 0, &usage) }
     }
-    let seconds = monotonicSeconds() - started
+    let seconds = Monotonic.seconds() - started
     let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     return (seconds, cpu, Int(usage.ru_maxrss), exitStatus)

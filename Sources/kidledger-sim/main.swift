@@ -2,14 +2,10 @@
 import Glibc
 #endif
 import KidLedgerSimulation
+import KidLedgerSystem
 
-// The executable is the only place that reads a wall clock: to report rates.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-let started = monotonicSeconds()
+// The executable is the only place that reads a clock: to report rates.
+let started = Monotonic.seconds()
 // Reproduction lines name the program as the user ran it (its path as invoked).
 exit(SimulatorCLI.run(arguments: Array(CommandLine.arguments.dropFirst()), program: CommandLine.arguments.first ?? SimulatorCLI.defaultProgram,
-                      elapsedSeconds: { monotonicSeconds() - started }))
+                      elapsedSeconds: { Monotonic.seconds() - started }))

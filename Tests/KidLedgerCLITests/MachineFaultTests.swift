@@ -3,6 +3,7 @@ import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
+import KidLedgerSystem
 
 /// Faults of the machine under real `kidledger` processes: SIGKILL at random points during writes
 /// (of `give` and of a daemon receiving a sync), a full disk (a tmpfs the test mounts) and a capped
@@ -64,10 +65,10 @@ struct MachineFaultTests {
         ledger.ok("init", "Smiths")
         ledger.ok("child", "add", "Ava")
         // One unkilled give gives the scale of the delays (not asserted on).
-        let started = MonotonicClock.millis()
+        let started = Monotonic.millis()
         let first = try Self.run(ledger, ["give", "Ava", "0.01", "--note", "k-first"])
         try #require(first.code == 0 && first.signal == nil, "\(first)")
-        var ceilingMicros = max(UInt64(MonotonicClock.millis() - started) * 1_000, 20_000)
+        var ceilingMicros = max(UInt64(Monotonic.millis() - started) * 1_000, 20_000)
 
         var random = SplitMix64(seed: 0x6B69_6C6C)
         var acknowledged = ["k-first"]

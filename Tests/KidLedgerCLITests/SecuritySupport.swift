@@ -3,6 +3,7 @@ import Synchronization
 import KidLedgerTestSupport
 import Testing
 import KidLedgerSecurity
+import KidLedgerSystem
 
 // Helpers for the membership tests: a tiny TCP relay on 127.0.0.1 that records (and may tamper
 // with) the bytes of one session between a `kidledger sync` and a daemon, raw sockets to replay
@@ -99,8 +100,7 @@ func connectLocal(_ port: Int, from localPort: Int? = nil, source: String? = nil
 func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
     var sent = 0
     while sent < bytes.count {
-        let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        if n < 0 && errno == EINTR { continue }
+        let n = retryWhileInterrupted { bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
         if n <= 0 { return false }
         sent += n
     }

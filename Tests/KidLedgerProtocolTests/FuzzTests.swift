@@ -5,22 +5,38 @@ import Testing
 @testable import KidLedgerProtocol
 
 @Suite struct FuzzTests {
+    /// Garbage never traps the decoder; every byte pushed is either returned in a frame or still
+    /// buffered, and after an error the decoder holds nothing and keeps failing.
     @Test func frameDecoderSurvivesGarbage() {
         var rng = SplitMix64(seed: 3)
+        var lostBytes = 0, liveAfterFailure = 0, failures = 0
         for _ in 0..<2_000 {
             var d = FrameDecoder()
+            var pushed = 0, returned = 0, failed = false
             for _ in 0..<Int(rng.next() % 6) {
                 let n = Int(rng.next() % 40)
                 var chunk = (0..<n).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
                 // Often a plausible small length, so bodies get decoded too.
                 if n >= 4 && rng.next() % 2 == 0 { chunk[0] = 0; chunk[1] = 0; chunk[2] = 0; chunk[3] = UInt8(rng.next() % 40) }
                 d.push(chunk)
-                while true {
-                    guard let f = try? d.next() else { break }
+                if !failed { pushed += n }
+                while !failed {
+                    let frame: (type: UInt8, payload: [UInt8])?
+                    do { frame = try d.next() } catch { failed = true; failures += 1; break }
+                    guard let f = frame else { break }
+                    returned += 5 + f.payload.count  // length, type, payload
                     _ = try? Message.decode(type: f.type, payload: f.payload)
+                }
+                if failed {
+                    if d.bufferedBytes != 0 || (try? d.next()) != nil { liveAfterFailure += 1 }
+                } else if returned + d.bufferedBytes != pushed {
+                    lostBytes += 1
                 }
             }
         }
+        #expect(lostBytes == 0)
+        #expect(liveAfterFailure == 0)
+        #expect(failures > 0, "the garbage made the decoder fail at least once")
     }
 
     /// A responder fed a mutated copy of a real initiator transcript: it never traps, and the

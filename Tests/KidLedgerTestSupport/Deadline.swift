@@ -1,32 +1,23 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KidLedgerSystem
 
-/// CLOCK_MONOTONIC, for deadlines and injected clocks in tests (never goes back, unlike `Date`).
-public enum MonotonicClock {
-    /// Milliseconds since an arbitrary fixed point.
-    public static func millis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-}
-
-/// A point on ``MonotonicClock`` some time from now: how long a test waits for something at most.
+/// A point on ``Monotonic`` some time from now: how long a test waits for something at most.
 public struct Deadline: Sendable {
     /// The clock reading at which the time is up.
     public let millis: Int64
 
     /// The deadline `seconds` from now.
     public init(seconds: Double) {
-        millis = MonotonicClock.millis() + Int64((seconds * 1000).rounded())
+        millis = Monotonic.millis() + Int64((seconds * 1000).rounded())
     }
 
     /// Whether the time is up.
-    public var passed: Bool { MonotonicClock.millis() >= millis }
+    public var passed: Bool { Monotonic.millis() >= millis }
 
     /// Seconds left (0 once passed).
-    public var secondsLeft: Double { Double(max(millis - MonotonicClock.millis(), 0)) / 1000 }
+    public var secondsLeft: Double { Double(max(millis - Monotonic.millis(), 0)) / 1000 }
 }
 
 /// Polls `condition` every `interval` s until it holds or `timeout` s pass; true when it held.

@@ -7,6 +7,7 @@ import KidLedgerSecurity
 import KidLedgerTransport
 import Testing
 import KidLedgerTestSupport
+import KidLedgerSystem
 
 /// Sync over TCP inside the authenticated, encrypted channel: two members converge; a key the
 /// responder does not admit is refused in the handshake and nothing of the ledger moves.
@@ -23,7 +24,7 @@ import KidLedgerTestSupport
                 let channel = try SecureChannel(role: .responder, identity: identity, household: household, seed: seed(9), authorize: admit)
                 let stream = try SecureStream.establish(channel, over: connection, timeoutMillis: 5_000)
                 let session = SyncSession(role: .responder, replica: box.value, household: household)
-                return .success(SessionRunner.run(session, over: stream, idleTimeoutMillis: 5_000, totalTimeoutMillis: 30_000, now: MonotonicClock.millis))
+                return .success(SessionRunner.run(session, over: stream, idleTimeoutMillis: 5_000, totalTimeoutMillis: 30_000, now: Monotonic.millis))
             } catch let error as TransportError {
                 connection.close()
                 return .failure(error)
@@ -52,7 +53,7 @@ import KidLedgerTestSupport
         let channel = try SecureChannel(role: .initiator, identity: spouse, household: household, seed: Self.seed(3), authorize: admit)
         let stream = try SecureStream.establish(channel, over: connection)
         #expect(stream.peerKey == owner.publicKey)
-        let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household), over: stream, now: MonotonicClock.millis)
+        let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household), over: stream, now: Monotonic.millis)
         #expect(outcome.summary?.bothUpToDate == true, "\(outcome)")
         let served = server.wait()
         guard case .success(let serverOutcome)?? = served else { Issue.record("server: \(String(describing: served))"); return }

@@ -2,6 +2,7 @@ import Foundation
 import KidLedgerTransport
 import Testing
 import KidLedgerTestSupport
+import KidLedgerSystem
 
 @Suite(.serialized) struct SocketTests {
     @Test func connectingToAClosedPortIsRefusedQuickly() throws {
@@ -27,10 +28,10 @@ import KidLedgerTestSupport
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
         #expect(listener.port != 0)
-        let started = MonotonicClock.millis()
+        let started = Monotonic.millis()
         #expect(try listener.accept(timeoutMillis: 100) == nil)
         // The whole timeout was waited (a lower bound only: a busy machine may take longer).
-        #expect(MonotonicClock.millis() - started >= 90)
+        #expect(Monotonic.millis() - started >= 90)
         // A second listener on the same port fails to bind.
         #expect {
             _ = try TCPListener(address: PeerAddress(host: "127.0.0.1", port: listener.port))
@@ -48,14 +49,14 @@ import KidLedgerTestSupport
         let server = try #require(try listener.accept(timeoutMillis: 2000))
         defer { server.close() }
         #expect(server.remote.hasPrefix("127.0.0.1:"))
-        let started = MonotonicClock.millis()
+        let started = Monotonic.millis()
         #expect {
             _ = try client.read(timeoutMillis: 150)
         } throws: { error in
             if case .timeout = error as? TransportError { return true }
             return false
         }
-        #expect(MonotonicClock.millis() - started >= 140)
+        #expect(Monotonic.millis() - started >= 140)
         // Orderly EOF reads as [].
         server.close()
         #expect(try client.read(timeoutMillis: 2000) == [])

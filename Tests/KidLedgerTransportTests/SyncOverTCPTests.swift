@@ -6,6 +6,7 @@ import KidLedgerReplica
 import KidLedgerTransport
 import Testing
 import KidLedgerTestSupport
+import KidLedgerSystem
 
 @Suite(.serialized) struct SyncOverTCPTests {
     /// Accepts one connection and runs a responder session on `replica`, on its own thread.
@@ -16,7 +17,7 @@ import KidLedgerTestSupport
             guard let connection = try? listener.accept(timeoutMillis: 10_000) else { return nil }
             let session = SyncSession(role: .responder, replica: box.value, household: household, limits: limits)
             return SessionRunner.run(session, over: connection, idleTimeoutMillis: idleTimeoutMillis,
-                                     totalTimeoutMillis: 30_000, now: MonotonicClock.millis)
+                                     totalTimeoutMillis: 30_000, now: Monotonic.millis)
         }
     }
 
@@ -42,7 +43,7 @@ import KidLedgerTestSupport
             var reports: [SessionProgress] = []
             let session = SyncSession(role: .initiator, replica: boxA.value, household: household, limits: limits)
             let outcome = SessionRunner.run(session, over: connection, idleTimeoutMillis: 5000, totalTimeoutMillis: 30_000,
-                                            progress: { reports.append($0) }, now: MonotonicClock.millis)
+                                            progress: { reports.append($0) }, now: Monotonic.millis)
             #expect(connection.isClosed)
             return (outcome, reports)
         }
@@ -70,7 +71,7 @@ import KidLedgerTestSupport
         let again = Self.serveOnce(listener, b.replica, household: household)
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: port), timeoutMillis: 5000)
         let second = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household),
-                                       over: connection, now: MonotonicClock.millis)
+                                       over: connection, now: Monotonic.millis)
         #expect(second.summary?.changesSent == 0 && second.summary?.changesApplied == 0)
         #expect(again.wait()??.summary?.changesSent == 0)
     }
@@ -81,7 +82,7 @@ import KidLedgerTestSupport
         let household = try b.replica.createHousehold(name: "Home").id
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
-        let started = MonotonicClock.millis()
+        let started = Monotonic.millis()
         let server = Self.serveOnce(listener, b.replica, household: household, idleTimeoutMillis: 200)
         // Connects, then says nothing.
         let silent = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
@@ -89,7 +90,7 @@ import KidLedgerTestSupport
         let outcome = try #require(server.wait(timeoutMillis: 10_000) ?? nil)
         #expect(outcome.errorDescription?.contains("timed out waiting for the peer (nothing received for 200 ms)") == true,
                 "\(outcome)")
-        #expect(MonotonicClock.millis() - started >= 190)
+        #expect(Monotonic.millis() - started >= 190)
         // The runner closed its end: the silent peer sees EOF.
         #expect(try silent.read(timeoutMillis: 2000) == [])
     }
@@ -103,7 +104,7 @@ import KidLedgerTestSupport
         // The kernel completes the handshake from the backlog; nobody ever reads or answers.
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
         let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household),
-                                        over: connection, idleTimeoutMillis: 200, now: MonotonicClock.millis)
+                                        over: connection, idleTimeoutMillis: 200, now: Monotonic.millis)
         #expect(outcome.errorDescription?.contains("timed out waiting for the peer (nothing received for 200 ms)") == true, "\(outcome)")
         #expect(connection.isClosed)
     }
@@ -115,12 +116,12 @@ import KidLedgerTestSupport
         let listener = try TCPListener(address: loopback)
         defer { listener.close() }
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
-        let started = MonotonicClock.millis()
+        let started = Monotonic.millis()
         let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: household),
                                         over: connection, idleTimeoutMillis: 10_000, totalTimeoutMillis: 250,
-                                        now: MonotonicClock.millis)
+                                        now: Monotonic.millis)
         #expect(outcome.errorDescription?.contains("timed out after 250 ms: the whole sync took too long") == true, "\(outcome)")
-        #expect(MonotonicClock.millis() - started >= 240)
+        #expect(Monotonic.millis() - started >= 240)
     }
 
     @Test(arguments: [
@@ -167,7 +168,7 @@ import KidLedgerTestSupport
         let server = Self.serveOnce(listener, b.replica, household: householdB)
         let connection = try TCPConnection.connect(to: PeerAddress(host: "127.0.0.1", port: listener.port), timeoutMillis: 5000)
         let outcome = SessionRunner.run(SyncSession(role: .initiator, replica: a.replica, household: householdA),
-                                        over: connection, idleTimeoutMillis: 5000, now: MonotonicClock.millis)
+                                        over: connection, idleTimeoutMillis: 5000, now: Monotonic.millis)
         #expect(outcome.errorDescription?.contains("another household") == true, "\(outcome)")
         #expect(server.wait()??.errorDescription?.contains("another household") == true)
         #expect(try b.replica.digest() == digestB)

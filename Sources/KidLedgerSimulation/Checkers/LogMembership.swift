@@ -37,6 +37,7 @@ struct LogMembership {
 
     var isOwned: Bool { !owners.isEmpty }
 
+    // long-function: one replay of the log's membership records in log order, as the rules state them.
     /// `genesis`: the household's one genesis (the one its replicas pin: issue 39); any other
     /// creation record in the log is forged. Without it, the log's owned genesis (a log with one).
     init(_ log: [Change], verifier: any SignatureVerifier, genesis: Household? = nil) {

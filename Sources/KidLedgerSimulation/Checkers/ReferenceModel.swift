@@ -26,6 +26,7 @@ enum ReferenceModel {
         }
     }
 
+    // long-function: the reference model is one straight fold of the merge rules, to be read against docs, not against the replica's code.
     /// The expected children, by id (`verifier` checks the owners' signatures on grants and
     /// revocations).
     static func expected(from changes: [Change], verifier: any SignatureVerifier, genesis: Household? = nil) -> [RecordID: ChildState] {

@@ -123,6 +123,7 @@ struct HostileState {
 }
 
 extension Simulator {
+    // long-function: one case per attack the hostile member makes: a table.
     /// The frames to send in place of `frame`, which the hostile node is about to send on `c`.
     func hostileFrames(_ frame: [UInt8], connection c: SimConnection) -> [[UInt8]] {
         guard var state = hostile, faultsOn, let replica = nodes[state.node].replica else { return [frame] }

@@ -4,6 +4,7 @@ import KidLedgerReplica
 extension Simulator {
     static let names = ["Ava", "Ben", "Cleo", "Dan", "Eve", "Finn"]
 
+    // long-function: one case per operation of the seed's mix: a table.
     /// One user operation on `node`, drawn from the seed's operation mix. Refusals (unknown child,
     /// overflow, nothing to undo, …) are part of the story and are traced, not failures.
     func userOperation(_ node: SimNode) throws {

@@ -151,6 +151,7 @@ public struct Scenario: Sendable, Equatable {
         public var description: String { "line \(line): \(message)" }
     }
 
+    // long-function: one pass over the scenario's lines; the sections share the parser's position.
     /// Parses scenario text.
     public static func parse(_ text: String) throws(ParseError) -> Scenario {
         var s = Scenario()
@@ -407,6 +408,7 @@ public struct Scenario: Sendable, Equatable {
         return rest.last!
     }
 
+    // long-function: one case per step of the scenario language: a table, read case by case.
     static func parseStep(_ w: [String], replicas: Int, line: Int) throws(ParseError) -> (Int?, Action) {
         func fail(_ m: String) -> ParseError { ParseError(line: line, message: m) }
         func arity(_ n: Int, _ usage: String) throws(ParseError) { if w.count != n { throw fail("expected: \(usage)") } }

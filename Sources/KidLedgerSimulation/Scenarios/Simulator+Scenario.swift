@@ -198,6 +198,7 @@ extension Simulator {
         }
     }
 
+    // long-function: one case per ledger operation of the scenario language: a table.
     /// A user's ledger operation; refusals are outcomes, not failures.
     func scriptedOperation(_ node: SimNode, _ action: Scenario.Action) throws -> String {
         guard let replica = node.replica else { return "refused: \(node.name) is down" }
@@ -383,6 +384,7 @@ extension Simulator {
         }
     }
 
+    // long-function: one case per check of the scenario language: a table.
     /// nil when the check holds, else what was found.
     /// Ledger checks hold on `only` when given, else on every replica the run did not revoke.
     func check(_ check: Scenario.Check, _ state: ScenarioState, only: SimNode? = nil) throws -> String? {

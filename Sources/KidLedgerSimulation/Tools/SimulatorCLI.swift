@@ -42,6 +42,7 @@ public enum SimulatorCLI {
     /// How reproduction lines name the simulator when the caller does not say (`swift run`).
     public static let defaultProgram = "swift run kidledger-sim"
 
+    // long-function: one case per subcommand of kidledger-sim: a table.
     /// Runs the command line; `elapsedSeconds` reads a wall clock (injected by the executable, so
     /// nothing in the simulator itself reads one). `program` is the command as the user ran it
     /// (the executable's own path as invoked): reproduction lines start with it.

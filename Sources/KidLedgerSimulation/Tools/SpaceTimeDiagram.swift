@@ -77,6 +77,7 @@ public enum SpaceTimeDiagram {
     static let width = 1_200
     static let left = 70, right = 30, top = 70, laneGap = 56
 
+    // long-function: one SVG document written top to bottom; its parts share the layout's coordinates.
     /// The diagram of `log`, titled `title`.
     public static func svg(_ log: DiagramLog, title: String) -> String {
         let n = max(1, log.replicas)
