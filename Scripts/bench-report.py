@@ -146,7 +146,7 @@ def main():
 
 
 def targets(t, sizes):
-    """Each target of issue 8 as (name, measured, limit, met)."""
+    """Each product target (docs/PERFORMANCE.md, "Targets") as (name, measured, limit, met)."""
     out = []
 
     def add(name, value, limit, better="lower", note=""):
@@ -181,10 +181,8 @@ def targets(t, sizes):
         add(f"`kidledger {cmd}` at {top} / at {low}", lt[key] / ll[key] if key in lt and key in ll else None, 1.2)
     sim = t.get("simulator")
     once = t.get("simulatorOnce")
-    add("simulator: simulated time / wall time, one run per seed (the simulator's speed)",
-        once["virtualToWall"] if once else None, 1000, better="higher")
-    add("simulator: simulated time / wall time, `fuzz` with its determinism rerun (as CI runs it)",
-        sim["virtualToWall"] if sim else None, 1000, better="higher")
+    # The simulator has no absolute speed target (issue 42): its speed is reported above and compared
+    # side by side with the commit before a change (Scripts/sim-speed-ab.sh), not against a limit.
     if sim:
         add(f"simulator: {sim['seeds']} standard seeds on 2 cores finish (failures)", sim["failures"], 0)
     lat = t.get("latency") or {}

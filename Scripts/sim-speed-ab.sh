@@ -7,7 +7,7 @@
 # Each round runs `kidledger-sim fuzz --seeds SEEDS --start 1 --jobs JOBS --no-rerun` with each
 # binary (the order flips every round) and prints its simulated/wall ratio and user CPU seconds;
 # the last lines are each binary's median ratio and median CPU, and the CPU of NEW over OLD.
-# Defaults: 6 rounds of 1,000 seeds on 2 jobs (the figure docs/PERFORMANCE.md holds to 1,000x).
+# Defaults: 6 rounds of 1,000 seeds on 2 jobs (issue 42: a change may cost the simulator at most a quarter).
 # Build an older commit's binary in a worktree with its own scratch path, e.g.
 #   git worktree add /tmp/old REV && (cd /tmp/old && swift build -c release --product kidledger-sim)
 set -euo pipefail

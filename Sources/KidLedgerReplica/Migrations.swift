@@ -6,7 +6,7 @@ import KidLedgerDomain
 /// writes the new version: a crash half-way leaves the old store as it was (LMDB commits all or
 /// nothing), and the next open migrates again from the start.
 ///
-/// Adding a schema version is one function and one line in ``steps`` (docs/ARCHITECTURE.md,
+/// Adding a schema version is one function and one line in ``steps`` (docs/STORE.md,
 /// "Schema versions and migrations"), plus a fixture home made by the release before it
 /// (`Scripts/make-fixture.sh`) and its test (`MigrationFixtureTests`).
 public enum Migrations {

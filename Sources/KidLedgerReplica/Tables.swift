@@ -1,7 +1,7 @@
 import KidLedgerDomain
 
 /// The replica's tables and the layout of their keys. Integers in keys are big-endian so byte
-/// order is numeric order. See docs/ARCHITECTURE.md for the full layout.
+/// order is numeric order. See docs/STORE.md for the full layout.
 public enum Tables {
     /// Schema version (``Migrations``), replica id, last HLC, digest, the writer's product version.
     public static let meta = Table("meta")

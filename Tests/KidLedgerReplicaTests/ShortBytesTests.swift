@@ -65,7 +65,7 @@ private struct Step {
     }
 }
 
-/// The key builders keep the documented layouts (docs/ARCHITECTURE.md, "The LMDB layout").
+/// The key builders keep the documented layouts (docs/STORE.md, "The LMDB layout").
 @Test func keysKeepTheirLayout() {
     let id = RecordID(high: 0x0102_0304_0506_0708, low: 0x1112_1314_1516_1718)
     let child = RecordID(high: 0x2122_2324_2526_2728, low: 0x3132_3334_3536_3738)
