@@ -98,18 +98,9 @@ DAEMON_PID=""
 DAEMONS=""
 PORT=""
 # Starts the daemon of home $1 on a free loopback port (sets DAEMON_PID and PORT).
-start_daemon() {
-    local log=$WORK/daemon.log
-    : > "$log"
-    "$KL" --home "$1" serve --listen 127.0.0.1:0 2> "$log" &
-    DAEMON_PID=$!
-    for _ in $(seq 1 200); do
-        PORT=$(sed -n 's/.* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log" | head -n 1)
-        [ -n "$PORT" ] && return 0
-        sleep 0.05
-    done
-    echo "the daemon did not start:" >&2; cat "$log" >&2; exit 1
-}
+# shellcheck source=Scripts/lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
+start_daemon() { start_daemon_of "$KL" "$1"; }
 # Stops it, and the daemons of the incremental rounds ($DAEMONS) when they run.
 stop_daemon() {
     local pid

@@ -18,18 +18,9 @@ WORK=$(mktemp -d /tmp/kidledger-sync-ab.XXXXXX)
 DAEMON_PID=""
 trap 'stop_daemon; rm -rf "$WORK"' EXIT
 say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-start_daemon() {  # $1 kidledger, $2 home: sets DAEMON_PID and PORT
-    local log=$WORK/daemon.log
-    : > "$log"
-    "$1" --home "$2" serve --listen 127.0.0.1:0 2> "$log" &
-    DAEMON_PID=$!
-    for _ in $(seq 1 400); do
-        PORT=$(sed -n 's/.* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log" | head -n 1)
-        [ -n "$PORT" ] && return 0
-        sleep 0.05
-    done
-    echo "the daemon did not start:" >&2; cat "$log" >&2; exit 1
-}
+# start_daemon_of KIDLEDGER HOME: sets DAEMON_PID and PORT
+# shellcheck source=Scripts/lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
 stop_daemon() {
     if [ -n "$DAEMON_PID" ]; then kill -TERM "$DAEMON_PID" 2>/dev/null || true; wait "$DAEMON_PID" 2>/dev/null || true; fi
     DAEMON_PID=""
@@ -41,7 +32,7 @@ for i in 0 1; do
     D=$WORK/b$i
     "$KL" --home "$D/a" init "Bench family" >/dev/null
     for k in $(seq 1 10); do "$KL" --home "$D/a" child add "Kid$k" >/dev/null; done
-    start_daemon "$KL" "$D/a"
+    start_daemon_of "$KL" "$D/a"
     CODE=$("$KL" --home "$D/a" --json invite --address "127.0.0.1:$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["code"])')
     "$KL" --home "$D/b" join "$CODE" >/dev/null
     stop_daemon
@@ -57,7 +48,7 @@ for r in $(seq 1 "$ROUNDS"); do
         D=$WORK/b$i
         rm -rf "$D/b"; cp -a "$D/b0" "$D/b"
         sync
-        start_daemon "$KL" "$D/a"
+        start_daemon_of "$KL" "$D/a"
         proc=$("${BINS[$i]}/kidledger-bench" run --runs 1 --out "$WORK/sync.json" -- "$KL" --home "$D/b" --json sync "127.0.0.1:$PORT")
         stop_daemon
         line=$(python3 - "$proc" "$WORK/sync.json" <<'EOF'
