@@ -98,7 +98,6 @@ public struct PreparedChange: Sendable {
     func operation(at i: Int) -> PreparedOperation? {
         operations.isEmpty ? (i == 0 ? operation : nil) : operations[i]
     }
-
 }
 
 /// What preparing computes for one operation.

@@ -218,8 +218,8 @@ extension Replica {
         // the daemon asks at every tick).
         guard let household = try pinnedHouseholdRecord(r)?.pin.id else { return [] }
         var postings: [Posting] = []
-        // The rows without totals (kept between transactions by the simulator's store): most
-        // children have no schedule, and only those with an unpaid period read their totals.
+        // The rows without totals: most children have no schedule, and only those with an unpaid
+        // period read their totals.
         // A child merged into another is paid no more (its effective child's own schedule pays),
         // and a payment's range check is on the effective child's balance (docs/CRDT.md, "Child merges").
         let stored = try childRowsAndKeys(r)

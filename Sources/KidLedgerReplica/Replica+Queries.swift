@@ -247,19 +247,19 @@ extension Replica {
     final class ChildRows {
         let rows: [ChildSummary]
         let keys: [[UInt8]]
-        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once per kept value. The
+        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once. The
         /// rows are compared in place, through a buffer pointer valid for the whole sort (the
         /// array's own subscript copied both rows for every comparison).
         private(set) lazy var order: [Int] = rows.withUnsafeBufferPointer { rows in
             rows.indices.sorted { Replica.listOrder(rows[$0], rows[$1]) }
         }
-        /// `rows` in list order, built once per kept value.
+        /// `rows` in list order, built once.
         private(set) lazy var ordered: [ChildSummary] = order.map { rows[$0] }
-        /// The rows' names, built once per kept value: every resolved query compares them all
+        /// The rows' names, built once: every resolved query compares them all
         /// (reading a name from `rows` copied the whole row each time).
         private(set) lazy var names: [String] = rows.map(\.name)
         /// The index of each row's effective child (itself unless it was merged into another):
-        /// ``Replica/mergeRoots(_:)``, computed once per kept value.
+        /// ``Replica/mergeRoots(_:)``, computed once.
         private(set) lazy var roots: [Int] = Replica.mergeRoots(rows)
         /// Whether any child was merged into another.
         private(set) lazy var hasMerges: Bool = roots.indices.contains { roots[$0] != $0 }
