@@ -513,7 +513,7 @@ final class Daemon: Sendable {
             // step logs why): nothing is written here.
             let paid = try replica.change {
                 attention?(replica) != nil ? [] : try replica.payDueAllowances(now: clock.nowMillis())
-            }.get()
+            }
             for p in paid {
                 log("paid \(p.childName)'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(Timestamp.short(millis: p.transaction.createdAtMillis)) UTC")
             }

@@ -9,26 +9,34 @@ extension Context {
     /// members and this laptop's own settings), then the allowance periods now due (paid first, as
     /// before every ledger command; not with `payingAllowances` false), then `body`'s own checks
     /// and writes. Nothing another process commits can fall between a check and the write.
-    /// `body` must not print (it may run twice: ``Replica/change(_:)``); the lines that say what
-    /// was paid are printed once the transaction committed, also when `body` then failed.
-    /// `paymentsOnStandardError`: those lines go to standard error.
+    /// When `body` throws, the periods paid still commit, and its error is thrown after the lines
+    /// that say what was paid (printed once the transaction committed; on standard error with
+    /// `paymentsOnStandardError`). `body` must not print (it may run twice: ``Replica/change(_:)``).
     func change<T>(payingAllowances: Bool = true, paymentsOnStandardError: Bool = false,
                    _ body: (Replica) throws -> T) throws -> T {
         let replica = try openReplica(readingZone: false)
         let me = try identity(creating: false)
         if let me { configure(replica, identity: me) }
-        var paid: [Posting] = []
-        let outcome = try replica.change {
-            paid = []
+        // Optionals, not a Result<T, any Error>: built in the replica module's unspecialized code,
+        // a Result makes the runtime check that `any Error` is an Error, a scan of every
+        // conformance record (about 1% of a give's instructions).
+        let (paid, result, failure) = try replica.change { () -> ([Posting], T?, (any Error)?) in
             if let reason = try attentionReason(replica, identity: me) {
                 throw CLIError("attention required: \(reason)", code: .notPermitted)
             }
             householdZone.withLock { $0 = try? replica.householdTimeZone() }
+            var paid: [Posting] = []
             if payingAllowances, try replica.household() != nil { paid = try replica.payDueAllowances(now: clock.nowMillis()) }
-            return try body(replica)
+            do {
+                return (paid, try body(replica), nil)
+            } catch {
+                return (paid, nil, error)
+            }
         }
         sayPaid(paid, onStandardError: paymentsOnStandardError)
-        return try outcome.get()
+        if let failure { throw failure }
+        guard let result else { preconditionFailure("a change that did not fail has a result") }
+        return result
     }
 
     /// Opens the replica for a command that reads, after paying the allowance periods now due when
@@ -44,7 +52,7 @@ extension Context {
             guard try attentionReason(replica, identity: me) == nil else { return [Posting]() }
             if let me { configure(replica, identity: me) }
             return try replica.payDueAllowances(now: clock.nowMillis())
-        }.get()
+        }
         sayPaid(paid, onStandardError: paymentsOnStandardError)
         return replica
     }

@@ -9,26 +9,23 @@ extension Replica {
     /// periods due) still holds when it writes: no other writer, another process on the same
     /// store included, commits in between.
     ///
-    /// It commits when `body` returns, and returns `body`'s result. When `body` throws, what it
-    /// wrote before commits (an allowance period paid before a refused give stays paid, as it did
-    /// in a transaction of its own) and the error is returned as a failure; when the error came out
-    /// of a write that had begun to write, the whole transaction aborts and the error is thrown.
-    /// Thrown: nothing was written. A call inside another joins it.
+    /// It commits when `body` returns and aborts when it throws, as ``KeyValueStore/write(_:)``
+    /// does. It aborts too when a write inside threw after it had begun to write, even if `body`
+    /// caught that error (a half-written change never commits): it throws that error then. A
+    /// call inside another joins it.
     ///
     /// - Warning: `body` runs again from scratch when the store starts the transaction over
     ///   (LMDB, after growing its map), so it must read and write through this replica only, and
     ///   leave output until it returned.
-    public func change<T>(_ body: () throws -> T) throws -> Result<T, any Error> {
-        if openChange != nil { return try .success(body()) }
+    public func change<T>(_ body: () throws -> T) throws -> T {
+        if openChange != nil { return try body() }
         return try durableStore.write { w in
             let open = OpenChange(w)
             openChange = open
             defer { openChange = nil }
-            do {
-                return .success(try body())
-            } catch where !open.torn {
-                return .failure(error)
-            }
+            let result = try body()
+            if let torn = open.tornBy { throw torn }
+            return result
         }
     }
 }
@@ -38,8 +35,8 @@ extension Replica {
 /// (its half-written change must not commit).
 final class OpenChange: KeyValueStore {
     private let writer: any KeyValueWriter
-    /// Whether a write threw after it had written.
-    private(set) var torn = false
+    /// The error of the first write that threw after it had written, or nil.
+    private(set) var tornBy: (any Error)?
 
     init(_ writer: any KeyValueWriter) { self.writer = writer }
 
@@ -50,7 +47,7 @@ final class OpenChange: KeyValueStore {
         do {
             return try body(watched)
         } catch {
-            if watched.wrote { torn = true }
+            if watched.wrote && tornBy == nil { tornBy = error }
             throw error
         }
     }
