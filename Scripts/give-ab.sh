@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
-# `kidledger give` of two builds side by side (hyperfine, alternating by its own interleaving of
-# the two commands), each on a home of its own holding N appended transactions: what a change
-# to the product's local write path costs a user's command.
+# Times `kidledger give` side by side: two builds, each on a home of its own (one household, one
+# child), with hyperfine (runs alternate between the two in blocks so drift hits both alike).
 #
-#   Scripts/give-ab.sh BIN_A BIN_B [N] [RUNS]
-#
-# BIN_A and BIN_B are release bin directories holding `kidledger` and `kidledger-bench`. N
-# defaults to 10000, RUNS (per build) to 40.
+#   Scripts/give-ab.sh OLD NEW [RUNS]   # RUNS per build (default 200)
 set -euo pipefail
-[ $# -ge 2 ] || { echo "usage: Scripts/give-ab.sh BIN_A BIN_B [N] [RUNS]" >&2; exit 64; }
-A=$1 B=$2 N=${3:-10000} RUNS=${4:-40}
-WORK=$(mktemp -d /tmp/kidledger-give-ab.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-for bin in "$A" "$B"; do
-    home="$WORK/$(echo "$bin" | tr '/' '_')"
-    "$bin/kidledger" --home "$home" init "Bench family" >/dev/null
-    "$bin/kidledger" --home "$home" child add Kid1 >/dev/null
-    "$bin/kidledger-bench" append --store "$home/ledger" --count "$N" >/dev/null
+old=$(realpath "$1"); new=$(realpath "$2"); runs=${3:-200}
+command -v hyperfine > /dev/null || { echo "needs hyperfine (apt-get install hyperfine)" >&2; exit 69; }
+dir=$(mktemp -d /tmp/give-ab.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+for b in old new; do
+    bin=${!b}
+    KIDLEDGER_HOME=$dir/$b "$bin" init Home > /dev/null
+    KIDLEDGER_HOME=$dir/$b "$bin" child add Ava > /dev/null
 done
-hA="$WORK/$(echo "$A" | tr '/' '_')" hB="$WORK/$(echo "$B" | tr '/' '_')"
-hyperfine --warmup 3 --runs "$RUNS" -N \
-    -n "A $A" "$A/kidledger --home $hA give Kid1 1.25 --note bench" \
-    -n "B $B" "$B/kidledger --home $hB give Kid1 1.25 --note bench"
+blocks=4
+for ((i = 1; i <= blocks; i++)); do
+    hyperfine -N --warmup 5 --runs $((runs / blocks)) --export-json "$dir/block-$i.json" \
+        -n old "env KIDLEDGER_HOME=$dir/old $old give Ava 1" \
+        -n new "env KIDLEDGER_HOME=$dir/new $new give Ava 1" > /dev/null
+done
+python3 - "$dir" "$blocks" <<'PY'
+import json, statistics, sys
+d, blocks = sys.argv[1], int(sys.argv[2])
+times = {"old": [], "new": []}
+for i in range(1, blocks + 1):
+    for r in json.load(open(f"{d}/block-{i}.json"))["results"]:
+        times[r["command"]] += r["times"]
+for name, t in times.items():
+    t = sorted(t)
+    print(f"{name}: {len(t)} gives, median {statistics.median(t) * 1000:.2f} ms, mean {statistics.mean(t) * 1000:.2f} ms, "
+          f"p10 {t[len(t) // 10] * 1000:.2f} ms, p90 {t[len(t) * 9 // 10] * 1000:.2f} ms")
+PY
