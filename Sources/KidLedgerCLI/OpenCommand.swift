@@ -4,6 +4,7 @@ import Glibc
 import KidLedgerDomain
 import KidLedgerTransport
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// `kidledger open`: what the applications menu's "Kid Ledger" runs. Starts this home's service
 /// when no daemon runs (enabling it for next time), waits until the page listens, and opens the

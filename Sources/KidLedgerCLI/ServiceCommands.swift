@@ -5,6 +5,7 @@ import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// `kidledger service install|status|uninstall`: the daemon as a sandboxed systemd user unit
 /// (docs/SYNC.md, steps 4 and 6, and "The service unit").
