@@ -62,7 +62,7 @@ let package = Package(
         // checks, the JSON API's routes (each runs a CLI command) and the embedded HTML, CSS and JS.
         .target(name: "KidLedgerUI", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The long-running machinery behind `serve` and `sync`: the daemon's accept and gossip loops,
-        // LAN discovery, the sync driver, the one-daemon-per-home lock, the threaded work splitter.
+        // LAN discovery, the sync driver, the one-daemon-per-home lock, the systemd user unit.
         .target(name: "KidLedgerDaemon", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
         .target(name: "KidLedgerCLI", dependencies: ["KidLedgerSystem", "CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI", "KidLedgerDaemon"]),

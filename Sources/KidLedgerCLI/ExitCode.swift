@@ -79,6 +79,8 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
         case let e as DaemonError:
             switch e.kind {
             case .usage: return CLIError.usage(e.message)
+            case .dataError: return CLIError(e.message, code: .dataError)
+            case .software: return CLIError(e.message, code: .software)
             case .ioError: return CLIError(e.message, code: .ioError)
             case .temporaryFailure: return CLIError(e.message, code: .temporaryFailure)
             }

@@ -5,6 +5,10 @@ public struct DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         /// EX_USAGE (64): a setting given to it is wrong.
         case usage
+        /// EX_DATAERR (65): a path it can't write into a unit.
+        case dataError
+        /// EX_SOFTWARE (70): this program's own path can't be found.
+        case software
         /// EX_IOERR (74): a file could not be opened.
         case ioError
         /// EX_TEMPFAIL (75): busy (another daemon holds the home).
