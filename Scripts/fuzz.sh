@@ -20,7 +20,7 @@ build="${KIDLEDGER_FUZZ_BUILD:-$root/.build/fuzz}"
 work="${KIDLEDGER_FUZZ_WORK:-/tmp/kidledger-fuzz}"
 # libFuzzer reports crashes itself; the Swift runtime's backtracer would only slow that down.
 export SWIFT_BACKTRACE=enable=no
-targets=(frame message record handshake csv invite announcement amount http session)
+targets=(frame message record handshake csv invite announcement amount http session relay)
 # Package modules in dependency order (KidLedgerInMemory for its in-memory store; KidLedgerUI for the
 # page's request parser, which needs KidLedgerTransport); CSodium and CLMDB are system modules
 # (Sources/*/module.modulemap).

@@ -29,6 +29,7 @@ let allTargets: [FuzzTarget] = [
     FuzzTarget(name: "amount", run: fuzzAmount, seeds: amountSeeds),
     FuzzTarget(name: "http", run: fuzzHTTP, seeds: httpSeeds),
     FuzzTarget(name: "session", run: fuzzSession, seeds: sessionSeeds),
+    FuzzTarget(name: "relay", run: fuzzRelay, seeds: relaySeeds),
 ]
 
 /// Writes a line to standard error.
