@@ -12,9 +12,6 @@ import KidLedgerDaemon
 enum ServiceCommands {
     static let all: [CLI.Command] = [install, status, uninstall]
 
-    /// The default `--listen` of the service: every interface, so the other laptop can reach it.
-    static let defaultListen = ":4717"
-
     static let install = CLI.Command(spec: CommandSpec(
         name: "service install", synopsis: "[--listen ADDR] [--dry-run]",
         summary: "run the daemon as a systemd user service for this home",
@@ -29,7 +26,7 @@ enum ServiceCommands {
           --ui ADDRESS         passed on to `serve --ui` (default: serve's, 127.0.0.1:4718)
           --dry-run            print the unit on standard output; write and run nothing
         """, valueOptions: ["listen", "ui"], flagOptions: ["dry-run"])) { ctx, args in
-        let listen = args.values["listen"] ?? defaultListen
+        let listen = args.values["listen"] ?? ServiceUnit.defaultListen
         _ = try NetworkCommands.listenAddress(listen, option: "--listen")
         let ui = try args.values["ui"].map { raw in
             if raw != "off" { _ = try NetworkCommands.listenAddress(raw, option: "--ui") }
@@ -80,7 +77,7 @@ enum ServiceCommands {
         Shows whether the unit file is installed, whether systemd has it enabled and active (when `systemctl --user`
         works here), and whether a daemon holds this home's lock (a service or a `kidledger serve` in a terminal).
         """)) { ctx, _ in
-        let unit = try ServiceUnit(ctx, listen: defaultListen, ui: nil, household: "")
+        let unit = try ServiceUnit(ctx, listen: ServiceUnit.defaultListen, ui: nil, household: "")
         let installed = FileSystem.exists(unit.path)
         let systemctl = Systemctl(ctx)
         var enabled: String?
@@ -109,7 +106,7 @@ enum ServiceCommands {
     static let uninstall = CLI.Command(spec: CommandSpec(
         name: "service uninstall", synopsis: "", summary: "stop, disable and remove this home's service",
         details: "Runs `systemctl --user disable --now` for the unit (when systemctl --user works here), removes the unit file\nand reloads systemd. The home and its ledger are not touched.")) { ctx, _ in
-        let unit = try ServiceUnit(ctx, listen: defaultListen, ui: nil, household: "")
+        let unit = try ServiceUnit(ctx, listen: ServiceUnit.defaultListen, ui: nil, household: "")
         guard FileSystem.exists(unit.path) else {
             throw CLIError("no service is installed for this home (\(unit.path) does not exist)", code: .dataError)
         }

@@ -7,6 +7,9 @@ import KidLedgerSystem
 
 /// The systemd user unit of one home: its name, where it goes and its text.
 public struct ServiceUnit {
+    /// The default `--listen` of the service: every interface, so the other laptop can reach it.
+    public static let defaultListen = ":4717"
+
     /// `kidledger-HASH.service`.
     public let name: String
     /// The user unit directory.
@@ -47,7 +50,7 @@ public struct ServiceUnit {
     public static func packaged(binary: String) -> String {
         body(header: "# Installed by the kidledger package; `kidledger open` enables and starts it for ~/.kidledger.",
              description: "kidledger daemon for ~/.kidledger",
-             execStart: "\(binary) --home %h/.kidledger serve --listen \(ServiceCommands.defaultListen)",
+             execStart: "\(binary) --home %h/.kidledger serve --listen \(defaultListen)",
              readWrite: "-%h/.kidledger", privateTmp: true)
     }
 

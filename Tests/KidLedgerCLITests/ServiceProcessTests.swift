@@ -2,6 +2,7 @@ import Foundation
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// One daemon per home (the lock), the footguns of issue 22 point 7, and `kidledger service`
 /// (point 6). Real processes on 127.0.0.1; nothing listens on another address.
