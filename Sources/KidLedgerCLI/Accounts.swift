@@ -192,25 +192,34 @@ enum AccountCommands {
         it refuses, exit 64). What the revoked member did that this laptop has seen stays; anything it does
         later is rejected on every device. Its own laptop keeps its data and shows the ledger as stale.
         """, flagOptions: ["yes"], arguments: 1...1)) { ctx, args in
-        let replica = try ctx.openReplicaForChanges()
-        let household = try LedgerCommands.requireHousehold(replica)
-        guard let me = try ctx.identity(creating: false), let owner = try replica.members().first(where: \.isOwner),
-              owner.key == me.publicKey.bytes else {
-            throw CLIError("only the household's owner can revoke members", code: .notPermitted)
+        // The question is asked outside the change (no write transaction waits for an answer); the
+        // change checks again what it revokes.
+        func target(_ replica: Replica) throws -> (household: HouseholdSummary, me: Identity, member: MemberSummary, label: String) {
+            let household = try LedgerCommands.requireHousehold(replica)
+            guard let me = try ctx.identity(creating: false), let owner = try replica.members().first(where: \.isOwner),
+                  owner.key == me.publicKey.bytes else {
+                throw CLIError("only the household's owner can revoke members", code: .notPermitted)
+            }
+            let member = try Names.resolveMember(args.positionals[0], in: try replica.members())
+            let label = Names.label(member.name, key: member.key)
+            if member.isOwner { throw CLIError("\(label) is the household's owner, who cannot be revoked", code: .dataError) }
+            if member.isRevoked { throw CLIError("\(label) is already revoked", code: .dataError) }
+            return (household, me, member, label)
         }
-        let member = try Names.resolveMember(args.positionals[0], in: try replica.members())
-        let label = Names.label(member.name, key: member.key)
-        if member.isOwner { throw CLIError("\(label) is the household's owner, who cannot be revoked", code: .dataError) }
-        if member.isRevoked { throw CLIError("\(label) is already revoked", code: .dataError) }
         if !args.has("yes") {
+            let (_, _, member, label) = try target(try ctx.openReplicaForChanges())
             guard try Names.confirm("Revoke \(label)? This is permanent.", ctx: ctx) else {
                 ctx.say("Nothing revoked.")
                 ctx.emit(.object([("revoked", .null), ("key", .string(hexString(member.key)))]))
                 return
             }
         }
-        let revocation = me.revocation(of: member.key, seen: try replica.cut(of: member.key), household: household.id, atMillis: SystemClock().nowMillis())
-        try replica.commitMembership([.revoke(revocation)])
+        let (member, label) = try ctx.change(payingAllowances: false) { replica in
+            let (household, me, member, label) = try target(replica)
+            let revocation = me.revocation(of: member.key, seen: try replica.cut(of: member.key), household: household.id, atMillis: SystemClock().nowMillis())
+            try replica.commitMembership([.revoke(revocation)])
+            return (member, label)
+        }
         ctx.say("Revoked \(label). What it did that this laptop has seen stays; its later changes are rejected everywhere.")
         ctx.emit(.object([("revoked", .string(member.name)), ("fingerprint", .string(Names.fingerprint(member.key))),
                           ("key", .string(hexString(member.key)))]))

@@ -30,11 +30,14 @@ enum AllowanceCommands {
         }
         let every = try parseEvery(everyText)
         let day = try args.values["on"].map { try parseOn($0, every: every) }
-        let replica = try ctx.openLedger(forChanges: true)
-        let schedule = try replica.setAllowance(args.positionals[0], amountCents: cents, every: every, on: day, note: args.values["note"])
+        // The new schedule's period of today is paid at once, in the same change.
+        let (schedule, paid, now) = try ctx.change { replica in
+            let schedule = try replica.setAllowance(args.positionals[0], amountCents: cents, every: every, on: day, note: args.values["note"])
+            let paid = try replica.payDueAllowances(now: ctx.clock.nowMillis())
+            return (schedule, paid, try replica.allowanceSchedules().first { $0.childID == schedule.childID } ?? schedule)
+        }
         ctx.say("\(TextEscaping.terminal(schedule.childName))'s allowance: \(Money.format(cents: schedule.amountCents)) \(schedule.rule)\(noteText(schedule)).")
-        let paid = try ctx.payAllowances(replica)
-        let now = try replica.allowanceSchedules().first { $0.childID == schedule.childID } ?? schedule
+        ctx.sayPaid(paid)
         if let next = now.nextPaymentMillis { ctx.say("Next payment: \(ctx.time.stamped(next)).") }
         ctx.emit(.object([("schedule", json(now)), ("payments", .array(paid.map(Render.posting)))]))
     }
@@ -42,7 +45,7 @@ enum AllowanceCommands {
     static let list = CLI.Command(spec: CommandSpec(
         name: "allowance list", synopsis: "", summary: "list allowance schedules",
         details: "Every child's schedule, stopped ones too, with its next payment date (the household's time zone; --utc for UTC).")) { ctx, _ in
-        let replica = try ctx.openLedger(forChanges: false)
+        let replica = try ctx.openLedger()
         _ = try LedgerCommands.requireHousehold(replica)
         let schedules = try replica.allowanceSchedules()
         ctx.emit(.object([("schedules", .array(schedules.map(json)))]))
@@ -59,8 +62,7 @@ enum AllowanceCommands {
         name: "allowance stop", synopsis: "CHILD|SCHEDULE-ID", summary: "stop a child's allowance",
         details: "Periods starting from now on are not paid; what was paid stays. `allowance set` starts it again (from today).",
         arguments: 1...1)) { ctx, args in
-        let replica = try ctx.openLedger(forChanges: true)
-        let schedule = try replica.stopAllowance(args.positionals[0])
+        let schedule = try ctx.change { try $0.stopAllowance(args.positionals[0]) }
         ctx.say("Stopped \(TextEscaping.terminal(schedule.childName))'s allowance (\(Money.format(cents: schedule.amountCents)) \(schedule.rule)).")
         ctx.emit(.object([("schedule", json(schedule))]))
     }
@@ -104,38 +106,5 @@ enum AllowanceCommands {
                  ("active", .bool(s.isActive)), ("childArchived", .bool(s.childArchived)),
                  ("stoppedAtMillis", s.stoppedAtMillis.map { .int($0) } ?? .null),
                  ("nextPaymentAtMillis", s.nextPaymentMillis.map { .int($0) } ?? .null)])
-    }
-}
-
-extension Context {
-    /// Opens the replica for a ledger command (`forChanges`: one that writes, behind the
-    /// attentionRequired gate) and first pays the allowance periods now due. A read command pays
-    /// only when something is due and the gate lets this laptop write (never when attention is
-    /// required or it is revoked); otherwise it just reads. `paymentsOnStandardError`: the lines
-    /// that say what was paid go to standard error (a command whose standard output is data,
-    /// such as `export --csv -`).
-    func openLedger(forChanges: Bool, paymentsOnStandardError: Bool = false) throws -> Replica {
-        if forChanges {
-            let replica = try openReplicaForChanges()
-            if try replica.household() != nil { _ = try payAllowances(replica, onStandardError: paymentsOnStandardError) }
-            return replica
-        }
-        let replica = try openReplica()
-        guard try replica.hasDueAllowances(now: clock.nowMillis()) else { return replica }
-        let me = try identity(creating: false)
-        guard try attentionReason(replica, identity: me) == nil else { return replica }
-        if let me { configure(replica, identity: me) }
-        _ = try payAllowances(replica, onStandardError: paymentsOnStandardError)
-        return replica
-    }
-
-    /// Pays the due allowance periods and says so, one line each.
-    func payAllowances(_ replica: Replica, onStandardError: Bool = false) throws -> [Posting] {
-        let paid = try replica.payDueAllowances(now: clock.nowMillis())
-        for p in paid {
-            let line = "Paid \(TextEscaping.terminal(p.childName))'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(time.stamped(p.transaction.createdAtMillis)). Balance: \(Money.format(cents: p.balanceCents))"
-            if onStandardError { console.err("kidledger: \(TextEscaping.terminal(line))\n") } else { say(line) }
-        }
-        return paid
     }
 }

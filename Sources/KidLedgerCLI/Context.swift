@@ -106,13 +106,14 @@ public final class Context: Sendable {
     static let joinInterruptedMessage = "a join into this home did not finish (it was interrupted, or is still running): run the same `kidledger join CODE` again (ask the owner for a new code if that one has expired or was used)"
 
     /// Opens the replica. With `creating` false, a home without a store is "no household yet"
-    /// and nothing is created on disk.
-    public func openReplica(creating: Bool = false) throws -> Replica {
-        try openReplica(at: storePath, creating: creating)
+    /// and nothing is created on disk. `readingZone`: read the household's time zone for ``time``
+    /// (a change reads it in its own transaction instead).
+    public func openReplica(creating: Bool = false, readingZone: Bool = true) throws -> Replica {
+        try openReplica(at: storePath, creating: creating, readingZone: readingZone)
     }
 
     /// Opens the replica stored in `path` (a directory inside the home).
-    func openReplica(at path: String, creating: Bool) throws -> Replica {
+    func openReplica(at path: String, creating: Bool, readingZone: Bool = true) throws -> Replica {
         if !creating && !FileSystem.exists(path + "/data.mdb") {
             if path == storePath && joinInterrupted { throw CLIError(Self.joinInterruptedMessage, code: .temporaryFailure) }
             throw LedgerError.noHousehold
@@ -122,13 +123,13 @@ public final class Context: Sendable {
         let environment = try (path == storePath ? sharedStore : nil)
             ?? LMDBEnvironment(directory: path, tables: Tables.all, mapSizeBytes: min(64 << 20, limit), mapSizeBytesMax: limit, mustExist: !creating)
         // The claim signer (which needs the key file) is installed only for changes:
-        // see openReplicaForChanges(); read commands never touch the key.
+        // see configure(_:identity:); read commands never touch the key.
         let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier()) { schema in
             try MigrationBackups.save(environment, schema: schema, home: self.home, now: self.clock.nowMillis())
         }
         replica.workSplitter = ThreadedWork.forThisMachine()
         replica.zones = FoundationZones()
-        if path == storePath { householdZone.withLock { $0 = try? replica.householdTimeZone() } }
+        if path == storePath && readingZone { householdZone.withLock { $0 = try? replica.householdTimeZone() } }
         return replica
     }
 

@@ -98,7 +98,7 @@ enum DataCommands {
         valueOptions: ["csv"])) { ctx, args in
         guard let path = args.values["csv"] else { throw CLIError.usage("export needs --csv FILE") }
         // The periods due are paid first, as by every ledger command, so the file has them.
-        let replica = try ctx.openLedger(forChanges: false, paymentsOnStandardError: path == "-")
+        let replica = try ctx.openLedger(paymentsOnStandardError: path == "-")
         _ = try LedgerCommands.requireHousehold(replica)
         var names: [RecordID: String] = [:]
         for c in try replica.children(includeArchived: true, includeMerged: true) { names[c.id] = c.name }
@@ -127,10 +127,17 @@ enum DataCommands {
         guard let path = args.values["csv"] else { throw CLIError.usage("import needs --csv FILE") }
         let dryRun = args.has("dry-run")
         // A real import pays the periods due first, as every ledger command does; a dry run stores nothing.
-        let replica = try dryRun ? ctx.openReplicaForChanges() : ctx.openLedger(forChanges: true)
-        _ = try LedgerCommands.requireHousehold(replica)
-        let rows = try LedgerCSV.parse(ImportDates.withPlainDates(try FileSystem.readFile(path)))
-        let result = dryRun ? try dryRunImport(rows, from: replica, ctx: ctx) : try replica.importTransactions(rows)
+        func rows(_ replica: Replica) throws -> [ImportRow] {
+            _ = try LedgerCommands.requireHousehold(replica)
+            return try LedgerCSV.parse(ImportDates.withPlainDates(try FileSystem.readFile(path)))
+        }
+        let result: ImportResult
+        if dryRun {
+            let replica = try ctx.openReplicaForChanges()
+            result = try dryRunImport(try rows(replica), from: replica, ctx: ctx)
+        } else {
+            result = try ctx.change { replica in try replica.importTransactions(try rows(replica)) }
+        }
         let (verb, children) = dryRun ? ("Would import", "would add") : ("Imported", "added")
         var text = "\(verb) \(result.added) transaction\(result.added == 1 ? "" : "s") from \(path)"
         if result.alreadyPresent > 0 { text += " (\(result.alreadyPresent) already present)" }

@@ -34,8 +34,7 @@ enum HouseholdCommands {
     /// limit AMOUNT` and the deprecated `quick limit AMOUNT`.
     static func setLimit(_ ctx: Context, _ word: String) throws {
         let cents = try parseLimit(word)
-        let replica = try ctx.openLedger(forChanges: true)
-        let now = try replica.setHouseholdConfirmAbove(cents)
+        let now = try ctx.change { try $0.setHouseholdConfirmAbove(cents) }
         ctx.say(limitSentence(now) + " on every laptop.")
         ctx.emit(.object([("confirmAboveCents", .int(now))]))
     }
@@ -67,9 +66,9 @@ enum HouseholdCommands {
         made; periods not yet paid follow the new zone's days: a date already paid is never paid again.
         """, arguments: 0...1)) { ctx, args in
         if let zone = args.positionals.first {
-            let replica = try ctx.openLedger(forChanges: true)
-            let before = try replica.householdTimeZone().effective
-            let setting = try replica.setHouseholdTimeZone(Text.trimmed(zone))
+            let (before, setting) = try ctx.change { replica in
+                (try replica.householdTimeZone().effective, try replica.setHouseholdTimeZone(Text.trimmed(zone)))
+            }
             ctx.householdZone.withLock { $0 = setting }
             ctx.say("The household's time zone is now \(setting.effective) (it was \(before)); allowance days are its days on every laptop.")
             ctx.emit(json(setting, now: ctx.clock.nowMillis()))

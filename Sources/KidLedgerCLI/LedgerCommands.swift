@@ -37,16 +37,16 @@ enum LedgerCommands {
 
     static let childAdd = CLI.Command(spec: CommandSpec(
         name: "child add", synopsis: "NAME", summary: "add a child", details: "", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openLedger(forChanges: true).addChild(name: args.positionals[0])
+        let c = try ctx.change { try $0.addChild(name: args.positionals[0]) }
         ctx.say("Added \(TextEscaping.terminal(c.name)) (id \(Render.shortID(c.id))).")
         ctx.emit(Render.child(c))
     }
 
     static let childRename = CLI.Command(spec: CommandSpec(
         name: "child rename", synopsis: "CHILD NAME", summary: "rename a child", details: "", arguments: 2...2)) { ctx, args in
-        let replica = try ctx.openLedger(forChanges: true)
-        let old = try replica.resolveChild(args.positionals[0]).name
-        let c = try replica.renameChild(args.positionals[0], to: args.positionals[1])
+        let (old, c) = try ctx.change { replica in
+            (try replica.resolveChild(args.positionals[0]).name, try replica.renameChild(args.positionals[0], to: args.positionals[1]))
+        }
         ctx.say("Renamed \(TextEscaping.terminal(old)) to \(TextEscaping.terminal(c.name)).")
         ctx.emit(Render.child(c))
     }
@@ -54,7 +54,7 @@ enum LedgerCommands {
     static let childArchive = CLI.Command(spec: CommandSpec(
         name: "child archive", synopsis: "CHILD", summary: "archive a child (history is kept)",
         details: "An archived child is hidden from lists and give-all, and keeps every transaction.", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], true)
+        let c = try ctx.change { try $0.setArchived(args.positionals[0], true) }
         ctx.say("Archived \(TextEscaping.terminal(c.name)); history is kept (`kidledger child restore \(TextEscaping.terminal(c.name))` brings it back).")
         ctx.emit(Render.child(c))
     }
@@ -62,7 +62,7 @@ enum LedgerCommands {
     static let childRestore = CLI.Command(spec: CommandSpec(
         name: "child restore", synopsis: "CHILD", summary: "restore an archived child",
         details: "Refused when an active child now has its name (up to case and accents): rename one of them first.", arguments: 1...1)) { ctx, args in
-        let c = try ctx.openLedger(forChanges: true).setArchived(args.positionals[0], false)
+        let c = try ctx.change { try $0.setArchived(args.positionals[0], false) }
         ctx.say("Restored \(TextEscaping.terminal(c.name)).")
         ctx.emit(Render.child(c))
     }
@@ -79,7 +79,7 @@ enum LedgerCommands {
         and max into Max on the other keep the child whose id comes first in hex order
         (`children` shows the ids). `kidledger child unmerge FROM` undoes a merge.
         """, arguments: 2...2)) { ctx, args in
-        let result = try ctx.openLedger(forChanges: true).mergeChild(args.positionals[0], into: args.positionals[1])
+        let result = try ctx.change { try $0.mergeChild(args.positionals[0], into: args.positionals[1]) }
         let from = result.from, into = result.into
         ctx.say("Merged \(TextEscaping.terminal(from.name)) (\(Render.shortID(from.id))) into \(TextEscaping.terminal(into.name)) (\(Render.shortID(into.id))). Balance: \(Money.format(cents: into.balanceCents))")
         if let s = result.stoppedAllowance {
@@ -96,7 +96,7 @@ enum LedgerCommands {
         name or id prefix. It is listed again with its own transactions (and those of any child merged into
         it); the child it was merged into keeps its own. Like the merge, it syncs as one change.
         """, arguments: 1...1)) { ctx, args in
-        let (child, was) = try ctx.openLedger(forChanges: true).unmergeChild(args.positionals[0])
+        let (child, was) = try ctx.change { try $0.unmergeChild(args.positionals[0]) }
         ctx.say("\(TextEscaping.terminal(child.name)) (\(Render.shortID(child.id))) counts on its own again. Balance: \(Money.format(cents: child.balanceCents)); \(TextEscaping.terminal(was.name)): \(Money.format(cents: was.balanceCents))")
         ctx.emit(.object([("child", Render.child(child)), ("was", Render.child(was))]))
     }
@@ -110,7 +110,7 @@ enum LedgerCommands {
         two such children one. A child's balance includes the children merged into it; with --all a merged
         child is listed as "merged into NAME" (in --json: `mergedInto`, the id, and its own balanceCents).
         """, flagOptions: ["all"])) { ctx, args in
-        let replica = try ctx.openLedger(forChanges: false)
+        let replica = try ctx.openLedger()
         _ = try requireHousehold(replica)
         let all = args.has("all")
         let list = try replica.children(includeArchived: all, includeMerged: all)
@@ -136,8 +136,7 @@ enum LedgerCommands {
             """,
             valueOptions: ["note"], arguments: 2...2)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[1])
-            let p = try ctx.openLedger(forChanges: true).post(args.positionals[0], signedCents: sign * cents,
-                                               note: args.values["note"] ?? "", source: name)
+            let p = try ctx.change { try $0.post(args.positionals[0], signedCents: sign * cents, note: args.values["note"] ?? "", source: name) }
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(TextEscaping.terminal(p.childName)). Balance: \(Money.format(cents: p.balanceCents))")
             let warnings = negativeWarnings([p], sign: sign)
             warn(ctx, warnings)
@@ -161,7 +160,7 @@ enum LedgerCommands {
             """,
             valueOptions: ["note"], arguments: 1...1)) { ctx, args in
             let cents = try Money.parseAmount(args.positionals[0])
-            let postings = try ctx.openLedger(forChanges: true).postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name)
+            let postings = try ctx.change { try $0.postAll(signedCents: sign * cents, note: args.values["note"] ?? "", source: name) }
             ctx.say("\(verb) \(Money.format(cents: cents)) \(preposition) \(count(postings.count)):")
             ctx.say(Render.table(header: nil, rightAligned: [1], rows: postings.map {
                 ["  " + $0.childName, Money.format(cents: $0.balanceCents)]
@@ -177,7 +176,7 @@ enum LedgerCommands {
 
     static let balance = CLI.Command(spec: CommandSpec(
         name: "balance", synopsis: "[CHILD]", summary: "show balances", details: "", arguments: 0...1)) { ctx, args in
-        let replica = try ctx.openLedger(forChanges: false)
+        let replica = try ctx.openLedger()
         _ = try requireHousehold(replica)
         let list = args.positionals.isEmpty ? try replica.children() : [try replica.resolveChild(args.positionals[0])]
         if list.count == 1 && !args.positionals.isEmpty {
@@ -199,7 +198,7 @@ enum LedgerCommands {
             guard let n = Int(raw), n >= 0 else { throw CLIError.usage("--limit takes a whole number, got \"\(raw)\"") }
             limit = n == 0 ? .max : n
         }
-        let replica = try ctx.openLedger(forChanges: false)
+        let replica = try ctx.openLedger()
         _ = try requireHousehold(replica)
         let child = try args.positionals.first.map { try replica.resolveChild($0) }
         let entries = try replica.history(child: child?.id, limit: limit)
@@ -232,8 +231,8 @@ enum LedgerCommands {
         """,
         flagOptions: ["dry-run", "mine"], arguments: 0...1)) { ctx, args in
         if args.has("mine") && !args.positionals.isEmpty { throw CLIError.usage("`undo` takes an ID or --mine, not both") }
-        let replica = try ctx.openLedger(forChanges: !args.has("dry-run"))
         if args.has("dry-run") {
+            let replica = try ctx.openLedger()
             _ = try requireHousehold(replica)
             let target = try undoTarget(args, replica)
             let entries = try replica.undoPreview(target)
@@ -250,7 +249,7 @@ enum LedgerCommands {
             ctx.emit(.object([("wouldUndo", Render.entry(e)), ("wouldUndoAll", .array(entries.map(Render.entry)))]))
             return
         }
-        let u = try replica.undo(try undoTarget(args, replica))
+        let u = try ctx.change { replica in try replica.undo(try undoTarget(args, replica)) }
         let by = u.originalAuthor.key == nil ? "" : ", made by \(Names.label(u.originalAuthor))"
         let stamp = ctx.time.stamped(u.original.createdAtMillis)
         if u.entries.count == 1 && !Replica.batchSources.contains(u.original.source) {

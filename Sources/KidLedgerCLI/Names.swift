@@ -88,13 +88,14 @@ enum Names {
         `history` and `revoke` use it. Only this member's own devices can set it. At most 64 bytes, no control
         characters. It reaches the other laptops with the next sync.
         """, arguments: 1...1)) { ctx, args in
-        let replica = try ctx.openReplicaForChanges()
-        _ = try LedgerCommands.requireHousehold(replica)
-        guard let me = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
-        guard try replica.members().contains(where: { $0.key == me.publicKey.bytes }) else {
-            throw CLIError("this household has no membership to name", code: .dataError)
+        let (name, me) = try ctx.change(payingAllowances: false) { replica in
+            _ = try LedgerCommands.requireHousehold(replica)
+            guard let me = try ctx.identity(creating: false) else { throw CLIError("no identity on this device", code: .notPermitted) }
+            guard try replica.members().contains(where: { $0.key == me.publicKey.bytes }) else {
+                throw CLIError("this household has no membership to name", code: .dataError)
+            }
+            return (try replica.setMemberName(args.positionals[0], of: me.publicKey.bytes), me)
         }
-        let name = try replica.setMemberName(args.positionals[0], of: me.publicKey.bytes)
         ctx.say("This member is now called \"\(TextEscaping.terminal(name))\" (\(me.publicKey.fingerprint)).")
         ctx.emit(.object([("name", .string(name)), ("fingerprint", .string(me.publicKey.fingerprint)), ("key", .string(me.publicKey.hex))]))
     }

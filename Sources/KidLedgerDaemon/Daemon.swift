@@ -510,9 +510,12 @@ public final class Daemon: Sendable {
     public func payAllowances(_ replica: Replica) {
         do {
             guard try replica.hasDueAllowances(now: clock.nowMillis()) else { return }
-            // Attention required (the sync step logs why): nothing is written here.
-            if attention?(replica) != nil { return }
-            for p in try replica.payDueAllowances(now: clock.nowMillis()) {
+            // The gate and the payments in one write transaction. Attention required (the sync
+            // step logs why): nothing is written here.
+            let paid = try replica.change {
+                attention?(replica) != nil ? [] : try replica.payDueAllowances(now: clock.nowMillis())
+            }
+            for p in paid {
                 log("paid \(p.childName)'s allowance of \(Money.format(cents: p.transaction.amountCents)) for the period from \(Timestamp.short(millis: p.transaction.createdAtMillis)) UTC")
             }
         } catch {

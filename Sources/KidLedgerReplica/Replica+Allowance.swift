@@ -206,7 +206,7 @@ extension Replica {
     }
 
     /// Whether ``payDueAllowances(now:)`` would pay anything (a read transaction only: the
-    /// daemon asks at every tick and every ledger command before it opens for changes).
+    /// daemon asks at every tick, and a read command before it opens a change to pay).
     public func hasDueAllowances(now: Int64) throws -> Bool {
         try store.read { r in try !Self.duePayments(now: now, r, queryCache, zones: zones, limit: 1).isEmpty }
     }

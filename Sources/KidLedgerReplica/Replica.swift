@@ -9,8 +9,11 @@ public final class Replica {
     /// The store layout version this code reads and writes (older ones are migrated: ``Migrations``).
     public static var schemaVersion: UInt64 { Migrations.current }
 
-    /// The underlying store.
-    public let store: any KeyValueStore
+    /// The underlying store; inside ``change(_:)``, the write transaction it holds open.
+    public var store: any KeyValueStore { openChange ?? durableStore }
+    let durableStore: any KeyValueStore
+    /// The write transaction of the ``change(_:)`` running now, or nil.
+    var openChange: OpenChange?
     /// This replica's id (stable across restarts, new after a restore from stale files).
     public internal(set) var replicaID: ReplicaID
     let clock: any WallClock
@@ -47,7 +50,7 @@ public final class Replica {
     ///   when it says which; store errors when it can't be read.
     public init(store: any KeyValueStore, clock: any WallClock, random: any RandomNumberGenerator,
                 verifier: any SignatureVerifier = RejectingVerifier(), beforeMigrating: ((UInt64) throws -> Void)? = nil) throws {
-        self.store = store
+        durableStore = store
         self.clock = clock
         self.random = random
         self.verifier = verifier
