@@ -1,39 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerReplica
-
-/// An owned household whose genesis names a recovery key, and owner transfers signed by it.
-struct RecoverableHousehold {
-    var h = OwnedHousehold()
-    let recoveryKey = [UInt8](repeating: 0xE5, count: 32)
-    let newKey = [UInt8](repeating: 0xD4, count: 32)
-    let malloryKey = [UInt8](repeating: 0xCC, count: 32)
-
-    func genesis() -> Operation {
-        var g = Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt, name: "Home", recovery: recoveryKey)
-        g.signature = TestVerifier.sign(Membership.genesisMessage(g), key: h.ownerKey)
-        return .createHousehold(g)
-    }
-
-    /// A transfer of the older format (tag 8, sequences only) unless `seenChanges` names the
-    /// changes it saw (``seenChanges(_:)``).
-    func transfer(to newOwner: [UInt8], epoch: UInt64, seen: [ReplicaID: UInt64], seenChanges: [[UInt8]]? = nil,
-                  signer: [UInt8]? = nil, millis: Int64 = 20) -> Operation {
-        var t = OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: millis, seen: seen, seenChanges: seenChanges,
-                              signature: [])
-        t.signature = TestVerifier.sign(Membership.transferMessage(household: h.id, t), key: signer ?? recoveryKey)
-        return .transferOwner(t)
-    }
-
-    /// What a transfer made by a replica holding `log` names as the changes it saw: those
-    /// carrying a grant or a revocation, ascending (``Replica/transferSeen(_:_:_:)``).
-    static func seenChanges(_ log: [Change]) -> [[UInt8]] {
-        log.filter { $0.operations.contains { switch $0 { case .grant, .revoke: true; default: false } } }
-            .map { Membership.seenChangeKey(origin: $0.origin, encodedChange: RecordCodec.encode($0)) }
-            .sorted { $0.lexicographicallyPrecedes($1) }
-    }
-}
 
 @Suite("Owner transfer and recovery")
 struct OwnershipTests {
@@ -200,31 +168,6 @@ struct OwnershipTests {
         let reference = try h.replica(100)
         try reference.applySigned(all)
         #expect(try r.digest() == reference.digest())
-    }
-
-    /// The simulator keeps the ownership between transactions (``StoreQueryCache``): after each
-    /// change of a history with a genesis, grants, two transfers and a revocation, the kept
-    /// answer is a fresh read's.
-    @Test func theKeptOwnershipFollowsEveryChange() throws {
-        let all = start() + [
-            h.change(owner, 3, millis: 4, [h.grant(rh.newKey, name: "Grandma")]),
-            h.change(spouse, 2, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 3, spouse: 1])]),
-            h.change(owner, 4, millis: 12, [h.grant(rh.malloryKey, name: "Mallory")]),
-            h.change(spouse, 3, millis: 13, [rh.transfer(to: rh.newKey, epoch: 2, seen: [owner: 4, spouse: 2])]),
-            h.change(owner, 5, millis: 14, [h.revoke(h.spouseKey, seen: [owner: 5, spouse: 1])]),
-        ]
-        let store = MemoryStore()
-        let r = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 9), verifier: TestVerifier())
-        r.queryCache = StoreQueryCache(store)
-        #expect(try store.read { try Replica.ownership($0, r.queryCache) } == nil)
-        var owners: [[UInt8]?] = []
-        for change in all {
-            try r.applySigned([change])
-            let fresh = try store.read { try Replica.readOwnership($0) }
-            #expect(try store.read { try Replica.ownership($0, r.queryCache) } == fresh)
-            owners.append(fresh?.current)
-        }
-        #expect(owners.last == rh.newKey && owners.contains(h.spouseKey) && owners.contains(h.ownerKey), "the owner moved twice")
     }
 
     /// The thief revokes the spouse first; the spouse recovers anyway: the owner can't be

@@ -1,4 +1,5 @@
 import KidLedgerReplica
+import KidLedgerInMemory
 import KidLedgerLMDB
 
 /// A ``QueryCache`` for a replica on a ``MemoryStore``: keeps each query's last answer with the

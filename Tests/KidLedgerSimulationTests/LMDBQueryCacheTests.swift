@@ -7,6 +7,8 @@ import Testing
 
 /// What the simulator's LMDB query cache keeps answers by: the committed state a reader sees
 /// (`LMDBEnvironment.committedState(seenBy:)`), and the cache itself against fresh reads.
+private let tableA = Table("a"), tableB = Table("b")
+
 @Suite("Query answers kept by LMDB's committed state")
 struct LMDBQueryCacheTests {
     /// An answer object, so a kept answer (the same object) can be told from a fresh one.

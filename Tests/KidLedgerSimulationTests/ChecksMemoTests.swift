@@ -3,6 +3,7 @@ import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
 @testable import KidLedgerSimulation
+import KidLedgerTestSupport
 
 /// The checks memo answers what computing the checks afresh answers, and sessions sharing one
 /// send exactly what sessions without one send.
