@@ -39,12 +39,16 @@ let package = Package(
         // The sync protocol core: a pure state machine (bytes and events in, bytes and actions out).
         .target(name: "KidLedgerProtocol", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
 
+        // In-memory stand-ins for the product's two system seams: `MemoryStore` (a KeyValueStore with
+        // LMDB's order and transactions) and `SimZones` (a fixed zone table). The simulator and tests use them.
+        .target(name: "KidLedgerInMemory", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
+
         // The durable key-value store on LMDB.
         .target(name: "KidLedgerLMDB", dependencies: ["CLMDB", "KidLedgerDomain", "KidLedgerReplica"]),
 
         // The deterministic simulator: N replicas running the real protocol core and store code under a
         // virtual clock, a seeded generator and a simulated network with faults.
-        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity"]),
+        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerInMemory", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity"]),
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSystem", "KidLedgerSimulation", "KidLedgerDomain"]),
 
         .target(name: "KidLedgerSecurity", dependencies: ["KidLedgerSystem", "CSodium", "KidLedgerDomain"]),
@@ -55,28 +59,31 @@ let package = Package(
         // The family page: a small bounded HTTP/1.1 server on loopback, its token, Host and Origin
         // checks, the JSON API's routes (each runs a CLI command) and the embedded HTML, CSS and JS.
         .target(name: "KidLedgerUI", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerTransport", "KidLedgerSecurity"]),
+        // The long-running machinery behind `serve` and `sync`: the daemon's accept and gossip loops,
+        // LAN discovery, the sync driver, the one-daemon-per-home lock, the systemd user unit.
+        .target(name: "KidLedgerDaemon", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
-        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerSystem", "CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI"]),
+        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerSystem", "CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI", "KidLedgerDaemon"]),
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
         .executableTarget(name: "kidledger-package", dependencies: ["KidLedgerCLI"]),
         .executableTarget(name: "kidledger-bench", dependencies: ["KidLedgerSystem", "CLMDB", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity"]),
 
-        // Fixtures shared by the test targets (temporary directories, a monotonic clock and
-        // deadlines, work on a thread of its own). Only test targets depend on it.
-        .target(name: "KidLedgerTestSupport", dependencies: ["KidLedgerSystem"], path: "Tests/KidLedgerTestSupport"),
+        // Fixtures shared by the test targets (temporary directories, deadlines, work on a thread of
+        // its own, replicas with a household, two sessions wired in memory). Only test targets depend on it.
+        .target(name: "KidLedgerTestSupport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerInMemory"], path: "Tests/KidLedgerTestSupport"),
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
-        .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation"]),
-        .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSimulation"]),
-        .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSimulation", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSimulation", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerInMemory", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerInMemory", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerInMemory", "KidLedgerSimulation", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerInMemory", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerRelayTests", dependencies: ["KidLedgerRelay", "KidLedgerSecurity", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

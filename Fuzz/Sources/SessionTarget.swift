@@ -17,7 +17,7 @@ import KidLedgerLMDB
 import KidLedgerProtocol
 import KidLedgerReplica
 import KidLedgerSecurity
-import KidLedgerSimulation
+import KidLedgerInMemory
 
 private let ownerIdentity = try! Identity(seed: Array(repeating: 11, count: 32))
 private let victimIdentity = try! Identity(seed: Array(repeating: 12, count: 32))

@@ -4,7 +4,7 @@ import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerReplica
 import KidLedgerSecurity
-import KidLedgerSimulation
+import KidLedgerInMemory
 
 // MARK: - CSV and import
 

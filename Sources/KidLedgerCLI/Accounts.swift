@@ -4,6 +4,7 @@ import Glibc
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
+import KidLedgerDaemon
 
 /// This device's signed-in identity (account) and the membership gate.
 extension Context {

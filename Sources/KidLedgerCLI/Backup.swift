@@ -5,6 +5,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// Writing and restoring backup files (``BackupArchive``), for `backup`, `restore`, the daemon's
 /// scheduled backups and the page's "Download a backup".

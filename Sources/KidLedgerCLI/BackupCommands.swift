@@ -4,6 +4,7 @@ import Glibc
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
+import KidLedgerDaemon
 
 /// `backup FILE`, `backup schedule`, `restore FILE` (issue 43; docs/SYNC.md, "Backups").
 enum BackupCommands {

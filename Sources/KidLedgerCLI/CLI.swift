@@ -1,6 +1,7 @@
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerLMDB
+import KidLedgerDaemon
 
 /// The `kidledger` command line: parses arguments, runs one command, prints, returns the exit code.
 public enum CLI {

@@ -8,6 +8,7 @@ import KidLedgerLMDB
 import KidLedgerSecurity
 import Synchronization
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// Where the CLI writes: standard output and standard error, or a buffer in tests.
 public protocol Console: AnyObject, Sendable {
@@ -49,18 +50,6 @@ public final class BufferConsole: Console, Sendable {
     public func out(_ text: String) { self.text.withLock { $0.out += text } }
     /// Appends to ``stderr``.
     public func err(_ text: String) { self.text.withLock { $0.err += text } }
-}
-
-/// The system wall clock, for the CLI only (the core and simulator take injected clocks).
-public struct SystemClock: WallClock {
-    /// Creates the clock.
-    public init() {}
-    /// CLOCK_REALTIME in milliseconds.
-    public func nowMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
 }
 
 /// What every command gets: the home, the output mode, the console. Immutable, so the daemon's

@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerDaemon
 
 /// Process exit codes, following sysexits(3). See docs/ERRORS.md.
 public enum ExitCode: Int32, Sendable {
@@ -75,6 +76,14 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
     public static func from(_ error: any Error) -> CLIError {
         switch error {
         case let e as CLIError: return e
+        case let e as DaemonError:
+            switch e.kind {
+            case .usage: return CLIError.usage(e.message)
+            case .dataError: return CLIError(e.message, code: .dataError)
+            case .software: return CLIError(e.message, code: .software)
+            case .ioError: return CLIError(e.message, code: .ioError)
+            case .temporaryFailure: return CLIError(e.message, code: .temporaryFailure)
+            }
         case let e as LedgerError:
             switch e {
             case .corrupted, .schemaMismatch, .storeFromNewerVersion: return CLIError(e.description, code: .software)

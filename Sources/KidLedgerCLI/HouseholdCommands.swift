@@ -1,5 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerDaemon
 
 /// `household timezone`: the household's time zone, whose days are the allowance days.
 /// `household limit`: the household's limit for asking first, on every laptop's page.

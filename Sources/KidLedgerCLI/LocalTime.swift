@@ -1,6 +1,7 @@
 import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerDaemon
 
 /// Times in text output: the household's zone (``Context/time``), else the local time zone (`$TZ`,
 /// else the system's), or UTC with `--utc`.
@@ -77,25 +78,6 @@ extension Context {
     /// was opened, when the household has one this laptop knows); else the local zone (`TZ`,
     /// /etc/localtime): docs/UI.md, "Times".
     var time: LocalTime { LocalTime.household(householdZone.withLock { $0 }, utc: utc, environment: environment) }
-}
-
-/// The tz database through Foundation's `TimeZone` (on Linux it reads /usr/share/zoneinfo, the
-/// Debian package `tzdata`): the household zones the CLI and the daemon compute allowance days
-/// with. Only names written as tz database names (``HouseholdTime/isValidName(_:)``) are looked up.
-struct FoundationZones: ZoneDatabase {
-    func rules(for name: String) -> (any ZoneRules)? {
-        if HouseholdTime.utcNames.contains(name) { return FixedOffsetZone(millis: 0) }
-        guard HouseholdTime.isValidName(name), let zone = TimeZone(identifier: name) else { return nil }
-        return FoundationZoneRules(zone: zone)
-    }
-}
-
-/// One zone's offsets from the tz database.
-struct FoundationZoneRules: ZoneRules {
-    let zone: TimeZone
-    func offsetMillis(at millis: Int64) -> Int64 {
-        Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(millis.quotientAndRemainder(dividingBy: 1000).quotient)))) * 1000
-    }
 }
 
 extension LocalTime {

@@ -9,6 +9,7 @@ import KidLedgerUI
 import KidLedgerLMDB
 import KidLedgerSecurity
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// The daemon, sync, and joining a household.
 enum NetworkCommands {
@@ -104,7 +105,8 @@ enum NetworkCommands {
         if let pageAddress { try PageCommands.record(page, host: pageAddress.host, in: replica) }
         let daemon = Daemon(environment: environment, household: household.id, identity: identity, listener: listener,
                             peerTimeoutMillis: peerTimeout, log: log, attention: { r in try? context.attentionReason(r) },
-                            clock: context.clock, home: context.home)
+                            clock: context.clock,
+                            scheduledBackup: { r, now in ScheduledBackup.runIfDue(home: context.home, r, now: now, log: log) })
         try daemon.run(discovery: discovery)
         page?.stop()
         if page != nil { try? replica.device.setSetting("ui", nil) }

@@ -4,6 +4,7 @@ import Glibc
 import KidLedgerDomain
 import KidLedgerTransport
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// `kidledger open`: what the applications menu's "Kid Ledger" runs. Starts this home's service
 /// when no daemon runs (enabling it for next time), waits until the page listens, and opens the
@@ -73,14 +74,14 @@ enum OpenCommand {
         if let reason = systemctl.unusable {
             throw CLIError("no daemon runs for this home, and systemd's user manager can't start one here (\(TextEscaping.terminal(reason))): run `kidledger serve --listen :4717` in a terminal, then `kidledger open` again", code: .unavailable)
         }
-        let own = try ServiceUnit(ctx, listen: ServiceCommands.defaultListen, ui: nil, household: "")
+        let own = try ServiceUnit(ctx, listen: ServiceUnit.defaultListen, ui: nil, household: "")
         let name: String
         if FileSystem.exists(own.path) {
             name = own.name
         } else if try isDefaultHome(ctx), FileSystem.exists(packagedUnitPath) {
             name = packagedUnit
         } else {
-            let unit = try ServiceUnit(ctx, listen: ServiceCommands.defaultListen, ui: nil, household: household)
+            let unit = try ServiceUnit(ctx, listen: ServiceUnit.defaultListen, ui: nil, household: household)
             try FileSystem.makeDirectory(unit.directory)
             try FileSystem.writeFile(unit.path, unit.text)
             ctx.say("Wrote \(unit.path).")

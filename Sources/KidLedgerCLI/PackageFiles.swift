@@ -1,3 +1,5 @@
+import KidLedgerDaemon
+
 /// The files the Debian package installs that are made from the program itself
 /// (`kidledger-package`, run by Scripts/package.sh): the man page from every command's own help,
 /// bash completion from the same command table, and the systemd user unit. One source, so the

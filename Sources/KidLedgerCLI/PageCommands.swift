@@ -6,6 +6,7 @@ import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerTransport
 import KidLedgerUI
+import KidLedgerDaemon
 
 /// The family page's commands (`ui`, `quick show|set`) and what `serve` needs to serve the page.
 /// The page runs these same commands, and the ledger's, through ``runner(home:environment:store:)``.

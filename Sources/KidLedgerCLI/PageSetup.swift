@@ -6,6 +6,7 @@ import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerUI
 import Synchronization
+import KidLedgerDaemon
 
 /// The store the page's commands run on, which a daemon started in an empty home does not have
 /// yet (issue 41): `serve` serves the page at once, the page starts or joins a household (`init`,

@@ -2,6 +2,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
 import KidLedgerProtocol
+import KidLedgerDaemon
 
 /// Known peers and the sync status.
 enum PeerCommands {
@@ -101,7 +102,7 @@ struct StatusReport {
     /// Members whose laptops synced with this laptop's daemon and that this laptop has no address
     /// of (their laptops run no daemon): they dial in. Current members only, with their names.
     var dialsIn: [DialIn]
-    /// The other laptops, one each: the peers' devices (``devices(_:)``), then the members that
+    /// The other laptops, one each: the peers' devices (``SyncDriver/devices(_:)``), then the members that
     /// dial in.
     var laptops: [Laptop]
     var attention: String?
@@ -248,7 +249,7 @@ struct StatusReport {
     /// whose receipt and time its session's replace when newer; else it is a laptop of its own that
     /// dials in. A laptop of a revoked member is not counted (it is sent nothing more).
     static func laptops(_ peers: [PeerRecord], inbound: [InboundRecord], members: [MemberSummary]) -> ([Laptop], [DialIn]) {
-        let devices = Self.devices(peers)
+        let devices = SyncDriver.devices(peers)
         let names = Dictionary(members.filter { !$0.isRevoked }.map { ($0.key, $0.name) }, uniquingKeysWith: { first, _ in first })
         let revoked = Set(members.filter(\.isRevoked).map(\.key))
         var laptops = devices.map { device in
@@ -275,29 +276,6 @@ struct StatusReport {
         return (laptops.filter { $0.lastSyncMillis > 0 && !revoked.contains($0.memberKey) }, dialsIn)
     }
 
-    /// The known peers by device: the addresses of one member key (from a session or an
-    /// announcement) or that reached one replica id belong together (in the order first listed);
-    /// an address of no known device is one on its own.
-    static func devices(_ peers: [PeerRecord]) -> [[PeerRecord]] {
-        var groups: [[PeerRecord]] = []
-        var byReplica: [ReplicaID: Int] = [:]
-        var byMember: [[UInt8]: Int] = [:]
-        for peer in peers {
-            let replica = peer.lastSuccessMillis > 0 ? peer.peerReplica : nil
-            let member = peer.memberKey.isEmpty ? nil : peer.memberKey
-            if let i = member.flatMap({ byMember[$0] }) ?? replica.flatMap({ byReplica[$0] }) {
-                groups[i].append(peer)
-                if let member { byMember[member] = byMember[member] ?? i }
-                if let replica { byReplica[replica] = byReplica[replica] ?? i }
-                continue
-            }
-            if let member { byMember[member] = groups.count }
-            if let replica { byReplica[replica] = groups.count }
-            groups.append([peer])
-        }
-        return groups
-    }
-
     /// The address of a device synced last (its receipt is the device's).
     static func latest(_ device: [PeerRecord]) -> PeerRecord {
         device.max { $0.lastSuccessMillis < $1.lastSuccessMillis } ?? device[0]
@@ -310,7 +288,7 @@ struct StatusReport {
 
     /// The address synced last of the device `p` reached, when it is another one (nil otherwise).
     func newerAlias(of p: PeerRecord) -> PeerRecord? {
-        guard let device = Self.devices(peers).first(where: { $0.contains(p) }), device.count > 1 else { return nil }
+        guard let device = SyncDriver.devices(peers).first(where: { $0.contains(p) }), device.count > 1 else { return nil }
         let latest = Self.latest(device)
         return latest == p ? nil : latest
     }

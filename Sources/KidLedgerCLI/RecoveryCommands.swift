@@ -2,6 +2,7 @@ import Glibc
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
+import KidLedgerDaemon
 
 /// Ownership recovery: the recovery secret `init` prints, and `recover`.
 enum RecoveryCommands {

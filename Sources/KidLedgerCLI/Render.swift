@@ -1,13 +1,12 @@
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerDaemon
 
 /// Text tables and JSON shapes shared by the commands. JSON keys are camelCase; amounts are
 /// integer cents in keys ending in `Cents`; times are Unix milliseconds in keys ending in `Millis`.
 enum Render {
     /// "1 child", "2 children".
-    static func plural(_ n: Int, _ one: String, _ many: String? = nil) -> String {
-        "\(n) \(n == 1 ? one : (many ?? one + "s"))"
-    }
+    static func plural(_ n: Int, _ one: String, _ many: String? = nil) -> String { Wording.plural(n, one, many) }
 
     /// "just now", "4 minutes ago", "3 hours ago", "3 days ago": how long before `now` `millis`
     /// was, rounded as the page rounds it (its `ago`).

@@ -7,6 +7,7 @@ import KidLedgerProtocol
 import KidLedgerTransport
 import KidLedgerSecurity
 import KidLedgerSystem
+import KidLedgerDaemon
 
 /// Joining with a short code (issue 22, point 4): find the inviting daemon by its invitation
 /// announcement on the LAN (or at `--address`), prove the code to it in a CPace handshake

@@ -5,6 +5,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerReplica
+@testable import KidLedgerDaemon
 
 /// Issue 43, points 2 to 4, with real processes on 127.0.0.1: mixed protocol versions, backup
 /// while a large sync runs, and a laptop restored from a backup that is behind its earlier self.
@@ -216,7 +217,7 @@ struct ScheduledBackupTests {
         #expect(bad.code == 64, "\(bad)")
         let daemon = try #require(try DaemonProcess.start(mom, in: group))
         let files = { (try? FileManager.default.contentsOfDirectory(atPath: folder).sorted()) ?? [] }
-        #expect(eventually(30) { files().count == 3 && !files().contains("kidledger-backup-20200101-000000.klbackup") }, "\(files()) \(daemon.log)")
+        #expect(eventually(timeout: 30, interval: 0.2) { files().count == 3 && !files().contains("kidledger-backup-20200101-000000.klbackup") }, "\(files()) \(daemon.log)")
         #expect(files().contains("notes.txt") && files().contains("kidledger-backup-20200102-000000.klbackup"))
         #expect(daemon.log.contains("scheduled backup written: \(folder)/kidledger-backup-"))
         let written = try #require(files().first { $0.hasPrefix("kidledger-backup-") && $0 != "kidledger-backup-20200102-000000.klbackup" })

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
+@testable import KidLedgerDaemon
 
 /// The household's time zone through the CLI, on the tz database (issue 41, point 4): set at
 /// `init` from TZ, shown and changed with `household timezone`, and the allowance days are its

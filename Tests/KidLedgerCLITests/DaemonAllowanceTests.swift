@@ -5,6 +5,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerTransport
+@testable import KidLedgerDaemon
 
 /// The daemon's allowance step on its injected clock: a week after the schedule was set, the
 /// step (run by the gossip loop once a second) pays the new period once, and logs it.

@@ -29,7 +29,7 @@ struct DialInStatusTests {
         // recorded when it ends on the daemon's side, which may be after `join` exits.
         let joinSessions = 2
         var status: [String: Any] = [:]
-        #expect(try eventually(30) {
+        #expect(try eventually(timeout: 30, interval: 0.2) {
             status = try json(mom, "status")
             return Self.dialIn(status)?["memberKey"] as? String == dadKey && Self.dialIn(status)?["sessions"] as? Int == joinSessions
         }, "\(status)\n\(daemon.log)")
@@ -60,7 +60,7 @@ struct DialInStatusTests {
         // Dad's laptop syncs (no daemon): both ways, and Mom's laptop counts its receipt.
         try ok(dad, "give", "Ava", "2.00")
         try ok(dad, "sync")
-        #expect(try eventually(30) {
+        #expect(try eventually(timeout: 30, interval: 0.2) {
             status = try json(mom, "status")
             return Self.dialIn(status)?["sessions"] as? Int == joinSessions + 1
         }, "\(status)\n\(daemon.log)")

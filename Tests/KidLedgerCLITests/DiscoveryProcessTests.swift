@@ -95,10 +95,10 @@ struct DiscoveryProcessTests {
         Self.sendDatagram(Array("KLd2".utf8) + (0..<568).map { _ in UInt8(truncatingIfNeeded: noise.next()) }, to: momPort)
 
         try ok(mom, "give", "Ava", "1.00", "--note", "found by discovery")
-        #expect(try eventually(30) { try Self.balance(dad, "Ava") == 100 }, "dad never got mom's give: \(dadDaemon.log)\n\(momDaemon.log)")
+        #expect(try eventually(timeout: 30, interval: 0.2) { try Self.balance(dad, "Ava") == 100 }, "dad never got mom's give: \(dadDaemon.log)\n\(momDaemon.log)")
         // The inviter learned where the joiner's daemon is: Dad's change reaches Mom without a peer add.
         try ok(dad, "give", "Ava", "2.00", "--note", "back the other way")
-        #expect(try eventually(30) { try Self.balance(mom, "Ava") == 300 }, "mom never got dad's give: \(momDaemon.log)")
+        #expect(try eventually(timeout: 30, interval: 0.2) { try Self.balance(mom, "Ava") == 300 }, "mom never got dad's give: \(momDaemon.log)")
 
         let momKey = try Self.key(mom), dadKey = try Self.key(dad)
         let onDad = try Self.learned(dad), onMom = try Self.learned(mom)
@@ -122,18 +122,18 @@ struct DiscoveryProcessTests {
         try ok(dad, "join", try inviteCode(mom))
         try ok(dad, "peer", "remove", before.address)
         let dadDaemon = try #require(try DaemonProcess.start(dad, in: group, arguments: Self.discoveryArguments(listen: dadPort, announceTo: momPort)))
-        #expect(try eventually(30) { try Self.learned(dad).count == 1 }, "\(dadDaemon.log)")
+        #expect(try eventually(timeout: 30, interval: 0.2) { try Self.learned(dad).count == 1 }, "\(dadDaemon.log)")
 
         // The router gave Mom's laptop a new address: her daemon comes back on another port.
         #expect(before.stop() == 0)
         let after = try #require(try DaemonProcess.start(mom, in: group, arguments: Self.discoveryArguments(listen: momPort, announceTo: dadPort)))
         #expect(after.port != before.port)
         try ok(mom, "give", "Ava", "5.00", "--note", "after the move")
-        #expect(try eventually(30) { try Self.balance(dad, "Ava") == 500 }, "dad never got the give from the new address: \(dadDaemon.log)")
+        #expect(try eventually(timeout: 30, interval: 0.2) { try Self.balance(dad, "Ava") == 500 }, "dad never got the give from the new address: \(dadDaemon.log)")
         let addresses = Set(try Self.learned(dad).compactMap { $0["address"] as? String })
         #expect(addresses.contains(after.address), "\(addresses)")
         // Both addresses are one laptop (one member key): the dead one keeps nothing pending.
-        let synced = try eventually(30) { try json(dad, "status")["state"] as? String == "synced" }
+        let synced = try eventually(timeout: 30, interval: 0.2) { try json(dad, "status")["state"] as? String == "synced" }
         let status = try runKidledger(dad, ["status"]).stdout
         #expect(synced, "\(status)")
         #expect(try digest(mom) == digest(dad))
@@ -160,10 +160,10 @@ struct DiscoveryProcessTests {
         let dadDaemon = try #require(try DaemonProcess.start(dad, in: group, arguments: Self.discoveryArguments(listen: dadPort, announceTo: momPort)))
         let momDaemon = try #require(try DaemonProcess.start(mom, in: group, arguments: [
             "--discovery-port", String(momPort), "--announce-to", "127.0.0.1:\(dadPort),127.0.0.1:\(granPort)"]))
-        #expect(try eventually(30) { try Self.learned(dad).contains { $0["address"] as? String == momDaemon.address } }, "\(dadDaemon.log)\n\(momDaemon.log)")
+        #expect(try eventually(timeout: 30, interval: 0.2) { try Self.learned(dad).contains { $0["address"] as? String == momDaemon.address } }, "\(dadDaemon.log)\n\(momDaemon.log)")
         // The datagram Dad opened went to Gran in the same round: give her daemon time to hear it
         // (bounded: the absence of an event), then check it took nothing.
-        #expect(try !eventually(2) { try !Self.learned(gran).isEmpty || granDaemon.log.contains("discovery: found member") },
+        #expect(try !eventually(timeout: 2, interval: 0.2) { try !Self.learned(gran).isEmpty || granDaemon.log.contains("discovery: found member") },
                 "\(granDaemon.log)")
         #expect(try Self.learned(gran).isEmpty && (try json(gran, "peers")["peers"] as? [Any])?.isEmpty == true)
         #expect(!momDaemon.log.contains("discovery: found member \(PublicKeyText.fingerprint(granKey))"), "\(momDaemon.log)")
@@ -179,7 +179,7 @@ struct DiscoveryProcessTests {
         let dadDaemon = try #require(try DaemonProcess.start(dad, in: group))
         let dadKey = try Self.key(dad)
         // Learned from the session, not found on the network: `peers` says which.
-        let learned = try eventually(30) {
+        let learned = try eventually(timeout: 30, interval: 0.2) {
             (try json(mom, "peers")["peers"] as? [[String: Any]] ?? []).contains {
                 $0["address"] as? String == dadDaemon.address && $0["memberKey"] as? String == dadKey
                     && $0["learnedFrom"] as? String == "session" && $0["discovered"] as? Bool == false
@@ -192,7 +192,7 @@ struct DiscoveryProcessTests {
         try ok(mom, "give", "Ava", "1.00", "--note", "pushed to dad")
         // Mom's daemon pushed it (its own sync sent the change; Dad's daemon would pull only on its 30 s interval).
         let pushed = { momDaemon.log.split(separator: "\n").contains { $0.contains("sync with \(dadDaemon.address) (replica") && $0.contains("): sent 1, ") } }
-        #expect(try eventually(30) { try Self.balance(dad, "Ava") == 100 && pushed() }, "mom's daemon never pushed to dad's: \(momDaemon.log)")
+        #expect(try eventually(timeout: 30, interval: 0.2) { try Self.balance(dad, "Ava") == 100 && pushed() }, "mom's daemon never pushed to dad's: \(momDaemon.log)")
         #expect(try digest(mom) == digest(dad))
     }
 

@@ -4,6 +4,7 @@ import KidLedgerSecurity
 import KidLedgerTransport
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// Issue 22: the pure parts of discovery, on an injected clock and made-up interfaces (no
 /// sockets, no sleeps): when it announces, when it joins the IPv6 group again, which members get

@@ -5,6 +5,8 @@ import KidLedgerUI
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import KidLedgerDaemon
+import KidLedgerTestSupport
 
 /// `serve` in a home without a household (issue 41): it serves the page at once (where the page
 /// starts or joins one), says so, and starts syncing as soon as a household is here (also one
@@ -16,7 +18,7 @@ import Glibc
         let group = ProcessGroup()
         defer { group.stopAll() }
         let daemon = group.add(try BackgroundProcess(l, ["serve", "--listen", "127.0.0.1:0", "--ui", "127.0.0.1:0", "--no-discovery"]))
-        #expect(eventually(30) { daemon.stderr.contains("no household here yet: start one or join one on the page") }, "\(daemon.stderr)")
+        #expect(eventually(timeout: 30, interval: 0.2) { daemon.stderr.contains("no household here yet: start one or join one on the page") }, "\(daemon.stderr)")
         #expect(!daemon.hasExited)
         // `ui` finds the page before there is a household (the daemon's lock file names it).
         let ui = l.run("ui", "--json")
@@ -30,7 +32,7 @@ import Glibc
         #expect(second.code == 75, "\(second)")
         // A household made in a terminal: the daemon syncs it, without a restart.
         l.ok("init", "The Millers")
-        #expect(eventually(30) { daemon.stderr.contains("serving \"The Millers\" on 127.0.0.1:") }, "\(daemon.stderr)")
+        #expect(eventually(timeout: 30, interval: 0.2) { daemon.stderr.contains("serving \"The Millers\" on 127.0.0.1:") }, "\(daemon.stderr)")
         let ready = l.run("ui", "--json")
         #expect(ready.stdout.contains("\"name\":\"The Millers\"") && ready.stdout.contains("\"serving\":true"), "\(ready)")
         daemon.send(SIGTERM)

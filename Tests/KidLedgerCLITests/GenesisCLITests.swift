@@ -5,6 +5,7 @@ import KidLedgerReplica
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// Issue 20, point 1, through the CLI: forged household records are refused and counted, and
 /// `status` and `verify` say how many.

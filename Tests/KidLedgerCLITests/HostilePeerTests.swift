@@ -6,6 +6,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
+@testable import KidLedgerDaemon
 
 /// A running daemon on 127.0.0.1 under hostile connections while a member keeps syncing with it:
 /// bad length prefixes, unknown frame types, truncated frames, frames in the wrong order, a

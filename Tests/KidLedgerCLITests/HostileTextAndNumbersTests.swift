@@ -5,6 +5,7 @@ import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerReplica
 import KidLedgerTransport
+@testable import KidLedgerDaemon
 
 /// Issue 21, points 1 and 4 through the CLI: a receipt holding a huge number (stored before
 /// sequences were bounded) does not trap `status` or `peers`; notes reach the terminal escaped,

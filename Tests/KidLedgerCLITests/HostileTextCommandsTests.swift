@@ -4,6 +4,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerLMDB
 @testable import KidLedgerReplica
+@testable import KidLedgerDaemon
 
 /// Issue 39, point 4: every command that prints text someone else wrote (names, notes, a
 /// transaction's source, a peer's error, an address learned from the network) prints it through

@@ -4,6 +4,7 @@ import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
 import KidLedgerSystem
+@testable import KidLedgerDaemon
 
 /// Faults of the machine under real `kidledger` processes: SIGKILL at random points during writes
 /// (of `give` and of a daemon receiving a sync), a full disk (a tmpfs the test mounts) and a capped

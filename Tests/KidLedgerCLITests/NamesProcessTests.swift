@@ -6,6 +6,7 @@ import KidLedgerDomain
 @testable import KidLedgerReplica
 import KidLedgerSecurity
 import KidLedgerLMDB
+@testable import KidLedgerDaemon
 
 /// Issue 20, points 8 and 5 through the built binary: members have display names, `history`
 /// names each entry's author, `revoke` names one member exactly and asks first, and a member who

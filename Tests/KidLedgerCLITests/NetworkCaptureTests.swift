@@ -5,6 +5,7 @@ import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain
 import KidLedgerSecurity
+@testable import KidLedgerDaemon
 
 /// Issue 22, point 5: nothing identifying on the wire. Every byte of real sessions between two
 /// homes (a join, then syncs that carry names both ways) goes through a recording relay on

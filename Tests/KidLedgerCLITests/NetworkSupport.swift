@@ -190,16 +190,6 @@ func smithsServing(_ owner: TestLedger, in group: ProcessGroup, sourceLocation: 
     return try #require(try DaemonProcess.start(owner, in: group, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
 }
 
-/// Waits (at most `seconds`) until `condition` holds, looking again every 200 ms.
-func eventually(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Deadline(seconds: seconds)
-    while !deadline.passed {
-        if try condition() { return true }
-        usleep(200_000)
-    }
-    return try condition()
-}
-
 /// Runs the process, expects exit 0 and returns its standard output.
 @discardableResult
 func ok(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> String {

@@ -4,6 +4,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerLMDB
 @testable import KidLedgerReplica
+@testable import KidLedgerDaemon
 
 /// The sync state (`status`, `status --json`, the page's pill) on an injected clock: every state
 /// and the transitions between them, the moment after a reconnect, and revoked members.

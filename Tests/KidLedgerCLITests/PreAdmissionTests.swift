@@ -5,6 +5,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerProtocol
 import KidLedgerSecurity
+@testable import KidLedgerDaemon
 
 /// What a peer that is not admitted yet (the secure handshake and its sync `hello` not both done)
 /// can make a running daemon hold (issue 21, point 5): a few connections per address, kilobytes

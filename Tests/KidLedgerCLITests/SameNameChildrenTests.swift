@@ -4,6 +4,7 @@ import Testing
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import KidLedgerLMDB
+@testable import KidLedgerDaemon
 
 /// Children with one name up to case and accents (issue 23): how names resolve in the CLI, the
 /// flags in `children` and `status` (text and `--json`), `child restore` refused and "did you

@@ -5,6 +5,7 @@ import Testing
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
+@testable import KidLedgerDaemon
 
 /// Every refusal of the membership design, with real `kidledger` processes on 127.0.0.1: strangers,
 /// other households, revoked members, replayed handshakes, tampered frames, a changed account,

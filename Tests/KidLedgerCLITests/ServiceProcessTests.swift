@@ -2,6 +2,7 @@ import Foundation
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// One daemon per home (the lock), the footguns of issue 22 point 7, and `kidledger service`
 /// (point 6). Real processes on 127.0.0.1; nothing listens on another address.
@@ -268,9 +269,10 @@ struct ServiceProcessTests {
         #expect(ServiceUnit.quote(":4717") == ":4717")
         #expect(ServiceUnit.quote("/home/a b/100%") == "\"/home/a b/100%%\"")
         #expect(ServiceUnit.quote("/x/\"q\"$y\\z") == "\"/x/\\\"q\\\"$$y\\\\z\"")
-        #expect(throws: CLIError.self) {
+        #expect(throws: DaemonError.self) {
             try ServiceUnit.text(binary: "/bin/kidledger", home: "/home/a\nExecStartPre=/bin/evil", listen: ":4717", ui: nil, household: "")
         }
+        #expect(CLIError.from(DaemonError("x", kind: .dataError)).code == .dataError)
     }
 
     static let systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].contains { FileManager.default.isExecutableFile(atPath: $0) }

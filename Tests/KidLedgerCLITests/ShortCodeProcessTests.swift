@@ -122,7 +122,7 @@ struct ShortCodeProcessTests {
             #expect(outcome.code == 77 && outcome.stderr.contains("no open invitation on this network matches that code"), "\(outcome)")
             let left = DeviceState.shortCodeTries - attempt
             let line = left == 0 ? "is burned after \(DeviceState.shortCodeTries) tries" : "has \(left) tr\(left == 1 ? "y" : "ies") left"
-            #expect(eventually(5) { daemon.background.stderr.contains(line) }, "\(daemon.background.stderr)")
+            #expect(eventually(timeout: 5, interval: 0.2) { daemon.background.stderr.contains(line) }, "\(daemon.background.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: dad.home), "a refused code left something in the home")
         // Burned: the right code is refused too; the long code still joins.

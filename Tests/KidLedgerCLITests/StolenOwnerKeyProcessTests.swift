@@ -5,6 +5,7 @@ import KidLedgerReplica
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// Issue 39, points 1 and 7: the stolen-laptop story where the thief acts first, with real
 /// `kidledger` processes, real homes and daemons on 127.0.0.1. Holding Mom's laptop and its owner

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// The CLI's two-thread splitter: every item produced once, consumed in order only after it was
 /// produced, and nothing produced after it returns, also when a consumer throws.

@@ -1,9 +1,9 @@
-import KidLedgerSimulation
 import Testing
 import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerReplica
 import KidLedgerTestSupport
+import KidLedgerInMemory
 
 /// Bytes biased towards the edges of the byte range and towards collisions.
 private let alphabet: [UInt8] = [0x00, 0x00, 0x01, 0x41, 0x42, 0x7F, 0x80, 0xFE, 0xFF, 0xFF]

@@ -2,6 +2,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerTestSupport
 
 /// The responder's admission hook (invitations) and the per-child checks exchanged before done.
 @Suite("Admission and per-child checks")

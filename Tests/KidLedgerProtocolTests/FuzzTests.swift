@@ -1,8 +1,9 @@
-import KidLedgerSimulation
 import KidLedgerDomain
 import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 @Suite struct FuzzTests {
     /// Garbage never traps the decoder; every byte pushed is either returned in a frame or still

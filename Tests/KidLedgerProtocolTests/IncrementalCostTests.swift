@@ -2,6 +2,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerTestSupport
 
 /// An incremental sync costs what is missing and how many replicas there are, not the ledger's
 /// size: one new change on top of a small and a large shared history moves one change and the

@@ -1,8 +1,9 @@
 import KidLedgerDomain
 import KidLedgerReplica
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 /// Issue 43, point 2: a session at an older protocol version sends only what the older side can
 /// read (``RecordVersions``), per origin the prefix of its chain before the first change that needs

@@ -1,8 +1,8 @@
 import KidLedgerDomain
 import KidLedgerReplica
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerTestSupport
 
 /// Issue 21, point 2: nothing a member sends stops other members from syncing. Vectors, acks and
 /// per-child checks longer than one message holds go as pages (``Message/part(_:)``); before,

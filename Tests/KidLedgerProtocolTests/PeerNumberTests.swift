@@ -2,6 +2,7 @@ import KidLedgerDomain
 import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerTestSupport
 
 /// Issue 21, point 1: every number a peer sends is bounded where it is decoded, and arithmetic on
 /// peer numbers is checked or clamped. Each test here trapped the process before the fix.

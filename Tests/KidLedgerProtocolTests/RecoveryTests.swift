@@ -1,8 +1,9 @@
-import KidLedgerSimulation
 import KidLedgerDomain
 import KidLedgerReplica
 import Testing
 @testable import KidLedgerProtocol
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 @Suite struct RecoveryTests {
     /// Riak KV679: A is restored from an older copy of its files and reuses sequences it had

@@ -1,6 +1,6 @@
 import KidLedgerDomain
 import KidLedgerReplica
-import KidLedgerSimulation
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerProtocol
 
@@ -23,23 +23,6 @@ import Testing
         // A second session has nothing to do.
         let again = Fixture.sync(b, a, household: h)
         #expect(again.bothFinished && again.summaryA?.changesSent == 0 && again.summaryB?.changesSent == 0)
-    }
-
-    @Test func replicasSharingAPreparationCacheFindReceivedChangesByTheirBytes() throws {
-        let cache = PreparationCache()
-        let a = try Fixture.replica(1), b = try Fixture.replica(2), c = try Fixture.replica(3)
-        let h = try Fixture.household([a, b, c])
-        for r in [a, b, c] { r.preparer = cache }
-        try Fixture.give(a, 20)
-        try b.renameChild("Ann", to: "Anna")
-        #expect(Fixture.sync(a, b, household: h, maxChunk: 7).bothFinished)
-        let misses = cache.misses
-        // c receives the same changes from b: found by the bytes received, none prepared again.
-        #expect(Fixture.sync(b, c, household: h, maxChunk: 5).bothFinished)
-        #expect(cache.misses == misses)
-        #expect(try a.digest() == b.digest() && b.digest() == c.digest())
-        #expect(try c.verify().problems == [])
-        #expect(try c.resolveChild("Anna").transactionCount == 20)
     }
 
     @Test func threeReplicasInALineConvergeByForwarding() throws {

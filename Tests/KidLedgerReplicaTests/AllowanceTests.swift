@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// Recurring allowance (issue 23, point 1): schedules are registers of the child, each period's
 /// payment has a derived id and a deterministic payload.

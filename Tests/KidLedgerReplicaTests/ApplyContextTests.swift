@@ -1,7 +1,7 @@
 @testable import KidLedgerReplica
-import KidLedgerSimulation
 import KidLedgerDomain
 import Testing
+import KidLedgerInMemory
 
 /// A writer that records the puts and deletes passed to it, then makes them.
 private final class RecordingWriter: KeyValueWriter {

@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 20, points 2 and 3: an origin belongs to the one member key it is derived from, and the
 /// membership rule judges a change by that key (its author), whoever relays it. The attacker is a

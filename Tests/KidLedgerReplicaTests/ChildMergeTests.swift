@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// `child merge FROM INTO` (issue 23, point 3): a replicated register on FROM names INTO; balances
 /// and history follow it on every replica; concurrent merges resolve by the register rule and, for

@@ -1,6 +1,7 @@
 import KidLedgerDomain
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 21, point 3: clock skew is bounded. A received change stamped more than
 /// ``Limits/clockAheadMillisMax`` ahead of the receiver's clock is held back (with the rest of its

@@ -1,6 +1,7 @@
 import KidLedgerDomain
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// The conflict journal: concurrent renames are recorded with who, when, what and the winner,
 /// the same on every replica whatever the arrival order; sequential renames are not conflicts.

@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// Corners of the merge rules that the random histories do not reach.
 @Suite("Convergence corners")

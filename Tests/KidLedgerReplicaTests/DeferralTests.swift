@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 @Suite("Transactions that arrive before their child")
 struct DeferralTests {

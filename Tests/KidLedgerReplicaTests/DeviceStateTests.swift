@@ -1,7 +1,8 @@
 @testable import KidLedgerReplica
-import KidLedgerSimulation
 import KidLedgerDomain
 import Testing
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 @Suite("Device-local state: peers, invitations, settings")
 struct DeviceStateTests {

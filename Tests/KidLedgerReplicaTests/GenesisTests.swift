@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 20, point 1: the household is what its owner signed. Only the pinned household's genesis,
 /// signed by its owner, is applied; every other household record is forged and counted.

@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// Everything a failed local operation must leave untouched.
 struct LocalState: Equatable {

@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// The household's limit for asking first (issue 41, point 5): a last-writer-wins register of the
 /// household (field 12, cents), $1,000 until set, 0 for "never ask", merged like the time zone.

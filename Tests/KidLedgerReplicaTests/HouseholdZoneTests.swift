@@ -1,7 +1,8 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 /// The household's time zone (issue 41, point 4): a register whose days are the allowance days
 /// on every laptop, on injected zone rules (``SimZones``: no tz database in the domain).

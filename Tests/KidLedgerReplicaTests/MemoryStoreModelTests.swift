@@ -1,7 +1,7 @@
 @testable import KidLedgerReplica
-import KidLedgerSimulation
 import KidLedgerDomain
 import Testing
+import KidLedgerInMemory
 
 /// `MemoryStore` against a plain dictionary: random puts (at the front, in the middle, at the
 /// end, over existing keys) and deletes, some transactions throwing halfway, clones taken and

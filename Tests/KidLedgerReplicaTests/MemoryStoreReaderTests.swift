@@ -1,7 +1,7 @@
 @testable import KidLedgerReplica
-import KidLedgerSimulation
 import KidLedgerDomain
 import Testing
+import KidLedgerInMemory
 
 /// `MemoryStore` keeps one read transaction for all its reads: every read must still see the
 /// committed state (tables added by a commit, values written in place, nothing of an undone

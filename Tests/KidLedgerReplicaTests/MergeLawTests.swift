@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// Several replicas sharing one household, after random local work and random partial syncs.
 struct RandomScenario {

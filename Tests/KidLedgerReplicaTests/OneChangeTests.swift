@@ -1,5 +1,6 @@
 import KidLedgerDomain
-import KidLedgerSimulation
+import KidLedgerInMemory
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerReplica
 

@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 21, point 2: a member that claims more than ``Limits/originsPerMemberMax`` origins is
 /// refused, not the household: every ledger change it made is rejected on every replica, in any

@@ -1,39 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
+import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerReplica
-
-/// An owned household whose genesis names a recovery key, and owner transfers signed by it.
-struct RecoverableHousehold {
-    var h = OwnedHousehold()
-    let recoveryKey = [UInt8](repeating: 0xE5, count: 32)
-    let newKey = [UInt8](repeating: 0xD4, count: 32)
-    let malloryKey = [UInt8](repeating: 0xCC, count: 32)
-
-    func genesis() -> Operation {
-        var g = Household(id: h.id, createdAtMillis: 1, owner: h.ownerKey, salt: h.salt, name: "Home", recovery: recoveryKey)
-        g.signature = TestVerifier.sign(Membership.genesisMessage(g), key: h.ownerKey)
-        return .createHousehold(g)
-    }
-
-    /// A transfer of the older format (tag 8, sequences only) unless `seenChanges` names the
-    /// changes it saw (``seenChanges(_:)``).
-    func transfer(to newOwner: [UInt8], epoch: UInt64, seen: [ReplicaID: UInt64], seenChanges: [[UInt8]]? = nil,
-                  signer: [UInt8]? = nil, millis: Int64 = 20) -> Operation {
-        var t = OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: millis, seen: seen, seenChanges: seenChanges,
-                              signature: [])
-        t.signature = TestVerifier.sign(Membership.transferMessage(household: h.id, t), key: signer ?? recoveryKey)
-        return .transferOwner(t)
-    }
-
-    /// What a transfer made by a replica holding `log` names as the changes it saw: those
-    /// carrying a grant or a revocation, ascending (``Replica/transferSeen(_:_:_:)``).
-    static func seenChanges(_ log: [Change]) -> [[UInt8]] {
-        log.filter { $0.operations.contains { switch $0 { case .grant, .revoke: true; default: false } } }
-            .map { Membership.seenChangeKey(origin: $0.origin, encodedChange: RecordCodec.encode($0)) }
-            .sorted { $0.lexicographicallyPrecedes($1) }
-    }
-}
 
 @Suite("Owner transfer and recovery")
 struct OwnershipTests {

@@ -1,6 +1,7 @@
 import KidLedgerDomain
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 39, point 4: a name in a peer's record is checked by the rule a name typed here is
 /// (`Validation.nameProblem`): a record breaking it does not decode on any replica, and a

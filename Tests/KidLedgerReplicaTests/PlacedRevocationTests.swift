@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Hostile seed 302242: a refused laptop records the revocation it learns as a copy in a change of
 /// its own origin. A recovery whose transfer saw the owner's revocation, but not that copy, ends

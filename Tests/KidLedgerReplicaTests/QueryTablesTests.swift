@@ -1,7 +1,8 @@
-import KidLedgerSimulation
 import KidLedgerDomain
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 /// The conflict journal and the transaction list read only the tables their constants name, so
 /// the simulator may take their answer from a replica whose store holds the same entries there.

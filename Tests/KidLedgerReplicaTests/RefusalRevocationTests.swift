@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 20, point 6: a refused device learns its revocation from the refusal
 /// (``Replica/learnRevocation(_:of:)``), and a refusal with a forged revocation changes nothing.

@@ -1,6 +1,7 @@
 import KidLedgerDomain
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// A replica restored from a stale copy of its files can make a second, different change under a
 /// sequence number its peers already hold (a fork), at the same clock reading. Two register writes

@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 /// Two concurrent renames of one child by different origins.
 struct RenameRace: Sendable, CustomTestStringConvertible {

@@ -1,6 +1,7 @@
 @testable import KidLedgerReplica
 import KidLedgerDomain
 import Testing
+import KidLedgerTestSupport
 
 @Suite("Finding a child by name or id prefix")
 struct ResolveChildTests {

@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// A version vector (a revocation's cut, an owner transfer's `seen`) names sequences, not
 /// versions: it covers an origin only below the lowest sequence where the origin forked. Without

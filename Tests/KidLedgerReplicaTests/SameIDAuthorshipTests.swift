@@ -1,7 +1,7 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerTestSupport
 
 /// Issue 20, points 5 and 8: who wrote an entry decides a same-id conflict, the conflict shows
 /// both versions and both authors, and members' display names are theirs alone.

@@ -1,7 +1,8 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 /// Issue 20, points 2 and 9: signed chain heads. A member's replica signs its origin's hash chain
 /// at the last change of each commit and at every multiple of ``Membership/headInterval``; a

@@ -1,7 +1,8 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 /// Issue 39, point 1: one household, one genesis, for ever. A thief holding the owner's key signs
 /// a second creation record of the household (same id, same owner, an earlier creation time, a

@@ -1,7 +1,8 @@
 import KidLedgerDomain
-import KidLedgerSimulation
 import Testing
 @testable import KidLedgerReplica
+import KidLedgerInMemory
+import KidLedgerTestSupport
 
 /// `verify` recomputes the membership, the rejection and forged sets and the digest from the
 /// change log and compares them with the stored state.

@@ -3,6 +3,7 @@ import KidLedgerReplica
 import KidLedgerLMDB
 import Testing
 @testable import KidLedgerSimulation
+import KidLedgerInMemory
 
 /// The simulator keeps what it derives from a replica's store (the children a user operation
 /// picks from, the hash-chain heads of the quiet check, the give-all batches already checked)

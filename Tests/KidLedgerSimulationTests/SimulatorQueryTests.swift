@@ -3,6 +3,7 @@ import KidLedgerReplica
 import Synchronization
 import Testing
 @testable import KidLedgerSimulation
+import KidLedgerInMemory
 
 /// What the simulator computes more cheaply than it used to must equal what it used to compute:
 /// the per-node version vector, child count and "revoked" caches against fresh reads, the

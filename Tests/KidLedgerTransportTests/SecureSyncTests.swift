@@ -38,9 +38,9 @@ import KidLedgerSystem
     @Test func membersSyncInsideTheChannel() throws {
         let a = try LMDBReplica(seed: 1), b = try LMDBReplica(seed: 2)
         defer { a.remove(); b.remove() }
-        let household = try LMDBReplica.household(a.replica, b.replica)
-        try LMDBReplica.give(a.replica, 40)
-        try LMDBReplica.give(b.replica, 30)
+        let household = try Fixture.household([a.replica, b.replica])
+        try Fixture.give(a.replica, 40)
+        try Fixture.give(b.replica, 30)
         let owner = try Identity(seed: [UInt8](repeating: 1, count: 32))
         let spouse = try Identity(seed: [UInt8](repeating: 2, count: 32))
         let members: Set<PublicKey> = [owner.publicKey, spouse.publicKey]
@@ -64,8 +64,8 @@ import KidLedgerSystem
     @Test func aStrangerIsRefusedInTheHandshakeAndNothingMoves() throws {
         let a = try LMDBReplica(seed: 1), b = try LMDBReplica(seed: 2)
         defer { a.remove(); b.remove() }
-        let household = try LMDBReplica.household(a.replica, b.replica)
-        try LMDBReplica.give(b.replica, 10)
+        let household = try Fixture.household([a.replica, b.replica])
+        try Fixture.give(b.replica, 10)
         let beforeA = try a.replica.digest(), beforeB = try b.replica.digest()
         let owner = try Identity(seed: [UInt8](repeating: 1, count: 32))
         let stranger = try Identity(seed: [UInt8](repeating: 7, count: 32))

@@ -27,16 +27,4 @@ final class LMDBReplica {
         environment.close()
         directory.remove()
     }
-
-    /// A household with child "Ann" on `a`, copied to `b`.
-    static func household(_ a: Replica, _ b: Replica) throws -> RecordID {
-        let summary = try a.createHousehold(name: "Home")
-        try a.addChild(name: "Ann")
-        try b.applyRemote(try a.batch(notCoveredBy: [:]))
-        return summary.id
-    }
-
-    static func give(_ r: Replica, _ count: Int, cents: Int64 = 100) throws {
-        for i in 0..<count { try r.post("Ann", signedCents: cents + Int64(i), note: "n\(i)", source: "give") }
-    }
 }

@@ -24,9 +24,9 @@ import KidLedgerSystem
     @Test func twoLMDBReplicasConvergeOverRealTCP() throws {
         let a = try LMDBReplica(seed: 1), b = try LMDBReplica(seed: 2)
         defer { a.remove(); b.remove() }
-        let household = try LMDBReplica.household(a.replica, b.replica)
-        try LMDBReplica.give(a.replica, 150)
-        try LMDBReplica.give(b.replica, 120, cents: -1000)
+        let household = try Fixture.household([a.replica, b.replica])
+        try Fixture.give(a.replica, 150)
+        try Fixture.give(b.replica, 120, cents: -1000)
         try b.replica.renameChild("Ann", to: "Anna")
         #expect(try a.replica.digest() != b.replica.digest())
 
@@ -132,8 +132,8 @@ import KidLedgerSystem
     func garbageFailsTheSessionAndWritesNothing(garbage: [UInt8]) throws {
         let a = try LMDBReplica(seed: 1), b = try LMDBReplica(seed: 2)
         defer { a.remove(); b.remove() }
-        let household = try LMDBReplica.household(a.replica, b.replica)
-        try LMDBReplica.give(b.replica, 3)
+        let household = try Fixture.household([a.replica, b.replica])
+        try Fixture.give(b.replica, 3)
         let digestBefore = try b.replica.digest()
         let vectorBefore = try b.replica.versionVector()
 

@@ -5,6 +5,7 @@ import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
 @testable import KidLedgerUI
+@testable import KidLedgerDaemon
 
 /// The page's household routes (issue 41) over a real home that starts empty, with the runner
 /// `serve` gives the page there (``PageStore``): the household is started on the page, the store is

@@ -6,6 +6,7 @@ import Testing
 @testable import KidLedgerCLI
 @testable import KidLedgerReplica
 @testable import KidLedgerUI
+@testable import KidLedgerDaemon
 
 /// The page's commands and the real API over a real home: the CLI's messages, statuses, and that
 /// refused requests change nothing.

@@ -2,6 +2,7 @@ import Synchronization
 import KidLedgerDomain
 import Testing
 @testable import KidLedgerUI
+import KidLedgerTestSupport
 
 /// The gate and the routes with a recording runner: what reaches a command, and what never does.
 @Suite struct UIAppTests {
@@ -74,10 +75,10 @@ import Testing
     /// never when issued before the server started or in the future.
     @Test func aCodeExpiresAfterAMinute() {
         func gate(at millis: Int64, startedAt start: Int64 = UIAppTests.now) -> (UIGate, (Int64) -> Void) {
-            let clock = SteppingClock(start)
+            let clock = TestClock(start)
             let g = UIGate(key: Self.token, port: Self.port, clock: clock) { Self.rotated }
-            clock.set(millis)
-            return (g, clock.set)
+            clock.millis = millis
+            return (g, { clock.millis = $0 })
         }
         let code = SignIn.code(key: Self.token, nowMillis: Self.now)
         func status(_ g: UIGate) -> Int? {
@@ -276,10 +277,3 @@ import Testing
     }
 }
 
-/// A clock the test moves.
-final class SteppingClock: WallClock {
-    let millis: Mutex<Int64>
-    init(_ start: Int64) { millis = Mutex(start) }
-    func set(_ value: Int64) { millis.withLock { $0 = value } }
-    func nowMillis() -> Int64 { millis.withLock { $0 } }
-}

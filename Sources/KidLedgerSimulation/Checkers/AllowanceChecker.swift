@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 import KidLedgerReplica
 
 /// One payment per period (issue 23): on every replica, no two counted allowance payments of one

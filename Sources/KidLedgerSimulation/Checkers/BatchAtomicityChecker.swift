@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 import KidLedgerReplica
 
 /// No partial batch: no replica ever shows part of a give-all batch (nor of an undo's

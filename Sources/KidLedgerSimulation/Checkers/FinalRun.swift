@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 import KidLedgerReplica
 
 /// What the final checks read of a quiet run, read once and shared by the checkers: the

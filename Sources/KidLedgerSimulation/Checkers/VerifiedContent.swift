@@ -1,4 +1,5 @@
 import KidLedgerReplica
+import KidLedgerInMemory
 
 // The simulator's shortcut for `verify`: a converged simulation verifies each distinct content once.
 extension Replica {

@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 import KidLedgerReplica
 import KidLedgerLMDB
 import KidLedgerSecurity

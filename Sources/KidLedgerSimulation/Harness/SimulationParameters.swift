@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 
 /// Everything a simulation run draws from its seed (swarm testing: each seed its own fault rates
 /// and operation mix). Printed first, so a failing run can be read and reproduced.

@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 import KidLedgerReplica
 
 /// Recurring allowance in the simulator (issue 23): schedules are set and stopped as user

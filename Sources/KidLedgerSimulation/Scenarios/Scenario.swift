@@ -1,4 +1,5 @@
 import KidLedgerDomain
+import KidLedgerInMemory
 
 /// A hand-written simulation scenario: replicas, scripted events at virtual times, expectations
 /// checked once the run is quiet. See docs/SIMULATOR.md for the format.

@@ -1,19 +1,19 @@
-import KidLedgerSimulation
+import KidLedgerInMemory
 import KidLedgerDomain
 import KidLedgerReplica
-@testable import KidLedgerProtocol
+import KidLedgerProtocol
 
 /// Wires two sessions back to back in memory, optionally chopping bytes into random chunks.
-struct Driver {
-    var outcomeA: SessionAction?
-    var outcomeB: SessionAction?
+public struct Driver {
+    public var outcomeA: SessionAction?
+    public var outcomeB: SessionAction?
     /// Messages each side emitted, decoded (for assertions about batching).
-    var sentByA: [Message] = []
-    var sentByB: [Message] = []
+    public var sentByA: [Message] = []
+    public var sentByB: [Message] = []
     /// Largest number of unacknowledged batches either side had.
-    var maxInFlight = 0
+    public var maxInFlight = 0
 
-    static func run(_ a: SyncSession, _ b: SyncSession, seed: UInt64 = 1, maxChunk: Int = 0,
+    public static func run(_ a: SyncSession, _ b: SyncSession, seed: UInt64 = 1, maxChunk: Int = 0,
                     byteBudget: Int = .max, maxSteps: Int = 1_000_000) -> Driver {
         var d = Driver()
         var rng = SplitMix64(seed: seed)
@@ -76,30 +76,30 @@ struct Driver {
         return d
     }
 
-    var bothFinished: Bool {
+    public var bothFinished: Bool {
         if case .finished = outcomeA, case .finished = outcomeB { return true }
         return false
     }
 
-    var summaryA: SessionSummary? {
+    public var summaryA: SessionSummary? {
         if case .finished(let s) = outcomeA { return s }
         return nil
     }
 
-    var summaryB: SessionSummary? {
+    public var summaryB: SessionSummary? {
         if case .finished(let s) = outcomeB { return s }
         return nil
     }
 }
 
 /// Replica construction and household setup shared by the tests.
-enum Fixture {
-    static func replica(_ seed: UInt64, store: MemoryStore = MemoryStore()) throws -> Replica {
+public enum Fixture {
+    public static func replica(_ seed: UInt64, store: MemoryStore = MemoryStore()) throws -> Replica {
         try Replica(store: store, clock: FixedClock(millis: 1_700_000_000_000 + Int64(seed)), random: SplitMix64(seed: seed))
     }
 
     /// A household with one child "Ann" on the first replica, copied to the others.
-    static func household(_ replicas: [Replica]) throws -> RecordID {
+    public static func household(_ replicas: [Replica]) throws -> RecordID {
         let summary = try replicas[0].createHousehold(name: "Home")
         try replicas[0].addChild(name: "Ann")
         let all = try replicas[0].changes(notCoveredBy: [:])
@@ -107,11 +107,11 @@ enum Fixture {
         return summary.id
     }
 
-    static func give(_ r: Replica, _ count: Int, cents: Int64 = 100) throws {
+    public static func give(_ r: Replica, _ count: Int, cents: Int64 = 100) throws {
         for i in 0..<count { try r.post("Ann", signedCents: cents + Int64(i), note: "n\(i)", source: "give") }
     }
 
-    static func sync(_ a: Replica, _ b: Replica, household: RecordID, seed: UInt64 = 1, maxChunk: Int = 0,
+    public static func sync(_ a: Replica, _ b: Replica, household: RecordID, seed: UInt64 = 1, maxChunk: Int = 0,
                      limits: SessionLimits = SessionLimits(), byteBudget: Int = .max) -> Driver {
         Driver.run(SyncSession(role: .initiator, replica: a, household: household, limits: limits),
                    SyncSession(role: .responder, replica: b, household: household, limits: limits),

@@ -16,21 +16,21 @@ import Synchronization
 /// File format, one `KEY VALUE` per line: `pid 1234`, then `listen 127.0.0.1:4717` once the daemon
 /// has bound its address, and `page 127.0.0.1:4718` once the family page is served (also before the
 /// home holds a household: `kidledger ui` finds the page there).
-enum DaemonLock {
+public enum DaemonLock {
     /// The lock file of a home.
     static func path(home: String) -> String { home + "/daemon.lock" }
 
     /// The daemon holding a home's lock.
-    struct Holder: Sendable, Equatable {
+    public struct Holder: Sendable, Equatable {
         /// Its process id (0 when the file does not say yet).
-        var pid: Int32
+        public var pid: Int32
         /// Where it listens (nil while it is still starting).
-        var address: String?
+        public var address: String?
         /// Where it serves the family page (nil: not yet, or not at all).
-        var page: String? = nil
+        public var page: String? = nil
 
         /// "pid 1234, listening on 127.0.0.1:4717" (or "... still starting").
-        var description: String {
+        public var description: String {
             "pid \(pid), " + (address.map { "listening on \($0)" } ?? "still starting")
         }
     }
@@ -40,12 +40,12 @@ enum DaemonLock {
     private static let setLock: Int32 = 37  // F_OFD_SETLK
 
     /// A lock this process holds; released when ``release()`` is called or the process ends.
-    final class Held: Sendable {
-        let fd: Int32
-        let path: String
+    public final class Held: Sendable {
+        public let fd: Int32
+        public let path: String
         /// Why the file could not be locked (a file system without such locks), nil when it is:
         /// the daemon runs, but a second one on this home would not be refused.
-        let unlocked: String?
+        public let unlocked: String?
         /// What the file says: the sync address and the page's address, each once known.
         private let recorded = Mutex<(listen: String?, page: String?)>((nil, nil))
 
@@ -56,12 +56,12 @@ enum DaemonLock {
         }
 
         /// Records the address the daemon listens on (with its pid).
-        func record(address: String) {
+        public func record(address: String) {
             rewrite { $0.listen = address }
         }
 
         /// Records the address the daemon serves the page on (with its pid).
-        func record(page: String) {
+        public func record(page: String) {
             rewrite { $0.page = page }
         }
 
@@ -73,18 +73,18 @@ enum DaemonLock {
         }
 
         /// Releases the lock (closing the descriptor releases it).
-        func release() {
+        public func release() {
             DaemonLock.write(fd, "")
             _ = Glibc.close(fd)
         }
     }
 
     /// Takes the home's lock for this process, or throws (exit 75) naming the daemon that holds it.
-    static func acquire(home: String) throws -> Held {
+    public static func acquire(home: String) throws -> Held {
         let file = path(home: home)
         let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw CLIError("cannot open the daemon lock \(file): \(String(cString: strerror(errno)))", code: .ioError)
+            throw DaemonError("cannot open the daemon lock \(file): \(String(cString: strerror(errno)))", kind: .ioError)
         }
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
@@ -105,12 +105,12 @@ enum DaemonLock {
     }
 
     /// The refusal of a second daemon on one home.
-    static func busy(_ holder: Holder, home: String) -> CLIError {
-        CLIError("another `kidledger serve` already runs for this home (\(holder.description)); one daemon per home: stop that one first (`kidledger service status` says whether it runs as a service)", code: .temporaryFailure)
+    static func busy(_ holder: Holder, home: String) -> DaemonError {
+        DaemonError("another `kidledger serve` already runs for this home (\(holder.description)); one daemon per home: stop that one first (`kidledger service status` says whether it runs as a service)", kind: .temporaryFailure)
     }
 
     /// The daemon holding `home`'s lock now, or nil when none does (no file, or nobody holds it).
-    static func holder(home: String) -> Holder? {
+    public static func holder(home: String) -> Holder? {
         let fd = open(path(home: home), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { _ = Glibc.close(fd) }

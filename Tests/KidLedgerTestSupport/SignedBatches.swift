@@ -10,7 +10,7 @@ extension Replica {
     /// sequence), in the household this replica is pinned to (else the one a genesis among them
     /// creates).
     @discardableResult
-    func applySigned(_ changes: [Change], keys: [ReplicaID: [UInt8]] = [:]) throws -> ApplyReport {
+    public func applySigned(_ changes: [Change], keys: [ReplicaID: [UInt8]] = [:]) throws -> ApplyReport {
         let genesis = changes.lazy.flatMap(\.operations).compactMap { op -> RecordID? in
             if case .createHousehold(let h) = op { return h.id }
             return nil

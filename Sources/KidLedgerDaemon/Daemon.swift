@@ -22,7 +22,7 @@ private let stopWakeup = Wakeup()
 /// a local change (including one made by another `kidledger` process on the same home), logs one
 /// line per session to standard error. Local commands keep working meanwhile: LMDB lets several
 /// processes use one home, and every session's writes are short transactions.
-final class Daemon: Sendable {
+public final class Daemon: Sendable {
     /// How often every known peer is synced even without local changes.
     static let gossipIntervalMillis: Int64 = 30_000
     /// How soon after a local change the peers are synced.
@@ -42,7 +42,7 @@ final class Daemon: Sendable {
     /// listener wakes it earlier); a second while refusals are being counted, to log them on time.
     static let acceptWaitMillis = 60_000
     /// The most addresses of one device tried in one round (the first that answers is synced with).
-    static let addressesPerDialMax = 4
+    public static let addressesPerDialMax = 4
     /// How often the daemon looks for allowance periods due (``payAllowances(_:)``), besides after
     /// every change to the store.
     static let allowanceCheckMillis: Int64 = 60_000
@@ -50,11 +50,11 @@ final class Daemon: Sendable {
     /// them not admitted yet, and at most 4 from one address. Past 4 from an address a connection
     /// is refused at accept; past 8 not admitted (or 16 in all) it takes the place of one not
     /// admitted yet, whose connection is closed (``ConnectionLimiter``).
-    static let limitsDefault = ConnectionLimiter.Limits(connectionsMax: 16, unadmittedMax: 8, perAddressMax: 4)
+    public static let limitsDefault = ConnectionLimiter.Limits(connectionsMax: 16, unadmittedMax: 8, perAddressMax: 4)
     /// A serving session drops its resident map pages after sending this many changes.
     static let changesPerPageRelease = 32_768
     /// The default of ``peerTimeoutMillis``.
-    static let peerTimeoutDefaultMillis = 15_000
+    public static let peerTimeoutDefaultMillis = 15_000
     /// The environment variable that sets ``peerTimeoutMillis`` (milliseconds, 100...600000).
     static let peerTimeoutVariable = "KIDLEDGER_PEER_TIMEOUT_MS"
 
@@ -81,16 +81,17 @@ final class Daemon: Sendable {
     /// The dial groups (``SyncDriver/dialGroups(_:)``) of devices discovery found at a new
     /// address: the gossip loop dials them at once.
     private let woken = Mutex<Set<String>>([])
-    /// The home, for the scheduled backups (``ScheduledBackup``; nil: none are written).
-    let home: String?
+    /// Writes the daily backup when it is due (the CLI's `ScheduledBackup.runIfDue` on the home),
+    /// given the gossip loop's replica and the time; nil: none are written.
+    let scheduledBackup: (@Sendable (Replica, _ now: Int64) -> Void)?
     /// Wakes the gossip loop when discovery found a device.
     private let wakeup = Wakeup()
 
-    init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
+    public init(environment: LMDBEnvironment, household: RecordID, identity: Identity, listener: TCPListener,
          peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = Daemon.limitsDefault,
          log: @escaping @Sendable (String) -> Void, attention: (@Sendable (Replica) -> String?)? = nil,
-         clock: any WallClock = SystemClock(), home: String? = nil) {
-        self.home = home
+         clock: any WallClock = SystemClock(), scheduledBackup: (@Sendable (Replica, _ now: Int64) -> Void)? = nil) {
+        self.scheduledBackup = scheduledBackup
         self.attention = attention
         self.clock = clock
         self.limiter = ConnectionLimiter(limits)
@@ -102,7 +103,7 @@ final class Daemon: Sendable {
         self.log = log
     }
 
-    func makeReplica() throws -> Replica {
+    public func makeReplica() throws -> Replica {
         let replica = try Replica(store: environment, clock: clock, random: SystemRandomNumberGenerator(), verifier: SodiumVerifier())
         replica.zones = FoundationZones()
         replica.workSplitter = ThreadedWork.forThisMachine()
@@ -110,7 +111,7 @@ final class Daemon: Sendable {
         return replica
     }
 
-    static func installSignalHandlers() {
+    public static func installSignalHandlers() {
         _ = stopWakeup  // made before a handler can need it
         signal(SIGINT) { _ in stopSignal.store(true, ordering: .relaxed); stopWakeup.signal() }
         signal(SIGTERM) { _ in stopSignal.store(true, ordering: .relaxed); stopWakeup.signal() }
@@ -126,10 +127,10 @@ final class Daemon: Sendable {
     var stopping: Bool { stopSignal.load(ordering: .relaxed) }
 
     /// Whether SIGINT or SIGTERM arrived (``installSignalHandlers()``).
-    static var stopRequested: Bool { stopSignal.load(ordering: .relaxed) }
+    public static var stopRequested: Bool { stopSignal.load(ordering: .relaxed) }
 
     /// Runs until SIGINT or SIGTERM, with LAN discovery unless `discovery` is nil (`--no-discovery`).
-    func run(discovery settings: Discovery.Settings? = nil) throws {
+    public func run(discovery settings: Discovery.Settings? = nil) throws {
         let acceptor = Thread { [self] in acceptLoop() }
         acceptor.start()
         var discovery: Discovery?
@@ -209,10 +210,10 @@ final class Daemon: Sendable {
     }
 
     /// Parses ``peerTimeoutVariable``'s value: nil when unset; throws a usage error when invalid.
-    static func peerTimeout(from environment: [String: String]) throws -> Int? {
+    public static func peerTimeout(from environment: [String: String]) throws -> Int? {
         guard let raw = environment[peerTimeoutVariable] else { return nil }
         guard let value = Int(raw), (100...600_000).contains(value) else {
-            throw CLIError.usage("\(peerTimeoutVariable) must be a whole number of milliseconds from 100 to 600000, got \"\(raw)\"")
+            throw DaemonError("\(peerTimeoutVariable) must be a whole number of milliseconds from 100 to 600000, got \"\(raw)\"", kind: .usage)
         }
         return value
     }
@@ -355,7 +356,7 @@ final class Daemon: Sendable {
     /// burned (deleted) when none is left (docs/SECURITY.md, "Short codes"); "" for other handshakes.
     private func shortCodeTry(_ channel: SecureChannel, _ replica: Replica) -> String {
         guard case .shortCode(let slot, _) = channel.mode, let open = try? replica.device.shortInvite(slot: slot) else { return "" }
-        guard open.triesLeft == 0 else { return "; the short code of invitation slot \(slot) has \(Render.plural(open.triesLeft, "try", "tries")) left" }
+        guard open.triesLeft == 0 else { return "; the short code of invitation slot \(slot) has \(Wording.plural(open.triesLeft, "try", "tries")) left" }
         try? replica.device.removeShortInvite(slot: slot)
         return "; the short code of invitation slot \(slot) is burned after \(DeviceState.shortCodeTries) tries (its long code still works; `kidledger invite` makes a new one)"
     }
@@ -387,12 +388,12 @@ final class Daemon: Sendable {
             if try VersionGap.refusedInbound(member, in: replica) != nil { try replica.device.setSetting(VersionGap.inboundSetting(member), "") }
             VersionGap.recordWithheld(summary, of: member, in: replica)
         } catch {
-            log("cannot record the session of member \(Names.fingerprint(member)) from \(host): \(error)")
+            log("cannot record the session of member \(PublicKey(bytes: member)?.fingerprint ?? "?") from \(host): \(error)")
         }
     }
 
     /// Whether this laptop's member key is revoked as its own ledger knows it (``Replica/isRevokedHere(_:)``).
-    static func listsItselfRevoked(_ replica: Replica, _ identity: Identity) throws -> Bool {
+    public static func listsItselfRevoked(_ replica: Replica, _ identity: Identity) throws -> Bool {
         try replica.isRevokedHere(identity.publicKey.bytes)
     }
 
@@ -415,7 +416,7 @@ final class Daemon: Sendable {
             if storeWritten || (allowanceCheckedAt.map({ now - $0 >= Daemon.allowanceCheckMillis }) ?? true) {
                 allowanceCheckedAt = now
                 payAllowances(replica)
-                if let home { ScheduledBackup.runIfDue(home: home, replica, now: clock.nowMillis(), log: log) }
+                scheduledBackup?(replica, clock.nowMillis())
             }
             let vector = try replica.versionVector()
             if vector != lastVector {
@@ -506,7 +507,7 @@ final class Daemon: Sendable {
     /// Pays the allowance periods now due (one change: the loop then pushes it to the peers like
     /// any local change), unless attention is required; a failure is logged and retried on the
     /// next check.
-    func payAllowances(_ replica: Replica) {
+    public func payAllowances(_ replica: Replica) {
         do {
             guard try replica.hasDueAllowances(now: clock.nowMillis()) else { return }
             // The gate and the payments in one write transaction. Attention required (the sync

@@ -1,50 +1,54 @@
 @testable import KidLedgerReplica
-import KidLedgerSimulation
+import KidLedgerInMemory
 import KidLedgerDomain
 import Synchronization
 import Testing
 
+// Replicas for the tests of the replica, the protocol and the simulator's caches: on a fresh
+// `MemoryStore`, a fixed or hand-moved clock and a seeded generator. `receive` applies changes
+// through the replica's internal apply path, one transaction each, as no public call does.
+
 /// A wall clock the test moves by hand (an atomic reading, so it is Sendable as `WallClock` asks).
-final class TestClock: WallClock, Sendable {
+public final class TestClock: WallClock, Sendable {
     private let reading: Atomic<Int64>
-    init(_ millis: Int64) { reading = Atomic(millis) }
-    var millis: Int64 {
+    public init(_ millis: Int64) { reading = Atomic(millis) }
+    public var millis: Int64 {
         get { reading.load(ordering: .relaxed) }
         set { reading.store(newValue, ordering: .relaxed) }
     }
-    func nowMillis() -> Int64 { millis }
+    public func nowMillis() -> Int64 { millis }
 }
 
 /// A replica on a fresh in-memory store.
-func makeReplica(seed: UInt64, clock: any WallClock = FixedClock(millis: 1_000_000),
+public func makeReplica(seed: UInt64, clock: any WallClock = FixedClock(millis: 1_000_000),
                  store: MemoryStore = MemoryStore()) throws -> Replica {
     try Replica(store: store, clock: clock, random: SplitMix64(seed: seed))
 }
 
 /// Offers each replica the other's whole log (both directions, each from before the other's).
-func exchange(_ a: Replica, _ b: Replica) throws {
+public func exchange(_ a: Replica, _ b: Replica) throws {
     let fromA = try a.changeLog(), fromB = try b.changeLog()
     try b.receive(fromA)
     try a.receive(fromB)
 }
 
 /// Everything a user (or a sync peer) can observe of a replica's merged ledger.
-struct LedgerView: Equatable, CustomStringConvertible {
-    var digest: Digest256
-    var household: HouseholdSummary?
-    var children: [ChildSummary]
-    var history: [HistoryEntry]
-    var transactions: [LedgerTransaction]
-    var counts: ReplicaCounts
+public struct LedgerView: Equatable, CustomStringConvertible {
+    public var digest: Digest256
+    public var household: HouseholdSummary?
+    public var children: [ChildSummary]
+    public var history: [HistoryEntry]
+    public var transactions: [LedgerTransaction]
+    public var counts: ReplicaCounts
 
-    var description: String {
+    public var description: String {
         "digest \(digest) children \(children.map { "\($0.name)=\($0.balanceCents)" }) counts \(counts)"
     }
 }
 
 extension Replica {
     /// The change log, in (origin, sequence) order.
-    func changeLog() throws -> [Change] {
+    public func changeLog() throws -> [Change] {
         try store.read { r in
             var result: [Change] = []
             try r.scan(Tables.changes) { _, value in
@@ -56,13 +60,13 @@ extension Replica {
     }
 
     /// The changes this replica made itself.
-    func ownChanges() throws -> [Change] {
+    public func ownChanges() throws -> [Change] {
         try changeLog().filter { $0.origin == replicaID }
     }
 
     /// Offers one change, as the sync layer would.
     @discardableResult
-    func receive(_ change: Change, now: Int64 = 0) throws -> ApplyOutcome {
+    public func receive(_ change: Change, now: Int64 = 0) throws -> ApplyOutcome {
         try store.write { w in
             try Replica.withApplyContext(w, now: now, verifier: verifier, preparer: PlainPreparer()) { context in
                 try Replica.apply(change, PlainPreparer().prepare(change, encoded: RecordCodec.encode(change)), in: context)
@@ -72,14 +76,14 @@ extension Replica {
 
     /// Offers changes in the given order and returns the outcomes.
     @discardableResult
-    func receive(_ changes: [Change], now: Int64 = 0) throws -> [ApplyOutcome] {
+    public func receive(_ changes: [Change], now: Int64 = 0) throws -> [ApplyOutcome] {
         try changes.map { try receive($0, now: now) }
     }
 
     /// Offers `changes` in a random order, retrying those refused with `.gap` until none is left.
     /// Returns how many were applied and how many were duplicates.
     @discardableResult
-    func receiveShuffledWithRetry<G: RandomNumberGenerator>(_ changes: [Change], using rng: inout G,
+    public func receiveShuffledWithRetry<G: RandomNumberGenerator>(_ changes: [Change], using rng: inout G,
                                                             now: Int64 = 0) throws -> (applied: Int, duplicate: Int) {
         var pending = changes
         var applied = 0, duplicate = 0
@@ -106,25 +110,25 @@ extension Replica {
     }
 
     /// A snapshot of everything observable.
-    func view() throws -> LedgerView {
+    public func view() throws -> LedgerView {
         LedgerView(digest: try digest(), household: try household(),
                    children: try children(includeArchived: true), history: try history(),
                    transactions: try allTransactions(), counts: try counts())
     }
 
     /// The child named `name` (must exist).
-    func child(named name: String) throws -> ChildSummary {
+    public func child(named name: String) throws -> ChildSummary {
         try resolveChild(name)
     }
 
     /// Number of entries in a table.
-    func count(_ table: Table) throws -> Int {
+    public func count(_ table: Table) throws -> Int {
         try store.read { r in try r.count(table) }
     }
 }
 
 /// A random order of `changes` that keeps each origin's changes in sequence order.
-func causalShuffle<G: RandomNumberGenerator>(_ changes: [Change], using rng: inout G) -> [Change] {
+public func causalShuffle<G: RandomNumberGenerator>(_ changes: [Change], using rng: inout G) -> [Change] {
     var queues: [ReplicaID: [Change]] = [:]
     for c in changes { queues[c.origin, default: []].append(c) }
     for key in queues.keys { queues[key]!.sort { $0.sequence < $1.sequence } }
@@ -146,21 +150,21 @@ func causalShuffle<G: RandomNumberGenerator>(_ changes: [Change], using rng: ino
 }
 
 /// A hand-made change.
-func change(_ origin: UInt64, _ sequence: UInt64, millis: Int64, counter: UInt32 = 0,
+public func change(_ origin: UInt64, _ sequence: UInt64, millis: Int64, counter: UInt32 = 0,
             _ operations: [Operation]) -> Change {
     Change(origin: ReplicaID(origin), sequence: sequence, hlc: HLC(millis: millis, counter: counter),
            operations: operations)
 }
 
 /// A hand-made transaction.
-func transaction(_ id: RecordID, child: RecordID, cents: Int64, at millis: Int64, note: String = "",
+public func transaction(_ id: RecordID, child: RecordID, cents: Int64, at millis: Int64, note: String = "",
                  source: String = "give", reverses: RecordID? = nil) -> LedgerTransaction {
     LedgerTransaction(id: id, childID: child, amountCents: cents, createdAtMillis: millis, note: note,
                       source: source, reverses: reverses)
 }
 
 /// A replica holding a household and the named children, made on a fixed clock.
-func householdWithChildren(_ names: [String], seed: UInt64 = 7,
+public func householdWithChildren(_ names: [String], seed: UInt64 = 7,
                            clock: any WallClock = FixedClock(millis: 1_000_000)) throws -> Replica {
     let r = try makeReplica(seed: seed, clock: clock)
     try r.createHousehold(name: "Home")

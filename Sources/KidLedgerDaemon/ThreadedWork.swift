@@ -7,12 +7,12 @@ import Synchronization
 /// depend on the change alone). The result is the same as on one thread; only the wall time
 /// changes. On a one-processor machine, or for a small batch, everything stays on the calling
 /// thread.
-struct ThreadedWork: WorkSplitter {
+public struct ThreadedWork: WorkSplitter {
     /// Whether a second thread is worth it.
     let parallel: Bool
 
     /// A second thread when the machine has more than one online processor.
-    static func forThisMachine() -> ThreadedWork {
+    public static func forThisMachine() -> ThreadedWork {
         ThreadedWork(parallel: sysconf(Int32(_SC_NPROCESSORS_ONLN)) > 1)
     }
 
@@ -34,7 +34,7 @@ struct ThreadedWork: WorkSplitter {
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }
     }
 
-    func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void,
+    public func pipeline(_ count: Int, produce: @escaping @Sendable (Int) -> Void, consume: (Int) throws -> Void,
                   discard: @escaping @Sendable (Int) -> Void) throws {
         guard parallel, count >= Self.itemsMin else {
             return try SequentialWork().pipeline(count, produce: produce, consume: consume, discard: discard)

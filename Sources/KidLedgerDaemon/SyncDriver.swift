@@ -10,40 +10,40 @@ import KidLedgerSecurity
 import KidLedgerSystem
 
 /// Runs one initiator session with a peer over TCP and records the outcome in the peer's record.
-enum SyncDriver {
+public enum SyncDriver {
     /// Connect timeout for a peer.
-    static let connectTimeoutMillis = 5_000
+    public static let connectTimeoutMillis = 5_000
     /// The longest the whole secure handshake may take (a busy peer answers slowly).
-    static let handshakeTimeoutMillis = 15_000
+    public static let handshakeTimeoutMillis = 15_000
 
     /// The outcome of one sync with one peer.
-    struct Result {
-        var address: String
-        var outcome: SessionOutcome?
-        var connectError: TransportError?
-        var seconds: Double
+    public struct Result {
+        public var address: String
+        public var outcome: SessionOutcome?
+        public var connectError: TransportError?
+        public var seconds: Double
         /// Bytes that crossed the wire each way (TCP payload: handshake, encryption and framing included).
-        var wireBytesSent = 0
-        var wireBytesReceived = 0
+        public var wireBytesSent = 0
+        public var wireBytesReceived = 0
         /// The peer refused this device's revoked member and sent the revocation: what came of it.
-        var learned: LearnedRevocation?
+        public var learned: LearnedRevocation?
         /// This device refused the peer's revoked member and the peer answered with owner
         /// transfers that void the revocation there: what came of them.
-        var answered: LearnedTransfers?
+        public var answered: LearnedTransfers?
         /// The other device's member key, once its handshake proved it.
-        var peerKey: [UInt8]?
+        public var peerKey: [UInt8]?
         /// The plain message when the two laptops share no protocol version (``VersionGap``).
-        var versionGap: String?
+        public var versionGap: String?
 
-        var succeeded: Bool { outcome?.summary != nil }
+        public var succeeded: Bool { outcome?.summary != nil }
         /// Whether the other device refused this one (in the handshake or at admission).
-        var wasRefused: Bool {
+        public var wasRefused: Bool {
             if case .refusedByPeer? = connectError { return true }
             if case .revokedByPeer? = connectError { return true }
             if case .refused? = outcome { return true }
             return false
         }
-        var failure: String? {
+        public var failure: String? {
             if let learned, let connectError { return connectError.description + "; " + SyncDriver.describe(learned) }
             if let answered, let connectError { return connectError.description + "; " + SyncDriver.describe(answered) }
             if let connectError { return connectError.description }
@@ -53,7 +53,7 @@ enum SyncDriver {
     }
 
     /// Which peer keys this replica accepts: members and the owner, minus revoked ones.
-    static func admissibleKeys(_ replica: Replica) -> (members: Set<[UInt8]>, revoked: Set<[UInt8]>) {
+    public static func admissibleKeys(_ replica: Replica) -> (members: Set<[UInt8]>, revoked: Set<[UInt8]>) {
         let members = (try? replica.members()) ?? []
         return (Set(members.filter { !$0.isRevoked }.map(\.key)), Set(members.filter(\.isRevoked).map(\.key)))
     }
@@ -94,7 +94,7 @@ enum SyncDriver {
     }
 
     /// The `--json` name of a learned revocation's outcome.
-    static func name(of learned: LearnedRevocation) -> String {
+    public static func name(of learned: LearnedRevocation) -> String {
         switch learned {
         case .recorded: "recorded"
         case .alreadyKnown: "alreadyKnown"
@@ -105,7 +105,7 @@ enum SyncDriver {
     }
 
     /// What a learned revocation means, as a sentence for the user and the log.
-    static func describe(_ learned: LearnedRevocation) -> String {
+    public static func describe(_ learned: LearnedRevocation) -> String {
         switch learned {
         case .recorded, .alreadyKnown:
             "it sent the owner's signed revocation of this device's membership, now recorded here: changes and sync are stopped; the data here is kept"
@@ -118,7 +118,7 @@ enum SyncDriver {
     }
 
     /// What a refused peer's answer came to, as a sentence for the user and the log.
-    static func describe(_ answered: LearnedTransfers) -> String {
+    public static func describe(_ answered: LearnedTransfers) -> String {
         switch answered {
         case .recorded(let count):
             "it answered with \(count) owner transfer\(count == 1 ? "" : "s") this device lacked, now recorded: the revocation it was refused for may no longer hold here; the next sync judges it again"
@@ -137,7 +137,7 @@ enum SyncDriver {
     /// judges this device again: docs/SECURITY.md, "A stolen laptop").
     /// `listenPort`: where this device's own daemon accepts peers (0: none), told to the peer in
     /// `hello` so it can dial back.
-    static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
+    public static func sync(_ replica: Replica, household: RecordID, with address: String, identity: Identity,
                      invitationKey: [UInt8]? = nil, expectedPeer: [UInt8]? = nil, listenPort: UInt16 = 0,
                      progress: ((SessionProgress, Int) -> Void)? = nil) -> Result {
         let first = syncOnce(replica, household: household, with: address, identity: identity, invitationKey: invitationKey,
@@ -204,7 +204,7 @@ enum SyncDriver {
         return finish(outcome, nil)
     }
 
-    static func record(_ result: Result, in replica: Replica) {
+    public static func record(_ result: Result, in replica: Replica) {
         let now = SystemClock().nowMillis()
         try? replica.device.updatePeer(result.address) { p in
             p.lastAttemptMillis = now
@@ -220,22 +220,45 @@ enum SyncDriver {
     }
 
     /// What a completed session established about its peer, as the device state keeps it.
-    static func outcome(of summary: SessionSummary) -> SyncOutcome {
+    public static func outcome(of summary: SessionSummary) -> SyncOutcome {
         SyncOutcome(peerReplica: summary.peer, receipt: summary.peerVector,
                     childrenAgreeing: summary.childrenAgreeing.count, childrenDiffering: summary.childrenDiffering)
+    }
+
+    /// The known peers by device: the addresses of one member key (from a session or an
+    /// announcement) or that reached one replica id belong together (in the order first listed);
+    /// an address of no known device is one on its own.
+    public static func devices(_ peers: [PeerRecord]) -> [[PeerRecord]] {
+        var groups: [[PeerRecord]] = []
+        var byReplica: [ReplicaID: Int] = [:]
+        var byMember: [[UInt8]: Int] = [:]
+        for peer in peers {
+            let replica = peer.lastSuccessMillis > 0 ? peer.peerReplica : nil
+            let member = peer.memberKey.isEmpty ? nil : peer.memberKey
+            if let i = member.flatMap({ byMember[$0] }) ?? replica.flatMap({ byReplica[$0] }) {
+                groups[i].append(peer)
+                if let member { byMember[member] = byMember[member] ?? i }
+                if let replica { byReplica[replica] = byReplica[replica] ?? i }
+                continue
+            }
+            if let member { byMember[member] = groups.count }
+            if let replica { byReplica[replica] = groups.count }
+            groups.append([peer])
+        }
+        return groups
     }
 
     /// The key of a member's dial group (``dialGroups(_:)``).
     static func dialGroupKey(member: [UInt8]) -> String { "member " + Hex.encode(member) }
 
-    /// Known peers as devices to dial: the laptops `status` counts (``StatusReport/devices(_:)``:
+    /// Known peers as devices to dial: the laptops `status` counts (``devices(_:)``:
     /// the addresses of one member key or one replica id together), each with its addresses in
     /// the order to try them: typed ones first (a typed address is an override: it is always
     /// among the ``Daemon/addressesPerDialMax`` tried), then the last to sync, then the most
     /// recently announced, then by address. A group's key is its member's
     /// (``dialGroupKey(member:)``), else its first address.
-    static func dialGroups(_ peers: [PeerRecord]) -> [(key: String, addresses: [String])] {
-        StatusReport.devices(peers).map { device in
+    public static func dialGroups(_ peers: [PeerRecord]) -> [(key: String, addresses: [String])] {
+        devices(peers).map { device in
             let key = device.first { !$0.memberKey.isEmpty }.map { dialGroupKey(member: $0.memberKey) } ?? "address \(device[0].address)"
             let sorted = device.sorted { a, b in
                 if a.isLearned != b.isLearned { return !a.isLearned }
@@ -248,7 +271,7 @@ enum SyncDriver {
     }
 
     /// One readable line for logs: peer, changes each way, duration.
-    static func line(_ r: Result) -> String {
+    public static func line(_ r: Result) -> String {
         if let s = r.outcome?.summary {
             let peer = s.peer.map { " (replica \($0.description.prefix(8)))" } ?? ""
             return "sync with \(TextEscaping.terminal(r.address))\(peer): sent \(s.changesSent), received \(s.changesApplied) new changes, "
@@ -275,7 +298,7 @@ enum SyncDriver {
     /// older protocol version.
     static func withheldNote(_ s: SessionSummary) -> String {
         s.changesWithheld == 0 ? ""
-            : "; held back \(Render.plural(s.changesWithheld, "change")) its kidledger can't read yet (it speaks sync protocol \(s.protocolVersion ?? 0): update it)"
+            : "; held back \(Wording.plural(s.changesWithheld, "change")) its kidledger can't read yet (it speaks sync protocol \(s.protocolVersion ?? 0): update it)"
     }
 
     static func formatSeconds(_ s: Double) -> String {

@@ -6,7 +6,7 @@ import KidLedgerReplica
 /// "Versions"; docs/SYNC.md, "Updating"): which one runs the older kidledger, in plain words.
 /// The newer side shows it on the peer (`peers`, `status`); the older side's `status` is
 /// `attentionRequired` until a sync with that laptop works again.
-struct VersionGap: Equatable {
+public struct VersionGap: Equatable {
     /// The other laptop's kidledger version, when it said (or its protocol names a release).
     var peerProduct: String?
     var peerVersions: ClosedRange<UInt16>
@@ -54,14 +54,14 @@ struct VersionGap: Equatable {
     static let setting = "updateRequired"
 
     /// The message of ``setting``, when set.
-    static func pending(_ replica: Replica) throws -> String? {
+    public static func pending(_ replica: Replica) throws -> String? {
         guard let value = try replica.device.setting(setting), let tab = value.firstIndex(of: "\t") else { return nil }
         return String(value[value.index(after: tab)...])
     }
 
     /// Records what a sync with the laptop of `peerKey` showed: a newer laptop's refusal sets
     /// ``setting``; a sync that worked with the laptop it names clears it.
-    static func record(_ gap: VersionGap?, message: String, peerKey: [UInt8]?, succeeded: Bool, in replica: Replica) {
+    public static func record(_ gap: VersionGap?, message: String, peerKey: [UInt8]?, succeeded: Bool, in replica: Replica) {
         let key = peerKey.map(Hex.encode) ?? "?"
         if let gap, gap.peerIsNewer {
             try? replica.device.setSetting(setting, key + "\t" + message)
@@ -76,7 +76,7 @@ struct VersionGap: Equatable {
     static func inboundSetting(_ key: [UInt8]) -> String { "versionGap." + Hex.encode(key) }
 
     /// Why the daemon last refused the member `key`'s session for its versions, when it did.
-    static func refusedInbound(_ key: [UInt8], in replica: Replica) throws -> String? {
+    public static func refusedInbound(_ key: [UInt8], in replica: Replica) throws -> String? {
         try replica.device.setting(inboundSetting(key)).flatMap { $0.isEmpty ? nil : $0 }
     }
 
@@ -104,7 +104,7 @@ struct VersionGap: Equatable {
 
     /// What the last completed session with the member `key` held back: how many changes, and the
     /// highest protocol version its laptop speaks; nil when nothing.
-    static func withheld(_ key: [UInt8], in replica: Replica) throws -> (count: Int, peerVersion: UInt16)? {
+    public static func withheld(_ key: [UInt8], in replica: Replica) throws -> (count: Int, peerVersion: UInt16)? {
         guard let value = try replica.device.setting(withheldSetting(key)) else { return nil }
         let parts = value.split(separator: "\t")
         guard parts.count == 2, let count = Int(parts[0]), count > 0, let version = UInt16(parts[1]) else { return nil }
@@ -112,9 +112,9 @@ struct VersionGap: Equatable {
     }
 
     /// "Dad's laptop runs kidledger 0.1.0: update it to get 3 changes it can't read yet (...)".
-    static func withheldMessage(laptop: String, count: Int, peerVersion: UInt16) -> String {
+    public static func withheldMessage(laptop: String, count: Int, peerVersion: UInt16) -> String {
         let theirs = KnownReleases.name(highest: peerVersion).map { "kidledger \($0)" } ?? "a kidledger that speaks sync protocol \(peerVersion)"
-        return "\(laptop) runs \(theirs): update it to get \(Render.plural(count, "change")) it can't read yet "
+        return "\(laptop) runs \(theirs): update it to get \(Wording.plural(count, "change")) it can't read yet "
             + "(it speaks sync protocol \(peerVersion), this laptop's kidledger \(KidLedgerVersion.current) speaks "
             + "\(protocols(protocolVersionMin...protocolVersionMax)); it gets everything else)"
     }

@@ -30,11 +30,11 @@ import KidLedgerSystem
 /// A daemon listening on loopback only announces nowhere (nothing off the machine could reach it)
 /// and listens on 127.0.0.1, unless `--announce-to` names where to send (unicast: a laptop on
 /// another subnet, or tests on one machine).
-final class Discovery: Sendable {
+public final class Discovery: Sendable {
     /// The UDP port announcements go to and are heard on.
-    static let portDefault: UInt16 = 4717
+    public static let portDefault: UInt16 = 4717
     /// The IPv6 link-local multicast group announcements go to.
-    static let group = "ff12::4717"
+    public static let group = "ff12::4717"
     /// How often a daemon announces itself, on average: each interval is drawn from
     /// ``announceIntervalMillis`` ± ``announceJitterMillis`` (so the rhythm of one laptop's packets
     /// does not carry over from one of its addresses to the next).
@@ -55,17 +55,19 @@ final class Discovery: Sendable {
     static let clockWindowMillis: Int64 = 24 * 3_600_000
 
     /// What `serve` asked for.
-    struct Settings: Sendable {
+    public struct Settings: Sendable {
         /// The UDP port.
-        var port: UInt16 = Discovery.portDefault
+        public var port: UInt16 = Discovery.portDefault
         /// Where to send announcements instead of broadcasting (`--announce-to`), or nil.
-        var targets: [PeerAddress]?
+        public var targets: [PeerAddress]?
         /// Whether the daemon listens on loopback only.
-        var loopbackOnly = false
+        public var loopbackOnly = false
         /// Whether the daemon accepts peers over IPv6 (listens on `[::]`, the default, or an IPv6
         /// address): only then does it announce by IPv6 multicast (a peer dials the address an
         /// announcement came from).
-        var ipv6 = false
+        public var ipv6 = false
+
+        public init() {}
     }
 
     let settings: Settings
@@ -76,7 +78,7 @@ final class Discovery: Sendable {
     let sockets: [UDPSocket]
     let log: @Sendable (String) -> Void
     /// Opens the replica (each thread its own).
-    let makeReplica: @Sendable () throws -> Replica
+    public let makeReplica: @Sendable () throws -> Replica
     /// Called with a member key whose daemon was found at a new address.
     let found: @Sendable ([UInt8]) -> Void
     /// The newest announcement time seen per member (replays of older ones are dropped).
@@ -124,7 +126,7 @@ final class Discovery: Sendable {
 
     /// Starts the announcing thread and one listening thread per socket; they end once `stopping`
     /// says so (within about a quarter of a second).
-    func start(stopping: @escaping @Sendable () -> Bool) {
+    public func start(stopping: @escaping @Sendable () -> Bool) {
         let where_ = settings.targets.map { "to " + $0.map(\.description).joined(separator: ", ") }
             ?? (settings.loopbackOnly ? "nowhere (this daemon listens on loopback only; --announce-to sends elsewhere)"
                 : settings.ipv6 && sockets.contains(where: { $0.family == AF_INET6 })
@@ -147,7 +149,7 @@ final class Discovery: Sendable {
 
     /// Closes the sockets (waking the threads that listen), wakes the announcing thread, and waits
     /// up to a second for the threads to end.
-    func stop() {
+    public func stop() {
         for socket in sockets { socket.close() }
         wakeup.signal()
         let deadline = Monotonic.millis() + 1_000

@@ -1,0 +1,137 @@
+@testable import KidLedgerReplica
+import KidLedgerDomain
+import KidLedgerProtocol
+import KidLedgerSimulation
+import KidLedgerTestSupport
+import Testing
+
+/// The simulator's ``PreparationCache`` (moved here from the replica's and the protocol's tests):
+/// replicas sharing it end exactly like replicas preparing afresh, directly, through a
+/// revocation's rebuild and through sync sessions.
+@Suite("Preparation cache")
+struct PreparationCacheTests {
+    @Test("replicas sharing a preparation cache end exactly like replicas preparing afresh", arguments: [UInt64(3), 29])
+    func sharedPreparations(seed: UInt64) throws {
+        let log = try history(seed: seed)
+        var rng = SplitMix64(seed: seed &* 13)
+        let order = causalShuffle(log, using: &rng)
+        let plain = try makeReplica(seed: 100)
+        _ = try plain.receive(order)
+
+        let cache = PreparationCache()
+        var ends: [Replica] = []
+        for copy in 0..<2 {
+            let cached = try makeReplica(seed: 200 + UInt64(copy))
+            cached.preparer = cache
+            var pending = order
+            var rounds = 0
+            while !pending.isEmpty && rounds < 20 {
+                rounds += 1
+                for start in stride(from: 0, to: pending.count, by: 50) {
+                    try cached.applyRemote(Array(pending[start..<min(start + 50, pending.count)]))
+                }
+                let vector = try cached.versionVector()
+                pending = pending.filter { $0.sequence > vector[$0.origin] ?? 0 }
+            }
+            #expect(pending.isEmpty)
+            #expect(try cached.view() == plain.view())
+            #expect(try cached.verify().problems == [])
+            #expect(try cached.aggregates() == plain.aggregates())
+            ends.append(cached)
+        }
+        // The second replica found every change already prepared.
+        #expect(cache.misses > 0 && cache.hits >= order.count)
+        // Local changes go through the cache too, and apply the same.
+        let before = cache.misses
+        try ends[0].post(try ends[0].children(includeArchived: false)[0].name, signedCents: 5, note: "n", source: "give")
+        #expect(cache.misses == before + 1)
+        let change = try #require(try ends[0].ownChanges().last)
+        #expect(try ends[1].applyRemote([change]).applied == 1 && cache.misses == before + 1)
+        #expect(try ends[1].view() == ends[0].view())
+    }
+
+    @Test("received bytes find a change's prepared form only when they are its canonical encoding")
+    func receivedEncodings() throws {
+        let log = try history(seed: 5)
+        let plain = try makeReplica(seed: 300)
+        try plain.applyRemote(log)
+        let cache = PreparationCache()
+        let first = try makeReplica(seed: 301)
+        first.preparer = cache
+        try first.applyRemote(log)
+        let misses = cache.misses
+        // Canonical bytes: every change found, none prepared again.
+        let second = try makeReplica(seed: 302)
+        second.preparer = cache
+        try second.applyRemote(log, received: log.map { RecordCodec.encode($0) })
+        #expect(cache.misses == misses)
+        // Other bytes (say, a non-canonical encoding) are not taken for the change: it is encoded.
+        let third = try makeReplica(seed: 303)
+        third.preparer = cache
+        try third.applyRemote(log, received: log.map { RecordCodec.encode($0) + [0] })
+        #expect(cache.misses == misses)
+        for replica in [first, second, third] {
+            #expect(try replica.view() == plain.view())
+            #expect(try replica.verify().problems == [])
+        }
+    }
+
+    @Test("the cache's links, register hashes and id hashes are those computed afresh, however often asked")
+    func cachedLinksAndHashes() {
+        let cache = PreparationCache()
+        var rng = SplitMix64(seed: 41)
+        for _ in 0..<50 {
+            let previous = (0..<16).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
+            let version = (0..<8).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
+            let record = (0..<Int(rng.next() % 80)).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
+            for _ in 0..<2 {
+                #expect(cache.link(after: previous, onlyVersion: version) == PlainPreparer().link(after: previous, onlyVersion: version))
+                // Lengths no sound store holds are not keyed by their words, and not mistaken for others.
+                let short = Array(previous.dropLast()), long = version + [0]
+                #expect(cache.link(after: short, onlyVersion: long) == PlainPreparer().link(after: short, onlyVersion: long))
+                #expect(cache.registerHash(record) == Digest256.hash(record))
+                let id = RecordID(high: rng.next() % 4, low: rng.next() % 4)
+                #expect(cache.idMix(id) == Aggregate.idMix(id))
+            }
+        }
+    }
+
+    @Test("a revocation's rebuild from the log gives the same state with a shared preparation cache")
+    func rebuildWithSharedPreparations() throws {
+        let h = OwnedHousehold(), owner = h.origin(h.ownerKey), spouse = h.origin(h.spouseKey)
+        let spouseLater = [h.change(spouse, 2, millis: 6, [h.give(2, 200)]),
+                           h.change(spouse, 3, millis: 7, [h.give(3, 300), h.give(4, 400)])]
+        let revocation = h.change(owner, 3, millis: 8, [h.revoke(h.spouseKey, seen: [owner: 2, spouse: 2])])
+        let plain = try h.replica(100)
+        try plain.applySigned(h.founding() + spouseLater)
+        try plain.applySigned([revocation])  // the rebuild
+        let cache = PreparationCache()
+        for seed in [UInt64(101), 102] {
+            let cached = try h.replica(seed)
+            cached.preparer = cache
+            try cached.applySigned(h.founding() + spouseLater)
+            try cached.applySigned([revocation])
+            #expect(try cached.digest() == plain.digest())
+            #expect(try cached.balance(of: OwnedHousehold.ava) == 300 && cached.membershipCounts().rejected == 1)
+            #expect(try cached.verify().isIntact)
+        }
+        #expect(cache.hits > 0)
+    }
+
+    @Test func replicasSharingAPreparationCacheFindReceivedChangesByTheirBytes() throws {
+        let cache = PreparationCache()
+        let a = try Fixture.replica(1), b = try Fixture.replica(2), c = try Fixture.replica(3)
+        let h = try Fixture.household([a, b, c])
+        for r in [a, b, c] { r.preparer = cache }
+        try Fixture.give(a, 20)
+        try b.renameChild("Ann", to: "Anna")
+        #expect(Fixture.sync(a, b, household: h, maxChunk: 7).bothFinished)
+        let misses = cache.misses
+        // c receives the same changes from b: found by the bytes received, none prepared again.
+        #expect(Fixture.sync(b, c, household: h, maxChunk: 5).bothFinished)
+        #expect(cache.misses == misses)
+        #expect(try a.digest() == b.digest() && b.digest() == c.digest())
+        #expect(try c.verify().problems == [])
+        #expect(try c.resolveChild("Anna").transactionCount == 20)
+    }
+}
