@@ -1,7 +1,6 @@
 // swift-tools-version:6.0
 // kidledger: a local-first, peer-to-peer family allowance ledger.
-// No Swift package dependencies; C libraries come from Debian packages (see README); one C file of
-// our own (CSHA256: SHA-256 on the processor's SHA instructions).
+// No Swift package dependencies; C libraries come from Debian packages (see README); no C of our own.
 import PackageDescription
 
 let package = Package(
@@ -26,17 +25,13 @@ let package = Package(
         // QR codes for `invite` on a terminal.
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
-        // SHA-256's compression function with the x86-64 SHA instructions (one C file, no library;
-        // KidLedgerDomain falls back to its Swift version on other processors).
-        .target(name: "CSHA256"),
-
         // POSIX helpers of the drivers and tools: the one monotonic clock and the one EINTR-retrying
         // wrapper for system calls. No dependency; the core and the simulator never import it.
         .target(name: "KidLedgerSystem"),
 
         // Pure domain: money, ids, clocks, records, merge rules, canonical encoding. Imports nothing of
-        // ours but the SHA-256 instructions.
-        .target(name: "KidLedgerDomain", dependencies: ["CSHA256"]),
+        // ours; SHA-256 comes from libsodium.
+        .target(name: "KidLedgerDomain", dependencies: ["CSodium"]),
 
         // The replica's state machine over an abstract ordered key-value store (pure; no I/O of its own).
         .target(name: "KidLedgerReplica", dependencies: ["KidLedgerDomain"]),

@@ -27,8 +27,7 @@ targets=(frame message record handshake csv invite announcement amount http sess
 modules=(KidLedgerSystem KidLedgerDomain KidLedgerReplica KidLedgerInMemory KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB
          KidLedgerTransport KidLedgerUI)
 flags=(-swift-version 6 -package-name kidledger -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
-       -I "$root/Sources/CLMDB"
-       -I "$root/Sources/CSHA256/include")
+       -I "$root/Sources/CLMDB")
 
 usage() {
   echo "usage: Scripts/fuzz.sh TARGET|all SECONDS | build | seeds | list   (targets: ${targets[*]})" >&2
@@ -39,17 +38,6 @@ usage() {
 build_fuzzer() {
   mkdir -p "$build"
   local stamp="" libs=()
-  # Our C files (SHA-256's and SHA-1's compression on the SHA instructions), which KidLedgerDomain imports.
-  local objects=()
-  for c in Sources/CSHA256/*.c; do
-    local object="$build/$(basename "$c" .c).o"
-    if [ ! -f "$object" ] || [ "$c" -nt "$object" ]; then
-      echo "fuzz: building CSHA256 ($(basename "$c"))" >&2
-      clang -O2 -g -fsanitize=fuzzer-no-link,address -I Sources/CSHA256/include -c "$c" -o "$object"
-      stamp=rebuilt
-    fi
-    objects+=("$object")
-  done
   for m in "${modules[@]}"; do
     local lib="$build/lib$m.a"
     if [ ! -f "$lib" ] || [ -n "$stamp" ] || [ -n "$(find "Sources/$m" -newer "$lib" -name '*.swift' | head -n 1)" ]; then
@@ -64,7 +52,7 @@ build_fuzzer() {
   if [ ! -f "$bin" ] || [ -n "$stamp" ] || [ -n "$(find Fuzz/Sources -newer "$bin" -name '*.swift' | head -n 1)" ]; then
     echo "fuzz: linking kidledger-fuzz" >&2
     swiftc "${flags[@]}" -use-ld=lld -module-name KidLedgerFuzz -L "$build" "${libs[@]}" -lsodium -llmdb \
-      "${objects[@]}" Fuzz/Sources/*.swift -o "$bin"
+      Fuzz/Sources/*.swift -o "$bin"
   fi
 }
 

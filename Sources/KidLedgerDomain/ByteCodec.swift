@@ -274,18 +274,3 @@ public struct ByteReader: Sendable {
         return RecordID(high: high, low: low)
     }
 }
-
-/// Bytes as a dictionary key, hashed as one buffer: `[UInt8]`'s own `hash(into:)` feeds the
-/// hasher a byte per call, which made hashing member keys, messages and signatures a few per
-/// cent of a simulation.
-public struct ByteKey: Hashable, Sendable {
-    public let bytes: [UInt8]
-
-    @inlinable
-    public init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    @inlinable
-    public func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-    }
-}

@@ -230,7 +230,7 @@ public final class MemoryStore: KeyValueStore {
     /// The stamp of the last put or delete of `table` as the running transaction sees it (the
     /// open write transaction's, else the committed state; 0 while the table does not exist).
     /// Stamps are unique in the store: an equal stamp means the table is exactly as it was when
-    /// the stamp was read. What a ``QueryCache`` keeps its answers by.
+    /// the stamp was read. What the simulator's caching decorators keep answers by.
     public func stamp(of table: Table) -> UInt64 {
         (writing?.snapshot ?? committed)[table]?.writes ?? 0
     }

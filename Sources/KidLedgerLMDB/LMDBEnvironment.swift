@@ -240,18 +240,7 @@ public final class LMDBEnvironment: KeyValueStore, @unchecked Sendable {
         var txn: OpaquePointer?
         try check(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn))
         guard let txn else { throw .badTxn }
-        return LMDBTransaction(txn, dbis: dbis, maxKeySize: maxKeySize, map: mapRange, readOnly: readOnly, environment: self)
-    }
-
-    /// The committed state `reader` sees, by the id of the write transaction that committed it,
-    /// when `reader` is a live transaction of this environment that has not written: a read
-    /// transaction's snapshot, or a write transaction before its first write (what the last commit
-    /// left). Nil for anything else (a write transaction that wrote, another store's reader). Two
-    /// readers with the same answer see the same content: a committed id is never reused within
-    /// an environment. What the simulator keeps query answers by (its in-memory store has stamps).
-    public func committedState(seenBy reader: any KeyValueReader) -> Int? {
-        guard let transaction = reader as? LMDBTransaction, transaction.environment === self else { return nil }
-        return transaction.committedState()
+        return LMDBTransaction(txn, dbis: dbis, maxKeySize: maxKeySize, map: mapRange)
     }
 
     // MARK: Map size

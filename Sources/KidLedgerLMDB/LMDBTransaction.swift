@@ -49,20 +49,7 @@ final class LMDBTransaction: KeyValueWriter {
     /// cursors along when other writes split or merge pages, so it stays valid.
     @exclusivity(unchecked) private var putCursors: [OpaquePointer?]
 
-    /// Whether it was begun read-only.
-    private let readOnly: Bool
-    /// Whether it has written (a put, delete or clear): from then on it sees its own writes, not
-    /// a committed state (``committedState()``). Unchecked like the properties above: set by each
-    /// write after `live()` has checked the thread, read by `committedState()` after the same check.
-    @exclusivity(unchecked) private var wrote = false
-    /// The environment that began it (unowned: a transaction lives only inside the environment's
-    /// `read` or `write` call), for ``LMDBEnvironment/committedState(seenBy:)``.
-    unowned(unsafe) let environment: LMDBEnvironment
-
-    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt),
-         readOnly: Bool, environment: LMDBEnvironment) {
-        self.readOnly = readOnly
-        self.environment = environment
+    init(_ txn: OpaquePointer, dbis: TableHandles, maxKeySize: Int, map: (start: UInt, end: UInt)) {
         self.map = map
         self.txn = txn
         MapFaultGuard.openTransactions.add(1, ordering: .relaxed)
@@ -102,16 +89,6 @@ final class LMDBTransaction: KeyValueWriter {
             if let cursor = putCursors[i] { mdb_cursor_close(cursor) }
             putCursors[i] = nil
         }
-    }
-
-    /// The id of the committed state this transaction sees, while it sees one: a read
-    /// transaction's snapshot (`mdb_txn_id`), or, for a write transaction that has not written,
-    /// the last commit (its own id less one). Nil once it wrote or ended.
-    func committedState() -> Int? {
-        checkThread()
-        guard !wrote, let txn else { return nil }
-        let id = Int(mdb_txn_id(txn))
-        return readOnly ? id : id - 1
     }
 
     // MARK: Plumbing
@@ -343,7 +320,6 @@ final class LMDBTransaction: KeyValueWriter {
 
     func put(_ table: Table, _ key: [UInt8], _ value: [UInt8]) throws {
         let txn = try live(), dbi = try dbi(table)
-        wrote = true
         guard (1...maxKeySize).contains(key.count) else {
             throw LMDBError.badValueSize  // Checked here so the transaction stays usable.
         }
@@ -399,7 +375,6 @@ final class LMDBTransaction: KeyValueWriter {
 
     func delete(_ table: Table, _ key: [UInt8]) throws {
         let txn = try live(), dbi = try dbi(table)
-        wrote = true
         if key.isEmpty { return }  // No such key can exist.
         let rc = withValue(key) { k in mdb_del(txn, dbi, &k, nil) }
         if rc == MDB_NOTFOUND { return }
@@ -411,7 +386,6 @@ final class LMDBTransaction: KeyValueWriter {
     /// put opens a fresh one on the empty tree), and the table has no last key.
     func clear(_ table: Table) throws {
         let txn = try live(), dbi = try dbi(table)
-        wrote = true
         if let cursor = putCursors[Int(dbi)] {  // every handle comes from `dbis`, as in `putCursor`
             mdb_cursor_close(cursor)
             putCursors[Int(dbi)] = nil

@@ -150,16 +150,9 @@ public enum Message: Equatable, Sendable {
         Frame.encode(type: type, payload: encodePayload())
     }
 
+    // long-function: one case per message type of the wire format: a table.
     /// Decodes and validates a message; trailing bytes and out-of-limit counts are errors.
     public static func decode(type: UInt8, payload: [UInt8]) throws(ProtocolError) -> Message {
-        var ignored: [[UInt8]]?
-        return try decode(type: type, payload: payload, received: &ignored)
-    }
-
-    // long-function: one case per message type of the wire format: a table.
-    /// ``decode(type:payload:)``; when `received` is non-nil and the message is a batch of changes,
-    /// it is set to the bytes each change was read from (not necessarily canonical).
-    static func decode(type: UInt8, payload: [UInt8], received: inout [[UInt8]]?) throws(ProtocolError) -> Message {
         var r = ByteReader(payload)
         do {
             let message: Message
@@ -188,18 +181,7 @@ public enum Message: Equatable, Sendable {
                 guard count <= UInt64(changesPerBatchMax) else { throw DecodeError.invalid("change count \(count)") }
                 var changes: [Change] = []
                 changes.reserveCapacity(Int(count))
-                if received != nil {
-                    var bytes: [[UInt8]] = []
-                    bytes.reserveCapacity(Int(count))
-                    for _ in 0..<count {
-                        let start = r.offset
-                        changes.append(try RecordCodec.decodeChange(&r))
-                        bytes.append(Array(payload[start..<r.offset]))
-                    }
-                    received = bytes
-                } else {
-                    for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
-                }
+                for _ in 0..<count { changes.append(try RecordCodec.decodeChange(&r)) }
                 message = .changes(changes, isLast: isLast, heads: try readHeads(&r, of: changes))
             case 5:
                 message = .ack(try readVector(&r))
@@ -228,8 +210,7 @@ public enum Message: Equatable, Sendable {
             case 11:
                 let pageType = try r.readByte("paged message type")
                 guard [3, 5, 9].contains(pageType) else { throw DecodeError.invalid("a part of message type \(pageType)") }
-                var ignored: [[UInt8]]?
-                message = .part(try decode(type: pageType, payload: Array(payload[r.offset...]), received: &ignored))
+                message = .part(try decode(type: pageType, payload: Array(payload[r.offset...])))
                 r = ByteReader([])
             case 7:
                 let code = try readU16(&r, "error code")

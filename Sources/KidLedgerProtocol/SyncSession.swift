@@ -93,9 +93,6 @@ public final class SyncSession {
     public let listenPort: UInt16
     /// Responder: decides whether to admit the peer (nil admits every peer of the household).
     private let admit: (@Sendable (Admission) -> ProtocolError?)?
-    /// Computes the per-child checks from the replica's totals (``ChildChecking``):
-    /// ``ComputedChildChecks`` unless the simulator passes one that remembers them.
-    public var childChecks: any ChildChecking = ComputedChildChecks()
     /// The protocol versions this side speaks: ``protocolVersionMin`` to ``protocolVersionMax``
     /// unless narrowed before ``start()`` (docs/PROTOCOL.md, "Versions").
     public var versions: ClosedRange<UInt16> = protocolVersionMin...protocolVersionMax
@@ -154,12 +151,9 @@ public final class SyncSession {
             do throws(ProtocolError) {
                 // Until the peer's hello admits it, only a hello-sized frame is buffered.
                 guard let frame = try decoder.next(limit: state == .awaitingHello ? helloFrameBytesMax : frameBytesMax) else { break }
-                // A preparer that remembers changes finds them by their received bytes, without
-                // encoding them again.
-                var received: [[UInt8]]? = replica.preparer.usesReceivedBytes ? [] : nil
-                let message = try Message.decode(type: frame.type, payload: frame.payload, received: &received)
+                let message = try Message.decode(type: frame.type, payload: frame.payload)
                 guard let whole = try joined(message) else { continue }
-                try handle(whole, received: received)
+                try handle(whole)
             } catch {
                 fail(error)
             }
@@ -177,8 +171,7 @@ public final class SyncSession {
     // MARK: Message handling
 
     // long-function: the state machine's table: one case per (state, message) pair.
-    /// `received`: for a batch of changes, the bytes each was read from, when kept (see `receive`).
-    private func handle(_ message: Message, received: [[UInt8]]? = nil) throws(ProtocolError) {
+    private func handle(_ message: Message) throws(ProtocolError) {
         switch (state, message) {
         case (_, .error(let code, let text)):
             throw .peer(code: code, message: text)
@@ -221,10 +214,10 @@ public final class SyncSession {
         case (.awaitingPeerStart, .changes(let changes, let isLast, let heads)):
             state = .transferring
             try pump()
-            try receiveBatch(changes, received: received, heads: heads, isLast: isLast)
+            try receiveBatch(changes, heads: heads, isLast: isLast)
         case (.transferring, .changes(let changes, let isLast, let heads)):
             guard !receivedLast else { throw .unexpectedMessage("changes after the last batch") }
-            try receiveBatch(changes, received: received, heads: heads, isLast: isLast)
+            try receiveBatch(changes, heads: heads, isLast: isLast)
         case (.transferring, .ack(let peerVector)):
             guard inFlight > 0 else { throw .unexpectedMessage("ack with no batch in flight") }
             inFlight -= 1
@@ -279,10 +272,10 @@ public final class SyncSession {
         queued = []
     }
 
-    private func receiveBatch(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead], isLast: Bool) throws(ProtocolError) {
+    private func receiveBatch(_ changes: [Change], heads: [SignedHead], isLast: Bool) throws(ProtocolError) {
         summary.batchesReceived += 1
         let recomputes = summary.recomputations < Limits.recomputationsPerSessionMax
-        let report = try storage { try replica.applyRemote(changes, received: received, heads: heads, recomputes: recomputes) }
+        let report = try storage { try replica.applyRemote(changes, heads: heads, recomputes: recomputes) }
         if report.recomputed { summary.recomputations += 1 }
         summary.notAdmittedReceived += report.notAdmitted
         summary.unauthenticatedReceived += report.unauthenticated
@@ -436,7 +429,7 @@ public final class SyncSession {
     /// What a peer says of this replica's own origin here (a higher vector entry, another chain,
     /// a `forked` list naming it) never makes it rotate its id: any member can say anything
     /// (issue 20, point 9). Only changes of its own origin that it does not hold, received and
-    /// logged, do (``Replica/applyRemote(_:received:)``, docs/SYNC.md); a fork found here makes
+    /// logged, do (``Replica/applyRemote(_:heads:recomputes:)``, docs/SYNC.md); a fork found here makes
     /// both sides send every version of the origin, so they arrive.
     private func examine(_ peer: VectorSummary) throws(ProtocolError) -> (forks: Set<ReplicaID>, mine: VersionVector?) {
         var forks = Set<ReplicaID>()
@@ -455,7 +448,7 @@ public final class SyncSession {
     private func localChecks() throws(ProtocolError) -> (checks: [ChildCheck], digest: Message) {
         let aggregates = try storage { try replica.aggregates() }
         guard aggregates.count <= checksTotalMax else { throw .storage("more than \(checksTotalMax) children") }
-        return childChecks.checks(of: aggregates)
+        return Self.checks(of: aggregates)
     }
 
     /// The `checksDigest` message of `checks` (sorted by child, as ``localChecks()`` returns them).

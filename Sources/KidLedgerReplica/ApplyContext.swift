@@ -7,7 +7,7 @@ import KidLedgerDomain
 /// horizon of each origin's member are written through (the store is written at once, and the
 /// next change of the batch reads them from here).
 ///
-/// Made only by ``Replica/withApplyContext(_:now:verifier:preparer:queries:_:)``, which flushes it before
+/// Made only by ``Replica/withApplyContext(_:now:verifier:preparer:_:)``, which flushes it before
 /// the transaction commits; a context dropped dirty (its transaction went on to commit without
 /// the held writes) stops the process. While one is in use, the tables it holds are read and
 /// written only through it; every other table through ``store``.
@@ -18,7 +18,6 @@ final class ApplyContext {
     let now: Int64
     let verifier: any SignatureVerifier
     let preparer: any ChangePreparer
-    let queries: any QueryCache
 
     /// A held entry: its value (nil: absent) and whether the store lacks it yet.
     private struct Held<Value> {
@@ -41,28 +40,26 @@ final class ApplyContext {
     /// when a claim, a grant or a revocation is written.
     @exclusivity(unchecked) private var horizons = FewMap<UInt64, Standing?>()
     /// How many origins each member's valid claims name (counted once, then kept up to date).
-    @exclusivity(unchecked) private var claimCounts: [ByteKey: Int] = [:]
+    @exclusivity(unchecked) private var claimCounts: [[UInt8]: Int] = [:]
     /// How many children each member's changes create (counted once, then kept up to date).
-    @exclusivity(unchecked) private var childCounts: [ByteKey: Int] = [:]
+    @exclusivity(unchecked) private var childCounts: [[UInt8]: Int] = [:]
     /// How many bytes of change log each member's origins hold (``Tables/memberBytes``).
-    @exclusivity(unchecked) private var memberBytes: [ByteKey: Held<UInt64>] = [:]
+    @exclusivity(unchecked) private var memberBytes: [[UInt8]: Held<UInt64>] = [:]
     /// Whether a written-back entry is not in the store yet.
     @exclusivity(unchecked) private(set) var isDirty = false
     /// Whether a change applied here needs the merged state recomputed (``Replica/rebuild(in:)``),
-    /// which ``Replica/withApplyContext(_:now:verifier:preparer:queries:_:)`` does once before
+    /// which ``Replica/withApplyContext(_:now:verifier:preparer:_:)`` does once before
     /// the flush; until then the changes' ledger operations are not merged one by one.
     @exclusivity(unchecked) var recomputePending = false
     /// Whether the changes applied here come from a peer, so a change opening an origin is stored
     /// only when its claim names a member (``Replica/admits(_:in:)``).
     @exclusivity(unchecked) var admitsMembersOnly = false
 
-    fileprivate init(_ store: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier, preparer: any ChangePreparer,
-                     queries: any QueryCache) {
+    fileprivate init(_ store: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier, preparer: any ChangePreparer) {
         self.store = store
         self.now = now
         self.verifier = verifier
         self.preparer = preparer
-        self.queries = queries
     }
 
     deinit {
@@ -123,8 +120,8 @@ final class ApplyContext {
     func setClaim(_ member: [UInt8], of origin: ReplicaID, replacing previous: [UInt8]? = nil) {
         precondition(!member.isEmpty, "a claim without a member")
         claims[origin.rawValue] = Held(value: member, dirty: true)
-        if let previous { claimCounts[ByteKey(previous)]? -= 1 }
-        claimCounts[ByteKey(member)]? += 1
+        if let previous { claimCounts[previous]? -= 1 }
+        claimCounts[member]? += 1
         horizons = FewMap()
         isDirty = true
     }
@@ -191,26 +188,26 @@ final class ApplyContext {
     /// How many origins valid claims give `member`: one scan of the claims the first time a
     /// context is asked of a member, then kept up to date by ``setClaim(_:of:replacing:)``.
     func claimCount(of member: [UInt8]) throws -> Int {
-        if let known = claimCounts[ByteKey(member)] { return known }
+        if let known = claimCounts[member] { return known }
         try flush()
         var count = 0
         try store.scan(Tables.claims) { _, value in
             if value == member { count += 1 }
             return true
         }
-        claimCounts[ByteKey(member)] = count
+        claimCounts[member] = count
         return count
     }
 
     /// How many children `member`'s changes create (``Tables/childCreations``).
     func childCount(of member: [UInt8]) throws -> Int {
-        if let known = childCounts[ByteKey(member)] { return known }
+        if let known = childCounts[member] { return known }
         var count = 0
         try store.scan(Tables.childCreations, prefix: member) { _, _ in
             count += 1
             return true
         }
-        childCounts[ByteKey(member)] = count
+        childCounts[member] = count
         return count
     }
 
@@ -220,17 +217,16 @@ final class ApplyContext {
         guard try store.get(Tables.childCreations, key) == nil else { return false }
         let count = try childCount(of: member)
         try store.put(Tables.childCreations, key, [])
-        childCounts[ByteKey(member)] = count + 1
+        childCounts[member] = count + 1
         horizons = FewMap()
         return true
     }
 
     /// How many bytes of change log `member`'s origins hold here (``Tables/memberBytes``).
     func storedBytes(of member: [UInt8]) throws -> UInt64 {
-        let key = ByteKey(member)
-        if let held = memberBytes[key] { return held.value ?? 0 }
+        if let held = memberBytes[member] { return held.value ?? 0 }
         let value = Bytes.u64(try store.get(Tables.memberBytes, member)) ?? 0
-        memberBytes[key] = Held(value: value, dirty: false)
+        memberBytes[member] = Held(value: value, dirty: false)
         return value
     }
 
@@ -239,7 +235,7 @@ final class ApplyContext {
     func addStoredBytes(_ count: Int, to member: [UInt8]) throws -> Bool {
         let before = try storedBytes(of: member)
         let after = before &+ UInt64(count)
-        memberBytes[ByteKey(member)] = Held(value: after, dirty: true)
+        memberBytes[member] = Held(value: after, dirty: true)
         isDirty = true
         let crossed = before <= Limits.bytesPerMemberMax && after > Limits.bytesPerMemberMax
         if crossed { horizons = FewMap() }
@@ -274,9 +270,9 @@ final class ApplyContext {
             }
         }
         try flush(&claims, Tables.claims) { $0 }
-        for key in memberBytes.keys.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
+        for key in memberBytes.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             guard let held = memberBytes[key], held.dirty else { continue }
-            try write(Tables.memberBytes, key.bytes, held.value.map { Bytes.u64($0) })
+            try write(Tables.memberBytes, key, held.value.map { Bytes.u64($0) })
             memberBytes[key]?.dirty = false
         }
         if let held = digest, held.dirty {
@@ -327,9 +323,9 @@ extension Replica {
     /// returns (before `w` commits). When `body` throws, the transaction aborts: the context is
     /// dropped unflushed.
     static func withApplyContext<T>(_ w: any KeyValueWriter, now: Int64, verifier: any SignatureVerifier,
-                                    preparer: any ChangePreparer, queries: any QueryCache,
+                                    preparer: any ChangePreparer,
                                     _ body: (ApplyContext) throws -> T) throws -> T {
-        let context = ApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queries)
+        let context = ApplyContext(w, now: now, verifier: verifier, preparer: preparer)
         do {
             let result = try body(context)
             if context.recomputePending {

@@ -62,7 +62,7 @@ struct MigrationContext {
     /// the change log, as a revocation does (``Replica/rebuild(in:)``): the step for a change to
     /// a derived table's layout or rules, which needs no data rewritten.
     func rebuildDerivedState() throws {
-        try Replica.withApplyContext(store, now: now, verifier: verifier, preparer: PlainPreparer(), queries: NoQueryCache()) {
+        try Replica.withApplyContext(store, now: now, verifier: verifier, preparer: PlainPreparer()) {
             try Replica.rebuild(in: $0)
         }
     }

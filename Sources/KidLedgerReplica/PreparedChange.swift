@@ -33,27 +33,14 @@ public struct SequentialWork: WorkSplitter {
     }
 }
 
-/// Prepares changes for applying: the pure work (encodings, hashes, chain links, id hashes),
-/// injected like the ``WorkSplitter``. The product uses ``PlainPreparer``, which computes
-/// everything each time; the simulator passes one that remembers answers across its replicas
-/// (every change reaches every replica). Each answer must be exactly what ``PlainPreparer``
-/// would give.
+/// Prepares changes for applying: the pure work (encodings, hashes, keys), injected like the
+/// ``WorkSplitter``. The product uses ``PlainPreparer``; a driver may pass a decorator that
+/// remembers its answers, each exactly what ``PlainPreparer`` would give.
 public protocol ChangePreparer: Sendable {
     /// ``PreparedChange/init(_:encoded:)``; `encoded` is `RecordCodec.encode(change)`.
     func prepare(_ change: Change, encoded: [UInt8]) -> PreparedChange
-    /// `change` prepared; `received`, when given, holds the bytes it was decoded from (not
-    /// necessarily canonical), which a remembering preparer may look it up by.
-    func prepare(_ change: Change, received: [UInt8]?) -> PreparedChange
-    /// The chain link after `previous` when `version` is the only version held at its sequence.
-    func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8]
-    /// A transaction id's share of its child's id hash (``Aggregate/idMix(_:)``).
-    func idMix(_ id: RecordID) -> (high: UInt64, low: UInt64)
-    /// The hash the state digest adds for register record `record` (``Digest256/hash(_:)``).
-    func registerHash(_ record: [UInt8]) -> Digest256
     /// Whether it may prepare on the splitter's other thread (else only with ``SequentialWork``).
     var isThreadSafe: Bool { get }
-    /// Whether ``prepare(_:received:)`` uses the received bytes (else a session need not keep them).
-    var usesReceivedBytes: Bool { get }
 }
 
 /// Computes every answer each time: the product's preparer.
@@ -63,28 +50,12 @@ public struct PlainPreparer: ChangePreparer {
 
     public func prepare(_ change: Change, encoded: [UInt8]) -> PreparedChange { PreparedChange(change, encoded: encoded) }
 
-    public func prepare(_ change: Change, received: [UInt8]?) -> PreparedChange {
-        PreparedChange(change, encoded: RecordCodec.encode(change))
-    }
-
-    public func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
-        var hasher = SHA256Hasher()
-        hasher.update(previous)
-        hasher.update(version)
-        return hasher.finalizeWords().prefix(16)
-    }
-
-    public func idMix(_ id: RecordID) -> (high: UInt64, low: UInt64) { Aggregate.idMix(id) }
-
-    public func registerHash(_ record: [UInt8]) -> Digest256 { Digest256.hash(record) }
-
     public var isThreadSafe: Bool { true }
-    public var usesReceivedBytes: Bool { false }
 }
 
 /// What applying a change computes from the change alone, before the write transaction: its
 /// canonical encoding and version hash, and each operation's records and hashes. A pure function
-/// of the change, so a batch can be prepared on another thread (``Replica/apply(_:received:in:splitter:_:)``).
+/// of the change, so a batch can be prepared on another thread (``Replica/apply(_:in:splitter:_:)``).
 /// Every applied change is prepared first: a local one, a received one, and each change of the
 /// log when a revocation rebuilds the state.
 public struct PreparedChange: Sendable {
@@ -126,14 +97,6 @@ public struct PreparedChange: Sendable {
     /// The prepared operation `i`, if it adds a transaction or writes a register.
     func operation(at i: Int) -> PreparedOperation? {
         operations.isEmpty ? (i == 0 ? operation : nil) : operations[i]
-    }
-
-    /// Every register write's digest record and its hash: a remembering preparer keeps them,
-    /// since a later write that replaces the register removes that hash from the digest.
-    public var registerRecords: [(record: [UInt8], hash: Digest256)] {
-        (operations.isEmpty ? [operation] : operations).compactMap {
-            if case .register(let r)? = $0 { (r.record, r.recordHash) } else { nil }
-        }
     }
 }
 
@@ -211,9 +174,8 @@ struct TransactionKeys: Sendable {
 extension Replica {
     /// Applies `changes` in `context` in order, each prepared by the context's preparer on
     /// `splitter`'s producing side (possibly ahead, on another thread); `body` sees each change
-    /// its outcome and its version hash. `received` (optional) holds the bytes each change was
-    /// decoded from.
-    static func apply(_ changes: [Change], received: [[UInt8]]? = nil, in context: ApplyContext,
+    /// its outcome and its version hash.
+    static func apply(_ changes: [Change], in context: ApplyContext,
                       splitter: any WorkSplitter, _ body: (Change, ApplyOutcome, [UInt8]) throws -> Void) throws {
         let preparer = context.preparer
         precondition(preparer.isThreadSafe || splitter is SequentialWork, "this preparer is single-threaded")
@@ -228,12 +190,12 @@ extension Replica {
         nonisolated(unsafe) let target = slots
         // The chain link before each origin's first change in the batch, read now, so the
         // preparing thread can chain the links of the changes that follow it.
-        let predictor = LinkPredictor(preparer)
+        let predictor = LinkPredictor()
         for change in changes where change.sequence >= 1 && predictor.heads[change.origin.rawValue] == nil {
             predictor.heads[change.origin.rawValue] = (change.sequence - 1, try context.chainLink(before: change.sequence, of: change.origin))
         }
         try splitter.pipeline(changes.count, produce: { i in
-            var prepared = preparer.prepare(changes[i], received: received?[i])
+            var prepared = preparer.prepare(changes[i], encoded: RecordCodec.encode(changes[i]))
             predictor.predict(changes[i], &prepared)
             target[i] = prepared
         }, consume: { i in
@@ -256,17 +218,14 @@ final class LinkPredictor: @unchecked Sendable {
     /// Per origin: the sequence of the newest predicted link, and that link. A batch holds the
     /// changes of a few origins: a short list searched in order costs less than hashing.
     var heads = FewMap<UInt64, (sequence: UInt64, link: [UInt8])>()
-    private let preparer: any ChangePreparer
     /// Whether a ``predict(_:_:)`` call is running.
     private let busy = Atomic<Bool>(false)
-
-    init(_ preparer: any ChangePreparer) { self.preparer = preparer }
 
     func predict(_ change: Change, _ prepared: inout PreparedChange) {
         precondition(!busy.exchange(true, ordering: .acquiring), "two threads predict at once")
         defer { busy.store(false, ordering: .releasing) }
         guard let head = heads[change.origin.rawValue], head.sequence &+ 1 == change.sequence else { return }
-        let link = preparer.link(after: head.link, onlyVersion: prepared.version)
+        let link = Replica.chainLink(after: head.link, onlyVersion: prepared.version)
         prepared.chain = (head.link, link)
         heads[change.origin.rawValue] = (change.sequence, link)
     }

@@ -58,9 +58,9 @@ extension Replica {
     private func allowanceSchedules(_ include: (RecordID) -> Bool) throws -> [AllowanceSchedule] {
         let now = clock.nowMillis()
         return try store.read { r in
-            let household = try Self.requireHousehold(r, queryCache).id
+            let household = try Self.requireHousehold(r).id
             let zone = try Self.zone(r, zones)
-            return try Self.children(r, queryCache, includeArchived: true).compactMap {
+            return try Self.children(r, includeArchived: true).compactMap {
                 include($0.id) ? try Self.schedule(of: $0, household: household, zone: zone, now: now, r) : nil
             }
         }
@@ -111,8 +111,8 @@ extension Replica {
             throw LedgerError.badName("an allowance note is longer than \(Limits.allowanceNoteBytesMax) bytes")
         }
         let (_, childID) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
-            let child = try Self.resolveChild(query, w, queryCache)
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
             if child.isArchived { throw LedgerError.archived(child.name) }
             let today = HouseholdTime.day(ofMillis: hlc.millis, in: try Self.zone(w, zones))
             let date = Timestamp.civilDate(day: today)
@@ -147,8 +147,8 @@ extension Replica {
     @discardableResult
     public func stopAllowance(_ query: String) throws -> AllowanceSchedule {
         let (_, childID) = try commitLocal { w, hlc in
-            let household = try Self.requireHousehold(w, queryCache).id
-            let child = try Self.resolveScheduleChild(query, household: household, w, queryCache)
+            let household = try Self.requireHousehold(w).id
+            let child = try Self.resolveScheduleChild(query, household: household, w)
             guard child.allowance.amountCents != nil, child.allowance.rule != nil else {
                 throw LedgerError.unchanged("\(child.name) has no allowance (set one with `kidledger allowance set`)")
             }
@@ -161,14 +161,13 @@ extension Replica {
 
     /// The child a stop names: by name or id prefix, else the child whose schedule id starts
     /// with `query` (at least 4 hex digits).
-    static func resolveScheduleChild(_ query: String, household: RecordID, _ r: any KeyValueReader,
-                                     _ queries: any QueryCache) throws -> ChildSummary {
+    static func resolveScheduleChild(_ query: String, household: RecordID, _ r: any KeyValueReader) throws -> ChildSummary {
         do {
-            return try resolveChild(query, r, queries)
+            return try resolveChild(query, r)
         } catch LedgerError.unknownChild(let q, let near) {
             let digits = Text.trimmed(query).lowercased().filter { $0 != "-" }
             guard digits.count >= 4 else { throw LedgerError.unknownChild(q, nearest: near) }
-            let stored = try childRowsAndKeys(r, queries)
+            let stored = try childRowsAndKeys(r)
             let matches = stored.rows.indices.filter { stored.roots[$0] == $0 }.map { stored.rows[$0] }.filter {
                 $0.allowance.rule != nil && Allowance.scheduleID(household: household, child: $0.id).hex.hasPrefix(digits)
             }
@@ -199,7 +198,7 @@ extension Replica {
         // Most calls find nothing due: decide that in a read transaction, without the writer's lock.
         guard try hasDueAllowances(now: now) else { return [] }
         let (_, postings) = try commitLocalBatch { w, _ in
-            let postings = try Self.duePayments(now: now, w, queryCache, zones: zones)
+            let postings = try Self.duePayments(now: now, w, zones: zones)
             return ([postings.map { .addTransaction($0.transaction) }], postings)
         }
         return postings
@@ -208,22 +207,22 @@ extension Replica {
     /// Whether ``payDueAllowances(now:)`` would pay anything (a read transaction only: the
     /// daemon asks at every tick, and a read command before it opens a change to pay).
     public func hasDueAllowances(now: Int64) throws -> Bool {
-        try store.read { r in try !Self.duePayments(now: now, r, queryCache, zones: zones, limit: 1).isEmpty }
+        try store.read { r in try !Self.duePayments(now: now, r, zones: zones, limit: 1).isEmpty }
     }
 
     /// The payments ``payDueAllowances(now:)`` would make (at most `limit`), with each child's
     /// balance after them.
-    static func duePayments(now: Int64, _ r: any KeyValueReader, _ queries: any QueryCache, zones: any ZoneDatabase,
+    static func duePayments(now: Int64, _ r: any KeyValueReader, zones: any ZoneDatabase,
                             limit: Int = Limits.allowancePaymentsPerCallMax) throws -> [Posting] {
         // The household's id only (``household(_:_:)`` without its record's decoding and name:
         // the daemon asks at every tick).
         guard let household = try pinnedHouseholdRecord(r)?.pin.id else { return [] }
         var postings: [Posting] = []
-        // The rows without totals (kept between transactions by the simulator's store): most
-        // children have no schedule, and only those with an unpaid period read their totals.
+        // The rows without totals: most children have no schedule, and only those with an unpaid
+        // period read their totals.
         // A child merged into another is paid no more (its effective child's own schedule pays),
         // and a payment's range check is on the effective child's balance (docs/CRDT.md, "Child merges").
-        let stored = try childRowsAndKeys(r, queries)
+        let stored = try childRowsAndKeys(r)
         let zone = try zone(r, zones)
         for (i, child) in stored.rows.enumerated() where child.allowance.rule != nil && child.allowance.amountCents != nil && !child.isArchived {
             guard postings.count < limit, !stored.hasMerges || stored.roots[i] == i,

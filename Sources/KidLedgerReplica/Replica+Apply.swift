@@ -85,7 +85,7 @@ extension Replica {
             if let chain = prepared.chain, chain.previous == previous {
                 link = chain.link
             } else {
-                link = context.preparer.link(after: previous, onlyVersion: prepared.version)
+                link = Replica.chainLink(after: previous, onlyVersion: prepared.version)
             }
             try context.setChainLink(link, of: change.origin, at: change.sequence)
             context.setHeldSequence(change.sequence, of: change.origin)
@@ -108,7 +108,7 @@ extension Replica {
             // A revocation, an owner transfer, a member crossing a per-member limit or a fork
             // below what a revocation or transfer saw changes which past changes and owner-signed
             // records count: the merged state is recomputed, once, when the transaction's changes
-            // are all applied (``withApplyContext(_:now:verifier:preparer:queries:_:)``), so a
+            // are all applied (``withApplyContext(_:now:verifier:preparer:_:)``), so a
             // batch costs one recomputation at most, whatever it holds.
             context.recomputePending = true
         } else {
@@ -129,7 +129,7 @@ extension Replica {
     /// nothing can be judged, and every change is taken (a joining replica receives the owner's
     /// origins first).
     static func admits(_ change: Change, in context: ApplyContext) throws -> Bool {
-        guard let ownership = try ownership(context.store, context.queries) else { return true }
+        guard let ownership = try ownership(context.store) else { return true }
         var member: [UInt8]?
         for case .claim(let c) in change.operations where c.origin == change.origin {
             if Membership.claimProblem(c, origin: change.origin, sequence: 1, household: ownership.household,
@@ -156,7 +156,7 @@ extension Replica {
     /// except those a transfer kept (``keptByTransfer``).
     static func overByteLimit(_ origin: ReplicaID, sequence: UInt64, in context: ApplyContext) throws -> Bool {
         guard let member = try context.claim(origin), try context.storedBytes(of: member) > Limits.bytesPerMemberMax,
-              let ownership = try ownership(context.store, context.queries) else { return false }
+              let ownership = try ownership(context.store) else { return false }
         return member != ownership.current && !keptByTransfer(origin, sequence: sequence, ownership)
     }
 
@@ -177,7 +177,7 @@ extension Replica {
     /// ``Limits/bytesPerMemberMax`` just now (its changes then stop counting: recomputed).
     static func countStoredBytes(of change: Change, _ bytes: Int, in context: ApplyContext) throws -> Bool {
         guard let member = try context.claim(change.origin), try context.addStoredBytes(bytes, to: member) else { return false }
-        return try ownership(context.store, context.queries)?.current != member
+        return try ownership(context.store)?.current != member
     }
 
     /// Whether an owner transfer signed by the household's recovery key names `member` as the new
@@ -209,7 +209,7 @@ extension Replica {
            (cut[origin] ?? 0) >= sequence {
             return true
         }
-        guard let ownership = try ownership(context.store, context.queries) else { return false }
+        guard let ownership = try ownership(context.store) else { return false }
         return ownership.terms.contains { term in
             guard let end = term.endedBy, end.seenChanges == nil else { return false }
             return (end.seen[origin] ?? 0) >= sequence
@@ -298,6 +298,14 @@ extension Replica {
     /// What a chain link hashes in place of the versions at a sequence forked past
     /// ``Limits/forkVersionsPerSequenceMax``.
     static let forkFloodLink = Array("kidledger fork flood".utf8)
+
+    /// The hash-chain link after `previous` when `version` is the only version held at its sequence.
+    public static func chainLink(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
+        var hasher = SHA256Hasher()
+        hasher.update(previous)
+        hasher.update(version)
+        return hasher.finalizeWords().prefix(16)
+    }
 
     /// Applies one operation; `prepared` is its prepared form (present for every transaction
     /// and register write).

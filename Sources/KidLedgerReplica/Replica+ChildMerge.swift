@@ -28,9 +28,9 @@ extension Replica {
     public func mergeChild(_ fromQuery: String, into intoQuery: String) throws -> ChildMergeResult {
         let now = clock.nowMillis()
         let (_, planned) = try commitLocal { w, _ in
-            let household = try Self.requireHousehold(w, queryCache).id
-            let from = try Self.resolveChildMatch(fromQuery, w, queryCache)
-            let into = try Self.resolveChildMatch(intoQuery, w, queryCache)
+            let household = try Self.requireHousehold(w).id
+            let from = try Self.resolveChildMatch(fromQuery, w)
+            let into = try Self.resolveChildMatch(intoQuery, w)
             if from.namedMerged { throw LedgerError.alreadyMerged(from.named.name, into: from.child.name) }
             if into.namedMerged { throw LedgerError.mergeTargetMerged(into.named.name, into: into.child.name) }
             if from.child.id == into.child.id { throw LedgerError.mergeIntoItself(from.child.name) }
@@ -45,8 +45,8 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let into = try Self.effectiveChild(planned.into, r, queryCache), into.id == planned.into,
-                  try Self.effectiveChild(planned.from.id, r, queryCache)?.id == into.id else {
+            guard let into = try Self.effectiveChild(planned.into, r), into.id == planned.into,
+                  try Self.effectiveChild(planned.from.id, r)?.id == into.id else {
                 throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
             }
             var from = planned.from
@@ -66,8 +66,8 @@ extension Replica {
     @discardableResult
     public func unmergeChild(_ query: String) throws -> (child: ChildSummary, was: ChildSummary) {
         let (_, planned) = try commitLocal { w, _ in
-            _ = try Self.requireHousehold(w, queryCache)
-            let match = try Self.resolveChildMatch(query, w, queryCache)
+            _ = try Self.requireHousehold(w)
+            let match = try Self.resolveChildMatch(query, w)
             guard match.namedMerged else {
                 throw LedgerError.unchanged("\(match.named.name) is not merged into another child (`kidledger children --all` shows merged children)")
             }
@@ -77,7 +77,7 @@ extension Replica {
             // In a round (merged both ways while apart), the child that kept its identity has a
             // link too, which counts again once the round is open: it leads back to this child.
             // It is written off as well, so the other child stays what it was.
-            let stored = try Self.childRowsAndKeys(w, queryCache)
+            let stored = try Self.childRowsAndKeys(w)
             if let root = stored.index[match.child.id], Self.linkLeads(from: root, to: id, stored.rows, stored.index) {
                 ops.append(.setField(entity: match.child.id, field: .childMergedInto, value: .text(match.child.id.description),
                                      base: try Self.registerStamp(match.child.id, .childMergedInto, w)))
@@ -85,8 +85,8 @@ extension Replica {
             return (ops, (id: id, was: match.child.id))
         }
         return try store.read { r in
-            guard let child = try Self.effectiveChild(planned.id, r, queryCache), child.id == planned.id,
-                  let was = try Self.effectiveChild(planned.was, r, queryCache) else {
+            guard let child = try Self.effectiveChild(planned.id, r), child.id == planned.id,
+                  let was = try Self.effectiveChild(planned.was, r) else {
                 throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
             }
             return (child, was)

@@ -135,7 +135,7 @@ extension Replica {
             guard let chosen else { return nil }
             if held.count > 1 { branch.choices[sequence] = chosen }
             branch.path[sequence] = chosen
-            previous = PlainPreparer().link(after: link, onlyVersion: chosen)
+            previous = Replica.chainLink(after: link, onlyVersion: chosen)
             sequence += 1
         }
         guard let chain = previous else { return nil }
@@ -294,7 +294,7 @@ extension SignedHead {
 
 extension Replica {
     /// ``encodedChanges(notCoveredBy:limit:)`` decoded, with the heads a batch of them carries
-    /// (``SignedHead/sent(with:)``): what a peer's ``applyRemote(_:received:heads:)`` takes.
+    /// (``SignedHead/sent(with:)``): what a peer's ``applyRemote(_:heads:recomputes:)`` takes.
     public func batch(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> (changes: [Change], heads: [SignedHead]) {
         let encoded = try encodedChanges(notCoveredBy: vector, limit: limit)
         let changes = try encoded.map { entry in

@@ -24,7 +24,7 @@ extension Replica {
     public func setHouseholdConfirmAbove(_ cents: Int64) throws -> Int64 {
         guard cents >= 0 else { throw LedgerError.badAmount(.negative) }
         try commitLocal { w, _ in
-            let household = try Self.requireHousehold(w, queryCache)
+            let household = try Self.requireHousehold(w)
             let current = try Self.confirmAbove(w)
             if (current ?? HouseholdLimit.defaultCents) == cents {
                 throw LedgerError.unchanged("the household's limit is already " + Self.limitText(cents))

@@ -20,7 +20,7 @@ extension Replica {
     public func importTransactions(_ rows: [ImportRow]) throws -> ImportResult {
         var generator = random
         let (_, result) = try commitLocalBatch { w, hlc in
-            let household = try Self.requireHousehold(w, queryCache)
+            let household = try Self.requireHousehold(w)
             var result = ImportResult()
             var operations: [Operation] = []
             var created: [String: RecordID] = [:]
@@ -33,9 +33,9 @@ extension Replica {
             var idsInFile = Set<RecordID>()
             // Children merged into another are found by their id only; a balance's range is
             // checked on the effective child (docs/CRDT.md, "Child merges").
-            let existing = try Self.children(w, queryCache, includeArchived: true, includeMerged: true)
+            let existing = try Self.children(w, includeArchived: true, includeMerged: true)
             let ownNames = existing.filter { $0.mergedInto == nil }
-            let stored = try Self.childRowsAndKeys(w, queryCache)
+            let stored = try Self.childRowsAndKeys(w)
             for row in rows {
                 let childID: RecordID
                 if let id = row.childID, let c = existing.first(where: { $0.id == id }) {

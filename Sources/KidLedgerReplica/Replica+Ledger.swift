@@ -31,7 +31,7 @@ extension Replica {
         if !owner.isEmpty && signer?.key != owner { throw LedgerError.invalid("an owned household is created with its owner as the signer") }
         let id = owner.isEmpty ? newID() : Membership.householdID(owner: owner, salt: salt)
         try commitLocal { w, hlc in
-            if let existing = try Self.household(w, queryCache) { throw LedgerError.householdExists(name: existing.name) }
+            if let existing = try Self.household(w) { throw LedgerError.householdExists(name: existing.name) }
             if let pin = try Self.pinnedHousehold(w), pin.id != id || pin.owner != owner || pin.ownerPending {
                 throw LedgerError.invalid("this replica belongs to household \(pin.id)")
             }
@@ -52,12 +52,12 @@ extension Replica {
         let name = try Self.validName(name, what: "child name")
         let id = newID()
         try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
+            _ = try Self.requireHousehold(w)
             // Names, flags and sort orders decide: the rows without their totals.
-            let existing = try Self.childRows(w, queryCache)
+            let existing = try Self.childRows(w)
             let wanted = Text.folded(name)
             // A child merged into another holds no name of its own (docs/CRDT.md, "Child merges").
-            if try Self.activeNameHolders(w, queryCache).contains(where: { Self.equalFolded($0.name, folded: wanted) }) {
+            if try Self.activeNameHolders(w).contains(where: { Self.equalFolded($0.name, folded: wanted) }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
             }
             let order = (existing.map(\.sortOrder).max() ?? -1) + 1
@@ -69,7 +69,7 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let child = try Self.effectiveChild(id, r, queryCache), child.id == id else {
+            guard let child = try Self.effectiveChild(id, r), child.id == id else {
                 throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
             }
             return child
@@ -81,11 +81,11 @@ extension Replica {
     public func renameChild(_ query: String, to newName: String) throws -> ChildSummary {
         let name = try Self.validName(newName, what: "child name")
         let (_, id) = try commitLocal { w, _ in
-            _ = try Self.requireHousehold(w, queryCache)
-            let child = try Self.resolveChild(query, w, queryCache)
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
             if child.name == name { throw LedgerError.unchanged("\(child.name) is already called \(name)") }
             let wanted = Text.folded(name)
-            if try Self.activeNameHolders(w, queryCache).contains(where: {
+            if try Self.activeNameHolders(w).contains(where: {
                 $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
             }) {
                 throw LedgerError.badName("there is already a child named \"\(name)\"")
@@ -96,7 +96,7 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let child = try Self.effectiveChild(id, r, queryCache), child.id == id else {
+            guard let child = try Self.effectiveChild(id, r), child.id == id else {
                 throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
             }
             return child
@@ -107,8 +107,8 @@ extension Replica {
     @discardableResult
     public func setArchived(_ query: String, _ archived: Bool) throws -> ChildSummary {
         let (_, id) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
-            let child = try Self.resolveChild(query, w, queryCache)
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
             if child.isArchived == archived {
                 throw LedgerError.unchanged("\(child.name) is already \(archived ? "archived" : "active")")
             }
@@ -116,7 +116,7 @@ extension Replica {
             // would make the name ambiguous (docs/CRDT.md, "Child names").
             if !archived {
                 let wanted = Text.folded(child.name)
-                if let taken = try Self.activeNameHolders(w, queryCache).first(where: {
+                if let taken = try Self.activeNameHolders(w).first(where: {
                     $0.id != child.id && Self.equalFolded($0.name, folded: wanted)
                 }) {
                     throw LedgerError.restoreNameTaken(child.name, id: child.id, active: taken.name)
@@ -135,7 +135,7 @@ extension Replica {
         return try store.read { r in
             // Written, but not applied when this replica's member was revoked before it: the
             // revocation rule rejects its own later changes too.
-            guard let child = try Self.effectiveChild(id, r, queryCache), child.id == id else {
+            guard let child = try Self.effectiveChild(id, r), child.id == id else {
                 throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
             }
             return child
@@ -149,8 +149,8 @@ extension Replica {
         precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
         var generator = random
         let (_, posting) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
-            let child = try Self.resolveChild(query, w, queryCache)
+            _ = try Self.requireHousehold(w)
+            let child = try Self.resolveChild(query, w)
             if child.isArchived { throw LedgerError.archived(child.name) }
             let balance = try Self.checkedBalance(child, adding: signedCents)
             let t = LedgerTransaction(id: entryID(RecordID.timeOrdered(millis: hlc.millis, using: &generator)), childID: child.id,
@@ -187,7 +187,7 @@ extension Replica {
     public func postBatch(_ drafts: [Draft], source: String) throws -> [Change] {
         var generator = random
         let (changes, _) = try commitLocalBatch { w, first in
-            _ = try Self.requireHousehold(w, queryCache)
+            _ = try Self.requireHousehold(w)
             var children: [RecordID: ChildSummary] = [:], rootOf: [RecordID: RecordID] = [:]
             var hlc = first
             var batches: [[Operation]] = []
@@ -197,7 +197,7 @@ extension Replica {
                 guard draft.signedCents != 0 && draft.signedCents != .min else { throw LedgerError.invalid("amount \(draft.signedCents)") }
                 // A child merged into another stands for its effective child (docs/CRDT.md, "Child merges").
                 if rootOf[draft.childID] == nil {
-                    guard let child = try Self.effectiveChild(draft.childID, w, queryCache) else { throw LedgerError.unknownChild(draft.childID.description) }
+                    guard let child = try Self.effectiveChild(draft.childID, w) else { throw LedgerError.unknownChild(draft.childID.description) }
                     rootOf[draft.childID] = child.id
                     if children[child.id] == nil { children[child.id] = child }
                 }
@@ -229,8 +229,8 @@ extension Replica {
         precondition(signedCents != 0 && signedCents != .min, "amounts are validated by Money.parseAmount")
         var generator = random
         let (_, postings) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
-            let active = try Self.children(w, queryCache, includeArchived: false)
+            _ = try Self.requireHousehold(w)
+            let active = try Self.children(w, includeArchived: false)
             if active.isEmpty { throw LedgerError.noActiveChildren }
             guard active.count <= Limits.operationsPerChangeMax else {
                 throw LedgerError.invalid("give-all covers at most \(Limits.operationsPerChangeMax) children")

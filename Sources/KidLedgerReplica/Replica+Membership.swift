@@ -61,8 +61,8 @@ extension Replica {
     /// The genesis owner comes from the pin once the genesis is here (a genesis is applied only
     /// with the pinned owner); the current owner is the genesis owner unless a valid transfer
     /// names another (``ownership(_:_:)``).
-    static func owner(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> (RecordID, [UInt8])? {
-        guard let ownership = try ownership(r, queries) else { return nil }
+    static func owner(_ r: any KeyValueReader) throws -> (RecordID, [UInt8])? {
+        guard let ownership = try ownership(r) else { return nil }
         return (ownership.household, ownership.current)
     }
 
@@ -74,7 +74,7 @@ extension Replica {
     /// the household's genesis arriving after other changes.
     static func applyMembership(of change: Change, version: [UInt8], in context: ApplyContext, digest: inout Digest256,
                                 including include: (Operation) -> Bool = \.isMembership) throws -> Bool {
-        let w = context.store, verifier = context.verifier, queries = context.queries
+        let w = context.store, verifier = context.verifier
         var needsRebuild = false
         for (index, op) in change.operations.enumerated() where op.isMembership && include(op) {
             func opKey() -> [UInt8] {
@@ -84,7 +84,7 @@ extension Replica {
             func forged(_ reason: String) throws { try w.put(Tables.forged, opKey(), Array(reason.utf8)) }
             /// A membership record whose household has not arrived waits for it (not forged).
             func parkedBeforeHousehold(_ key: [UInt8]) throws -> Bool {
-                guard try household(w, queries) == nil else { return false }
+                guard try household(w) == nil else { return false }
                 try w.put(Tables.pendingClaims, key, RecordCodec.encodeOperation(op))
                 return true
             }
@@ -106,7 +106,7 @@ extension Replica {
                 if try w.count(Tables.changes) > 1 { needsRebuild = true }
             case .claim(let c):
                 guard try !parkedBeforeHousehold(Keys.origin(c.origin)) else { continue }
-                guard let (household, _) = try owner(w, queries) else { try forged("claim in a household without an owner"); continue }
+                guard let (household, _) = try owner(w) else { try forged("claim in a household without an owner"); continue }
                 if let problem = Membership.claimProblem(c, origin: change.origin, sequence: change.sequence,
                                                          household: household, verifier: verifier) {
                     try forged(problem); continue
@@ -116,7 +116,7 @@ extension Replica {
                 guard try !parkedBeforeHousehold(opKey()) else { continue }
                 // Signed by the owner whose term covers the change: a former owner's key signs
                 // nothing after the transfer that ended its term.
-                guard let ownership = try ownership(w, queries), ownership.signedByOwner(of: change, forkedFrom: try forkedFrom(change.origin, w), {
+                guard let ownership = try ownership(w), ownership.signedByOwner(of: change, forkedFrom: try forkedFrom(change.origin, w), {
                     verifier.isValid(signature: g.signature, message: Membership.grantMessage(household: ownership.household, g), key: $0)
                 }) else {
                     try forged("grant not signed by the owner"); continue
@@ -127,7 +127,7 @@ extension Replica {
                 }
             case .revoke(let rv):
                 guard try !parkedBeforeHousehold(opKey()) else { continue }
-                guard let ownership = try ownership(w, queries), rv.member != ownership.current,
+                guard let ownership = try ownership(w), rv.member != ownership.current,
                       ownership.signedByOwner(of: change, forkedFrom: try forkedFrom(change.origin, w), {
                     verifier.isValid(signature: rv.signature, message: Membership.revocationMessage(household: ownership.household, rv), key: $0)
                 }) else {
@@ -235,11 +235,11 @@ extension Replica {
     /// ``Limits/cutEntriesMax`` of them, the smallest. A member with more origins than that is
     /// flooding the household: the changes of its origins beyond the cut are rejected whole.
     public func cut(of member: [UInt8]) throws -> VersionVector {
-        try store.read { r in try Self.cut(of: member, r, queryCache) }
+        try store.read { r in try Self.cut(of: member, r) }
     }
 
-    static func cut(of member: [UInt8], _ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
-        let vector = try versionVector(r, queries)
+    static func cut(of member: [UInt8], _ r: any KeyValueReader) throws -> VersionVector {
+        let vector = try versionVector(r)
         var cut: VersionVector = [:]
         try r.scan(Tables.claims) { key, value in
             if value == member, let raw = Bytes.u64(key), let held = vector[ReplicaID(raw)] { cut[ReplicaID(raw)] = held }
@@ -297,7 +297,7 @@ extension Replica {
     static func rejection(of change: Change, in context: ApplyContext) throws -> String? {
         // Every change of a batch asks; the context remembers the answer per origin.
         let standing = try context.horizon(ofOrigin: change.origin) { () throws -> Standing? in
-            guard let ownership = try ownership(context.store, context.queries) else { return nil }
+            guard let ownership = try ownership(context.store) else { return nil }
             guard let member = try context.claim(change.origin) else { return Standing(cut: [:], reason: RejectedReason.unclaimed) }
             // Former owners stay members until revoked (their term's end only takes their
             // owner's powers: ``Ownership/signedByOwner(of:_:)``).
@@ -417,33 +417,33 @@ extension Replica {
     static func leaveFloodedClaimsOutOfDigest(in context: ApplyContext, digest: inout Digest256) throws {
         try context.flush()
         for (member, origins) in try claimsByMember(context.store) where try !claimsCount(member, origins: origins.count, context.store) {
-            for origin in origins { digest.remove([UInt8(ascii: "L")] + origin + member.bytes) }
+            for origin in origins { digest.remove([UInt8(ascii: "L")] + origin + member) }
         }
     }
 
     /// Whether `member`'s claims (of `origins` origins here) are in the state digest: it is a
     /// member (the owner, a former owner, or granted: revoked or not) and does not flood.
-    static func claimsCount(_ member: ByteKey, origins: Int, _ r: any KeyValueReader) throws -> Bool {
+    static func claimsCount(_ member: [UInt8], origins: Int, _ r: any KeyValueReader) throws -> Bool {
         if try floods(member, origins: origins, r) { return false }
-        guard let ownership = try ownership(r, NoQueryCache()) else { return true }
-        return try ownership.hasOwned(member.bytes) || isMember(member.bytes, ownerKey: ownership.current, r)
+        guard let ownership = try ownership(r) else { return true }
+        return try ownership.hasOwned(member) || isMember(member, ownerKey: ownership.current, r)
     }
 
     /// Whether `member`, whose claims name `origins` origins here, is over a limit replicas may
     /// reach with different changes: more than ``Limits/originsPerMemberMax`` origins, or more than
     /// ``Limits/bytesPerMemberMax`` bytes of change log (not the current owner). Its claims are
     /// then not in the digest.
-    static func floods(_ member: ByteKey, origins: Int, _ r: any KeyValueReader) throws -> Bool {
+    static func floods(_ member: [UInt8], origins: Int, _ r: any KeyValueReader) throws -> Bool {
         if origins > Limits.originsPerMemberMax { return true }
-        guard (Bytes.u64(try r.get(Tables.memberBytes, member.bytes)) ?? 0) > Limits.bytesPerMemberMax else { return false }
-        return try ownership(r, NoQueryCache())?.current != member.bytes
+        guard (Bytes.u64(try r.get(Tables.memberBytes, member)) ?? 0) > Limits.bytesPerMemberMax else { return false }
+        return try ownership(r)?.current != member
     }
 
     /// The stored claims, grouped by member key: each member's origins (8-byte keys), ascending.
-    static func claimsByMember(_ r: any KeyValueReader) throws -> [ByteKey: [[UInt8]]] {
-        var byMember: [ByteKey: [[UInt8]]] = [:]
+    static func claimsByMember(_ r: any KeyValueReader) throws -> [[UInt8]: [[UInt8]]] {
+        var byMember: [[UInt8]: [[UInt8]]] = [:]
         try r.scan(Tables.claims) { key, value in
-            byMember[ByteKey(value), default: []].append(key)
+            byMember[value, default: []].append(key)
             return true
         }
         return byMember
@@ -453,7 +453,7 @@ extension Replica {
     /// member may (``floods(_:origins:_:)``): replicas may hold different ones of their origins
     /// (each keeps what it received first), and none of their ledger changes counts.
     public func floodingMembers() throws -> Set<[UInt8]> {
-        try store.read { r in Set(try Self.claimsByMember(r).filter { try Self.floods($0.key, origins: $0.value.count, r) }.keys.map(\.bytes)) }
+        try store.read { r in Set(try Self.claimsByMember(r).filter { try Self.floods($0.key, origins: $0.value.count, r) }.keys) }
     }
 
     /// The origins of ``floodingMembers()``.
@@ -473,29 +473,29 @@ extension Replica {
     /// The household's members: the owner and every granted key, with revocation and devices.
     public func members() throws -> [MemberSummary] {
         try store.read { r in
-            guard let ownership = try Self.ownership(r, queryCache) else { return [] }
+            guard let ownership = try Self.ownership(r) else { return [] }
             let ownerKey = ownership.current
-            var byKey: [ByteKey: MemberSummary] = [ByteKey(ownerKey): MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
+            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
             // A former owner stays a member (its laptop may turn up again) until it is revoked.
-            for term in ownership.terms.dropLast() where byKey[ByteKey(term.owner)] == nil {
-                byKey[ByteKey(term.owner)] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
+            for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
+                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
                                                   isFormerOwner: true, devices: [])
             }
             try r.scan(Tables.grants) { _, value in
                 let g = try Self.storedGrant(value)
-                if byKey[ByteKey(g.member)] == nil {
-                    byKey[ByteKey(g.member)] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
+                if byKey[g.member] == nil {
+                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
                 }
                 return true
             }
-            for key in byKey.keys where try Self.revokedSeen(key.bytes, r) != nil { byKey[key]?.isRevoked = true }
+            for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
             for key in byKey.keys {
-                guard let chosen = try Self.chosenName(of: key.bytes, r) else { continue }
+                guard let chosen = try Self.chosenName(of: key, r) else { continue }
                 byKey[key]?.name = chosen
                 byKey[key]?.chosenName = chosen
             }
             try r.scan(Tables.claims) { key, value in
-                if let origin = Bytes.u64(key) { byKey[ByteKey(value)]?.devices.append(ReplicaID(origin)) }
+                if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
                 return true
             }
             return byKey.values.sorted {
@@ -541,7 +541,7 @@ extension Replica {
             return !found
         }
         guard found else { return nil }
-        guard let ownership = try readOwnership(r) else { return .current }
+        guard let ownership = try ownership(r) else { return .current }
         return ownership.current == ownership.genesisOwner ? .current : .former
     }
 }

@@ -21,7 +21,7 @@ extension Replica {
             let current = try StoredRegister.decode(raw)
             let incoming = StoredRegister(stamp: write.stamp, value: write.value)
             guard incoming != current, incoming.wins(over: current) else { return }
-            digest.remove(hashed: context.preparer.registerHash(DigestRecord.register(key: key, stored: raw)))
+            digest.remove(hashed: Digest256.hash(DigestRecord.register(key: key, stored: raw)))
         }
         try w.put(Tables.registers, key, prepared.stored)
         digest.insert(hashed: prepared.recordHash)

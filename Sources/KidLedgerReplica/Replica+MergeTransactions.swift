@@ -69,8 +69,7 @@ extension Replica {
         try context.store.put(Tables.byTime, keys.byTime, author)
         try context.store.put(Tables.byChild, keys.byChild, author)
         if reindexOnly { return }
-        let mix = context.preparer.idMix(t.id)
-        try context.updateAggregate(of: t.childID) { $0.add(t, idMix: mix) }
+        try context.updateAggregate(of: t.childID) { $0.add(t) }
     }
 
     /// The inverse of ``place(_:_:in:)``.

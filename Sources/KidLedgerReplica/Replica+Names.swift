@@ -58,7 +58,7 @@ extension Replica {
         if let problem = Membership.memberNameProblem(name) { throw LedgerError.badName(problem) }
         let entity = Membership.memberEntity(member)
         let (_, stored) = try commitLocal { r, _ -> ([Operation], String) in
-            _ = try Self.requireHousehold(r, queryCache)
+            _ = try Self.requireHousehold(r)
             if let claimed = try r.get(Tables.claims, Keys.origin(try Self.currentReplicaID(r))), claimed != member {
                 throw LedgerError.invalid("this device writes as another member")
             }

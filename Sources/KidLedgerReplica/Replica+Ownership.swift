@@ -111,17 +111,7 @@ public struct OwnershipSummary: Equatable, Sendable {
 extension Replica {
     /// The household's ownership, or nil for a household without membership or before its
     /// genesis is here. A stored genesis or transfer that does not decode throws (a damaged store).
-    /// Kept between transactions by a store that can tell its tables are unchanged (the
-    /// simulator's: every judged change asks), on the households and transfers tables alone: the
-    /// pin it starts from changes only with the households table (``pinnedHousehold(_:)``).
-    static func ownership(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> Ownership? {
-        try queries.value(.ownership, tables: ownershipTables, reading: r) { Memo(try readOwnership(r)) }.value
-    }
-
-    /// What ``ownership(_:_:)`` keeps its answer on.
-    private static let ownershipTables = [Tables.households, Tables.transfers]
-
-    static func readOwnership(_ r: any KeyValueReader) throws -> Ownership? {
+    static func ownership(_ r: any KeyValueReader) throws -> Ownership? {
         guard let (pin, raw) = try pinnedHouseholdRecord(r), !pin.owner.isEmpty else { return nil }
         let genesis: Household
         do { genesis = try RecordCodec.decodeHousehold(raw) } catch {
@@ -156,7 +146,7 @@ extension Replica {
     /// The household's ownership, or nil for a household without membership (or none yet).
     public func ownership() throws -> OwnershipSummary? {
         try store.read { r in
-            guard let o = try Self.ownership(r, queryCache) else { return nil }
+            guard let o = try Self.ownership(r) else { return nil }
             return OwnershipSummary(owner: o.current, genesisOwner: o.genesisOwner, formerOwners: o.terms.dropLast().map(\.owner),
                                     epoch: o.epoch, transfers: o.transfers, conflictedEpochs: o.conflictedEpochs,
                                     hasRecoveryKey: !o.recovery.isEmpty)
@@ -178,7 +168,7 @@ extension Replica {
                                   sign: ([UInt8]) -> [UInt8]) throws -> OwnerTransfer {
         guard newOwner.count == Membership.keyBytes else { throw LedgerError.invalid("an owner key is 32 bytes") }
         let (_, transfer) = try commitLocal { w, _ in
-            guard let ownership = try Self.ownership(w, queryCache) else {
+            guard let ownership = try Self.ownership(w) else {
                 throw LedgerError.invalid("this household has no owner to replace (it was created without membership)")
             }
             guard !ownership.recovery.isEmpty else {
@@ -191,7 +181,7 @@ extension Replica {
                 highest = Bytes.u64(Array(key.prefix(8))) ?? 0
                 return false
             }
-            let (seen, changes) = try Self.transferSeen(ownership, w, queryCache)
+            let (seen, changes) = try Self.transferSeen(ownership, w)
             var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen,
                                   seenChanges: changes, signature: [])
             t.signature = sign(Membership.transferMessage(household: ownership.household, t))
@@ -214,13 +204,13 @@ extension Replica {
     /// changes are named in the same order, up to the limit. A former owner's record relayed
     /// beyond the limit (only a flood makes one) is forged. Reads the change log once: `recover`
     /// is rare, and local.
-    static func transferSeen(_ ownership: Ownership, _ r: any KeyValueReader, _ queries: any QueryCache) throws
+    static func transferSeen(_ ownership: Ownership, _ r: any KeyValueReader) throws
         -> (seen: VersionVector, changes: [[UInt8]]) {
-        let vector = try versionVector(r, queries)
-        let owners = Set(ownership.terms.map { ByteKey($0.owner) })
+        let vector = try versionVector(r)
+        let owners = Set(ownership.terms.map { $0.owner })
         var owned: [ReplicaID] = []
         try r.scan(Tables.claims) { key, value in
-            if owners.contains(ByteKey(value)), let raw = Bytes.u64(key) { owned.append(ReplicaID(raw)) }
+            if owners.contains(value), let raw = Bytes.u64(key) { owned.append(ReplicaID(raw)) }
             return true
         }
         let ownedSet = Set(owned)
@@ -251,7 +241,7 @@ extension Replica {
     /// rebuilds, since it changes which owner-signed records count.
     static func recordTransfer(_ t: OwnerTransfer, encoded: [UInt8], in context: ApplyContext,
                                digest: inout Digest256) throws -> (forged: String?, isNew: Bool) {
-        guard let ownership = try ownership(context.store, context.queries) else {
+        guard let ownership = try ownership(context.store) else {
             return ("owner transfer in a household without an owner", false)
         }
         guard !ownership.recovery.isEmpty,

@@ -55,7 +55,7 @@ public struct HistoryEntry: Equatable, Sendable {
 extension Replica {
     /// The household, or nil before `init`.
     public func household() throws -> HouseholdSummary? {
-        try store.read { r in try Self.household(r, queryCache) }
+        try store.read { r in try Self.household(r) }
     }
 
     /// The household's genesis record as its owner signed it (owner, salt, recovery key,
@@ -67,17 +67,7 @@ extension Replica {
         }
     }
 
-    /// ``readHousehold(_:)``, kept between transactions by a store that can tell its tables are
-    /// unchanged (the in-memory store of simulations): every ledger operation requires the
-    /// household.
-    static func household(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary? {
-        try queries.value(.household, tables: householdTables, reading: r) { Memo(try readHousehold(r)) }.value
-    }
-
-    /// What ``household(_:)`` reads.
-    private static let householdTables = [Tables.households, Tables.registers]
-
-    static func readHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary? {
+    static func household(_ r: any KeyValueReader) throws -> HouseholdSummary? {
         // Only the pinned household's genesis is ever applied (any other is forged), so the
         // households table holds at most its record.
         guard let (pin, raw) = try pinnedHouseholdRecord(r) else { return nil }
@@ -189,8 +179,8 @@ extension Replica {
         return others
     }
 
-    static func requireHousehold(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> HouseholdSummary {
-        guard let h = try household(r, queries) else { throw LedgerError.noHousehold }
+    static func requireHousehold(_ r: any KeyValueReader) throws -> HouseholdSummary {
+        guard let h = try household(r) else { throw LedgerError.noHousehold }
         return h
     }
 
@@ -249,27 +239,27 @@ extension Replica {
 
     /// Every child with its registers but not its totals (balance and count are zero), in id
     /// order: the child records and the registers are each read in one pass, joined on the id.
-    static func childRows(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> [ChildSummary] {
-        try childRowsAndKeys(r, queries).rows
+    static func childRows(_ r: any KeyValueReader) throws -> [ChildSummary] {
+        try childRowsAndKeys(r).rows
     }
 
     /// ``childRows(_:)`` and each row's key in the children table.
     final class ChildRows {
         let rows: [ChildSummary]
         let keys: [[UInt8]]
-        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once per kept value. The
+        /// Indexes of `rows` in list order (``listOrder(_:_:)``), sorted once. The
         /// rows are compared in place, through a buffer pointer valid for the whole sort (the
         /// array's own subscript copied both rows for every comparison).
         private(set) lazy var order: [Int] = rows.withUnsafeBufferPointer { rows in
             rows.indices.sorted { Replica.listOrder(rows[$0], rows[$1]) }
         }
-        /// `rows` in list order, built once per kept value.
+        /// `rows` in list order, built once.
         private(set) lazy var ordered: [ChildSummary] = order.map { rows[$0] }
-        /// The rows' names, built once per kept value: every resolved query compares them all
+        /// The rows' names, built once: every resolved query compares them all
         /// (reading a name from `rows` copied the whole row each time).
         private(set) lazy var names: [String] = rows.map(\.name)
         /// The index of each row's effective child (itself unless it was merged into another):
-        /// ``Replica/mergeRoots(_:)``, computed once per kept value.
+        /// ``Replica/mergeRoots(_:)``, computed once.
         private(set) lazy var roots: [Int] = Replica.mergeRoots(rows)
         /// Whether any child was merged into another.
         private(set) lazy var hasMerges: Bool = roots.indices.contains { roots[$0] != $0 }
@@ -292,18 +282,11 @@ extension Replica {
         func root(of id: RecordID) -> Int? { index[id].map { roots[$0] } }
     }
 
-    /// ``childRows(_:)`` and each row's key in the children table. Kept between transactions by
-    /// a store that can tell its tables are unchanged (the in-memory store of simulations): every
-    /// ledger operation resolves a child by name.
-    static func childRowsAndKeys(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildRows {
-        try queries.value(.childRows, tables: childRowsTables, reading: r) {
-            let (rows, keys) = try readChildRowsAndKeys(r)
-            return ChildRows(rows, keys)
-        }
+    /// ``childRows(_:)`` and each row's key in the children table.
+    static func childRowsAndKeys(_ r: any KeyValueReader) throws -> ChildRows {
+        let (rows, keys) = try readChildRowsAndKeys(r)
+        return ChildRows(rows, keys)
     }
-
-    /// What ``childRowsAndKeys(_:)`` reads.
-    private static let childRowsTables = [Tables.children, Tables.registers]
 
     static func readChildRowsAndKeys(_ r: any KeyValueReader) throws -> (rows: [ChildSummary], keys: [[UInt8]]) {
         var keys: [[UInt8]] = []
@@ -347,7 +330,7 @@ extension Replica {
     /// set and its own totals); every other child's totals are the sums over the children merged
     /// into it and its own (docs/CRDT.md, "Child merges").
     public func children(includeArchived: Bool = false, includeMerged: Bool = false) throws -> [ChildSummary] {
-        try store.read { r in try Self.children(r, queryCache, includeArchived: includeArchived, includeMerged: includeMerged) }
+        try store.read { r in try Self.children(r, includeArchived: includeArchived, includeMerged: includeMerged) }
     }
 
     /// Every child's row, merged children too, in the order ``children(includeArchived:includeMerged:)``
@@ -355,7 +338,7 @@ extension Replica {
     /// balance and count is zero, and ``ChildSummary/mergedInto`` is not set): names, flags and order only.
     public func childrenWithoutTotals() throws -> [ChildSummary] {
         try store.read { r in
-            try Self.childRowsAndKeys(r, queryCache).ordered
+            try Self.childRowsAndKeys(r).ordered
         }
     }
 
@@ -378,9 +361,9 @@ extension Replica {
         }
     }
 
-    static func children(_ r: any KeyValueReader, _ queries: any QueryCache, includeArchived: Bool,
+    static func children(_ r: any KeyValueReader, includeArchived: Bool,
                          includeMerged: Bool = false) throws -> [ChildSummary] {
-        let stored = try childRowsAndKeys(r, queries)
+        let stored = try childRowsAndKeys(r)
         var rows = stored.rows
         let keys = stored.keys
         guard stored.hasMerges else {
@@ -427,11 +410,11 @@ extension Replica {
     /// - Throws: ``LedgerError/unknownChild(_:nearest:)`` (with the nearest name, if one is near
     ///   enough to be a typo) or ``LedgerError/ambiguousChild(_:candidates:)``.
     public func resolveChild(_ query: String) throws -> ChildSummary {
-        try store.read { r in try Self.resolveChild(query, r, queryCache) }
+        try store.read { r in try Self.resolveChild(query, r) }
     }
 
-    static func resolveChild(_ query: String, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildSummary {
-        try resolveChildMatch(query, r, queries).child
+    static func resolveChild(_ query: String, _ r: any KeyValueReader) throws -> ChildSummary {
+        try resolveChildMatch(query, r).child
     }
 
     /// What a query names: the row it matched (`named`, a merged child's when it named one) and
@@ -446,10 +429,10 @@ extension Replica {
     /// ``resolveChild(_:_:_:)``, with the row the query matched. At each step (exact name, folded
     /// name, id prefix), children that keep their own identity beat children merged into another;
     /// a merged child stands for its effective child (docs/CRDT.md, "Child names" and "Child merges").
-    static func resolveChildMatch(_ query: String, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildMatch {
+    static func resolveChildMatch(_ query: String, _ r: any KeyValueReader) throws -> ChildMatch {
         // Names, flags and ids decide the match; only the match's totals are read, and only the
         // matches are put in list order (the candidates of an ambiguous query).
-        let stored = try childRowsAndKeys(r, queries)
+        let stored = try childRowsAndKeys(r)
         let all = stored.rows, names = stored.names
         let roots = stored.hasMerges ? stored.roots : nil
         func isRoot(_ i: Int) -> Bool { roots.map { $0[i] == i } ?? true }
@@ -521,8 +504,8 @@ extension Replica {
     /// The effective child of the child `id` (itself unless it was merged into another) with its
     /// totals (the sums over every child merged into it), or nil for a child this replica does
     /// not hold.
-    static func effectiveChild(_ id: RecordID, _ r: any KeyValueReader, _ queries: any QueryCache) throws -> ChildSummary? {
-        let stored = try childRowsAndKeys(r, queries)
+    static func effectiveChild(_ id: RecordID, _ r: any KeyValueReader) throws -> ChildSummary? {
+        let stored = try childRowsAndKeys(r)
         guard let root = stored.root(of: id) else { return nil }
         var child = stored.rows[root]
         let totals = try mergedTotals(root, stored, r)
@@ -533,8 +516,8 @@ extension Replica {
 
     /// The active children that keep their own identity (not merged into another): the ones
     /// whose names `child add`, `child rename` and `child restore` keep apart.
-    static func activeNameHolders(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> [ChildSummary] {
-        let stored = try childRowsAndKeys(r, queries)
+    static func activeNameHolders(_ r: any KeyValueReader) throws -> [ChildSummary] {
+        let stored = try childRowsAndKeys(r)
         guard stored.hasMerges else { return stored.rows.filter { !$0.isArchived } }
         return stored.rows.indices.filter { stored.roots[$0] == $0 && !stored.rows[$0].isArchived }.map { stored.rows[$0] }
     }
@@ -642,7 +625,7 @@ extension Replica {
     /// entry names the effective child of the child it was written for.
     public func history(child: RecordID? = nil, limit: Int = .max) throws -> [HistoryEntry] {
         try store.read { r in
-            let stored = try Self.childRowsAndKeys(r, queryCache)
+            let stored = try Self.childRowsAndKeys(r)
             var names: [RecordID: String] = [:]
             var authors = AuthorNames(r)
             var entries: [HistoryEntry] = []
@@ -804,13 +787,8 @@ extension Replica {
 extension Replica {
     /// Every child's running totals (count, sum, id hash), for comparing two replicas.
     public func aggregates() throws -> [RecordID: Aggregate] {
-        try store.read { r in
-            try queryCache.value(.aggregates, tables: Self.aggregatesTables, reading: r) { Memo(try Self.readAggregates(r)) }.value
-        }
+        try store.read { r in try Self.readAggregates(r) }
     }
-
-    /// What ``aggregates()`` reads.
-    private static let aggregatesTables = [Tables.children, Tables.aggregates]
 
     static func readAggregates(_ r: any KeyValueReader) throws -> [RecordID: Aggregate] {
         var keys: [[UInt8]] = []

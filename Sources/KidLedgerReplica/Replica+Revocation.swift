@@ -47,7 +47,7 @@ extension Replica {
     public func revocation(of member: [UInt8]) throws -> [UInt8]? {
         try store.read { r in
             guard let revocation = try Self.storedRevocation(of: member, r) else { return nil }
-            let ownership = try Self.ownership(r, queryCache)
+            let ownership = try Self.ownership(r)
             let transfers = ownership?.terms.compactMap(\.endedBy) ?? []
             let evidence = transfers.suffix(Self.evidenceTransfersMax).flatMap { RecordCodec.encodeOperation(.transferOwner($0)) } + revocation
             var reader = ByteReader(revocation)
@@ -99,7 +99,7 @@ extension Replica {
         // placed it): the refusal agrees, whoever signed the copy it carries (a former owner, in
         // its term, for a replica that has since heard of the transfer that ended it).
         if try holdsRevocation(of: member) || holdsPlacedRevocation(of: member) { return .alreadyKnown }
-        let ownership = try store.read { r in try Self.ownership(r, queryCache) }
+        let ownership = try store.read { r in try Self.ownership(r) }
         guard let ownership else { return try countForged("the refusal's revocation is not signed by this household's owner") }
         let recovered = recoveryTransfers(transfers, ownership)
         let signers = [ownership.current] + recovered.map(\.newOwner)
@@ -126,7 +126,7 @@ extension Replica {
         // or by a former owner after a transfer held here ended its term (a recovery the refusing
         // side has not heard of). Either way it does not hold, and this side answers with the
         // transfers that void it.
-        if let now = try store.read({ r in try Self.ownership(r, queryCache) }), voidedFrom(revocation, recovered, now) != nil {
+        if let now = try store.read({ r in try Self.ownership(r) }), voidedFrom(revocation, recovered, now) != nil {
             return try place(evidence, of: member) ? .placed : .void
         }
         return .forged("the refusal's revocation does not hold here")
@@ -141,7 +141,7 @@ extension Replica {
     public func transfersVoiding(_ encoded: [UInt8], of member: [UInt8]) throws -> [UInt8]? {
         guard case .success(let evidence) = Self.decodeEvidence(encoded, of: member),
               try !holdsRevocation(of: member), try !holdsPlacedRevocation(of: member), try !placementHolds(evidence),
-              let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else { return nil }
+              let ownership = try store.read({ r in try Self.ownership(r) }) else { return nil }
         guard let epoch = voidedFrom(evidence.revocation, recoveryTransfers(evidence.transfers, ownership), ownership) else { return nil }
         let transfers = ownership.terms.compactMap(\.endedBy).filter { $0.epoch >= epoch }.prefix(Self.evidenceTransfersMax)
         return transfers.flatMap { RecordCodec.encodeOperation(.transferOwner($0)) }
@@ -183,7 +183,7 @@ extension Replica {
             }
             transfers.append(t)
         }
-        guard let ownership = try store.read({ r in try Self.ownership(r, queryCache) }) else {
+        guard let ownership = try store.read({ r in try Self.ownership(r) }) else {
             return .forged(try noteForged("owner transfers answered in a household without an owner"))
         }
         let valid = recoveryTransfers(transfers, ownership)
@@ -293,7 +293,7 @@ extension Replica {
                                          : Self.placedCarrier(placement, of: evidence.revocation, household: household)
         else { return false }
         return try store.read { r in
-            try Self.placedRevocationHolds(carrier.change, version: carrier.version, key: placement.key, evidence.revocation, r, queryCache, verifier)
+            try Self.placedRevocationHolds(carrier.change, version: carrier.version, key: placement.key, evidence.revocation, r, verifier)
         }
     }
 

@@ -131,7 +131,7 @@ extension Replica {
     private static func rank(_ origin: ReplicaID, id: RecordID, in context: ApplyContext) throws -> (maker: Int, tier: Int, key: [UInt8]) {
         guard let member = try context.claim(origin) else { return (1, 2, []) }
         let maker = Membership.isEntryID(id, madeBy: member) ? 0 : 1
-        if let (_, ownerKey) = try owner(context.store, context.queries), ownerKey == member { return (maker, 0, member) }
+        if let (_, ownerKey) = try owner(context.store), ownerKey == member { return (maker, 0, member) }
         return (maker, 1, member)
     }
 

@@ -74,17 +74,11 @@ public struct ApplyReport: Equatable, Sendable {
 extension Replica {
     /// The version vector of what this replica holds.
     public func versionVector() throws -> VersionVector {
-        try store.read { r in try Self.versionVector(r, queryCache) }
+        try store.read { r in try Self.versionVector(r) }
     }
 
-    static func versionVector(_ r: any KeyValueReader, _ queries: any QueryCache) throws -> VersionVector {
-        try queries.value(.versionVector, tables: vectorTables, reading: r) { Memo(try readVersionVector(r)) }.value
-    }
 
-    /// What ``versionVector(_:)`` reads.
-    private static let vectorTables = [Tables.vector]
-
-    static func readVersionVector(_ r: any KeyValueReader) throws -> VersionVector {
+    static func versionVector(_ r: any KeyValueReader) throws -> VersionVector {
         var vector: VersionVector = [:]
         try r.scan(Tables.vector) { key, value in
             if let origin = Bytes.u64(key), let sequence = Bytes.u64(value) { vector[ReplicaID(origin)] = sequence }
@@ -126,9 +120,9 @@ extension Replica {
     public func encodedChanges(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [EncodedChange] {
         try store.read { r in
             var result: [EncodedChange] = []
-            let mine = try Self.versionVector(r, queryCache)
+            let mine = try Self.versionVector(r)
             var missing = mine.filter { (vector[$0.key] ?? 0) < $0.value }.keys.sorted()
-            if let ownership = try Self.ownership(r, queryCache) {
+            if let ownership = try Self.ownership(r) {
                 // Every owner's, the former ones' too: their grants are what lets a receiver store
                 // the members' changes (it refuses an origin whose claim names no member).
                 var owners: [ReplicaID] = [], others: [ReplicaID] = []
@@ -279,21 +273,19 @@ extension Replica {
     /// not applied (``RecomputationsSpent`` is thrown, nothing is written); a session passes it
     /// once it spent ``Limits/recomputationsPerSessionMax``.
     @discardableResult
-    public func applyRemote(_ changes: [Change], received: [[UInt8]]? = nil, heads: [SignedHead] = [],
-                            recomputes: Bool = true) throws -> ApplyReport {
-        precondition(received == nil || received!.count == changes.count, "one received encoding per change")
+    public func applyRemote(_ changes: [Change], heads: [SignedHead] = [], recomputes: Bool = true) throws -> ApplyReport {
         let early = Self.heldBack(changes, heads: heads, now: clock.nowMillis())
         guard !early.isEmpty else {
-            return try applyAuthenticatedOrigins(changes, received: received, heads: heads, recomputes: recomputes)
+            return try applyAuthenticatedOrigins(changes, heads: heads, recomputes: recomputes)
         }
         let kept = changes.indices.filter { !early.contains($0) }
-        var report = try applyAuthenticatedOrigins(kept.map { changes[$0] }, received: received.map { r in kept.map { r[$0] } },
+        var report = try applyAuthenticatedOrigins(kept.map { changes[$0] },
                                                    heads: heads, recomputes: recomputes)
         report.heldBack = early.count
         return report
     }
 
-    /// Thrown by ``applyRemote(_:received:heads:recomputes:)`` for a batch that needs a
+    /// Thrown by ``applyRemote(_:heads:recomputes:)`` for a batch that needs a
     /// recomputation when none is allowed: a session spent its recomputations.
     public struct RecomputationsSpent: Error, CustomStringConvertible {
         public var description: String {
@@ -302,8 +294,8 @@ extension Replica {
         }
     }
 
-    /// ``applyRemote(_:received:heads:recomputes:)`` of the changes not held back.
-    private func applyAuthenticatedOrigins(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead],
+    /// ``applyRemote(_:heads:recomputes:)`` of the changes not held back.
+    private func applyAuthenticatedOrigins(_ changes: [Change], heads: [SignedHead],
                                            recomputes: Bool) throws -> ApplyReport {
         // The batch is applied, then checked, in one transaction; when an origin fails the check
         // the transaction is rolled back and the batch applied again without that origin. Each
@@ -311,9 +303,9 @@ extension Replica {
         var refused: Set<ReplicaID> = []
         while true {
             do {
-                if refused.isEmpty { return try applyAuthenticated(changes, received: received, heads: heads, recomputes: recomputes) }
+                if refused.isEmpty { return try applyAuthenticated(changes, heads: heads, recomputes: recomputes) }
                 let kept = changes.indices.filter { !refused.contains(changes[$0].origin) }
-                var report = try applyAuthenticated(kept.map { changes[$0] }, received: received.map { r in kept.map { r[$0] } },
+                var report = try applyAuthenticated(kept.map { changes[$0] },
                                                     heads: heads.filter { !refused.contains($0.origin) }, recomputes: recomputes)
                 report.unauthenticated = changes.count - kept.count
                 return report
@@ -344,12 +336,12 @@ extension Replica {
         return Set(changes.indices.filter { i in cut[changes[i].origin].map { changes[i].sequence >= $0 } ?? false })
     }
 
-    /// Thrown inside ``applyRemote(_:received:heads:)``'s transaction to roll it back.
+    /// Thrown inside ``applyRemote(_:heads:recomputes:)``'s transaction to roll it back.
     private struct UnauthenticatedOrigins: Error {
         var origins: Set<ReplicaID>
     }
 
-    private func applyAuthenticated(_ changes: [Change], received: [[UInt8]]?, heads: [SignedHead], recomputes: Bool) throws -> ApplyReport {
+    private func applyAuthenticated(_ changes: [Change], heads: [SignedHead], recomputes: Bool) throws -> ApplyReport {
         let now = clock.nowMillis()
         var generator = random
         let verifier = self.verifier
@@ -365,7 +357,7 @@ extension Replica {
             versions.reserveCapacity(changes.count)
             var needsHeads = false
             var notAdmitted: Set<ReplicaID> = []
-            try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
+            try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer) { context in
                 context.admitsMembersOnly = true
                 defer { report.recomputed = context.recomputePending }
                 // The pure part of each change (encodings and hashes) is prepared on the
@@ -383,7 +375,7 @@ extension Replica {
                     if outcome == .notAdmitted { notAdmitted.insert(change.origin) }
                     if change.origin == me && (outcome == .applied || outcome == .forkedVersion) { ownHistoryForked = true }
                 }
-                try Self.apply(changes, received: received, in: context, splitter: splitter) { change, outcome, version in
+                try Self.apply(changes, in: context, splitter: splitter) { change, outcome, version in
                     count(change, outcome)
                     outcomes.append(outcome)
                     versions.append(version)
@@ -397,7 +389,7 @@ extension Replica {
                 }
                 if !again.isEmpty {
                     var next = again.makeIterator()
-                    try Self.apply(again.map { changes[$0] }, received: received.map { r in again.map { r[$0] } }, in: context,
+                    try Self.apply(again.map { changes[$0] }, in: context,
                                    splitter: splitter) { change, outcome, _ in
                         guard let i = next.next() else { return }
                         report.notAdmitted -= 1

@@ -52,7 +52,7 @@ extension Replica {
     public func setHouseholdTimeZone(_ name: String) throws -> TimeZoneSetting {
         try checkZone(name)
         try commitLocal { w, _ in
-            let household = try Self.requireHousehold(w, queryCache)
+            let household = try Self.requireHousehold(w)
             if try Self.zoneName(w) == name { throw LedgerError.unchanged("the household's time zone is already \(name)") }
             return ([.setField(entity: household.id, field: .householdTimeZone, value: .text(name),
                                base: try Self.registerStamp(household.id, .householdTimeZone, w))], ())

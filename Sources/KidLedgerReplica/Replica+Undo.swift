@@ -58,7 +58,7 @@ extension Replica {
     public func undo(_ target: UndoTarget = .newest) throws -> UndoResult {
         let mine = mineFilter
         let (_, result) = try commitLocal { w, hlc in
-            _ = try Self.requireHousehold(w, queryCache)
+            _ = try Self.requireHousehold(w)
             let plan = try Self.undoPlan(target, mine: mine, w)
             var authors = AuthorNames(w)
             let author = try authors.author(plan.origin)
@@ -68,7 +68,7 @@ extension Replica {
             // into, if it was (docs/CRDT.md, "Child merges").
             var effective: [RecordID: RecordID] = [:]
             for original in plan.originals {
-                if effective[original.childID] == nil, let child = try Self.effectiveChild(original.childID, w, queryCache) {
+                if effective[original.childID] == nil, let child = try Self.effectiveChild(original.childID, w) {
                     effective[original.childID] = child.id
                     if children[child.id] == nil { children[child.id] = child }
                 }
@@ -106,11 +106,11 @@ extension Replica {
     public func undoPreview(_ target: UndoTarget = .newest) throws -> [HistoryEntry] {
         let mine = mineFilter
         return try store.read { r in
-            _ = try Self.requireHousehold(r, queryCache)
+            _ = try Self.requireHousehold(r)
             let plan = try Self.undoPlan(target, mine: mine, r)
             var authors = AuthorNames(r)
             var names: [RecordID: String] = [:]
-            let stored = try Self.childRowsAndKeys(r, queryCache)
+            let stored = try Self.childRowsAndKeys(r)
             return try plan.originals.map { t in
                 try Self.historyEntry(t, origin: plan.origin, reversed: false, r, stored, &authors, &names)
             }

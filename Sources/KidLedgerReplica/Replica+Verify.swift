@@ -153,7 +153,7 @@ extension Replica {
                 digest.insert(tag: DigestRecord.transactionTag, value)
                 if childIDs.contains(t.childID) {
                     placed += 1
-                    aggregates[t.childID, default: Aggregate()].add(t, idMix: Aggregate.idMix(t.id))
+                    aggregates[t.childID, default: Aggregate()].add(t)
                     if try r.get(Tables.byTime, Keys.byTime(t)) == nil { problem("transaction \(t.id) missing from the time index") }
                     if try r.get(Tables.byChild, Keys.byChild(t)) == nil { problem("transaction \(t.id) missing from the child index") }
                 } else {
@@ -173,7 +173,7 @@ extension Replica {
             // A member over the origin limit, or a key no longer a member: its claims are not in the
             // digest (``leaveFloodedClaimsOutOfDigest``).
             for (member, origins) in try Self.claimsByMember(r) where try Self.claimsCount(member, origins: origins.count, r) {
-                for origin in origins { digest.insert([UInt8(ascii: "L")] + origin + member.bytes) }
+                for origin in origins { digest.insert([UInt8(ascii: "L")] + origin + member) }
             }
             for (table, tag) in [(Tables.grants, UInt8(ascii: "G")), (Tables.revocations, UInt8(ascii: "V")),
                                  (Tables.transfers, Self.transferDigestTag)] {
@@ -243,7 +243,7 @@ extension Replica {
                 if damaged { throw Rollback(problems: []) }  // reported by the read checks
                 try w.put(Tables.meta, Keys.household, pin)
                 do {
-                    try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: NoQueryCache()) {
+                    try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer) {
                         try Self.rebuild(in: $0)
                     }
                 } catch let error as LedgerError {

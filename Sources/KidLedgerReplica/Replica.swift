@@ -30,9 +30,6 @@ public final class Replica {
     /// Who prepares each change before it is applied (``ChangePreparer``): ``PlainPreparer``
     /// unless the simulator passes one that remembers answers across its replicas.
     public var preparer: any ChangePreparer = PlainPreparer()
-    /// Keeps the answers of hot queries between transactions (``QueryCache``): ``NoQueryCache``
-    /// unless the simulator passes one built on its in-memory store.
-    public var queryCache: any QueryCache = NoQueryCache()
     /// The rules of the household's time zone by name (``ZoneDatabase``): UTC alone unless the
     /// driver passes a database (the CLI's reads the tz database; the simulator's is a table).
     public var zones: any ZoneDatabase = UTCOnlyZones()
@@ -99,11 +96,11 @@ public final class Replica {
             return try r.get(Tables.households, Keys.id(pin.id)) != nil
         }
         guard needed else { return }
-        let (origin, now, verifier, preparer, queries) = (replicaID, clock.nowMillis(), verifier, preparer, queryCache)
+        let (origin, now, verifier, preparer) = (replicaID, clock.nowMillis(), verifier, preparer)
         do {
             try store.write { w in
                 guard try Self.completeGenesisPin(replica: origin, in: w) else { return }
-                try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queries) { try Self.rebuild(in: $0) }
+                try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer) { try Self.rebuild(in: $0) }
             }
         } catch let error as LedgerError {
             throw error
@@ -150,20 +147,20 @@ public final class Replica {
             // Another process (the daemon) may have moved this replica to a new id.
             var origin = try Self.currentReplicaID(w)
             if let first = batches.first, !first.isEmpty,
-               let claim = try Self.claimIfNeeded(first, origin: origin, signer: signer, in: w, queryCache, generator: &generator) {
+               let claim = try Self.claimIfNeeded(first, origin: origin, signer: signer, in: w, generator: &generator) {
                 origin = claim.claim.origin
                 try w.put(Tables.meta, Keys.replica, Bytes.u64(origin.rawValue))
                 batches[0].insert(.claim(claim.claim), at: claim.at)
             }
             var versions: [[UInt8]] = []
-            let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer, queries: queryCache) { context in
+            let changes = try Self.withApplyContext(w, now: now, verifier: verifier, preparer: preparer) { context in
                 var sequence = try context.heldSequence(origin)
                 var changes: [Change] = []
                 for operations in batches where !operations.isEmpty {
                     precondition(operations.count <= Limits.operationsPerChangeMax, "change too large")
                     sequence += 1
                     let change = Change(origin: origin, sequence: sequence, hlc: hlc, operations: operations)
-                    let prepared = context.preparer.prepare(change, received: nil)
+                    let prepared = context.preparer.prepare(change, encoded: RecordCodec.encode(change))
                     let outcome = try Self.apply(change, prepared, in: context)
                     precondition(outcome == .applied, "a fresh local change must apply")
                     changes.append(change)
@@ -188,11 +185,10 @@ public final class Replica {
     /// `join`, and after it left an id behind: a restore from stale files, another account). The
     /// nonce comes from the injected generator; an id already in the log is never taken.
     static func claimIfNeeded(_ ops: [Operation], origin: ReplicaID, signer: MemberSigner?, in r: any KeyValueReader,
-                              _ queries: any QueryCache,
                               generator: inout any RandomNumberGenerator) throws -> (claim: OriginClaim, at: Int)? {
         guard let signer, try r.get(Tables.claims, Keys.origin(origin)) != signer.key else { return nil }
         let household: RecordID, at: Int
-        if let (id, _) = try owner(r, queries) {
+        if let (id, _) = try owner(r) {
             (household, at) = (id, 0)
         } else if case .createHousehold(let h)? = ops.first, !h.owner.isEmpty {
             (household, at) = (h.id, 1)

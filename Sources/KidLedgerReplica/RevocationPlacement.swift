@@ -79,8 +79,8 @@ extension Replica {
     func provenCarrier(_ placement: RevocationPlacement, of revocation: MemberRevocation,
                        household: RecordID) -> (change: Change, version: [UInt8])? {
         guard let carrier = Self.placedCarrier(placement, of: revocation, household: household) else { return nil }
-        var chain = PlainPreparer().link(after: placement.chainBefore, onlyVersion: carrier.version)
-        for later in placement.laterVersions { chain = PlainPreparer().link(after: chain, onlyVersion: later) }
+        var chain = Replica.chainLink(after: placement.chainBefore, onlyVersion: carrier.version)
+        for later in placement.laterVersions { chain = Replica.chainLink(after: chain, onlyVersion: later) }
         let head = SignedHead(origin: carrier.change.origin, sequence: carrier.change.sequence + UInt64(placement.laterVersions.count),
                               signature: placement.headSignature)
         guard Membership.isValid(head, chain: chain, household: household, key: placement.key, verifier: verifier) else { return nil }
@@ -105,8 +105,8 @@ extension Replica {
     /// of that sequence other than `version` in the log counts as a fork there (then no version
     /// vector covers it), and so does a claim of the origin by another key than `key`.
     static func placedRevocationHolds(_ change: Change, version: [UInt8], key: [UInt8], _ revocation: MemberRevocation,
-                                      _ r: any KeyValueReader, _ queries: any QueryCache, _ verifier: any SignatureVerifier) throws -> Bool {
-        guard let ownership = try ownership(r, queries), revocation.member != ownership.current else { return false }
+                                      _ r: any KeyValueReader, _ verifier: any SignatureVerifier) throws -> Bool {
+        guard let ownership = try ownership(r), revocation.member != ownership.current else { return false }
         if let claimed = try r.get(Tables.claims, Keys.origin(change.origin)), claimed != key { return false }
         var forkedFrom = try Self.forkedFrom(change.origin, r)
         var another = false

@@ -50,11 +50,10 @@ public struct Aggregate: Equatable, Sendable {
     /// An empty aggregate.
     public init() {}
 
-    /// Adds `t`; `idMix` is ``idMix(_:)`` of its id.
-    mutating func add(_ t: LedgerTransaction, idMix: (high: UInt64, low: UInt64)) {
+    mutating func add(_ t: LedgerTransaction) {
         count += 1
         sumCents += Int128(t.amountCents)
-        mix(idMix)
+        mix(Self.idMix(t.id))
     }
 
     mutating func remove(_ t: LedgerTransaction) {

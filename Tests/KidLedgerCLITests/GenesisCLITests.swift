@@ -27,7 +27,7 @@ struct GenesisCLITests {
             let held = try #require(try replica.versionVector()[origin])
             let forged = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: 1),
                                 operations: [.createHousehold(Household(id: household.id, createdAtMillis: 0))])
-            let chain = PlainPreparer().link(after: try #require(try replica.chain(origin, at: held)),
+            let chain = Replica.chainLink(after: try #require(try replica.chain(origin, at: held)),
                                              onlyVersion: Array(SHA256.hash(RecordCodec.encode(forged)).prefix(8)))
             let head = try #require(replica.signer).head(household: household.id, origin: origin, sequence: held + 1, chain: chain)
             #expect(try replica.applyRemote([forged], heads: [head]).applied == 1)

@@ -213,7 +213,7 @@ extension Replica {
         // hour a receiver accepts (Limits.clockAheadMillisMax).
         let soon = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
         let change = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: soon), operations: operations)
-        let chain = PlainPreparer().link(after: previous, onlyVersion: Array(SHA256.hash(RecordCodec.encode(change)).prefix(8)))
+        let chain = Replica.chainLink(after: previous, onlyVersion: Array(SHA256.hash(RecordCodec.encode(change)).prefix(8)))
         let head = signer.head(household: try household()!.id, origin: origin, sequence: held + 1, chain: chain)
         let report = try applyRemote([change], heads: [head])
         precondition(report.applied == 1, "the change was not applied")

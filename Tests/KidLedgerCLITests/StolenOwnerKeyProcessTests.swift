@@ -34,7 +34,7 @@ struct StolenOwnerKeyProcessTests {
         let held = try #require(try replica.versionVector()[origin])
         let change = Change(origin: origin, sequence: held + 1, hlc: HLC(millis: SystemClock().nowMillis()),
                             operations: [.createHousehold(second)])
-        let chain = PlainPreparer().link(after: try #require(try replica.chain(origin, at: held)),
+        let chain = Replica.chainLink(after: try #require(try replica.chain(origin, at: held)),
                                          onlyVersion: Array(SHA256.hash(RecordCodec.encode(change)).prefix(8)))
         let head = signer.head(household: second.id, origin: origin, sequence: held + 1, chain: chain)
         #expect(try replica.applyRemote([change], heads: [head]).applied == 1)

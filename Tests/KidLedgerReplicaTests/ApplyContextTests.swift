@@ -42,7 +42,7 @@ struct ApplyContextFlushTests {
                     let recorder = RecordingWriter(w)
                     var changedVector: [UInt64: UInt64] = [:], changedClaims: [UInt64: [UInt8]] = [:]
                     var newDigest: Digest256?, newHLC: HLC?
-                    try Replica.withApplyContext(recorder, now: 0, verifier: RejectingVerifier(), preparer: PlainPreparer(), queries: NoQueryCache()) { context in
+                    try Replica.withApplyContext(recorder, now: 0, verifier: RejectingVerifier(), preparer: PlainPreparer()) { context in
                         for n in 0..<Int.random(in: 0...(originRange < 10 ? 25 : 120), using: &rng) {
                             let origin = ReplicaID(UInt64.random(in: 1...originRange, using: &rng))
                             switch Int.random(in: 0..<6, using: &rng) {
@@ -114,7 +114,7 @@ struct ApplyContextFlushTests {
         let store = MemoryStore()
         #expect(throws: Stop.self) {
             try store.write { w in
-                try Replica.withApplyContext(w, now: 0, verifier: RejectingVerifier(), preparer: PlainPreparer(), queries: NoQueryCache()) { context in
+                try Replica.withApplyContext(w, now: 0, verifier: RejectingVerifier(), preparer: PlainPreparer()) { context in
                     context.setHeldSequence(3, of: ReplicaID(7))
                     throw Stop()
                 }

@@ -97,7 +97,7 @@ struct RevokedForkTests {
         let a = try h.replica(1)
         try a.applySigned(founding)
         let previous = Replica.zeroLink
-        let link = PlainPreparer().link(after: previous, onlyVersion: Keys.version(RecordCodec.encode(claimless)))
+        let link = Replica.chainLink(after: previous, onlyVersion: Keys.version(RecordCodec.encode(claimless)))
         let message = Membership.headMessage(household: h.id, origin: spouse, sequence: 1, chain: link)
         _ = try a.applyRemote([claimless], heads: [SignedHead(origin: spouse, sequence: 1, signature: TestVerifier.sign(message, key: h.spouseKey))])
         // The spouse is granted and not revoked: both versions count.

@@ -42,7 +42,7 @@ struct SignedHeadTests {
     /// added to what `r` holds.
     func forgedHead(_ change: Change, after r: Replica, key: [UInt8]) throws -> SignedHead {
         let previous = try r.chain(change.origin, at: change.sequence - 1) ?? Replica.zeroLink
-        let chain = PlainPreparer().link(after: previous, onlyVersion: Keys.version(RecordCodec.encode(change)))
+        let chain = Replica.chainLink(after: previous, onlyVersion: Keys.version(RecordCodec.encode(change)))
         let message = Membership.headMessage(household: h.id, origin: change.origin, sequence: change.sequence, chain: chain)
         return SignedHead(origin: change.origin, sequence: change.sequence, signature: TestVerifier.sign(message, key: key))
     }

@@ -297,7 +297,7 @@ struct StolenOwnerKeyTests {
         // The thief's head over the fork at 5 chooses the real version at the forked sequence 3.
         let version = { (c: Change) in Keys.version(RecordCodec.encode(c)) }
         var link = try #require(try family.chain(owner, at: 2))
-        for c in ownerReal.prefix(2) + [forks[1]] { link = PlainPreparer().link(after: link, onlyVersion: version(c)) }
+        for c in ownerReal.prefix(2) + [forks[1]] { link = Replica.chainLink(after: link, onlyVersion: version(c)) }
         let forkHead = SignedHead(origin: owner, sequence: 5,
                                   signature: TestVerifier.sign(Membership.headMessage(household: h.id, origin: owner, sequence: 5, chain: link),
                                                                key: h.ownerKey),

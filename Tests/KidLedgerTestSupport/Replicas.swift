@@ -68,8 +68,8 @@ extension Replica {
     @discardableResult
     public func receive(_ change: Change, now: Int64 = 0) throws -> ApplyOutcome {
         try store.write { w in
-            try Replica.withApplyContext(w, now: now, verifier: verifier, preparer: PlainPreparer(), queries: NoQueryCache()) { context in
-                try Replica.apply(change, PlainPreparer().prepare(change, received: nil), in: context)
+            try Replica.withApplyContext(w, now: now, verifier: verifier, preparer: PlainPreparer()) { context in
+                try Replica.apply(change, PlainPreparer().prepare(change, encoded: RecordCodec.encode(change)), in: context)
             }
         }
     }

@@ -29,7 +29,7 @@ extension Replica {
             var sequence = sorted[0].sequence - 1
             guard var link = sequence == 0 ? Replica.zeroLink : try chain(origin, at: sequence) else { continue }
             for change in sorted where change.sequence == sequence + 1 {
-                link = PlainPreparer().link(after: link, onlyVersion: Keys.version(RecordCodec.encode(change)))
+                link = Replica.chainLink(after: link, onlyVersion: Keys.version(RecordCodec.encode(change)))
                 sequence = change.sequence
                 let message = Membership.headMessage(household: household, origin: origin, sequence: sequence, chain: link)
                 heads.append(SignedHead(origin: origin, sequence: sequence, signature: TestVerifier.sign(message, key: key)))

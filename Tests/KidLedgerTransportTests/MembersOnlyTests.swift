@@ -56,8 +56,7 @@ import KidLedgerTestSupport
                                                               source: "give"))
         let change = Change(origin: claim.origin, sequence: 1, hlc: HLC(millis: 1_800_000_000_000),
                             operations: claimed ? [.claim(claim), give] : [give])
-        let preparer = PlainPreparer()
-        let link = preparer.link(after: Replica.zeroLink, onlyVersion: preparer.prepare(change, received: nil).version)
+        let link = Replica.chainLink(after: Replica.zeroLink, onlyVersion: PlainPreparer().prepare(change, encoded: RecordCodec.encode(change)).version)
         return (change, key.signer.head(household: household, origin: change.origin, sequence: 1, chain: link))
     }
 

@@ -56,3 +56,16 @@ final class CachingVerifier: SignatureVerifier {
         }
     }
 }
+
+/// Bytes as a dictionary key, hashed as one buffer: `[UInt8]`'s own `hash(into:)` feeds the
+/// hasher a byte per call (the simulator's signature tables hash many keys, messages and
+/// signatures).
+struct ByteKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+}

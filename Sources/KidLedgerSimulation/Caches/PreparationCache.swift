@@ -32,29 +32,6 @@ public final class PreparationCache: ChangePreparer, @unchecked Sendable {
         static func == (a: Key, b: Key) -> Bool { a.bytes.count == b.bytes.count && KeyBytes.compare(a.bytes, b.bytes) == 0 }
     }
     @exclusivity(unchecked) private var entries: [Key: PreparedChange] = [:]
-    /// Chain links by the link before them and the only version at their sequence: every replica
-    /// that takes a change after the same history computes the same link.
-    @exclusivity(unchecked) private var links: [LinkKey: [UInt8]] = [:]
-    /// A link (16 bytes) and a version (8) as three words: no array to build per lookup, and
-    /// fewer bytes to hash.
-    private struct LinkKey: Hashable {
-        let previousHigh, previousLow, version: UInt64
-
-        /// The key of `previous` and `version`, or nil when they are not 16 and 8 bytes long
-        /// (never from a sound store).
-        init?(_ previous: [UInt8], _ version: [UInt8]) {
-            guard previous.count == 16, version.count == 8 else { return nil }
-            (previousHigh, previousLow) = previous.withUnsafeBytes {
-                ($0.loadUnaligned(fromByteOffset: 0, as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            }
-            self.version = version.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-        }
-    }
-    /// Digest hashes of register records: each stored register is added to the digest of every
-    /// replica, and removed again when overwritten.
-    @exclusivity(unchecked) private var registerHashes: [Key: Digest256] = [:]
-    /// Id hashes of transactions (``PlainPreparer/idMix(_:)``).
-    @exclusivity(unchecked) private var idMixes: [RecordID: (high: UInt64, low: UInt64)] = [:]
     /// Lookups answered from the cache, and changes prepared afresh.
     @exclusivity(unchecked) public private(set) var hits = 0, misses = 0
 
@@ -62,57 +39,17 @@ public final class PreparationCache: ChangePreparer, @unchecked Sendable {
     public init() {}
 
     public var isThreadSafe: Bool { false }
-    public var usesReceivedBytes: Bool { true }
 
     public func prepare(_ change: Change, encoded: [UInt8]) -> PreparedChange {
-        if let known = known(encoded) { return known }
+        thread.check()
+        let key = Key(bytes: encoded)
+        if let known = entries[key] {
+            hits += 1
+            return known
+        }
         misses += 1
         let fresh = plain.prepare(change, encoded: encoded)
-        entries[Key(bytes: encoded)] = fresh
-        // Where a later write replaces one of these registers, the digest removes its hash.
-        for register in fresh.registerRecords { registerHashes[Key(bytes: register.record)] = register.hash }
-        return fresh
-    }
-
-    /// Bytes a change was decoded from are looked up as they are: a hit proves them canonical
-    /// (they are the encoding of a change, which decodes to that change), so the change is the
-    /// one prepared.
-    public func prepare(_ change: Change, received: [UInt8]?) -> PreparedChange {
-        if let received, let known = known(received) { return known }
-        return prepare(change, encoded: RecordCodec.encode(change))
-    }
-
-    /// The prepared change whose canonical encoding is `bytes`, if one is remembered.
-    private func known(_ bytes: [UInt8]) -> PreparedChange? {
-        thread.check()
-        guard let known = entries[Key(bytes: bytes)] else { return nil }
-        hits += 1
-        return known
-    }
-
-    public func link(after previous: [UInt8], onlyVersion version: [UInt8]) -> [UInt8] {
-        thread.check()
-        guard let key = LinkKey(previous, version) else { return plain.link(after: previous, onlyVersion: version) }
-        if let known = links[key] { return known }
-        let fresh = plain.link(after: previous, onlyVersion: version)
-        links[key] = fresh
-        return fresh
-    }
-
-    public func idMix(_ id: RecordID) -> (high: UInt64, low: UInt64) {
-        thread.check()
-        if let known = idMixes[id] { return known }
-        let fresh = plain.idMix(id)
-        idMixes[id] = fresh
-        return fresh
-    }
-
-    public func registerHash(_ record: [UInt8]) -> Digest256 {
-        thread.check()
-        let key = Key(bytes: record)
-        if let known = registerHashes[key] { return known }
-        let fresh = plain.registerHash(record)
-        registerHashes[key] = fresh
+        entries[key] = fresh
         return fresh
     }
 }

@@ -456,8 +456,7 @@ extension Simulator {
     /// `signer`'s head of `change`, whose origin's chain is `previous` before it, and the chain
     /// at `change`.
     func signedHead(of change: Change, after previous: [UInt8], by signer: MemberSigner) -> (head: SignedHead, chain: [UInt8]) {
-        let preparer = PlainPreparer()
-        let link = preparer.link(after: previous, onlyVersion: preparer.prepare(change, received: nil).version)
+        let link = Replica.chainLink(after: previous, onlyVersion: PlainPreparer().prepare(change, encoded: RecordCodec.encode(change)).version)
         return (signer.head(household: household, origin: change.origin, sequence: change.sequence, chain: link), link)
     }
 

@@ -67,6 +67,14 @@ final class SimNode {
     /// The stamp of the whole store and the UTC day at which ``hasDueAllowances(now:)`` was last
     /// answered, and the answer.
     private var dueCache: (stamp: StoreStamp, day: Int64, zone: any ZoneRules, due: Bool)?
+    /// The last ``pickableChild(at:)`` list and ``versionVector()``, with the stamps they were read at.
+    private var childrenCache: (stamp: StoreStamp, list: [ChildSummary])?
+    private var vectorCache: (stamp: StoreStamp, vector: VersionVector)?
+    /// The last ``floodingMembers()`` answer, with the stamp of the tables it read.
+    private var floodingCache: (stamp: StoreStamp, members: Set<[UInt8]>)?
+    /// The tables ``Replica/floodingMembers()`` reads (the claims, the bytes per member, and the
+    /// ownership: the pin, the household records and the transfers).
+    private static let floodingTables = [Tables.claims, Tables.memberBytes, Tables.meta, Tables.households, Tables.transfers]
 
     /// What the node's caches of answers read from its store are kept by: the store, and numbers
     /// that move whenever what was read may have changed. For a ``MemoryStore``, the write counts
@@ -106,10 +114,6 @@ final class SimNode {
     /// `r` and its index, as the trace names it (built once: most trace lines name a replica).
     let name: String
     var isUp: Bool { replica != nil }
-    /// The query answers kept for ``store`` when it is in memory (``StoreQueryCache``).
-    private var queries: StoreQueryCache?
-    /// The query answers kept for ``store`` when it is in LMDB (``LMDBQueryCache``).
-    private var lmdbQueries: LMDBQueryCache?
 
     /// Starts (or restarts) the replica from the durable store.
     func boot(time: SimTime, seed: UInt64) throws {
@@ -119,15 +123,6 @@ final class SimNode {
                               verifier: verifier)
         if let share { replica?.preparer = share.preparations }
         replica?.zones = SimZones()
-        if let memory = store as? MemoryStore {
-            // The answers are kept with the store, across restarts.
-            if queries?.store !== memory { queries = StoreQueryCache(memory) }
-            replica?.queryCache = queries!
-        } else if let lmdb = store as? LMDBEnvironment {
-            // By committed state: an environment reopened (a restart, a restore) starts afresh.
-            if lmdbQueries?.environment !== lmdb { lmdbQueries = LMDBQueryCache(lmdb) }
-            replica?.queryCache = lmdbQueries!
-        }
         updateClaimSigner()
     }
 
@@ -138,19 +133,31 @@ final class SimNode {
 
     /// The child at `index` of what `replica.children(includeArchived: true)` lists (in its
     /// order; nil past its end), as much of it as a drawn user operation uses, and how many it
-    /// lists: read through `childrenWithoutTotals()` (a ``MemoryStore`` keeps that list until the
-    /// children or registers table is written; LMDB reads it every time).
+    /// lists: read through `childrenWithoutTotals()`, a function of the children and registers
+    /// tables alone, so it is re-read only when one was written (``StoreStamp``).
     func pickableChild(at index: Int) throws -> (child: PickableChild?, count: Int) {
         guard let replica else { return (nil, 0) }
-        let list = try replica.childrenWithoutTotals()
+        let stamp = stamp([Tables.children, Tables.registers])
+        let list: [ChildSummary]
+        if let cache = childrenCache, cache.stamp.same(as: stamp) {
+            list = cache.list
+        } else {
+            list = try replica.childrenWithoutTotals()
+            if let stamp { childrenCache = (stamp, list) }
+        }
         let row = list.indices.contains(index) ? list[index] : nil
         return (row.map { PickableChild(id: $0.id, isArchived: $0.isArchived) }, list.count)
     }
 
-    /// `replica.versionVector()` of the running replica (a ``MemoryStore`` keeps it until the
-    /// vector table is written), or empty while it is down.
+    /// `replica.versionVector()` of the running replica, or empty while it is down. A function of
+    /// the vector table alone, so it is re-read only when that was written (``StoreStamp``).
     func versionVector() throws -> VersionVector {
-        try replica?.versionVector() ?? [:]
+        guard let replica else { return [:] }
+        let stamp = stamp([Tables.vector])
+        if let cache = vectorCache, cache.stamp.same(as: stamp) { return cache.vector }
+        let vector = try replica.versionVector()
+        if let stamp { vectorCache = (stamp, vector) }
+        return vector
     }
 
     /// Whether `replica.members()` lists this device's member account as revoked, or a refusal
@@ -215,6 +222,17 @@ final class SimNode {
         guard let v = try? versionVector(), let heads = try? replica.chains(at: v) else { return nil }
         if let stamp { headsCache = (stamp, heads) }
         return heads
+    }
+
+    /// `replica.floodingMembers()` (nil while down), re-read only when a table it reads was
+    /// written (``StoreStamp``).
+    func floodingMembers() throws -> Set<[UInt8]>? {
+        guard let replica else { return nil }
+        let stamp = stamp(Self.floodingTables)
+        if let cache = floodingCache, cache.stamp.same(as: stamp) { return cache.members }
+        let members = try replica.floodingMembers()
+        if let stamp { floodingCache = (stamp, members) }
+        return members
     }
 
     /// Drops the running replica; only committed state survives.

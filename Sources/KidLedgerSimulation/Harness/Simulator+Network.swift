@@ -94,8 +94,8 @@ extension Simulator {
         }
         let id = nextConnection
         nextConnection += 1
-        let initiator = session(.initiator, node.replica!)
-        let responder = session(.responder, nodes[peer].replica!)
+        let initiator = SyncSession(role: .initiator, replica: node.replica!, household: household)
+        let responder = SyncSession(role: .responder, replica: nodes[peer].replica!, household: household)
         let connection = SimConnection(id: id, ends: [node.index, peer], sessions: [initiator, responder])
         connections[id] = connection
         log("c\(id) \(node.name) → r\(peer) open")

@@ -37,9 +37,6 @@ public final class Simulator {
     /// equivalence check recomputes every hash. With them the identities and signed membership
     /// records the run makes; a seed's determinism rerun is handed its first run's (``SeedShare``).
     let share: SeedShare
-    /// The per-child checks of recent totals, shared by the replicas' sync sessions
-    /// (``ChecksMemo``; the equivalence check's full sync computes its own).
-    let checksMemo = ChecksMemo()
     // The simulator runs on one thread (it is not Sendable, so the compiler confines it; its
     // nodes' ``ThreadCheck`` checks it at run time) and no access to these outlives the call that
     // makes it, so the run-time exclusivity checks of its hot state, the membership bookkeeping
@@ -357,7 +354,7 @@ public final class Simulator {
     func floodingOnEvery(_ nodes: [SimNode]) -> Set<[UInt8]> {
         var result: Set<[UInt8]>?
         for node in nodes {
-            guard let flooding = try? node.replica?.floodingMembers() else { return [] }
+            guard let flooding = try? node.floodingMembers() else { return [] }
             result = result.map { $0.intersection(flooding) } ?? flooding
         }
         return result ?? []
@@ -401,7 +398,7 @@ public final class Simulator {
         guard let first = honest.first?.heads() else { return false }
         if honest.dropFirst().allSatisfy({ $0.heads() == first }) { return true }
         guard hostile != nil, !floodingEverywhere.isEmpty,
-              honest.allSatisfy({ (try? $0.replica?.floodingMembers()) == floodingEverywhere }) else { return false }
+              honest.allSatisfy({ (try? $0.floodingMembers()) == floodingEverywhere }) else { return false }
         let flooded = honest.reduce(into: Set<ReplicaID>()) { $0.formUnion((try? $1.replica?.originsOfFloodingMembers()) ?? []) }
         let kept = first.filter { !flooded.contains($0.key) }
         return honest.dropFirst().allSatisfy { $0.heads()?.filter { !flooded.contains($0.key) } == kept }

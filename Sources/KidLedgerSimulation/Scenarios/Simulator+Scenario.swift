@@ -340,8 +340,8 @@ extension Simulator {
         if let refusal = try handshake(nodes[a], nodes[b]) { return refusal }
         let id = nextConnection
         nextConnection += 1
-        let initiator = session(.initiator, nodes[a].replica!)
-        let responder = session(.responder, nodes[b].replica!)
+        let initiator = SyncSession(role: .initiator, replica: nodes[a].replica!, household: household)
+        let responder = SyncSession(role: .responder, replica: nodes[b].replica!, household: household)
         let connection = SimConnection(id: id, ends: [a, b], sessions: [initiator, responder])
         connections[id] = connection
         log("c\(id) r\(a) → r\(b) open (scripted)")
