@@ -9,7 +9,7 @@ struct BugTests {
     /// When the wall clock steps back (NTP, a suspended VM, a wrong clock fixed by hand), the
     /// hybrid logical clock keeps the last millisecond and only bumps its counter, so every
     /// transaction made until the wall clock catches up gets the same `createdAtMillis`.
-    /// `byTime`/`byChild` keys are createdAtMillis + random id (Sources/KidLedgerReplica/Tables.swift,
+    /// `byTime`/`byChild` keys are createdAtMillis + random id (Sources/KidLedgerReplica/Store/Tables.swift,
     /// Keys.byTime / Keys.byChild), so `history` lists those transactions in random order and
     /// `undo` (Replica.newestUndoable, Replica+Undo.swift) reverses a random one of them
     /// instead of the newest. Fix: order by the full HLC (millis + counter), e.g. store the

@@ -185,32 +185,3 @@ struct MemoTests {
         #expect(Replica.hexDigits("Ava") == nil)
     }
 }
-
-@Suite("The ownership kept between transactions")
-struct KeptOwnershipTests {
-    /// The simulator keeps the ownership between transactions (``StoreQueryCache``): after each
-    /// change of a history with a genesis, grants, two transfers and a revocation, the kept
-    /// answer is a fresh read's.
-    @Test func theKeptOwnershipFollowsEveryChange() throws {
-        let rh = RecoverableHousehold(), h = rh.h, owner = h.origin(h.ownerKey), spouse = h.origin(h.spouseKey)
-        let all = h.founding(genesis: rh.genesis()) + [
-            h.change(owner, 3, millis: 4, [h.grant(rh.newKey, name: "Grandma")]),
-            h.change(spouse, 2, millis: 10, [rh.transfer(to: h.spouseKey, epoch: 1, seen: [owner: 3, spouse: 1])]),
-            h.change(owner, 4, millis: 12, [h.grant(rh.malloryKey, name: "Mallory")]),
-            h.change(spouse, 3, millis: 13, [rh.transfer(to: rh.newKey, epoch: 2, seen: [owner: 4, spouse: 2])]),
-            h.change(owner, 5, millis: 14, [h.revoke(h.spouseKey, seen: [owner: 5, spouse: 1])]),
-        ]
-        let store = MemoryStore()
-        let r = try Replica(store: store, clock: FixedClock(millis: 1_000_000), random: SplitMix64(seed: 9), verifier: TestVerifier())
-        r.queryCache = StoreQueryCache(store)
-        #expect(try store.read { try Replica.ownership($0, r.queryCache) } == nil)
-        var owners: [[UInt8]?] = []
-        for change in all {
-            try r.applySigned([change])
-            let fresh = try store.read { try Replica.readOwnership($0) }
-            #expect(try store.read { try Replica.ownership($0, r.queryCache) } == fresh)
-            owners.append(fresh?.current)
-        }
-        #expect(owners.last == rh.newKey && owners.contains(h.spouseKey) && owners.contains(h.ownerKey), "the owner moved twice")
-    }
-}

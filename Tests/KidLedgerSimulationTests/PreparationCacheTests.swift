@@ -50,52 +50,6 @@ struct PreparationCacheTests {
         #expect(try ends[1].view() == ends[0].view())
     }
 
-    @Test("received bytes find a change's prepared form only when they are its canonical encoding")
-    func receivedEncodings() throws {
-        let log = try history(seed: 5)
-        let plain = try makeReplica(seed: 300)
-        try plain.applyRemote(log)
-        let cache = PreparationCache()
-        let first = try makeReplica(seed: 301)
-        first.preparer = cache
-        try first.applyRemote(log)
-        let misses = cache.misses
-        // Canonical bytes: every change found, none prepared again.
-        let second = try makeReplica(seed: 302)
-        second.preparer = cache
-        try second.applyRemote(log, received: log.map { RecordCodec.encode($0) })
-        #expect(cache.misses == misses)
-        // Other bytes (say, a non-canonical encoding) are not taken for the change: it is encoded.
-        let third = try makeReplica(seed: 303)
-        third.preparer = cache
-        try third.applyRemote(log, received: log.map { RecordCodec.encode($0) + [0] })
-        #expect(cache.misses == misses)
-        for replica in [first, second, third] {
-            #expect(try replica.view() == plain.view())
-            #expect(try replica.verify().problems == [])
-        }
-    }
-
-    @Test("the cache's links, register hashes and id hashes are those computed afresh, however often asked")
-    func cachedLinksAndHashes() {
-        let cache = PreparationCache()
-        var rng = SplitMix64(seed: 41)
-        for _ in 0..<50 {
-            let previous = (0..<16).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
-            let version = (0..<8).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
-            let record = (0..<Int(rng.next() % 80)).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3) }
-            for _ in 0..<2 {
-                #expect(cache.link(after: previous, onlyVersion: version) == PlainPreparer().link(after: previous, onlyVersion: version))
-                // Lengths no sound store holds are not keyed by their words, and not mistaken for others.
-                let short = Array(previous.dropLast()), long = version + [0]
-                #expect(cache.link(after: short, onlyVersion: long) == PlainPreparer().link(after: short, onlyVersion: long))
-                #expect(cache.registerHash(record) == Digest256.hash(record))
-                let id = RecordID(high: rng.next() % 4, low: rng.next() % 4)
-                #expect(cache.idMix(id) == Aggregate.idMix(id))
-            }
-        }
-    }
-
     @Test("a revocation's rebuild from the log gives the same state with a shared preparation cache")
     func rebuildWithSharedPreparations() throws {
         let h = OwnedHousehold(), owner = h.origin(h.ownerKey), spouse = h.origin(h.spouseKey)
@@ -118,7 +72,7 @@ struct PreparationCacheTests {
         #expect(cache.hits > 0)
     }
 
-    @Test func replicasSharingAPreparationCacheFindReceivedChangesByTheirBytes() throws {
+    @Test func replicasSharingAPreparationCacheFindReceivedChangesByTheirEncoding() throws {
         let cache = PreparationCache()
         let a = try Fixture.replica(1), b = try Fixture.replica(2), c = try Fixture.replica(3)
         let h = try Fixture.household([a, b, c])
@@ -127,7 +81,7 @@ struct PreparationCacheTests {
         try b.renameChild("Ann", to: "Anna")
         #expect(Fixture.sync(a, b, household: h, maxChunk: 7).bothFinished)
         let misses = cache.misses
-        // c receives the same changes from b: found by the bytes received, none prepared again.
+        // c receives the same changes from b: found by their canonical encoding, none prepared again.
         #expect(Fixture.sync(b, c, household: h, maxChunk: 5).bothFinished)
         #expect(cache.misses == misses)
         #expect(try a.digest() == b.digest() && b.digest() == c.digest())

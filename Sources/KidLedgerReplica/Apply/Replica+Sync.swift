@@ -117,6 +117,8 @@ extension Replica {
     /// with its origin and sequence (from the log key), not decoded, and the signed head stored
     /// at it. What a sync sends. In a household with an owner each origin's part ends at a change
     /// with a head (the rest of it comes in a later call), so the changes can be authenticated.
+    // long-function: one read of the log, origin by origin, whose cut at signed heads needs the
+    // whole walk's state; splitting it would pass that state around.
     public func encodedChanges(notCoveredBy vector: VersionVector, limit: Int = .max) throws -> [EncodedChange] {
         try store.read { r in
             var result: [EncodedChange] = []
@@ -341,6 +343,8 @@ extension Replica {
         var origins: Set<ReplicaID>
     }
 
+    // long-function: one write transaction whose steps (apply, offer refused first versions again,
+    // authenticate, rotate) share its counts and outcomes and roll back together.
     private func applyAuthenticated(_ changes: [Change], heads: [SignedHead], recomputes: Bool) throws -> ApplyReport {
         let now = clock.nowMillis()
         var generator = random
