@@ -34,7 +34,8 @@ let package = Package(
         .target(name: "KidLedgerDomain", dependencies: ["CSodium"]),
 
         // The replica's state machine over an abstract ordered key-value store (pure; no I/O of its own).
-        .target(name: "KidLedgerReplica", dependencies: ["KidLedgerDomain"]),
+        // It imports KidLedgerSecurity for the relay's epoch records (sealed and opened with libsodium).
+        .target(name: "KidLedgerReplica", dependencies: ["KidLedgerDomain", "KidLedgerSecurity"]),
 
         // The sync protocol core: a pure state machine (bytes and events in, bytes and actions out).
         .target(name: "KidLedgerProtocol", dependencies: ["KidLedgerDomain", "KidLedgerReplica"]),
@@ -75,7 +76,7 @@ let package = Package(
         .target(name: "KidLedgerTestSupport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerInMemory"], path: "Tests/KidLedgerTestSupport"),
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
-        .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerInMemory", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSecurity", "KidLedgerInMemory", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerProtocolTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerInMemory", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSimulationTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerInMemory", "KidLedgerSimulation", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerInMemory", "KidLedgerTestSupport"]),

@@ -217,7 +217,9 @@ enum AccountCommands {
         let (member, label) = try ctx.change(payingAllowances: false) { replica in
             let (household, me, member, label) = try target(replica)
             let revocation = me.revocation(of: member.key, seen: try replica.cut(of: member.key), household: household.id, atMillis: SystemClock().nowMillis())
-            try replica.commitMembership([.revoke(revocation)])
+            // While a relay is granted, the same change carries a new relay epoch without the member.
+            var random = SystemRandomNumberGenerator()
+            try replica.commitMembership([.revoke(revocation)], rotatingRelayEpochAs: me, using: &random)
             return (member, label)
         }
         ctx.say("Revoked \(label). What it did that this laptop has seen stays; its later changes are rejected everywhere.")

@@ -90,8 +90,10 @@ enum RecoveryCommands {
             throw CLIError("this household was created without membership; it has no owner to recover", code: .dataError)
         }
         let recovery = try Identity(seed: seed)
-        let transfer = try replica.transferOwnership(to: me.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
-                                                     atMillis: SystemClock().nowMillis(), sign: recovery.sign)
+        // While a relay is granted, the same change carries the new owner's new relay epoch.
+        var random = SystemRandomNumberGenerator()
+        let transfer = try replica.transferOwnership(to: me, recoveryKey: recovery.publicKey.bytes,
+                                                     atMillis: SystemClock().nowMillis(), sign: recovery.sign, using: &random)
         let previous = PublicKey(bytes: before.owner)?.fingerprint ?? hexString(before.owner)
         ctx.say("""
             This laptop (key \(me.publicKey.fingerprint)) now owns "\(TextEscaping.terminal(household.name))" (owner transfer \(transfer.epoch)).

@@ -348,7 +348,11 @@ public final class Daemon: Sendable {
             return "this invitation is unknown here, already used or expired; ask for a new code"
         }
         let grant = owner.grant(key, name: "member \(key.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
-        do { try r.commitMembership([.grant(grant)]) } catch { return "could not record the new member: \(error)" }
+        // While a relay is granted, the same change carries a new relay epoch with a box for the joiner.
+        var random = SystemRandomNumberGenerator()
+        do { try r.commitMembership([.grant(grant)], rotatingRelayEpochAs: owner, using: &random) } catch {
+            return "could not record the new member: \(error)"
+        }
         return nil
     }
 

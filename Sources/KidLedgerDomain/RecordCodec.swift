@@ -9,6 +9,8 @@ public enum RecordCodec {
         /// An owner transfer naming the exact changes it saw (``OwnerTransfer/seenChanges``,
         /// issue 39). Needs protocol 4: an older peer cannot decode it.
         case transferOwnerSeenChanges = 9
+        /// The relay's membership operations (issue 44). Need protocol 5.
+        case relayGrant = 10, relayRevoke = 11, relayEpoch = 12, relayMemberKey = 13
     }
 
     enum ValueTag: UInt8 {
@@ -167,7 +169,34 @@ public enum RecordCodec {
             encode(seen: t.seen, into: &w)
             if let changes = t.seenChanges { encode(seenChanges: changes, into: &w) }
             w.write(blob: t.signature)
+        case .relayGrant(let g):
+            w.write(OperationTag.relayGrant.rawValue)
+            encodeFields(of: g, into: &w)
+            w.write(blob: g.signature)
+        case .relayRevoke(let r):
+            w.write(OperationTag.relayRevoke.rawValue)
+            w.write(blob: r.relay)
+            w.write(zigzag: r.revokedAtMillis)
+            w.write(blob: r.signature)
+        case .relayEpoch(let e):
+            w.write(OperationTag.relayEpoch.rawValue)
+            w.write(blob: e.record)
+            w.write(blob: e.signature)
+        case .relayMemberKey(let k):
+            w.write(OperationTag.relayMemberKey.rawValue)
+            w.write(blob: k.relay)
+            w.write(blob: k.key)
         }
+    }
+
+    /// A relay grant's fields before its signature (what the signature covers after the domain
+    /// and the household): relay key blob, address count varint and strings, stream key blob, time.
+    static func encodeFields(of g: RelayGrant, into w: inout ByteWriter) {
+        w.write(blob: g.relay)
+        w.write(varint: UInt64(g.addresses.count))
+        for address in g.addresses { w.write(string: address) }
+        w.write(blob: g.streamKey)
+        w.write(zigzag: g.grantedAtMillis)
     }
 
     /// The canonical bytes of one operation.
@@ -218,6 +247,28 @@ public enum RecordCodec {
             let changes = tag == OperationTag.transferOwnerSeenChanges.rawValue ? try decodeSeenChanges(&r) : nil
             return .transferOwner(OwnerTransfer(newOwner: newOwner, epoch: epoch, transferredAtMillis: at, seen: seen,
                                                 seenChanges: changes, signature: try readSignature(&r)))
+        case OperationTag.relayGrant.rawValue:
+            let relay = try readKey(&r, "relay key")
+            let count = try r.readVarint("relay address count")
+            guard count <= UInt64(Limits.relayAddressesMax) else { throw .invalid("relay address count") }
+            var addresses: [String] = []
+            for _ in 0..<count { addresses.append(try r.readString(maxBytes: Limits.relayAddressBytesMax, "relay address")) }
+            if let problem = RelayAddress.listProblem(addresses) { throw .invalid(problem) }
+            let stream = try readKey(&r, "relay stream key")
+            let at = try r.readZigzag("relay grant time")
+            return .relayGrant(RelayGrant(relay: relay, addresses: addresses, streamKey: stream, grantedAtMillis: at,
+                                          signature: try readSignature(&r)))
+        case OperationTag.relayRevoke.rawValue:
+            let relay = try readKey(&r, "revoked relay key")
+            let at = try r.readZigzag("relay revocation time")
+            return .relayRevoke(RelayRevocation(relay: relay, revokedAtMillis: at, signature: try readSignature(&r)))
+        case OperationTag.relayEpoch.rawValue:
+            let record = try r.readBlob(maxCount: Limits.relayEpochRecordBytesMax, "relay epoch record")
+            guard !record.isEmpty else { throw .invalid("relay epoch record empty") }
+            return .relayEpoch(RelayEpoch(record: record, signature: try readSignature(&r)))
+        case OperationTag.relayMemberKey.rawValue:
+            let relay = try readKey(&r, "relay key")
+            return .relayMemberKey(MemberRelayKey(relay: relay, key: try readKey(&r, "member relay key")))
         default:
             throw .invalid("operation tag")
         }

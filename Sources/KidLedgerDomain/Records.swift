@@ -75,6 +75,13 @@ public enum Limits {
     public static let allowancePaymentsPerCallMax = 500
     /// Longest allowance note, in UTF-8 bytes (a register value, like a name).
     public static let allowanceNoteBytesMax = nameBytesMax
+    /// Most addresses a relay grant names.
+    public static let relayAddressesMax = 4
+    /// Longest relay address ("host:port"), in bytes.
+    public static let relayAddressBytesMax = 255
+    /// Longest epoch record a `relayEpoch` operation carries: the format's largest (version 1,
+    /// epoch varint ≤ 5, member count varint ≤ 2, 1,000 members × 176, previous key 72).
+    public static let relayEpochRecordBytesMax = 1 + 5 + 2 + 1_000 * 176 + 72
 }
 
 /// The household's genesis: created once by its owner, who signs it; only its name (a register)
@@ -291,6 +298,14 @@ public enum Operation: Hashable, Sendable {
     case claim(OriginClaim)
     /// The household's recovery key makes a new key the owner.
     case transferOwner(OwnerTransfer)
+    /// The owner grants a relay (docs/RELAY-DESIGN.md).
+    case relayGrant(RelayGrant)
+    /// The owner removes a relay.
+    case relayRevoke(RelayRevocation)
+    /// The owner's epoch record: the household's epoch key sealed to each current member.
+    case relayEpoch(RelayEpoch)
+    /// A member publishes its relay public key for one relay (under its own origin).
+    case relayMemberKey(MemberRelayKey)
 }
 
 /// A unit of replication: the operations of one local action, stamped with the replica that made

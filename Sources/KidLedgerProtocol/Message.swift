@@ -4,7 +4,7 @@ import KidLedgerReplica
 /// The lowest protocol version this build speaks.
 public let protocolVersionMin: UInt16 = 3
 /// The highest protocol version this build speaks.
-public let protocolVersionMax: UInt16 = 4
+public let protocolVersionMax: UInt16 = 5
 
 /// Most changes in one `changes` message.
 public let changesPerBatchMax = 4096

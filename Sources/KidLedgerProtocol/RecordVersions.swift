@@ -11,7 +11,7 @@ import KidLedgerReplica
 /// sends only what the older side can read (``readablePart(of:by:)``), and says what it held back.
 public enum RecordVersions {
     /// The highest version any record needs: a session at this version or above reads everything.
-    public static let newest: UInt16 = 4
+    public static let newest: UInt16 = 5
 
     /// The lowest protocol version whose builds decode `change`.
     public static func minimumProtocol(toRead change: Change) -> UInt16 {
@@ -25,6 +25,8 @@ public enum RecordVersions {
         case .createHousehold, .createChild, .addTransaction, .grant, .revoke, .claim: 3
         // kidledger 0.2.0 (protocol 4): a transfer that names the changes it saw (operation 9).
         case .transferOwner(let transfer): transfer.seenChanges == nil ? 3 : 4
+        // Protocol 5: the relay's membership operations (tags 10 to 13, issue 44).
+        case .relayGrant, .relayRevoke, .relayEpoch, .relayMemberKey: 5
         }
     }
 

@@ -51,7 +51,7 @@ struct OlderPeerTests {
 
         // Updated (both speak 4): the rest arrives and they converge.
         let again = Fixture.sync(older, newer, household: h, limits: limits)
-        #expect(again.bothFinished && again.summaryA?.protocolVersion == 4 && again.summaryB?.changesWithheld == 0)
+        #expect(again.bothFinished && again.summaryA?.protocolVersion == protocolVersionMax && again.summaryB?.changesWithheld == 0)
         #expect(try older.digest() == newer.digest())
         #expect(try older.householdTimeZone().name == newer.householdTimeZone().name)
     }
@@ -128,5 +128,37 @@ struct OlderPeerTests {
         #expect(RecordVersions.minimumProtocol(toRead: .transferOwner(older)) == 3)
         #expect(RecordVersions.minimumProtocol(toRead: .transferOwner(named)) == 4)
         #expect(RecordVersions.newest == protocolVersionMax)
+    }
+}
+
+/// Issue 44: the relay's membership operations (tags 10 to 13) need protocol 5, and a session at 4
+/// holds them back, with what follows them in their origin, as it holds operation 9 back from 3.
+@Suite("The relay's operations and a peer speaking 4")
+struct RelayVersionTests {
+    static let key = [UInt8](repeating: 7, count: 32), signature = [UInt8](repeating: 1, count: 64)
+    static let relayOperations: [Operation] = [
+        .relayGrant(RelayGrant(relay: key, addresses: ["a:1"], streamKey: key, grantedAtMillis: 1, signature: signature)),
+        .relayRevoke(RelayRevocation(relay: key, revokedAtMillis: 1, signature: signature)),
+        .relayEpoch(RelayEpoch(record: [1], signature: signature)),
+        .relayMemberKey(MemberRelayKey(relay: key, key: key)),
+    ]
+
+    @Test(arguments: relayOperations)
+    func needsFiveAndIsHeldBackFromFour(op: Operation) {
+        #expect(RecordVersions.minimumProtocol(toRead: op) == 5)
+        let x = ReplicaID(10), y = ReplicaID(20)
+        let plain = Operation.setField(entity: RecordID(high: 3, low: 4), field: .childSortOrder, value: .integer(1))
+        let zone = Operation.setField(entity: RecordID(high: 1, low: 2), field: .householdTimeZone, value: .text("Europe/Paris"))
+        let changes = [OlderPeerTests.encoded(x, 1, plain, mayEnd: true), OlderPeerTests.encoded(x, 2, zone, mayEnd: true),
+                       OlderPeerTests.encoded(x, 3, op, mayEnd: true), OlderPeerTests.encoded(x, 4, plain, mayEnd: true),
+                       OlderPeerTests.encoded(y, 1, plain, mayEnd: true)]
+        let at4 = RecordVersions.readablePart(of: changes, by: 4)
+        #expect(at4.readable.map { "\($0.origin.rawValue):\($0.sequence)" } == ["10:1", "10:2", "20:1"])
+        #expect(at4.withheld == [x: 3])
+        let at3 = RecordVersions.readablePart(of: changes, by: 3)
+        #expect(at3.readable.map { "\($0.origin.rawValue):\($0.sequence)" } == ["10:1", "20:1"] && at3.withheld == [x: 2])
+        let at5 = RecordVersions.readablePart(of: changes, by: 5)
+        #expect(at5.readable == changes && at5.withheld.isEmpty)
+        #expect(protocolVersionMin...protocolVersionMax == 3...5)
     }
 }

@@ -86,11 +86,11 @@ import Testing
         let before = try b.digest()
         let responder = SyncSession(role: .responder, replica: b, household: h)
         _ = responder.start()
-        let hello = Message.hello(protocolVersionMin: 5, protocolVersionMax: 6, replica: ReplicaID(77), household: h)
+        let hello = Message.hello(protocolVersionMin: 6, protocolVersionMax: 7, replica: ReplicaID(77), household: h)
         let actions = responder.receive(hello.frame())
         // The refusal names this side's kidledger and versions, readable back by the other side.
-        let text = "kidledger \(KidLedgerVersion.current) speaks sync protocol versions 3...4, the other laptop 5...6; the one with the older kidledger must be updated"
-        #expect(VersionRefusal.parse(text)?.product == KidLedgerVersion.current && VersionRefusal.parse(text)?.versions == 3...4)
+        let text = "kidledger \(KidLedgerVersion.current) speaks sync protocol versions 3...5, the other laptop 6...7; the one with the older kidledger must be updated"
+        #expect(VersionRefusal.parse(text)?.product == KidLedgerVersion.current && VersionRefusal.parse(text)?.versions == 3...5)
         // kidledger 0.1's sentence is read too, its release named by its versions.
         let old = "peer speaks protocol versions 4...5, this kidledger speaks 3...3; upgrade kidledger"
         #expect(VersionRefusal.parse(old)?.product == "0.1.0" && VersionRefusal.parse(old)?.versions == 3...3)
@@ -101,8 +101,8 @@ import Testing
         dec.push(bytes)
         let frame = try #require(try dec.next())
         #expect(try Message.decode(type: frame.type, payload: frame.payload) == .error(code: 3, message: text))
-        #expect(actions.last == .failed(.versionMismatch(peerMin: 5, peerMax: 6)))
-        #expect(responder.failure == .versionMismatch(peerMin: 5, peerMax: 6))
+        #expect(actions.last == .failed(.versionMismatch(peerMin: 6, peerMax: 7)))
+        #expect(responder.failure == .versionMismatch(peerMin: 6, peerMax: 7))
         #expect(responder.state == .failed)
         #expect(try b.digest() == before)
 

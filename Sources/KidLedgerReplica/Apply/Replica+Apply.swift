@@ -330,7 +330,9 @@ extension Replica {
             try mergeTransaction(t, transaction, origin: stamp.origin, in: context, digest: &digest)
         case (.setField, _), (.addTransaction, _):
             preconditionFailure("a register write or transaction applied unprepared")
-        case (.grant, _), (.revoke, _), (.claim, _), (.transferOwner, _):
+        case (.relayMemberKey(let k), _):
+            try recordRelayMemberKey(k, stamp: stamp, in: context, digest: &digest)
+        case (.grant, _), (.revoke, _), (.claim, _), (.transferOwner, _), (.relayGrant, _), (.relayRevoke, _), (.relayEpoch, _):
             break  // applied by applyMembership
         }
     }

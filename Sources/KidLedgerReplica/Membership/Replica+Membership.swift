@@ -27,11 +27,12 @@ extension Tables {
 
 extension Operation {
     /// Whether this is a membership operation (household creation, grant, revocation, claim,
-    /// owner transfer),
-    /// applied whatever the revocation rule says of its change.
+    /// owner transfer, and the owner's relay grants, relay revocations and epoch records),
+    /// applied whatever the revocation rule says of its change. A member's relay key
+    /// (``Operation/relayMemberKey(_:)``) is not: like its display name, the rule judges it.
     public var isMembership: Bool {
         switch self {
-        case .createHousehold, .grant, .revoke, .claim, .transferOwner: true
+        case .createHousehold, .grant, .revoke, .claim, .transferOwner, .relayGrant, .relayRevoke, .relayEpoch: true
         default: false
         }
     }
@@ -139,6 +140,10 @@ extension Replica {
                 let (problem, isNew) = try recordTransfer(t, encoded: RecordCodec.encodeOperation(op), in: context, digest: &digest)
                 if let problem { try forged(problem); continue }
                 if isNew { needsRebuild = true }
+            case .relayGrant, .relayRevoke, .relayEpoch:
+                // The relay's records change no judgment of a change: never a rebuild.
+                guard try !parkedBeforeHousehold(opKey()) else { continue }
+                if let problem = try recordRelay(op, of: change, in: context, digest: &digest) { try forged(problem) }
             default:
                 break
             }
@@ -368,7 +373,7 @@ extension Replica {
         let derived = [Tables.households, Tables.children, Tables.registers, Tables.registerHistory, Tables.transactions,
                        Tables.byTime, Tables.byChild, Tables.aggregates, Tables.deferred, Tables.conflicts,
                        Tables.creators, Tables.claims, Tables.grants, Tables.revocations, Tables.transfers, Tables.rejected, Tables.forged,
-                       Tables.pendingClaims, Tables.childCreations, Tables.memberBytes]
+                       Tables.pendingClaims, Tables.childCreations, Tables.memberBytes, Tables.relay]
         // What the context holds of these tables is written first, then forgotten with them.
         try context.flushAndForgetDerived()
         // A pin that does not name its genesis yet names the one applied (never the first in log order).
@@ -472,37 +477,40 @@ extension Replica {
 
     /// The household's members: the owner and every granted key, with revocation and devices.
     public func members() throws -> [MemberSummary] {
-        try store.read { r in
-            guard let ownership = try Self.ownership(r) else { return [] }
-            let ownerKey = ownership.current
-            var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
-            // A former owner stays a member (its laptop may turn up again) until it is revoked.
-            for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
-                byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
-                                                  isFormerOwner: true, devices: [])
+        try store.read { r in try Self.members(r) }
+    }
+
+    /// ``members()`` in a read.
+    static func members(_ r: any KeyValueReader) throws -> [MemberSummary] {
+        guard let ownership = try Self.ownership(r) else { return [] }
+        let ownerKey = ownership.current
+        var byKey: [[UInt8]: MemberSummary] = [ownerKey: MemberSummary(key: ownerKey, name: "owner", chosenName: nil, isOwner: true, isRevoked: false, devices: [])]
+        // A former owner stays a member (its laptop may turn up again) until it is revoked.
+        for term in ownership.terms.dropLast() where byKey[term.owner] == nil {
+            byKey[term.owner] = MemberSummary(key: term.owner, name: "former owner", chosenName: nil, isOwner: false, isRevoked: false,
+                                              isFormerOwner: true, devices: [])
+        }
+        try r.scan(Tables.grants) { _, value in
+            let g = try Self.storedGrant(value)
+            if byKey[g.member] == nil {
+                byKey[g.member] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
             }
-            try r.scan(Tables.grants) { _, value in
-                let g = try Self.storedGrant(value)
-                if byKey[g.member] == nil {
-                    byKey[g.member] = MemberSummary(key: g.member, name: g.name, chosenName: nil, isOwner: false, isRevoked: false, devices: [])
-                }
-                return true
-            }
-            for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
-            for key in byKey.keys {
-                guard let chosen = try Self.chosenName(of: key, r) else { continue }
-                byKey[key]?.name = chosen
-                byKey[key]?.chosenName = chosen
-            }
-            try r.scan(Tables.claims) { key, value in
-                if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
-                return true
-            }
-            return byKey.values.sorted {
-                if $0.isOwner != $1.isOwner { return $0.isOwner }
-                if $0.name != $1.name { return $0.name < $1.name }
-                return $0.key.lexicographicallyPrecedes($1.key)
-            }
+            return true
+        }
+        for key in byKey.keys where try Self.revokedSeen(key, r) != nil { byKey[key]?.isRevoked = true }
+        for key in byKey.keys {
+            guard let chosen = try Self.chosenName(of: key, r) else { continue }
+            byKey[key]?.name = chosen
+            byKey[key]?.chosenName = chosen
+        }
+        try r.scan(Tables.claims) { key, value in
+            if let origin = Bytes.u64(key) { byKey[value]?.devices.append(ReplicaID(origin)) }
+            return true
+        }
+        return byKey.values.sorted {
+            if $0.isOwner != $1.isOwner { return $0.isOwner }
+            if $0.name != $1.name { return $0.name < $1.name }
+            return $0.key.lexicographicallyPrecedes($1.key)
         }
     }
 

@@ -35,12 +35,17 @@ struct Ownership: Equatable {
     /// owner, or a former owner whose term's ending transfer has seen the change
     /// (``OwnerTransfer/sawChange(_:forkedFrom:)``).
     func signedByOwner(of change: Change, forkedFrom: UInt64?, _ isSignedBy: ([UInt8]) -> Bool) -> Bool {
+        ownerSigning(change, forkedFrom: forkedFrom, isSignedBy) != nil
+    }
+
+    /// The owner whose signature ``signedByOwner(of:forkedFrom:_:)`` found, or nil.
+    func ownerSigning(_ change: Change, forkedFrom: UInt64?, _ isSignedBy: ([UInt8]) -> Bool) -> [UInt8]? {
         var key: [UInt8]?  // the change's seen-change key, computed once, for a transfer that names them
         for term in terms {
             if let end = term.endedBy, !end.sawChange(change, forkedFrom: forkedFrom, key: &key) { continue }
-            if isSignedBy(term.owner) { return true }
+            if isSignedBy(term.owner) { return term.owner }
         }
-        return false
+        return nil
     }
 
     /// Whether `key` is or was the owner (a member until revoked, granted or not).
@@ -86,6 +91,18 @@ extension OwnerTransfer {
             if sorted[mid].lexicographicallyPrecedes(key) { low = mid + 1 } else { high = mid }
         }
         return false
+    }
+}
+
+extension Operation {
+    /// Whether the owner signs this operation and it counts only under the ownership rule
+    /// (``Ownership/signedByOwner(of:forkedFrom:_:)``): a grant, a revocation, a relay grant,
+    /// a relay revocation, an epoch record. An owner transfer names the changes carrying them.
+    var isOwnerSigned: Bool {
+        switch self {
+        case .grant, .revoke, .relayGrant, .relayRevoke, .relayEpoch: true
+        default: false
+        }
     }
 }
 
@@ -168,30 +185,38 @@ extension Replica {
                                   sign: ([UInt8]) -> [UInt8]) throws -> OwnerTransfer {
         guard newOwner.count == Membership.keyBytes else { throw LedgerError.invalid("an owner key is 32 bytes") }
         let (_, transfer) = try commitLocal { w, _ in
-            guard let ownership = try Self.ownership(w) else {
-                throw LedgerError.invalid("this household has no owner to replace (it was created without membership)")
-            }
-            guard !ownership.recovery.isEmpty else {
-                throw LedgerError.invalid("this household was created without a recovery secret")
-            }
-            guard recoveryKey == ownership.recovery else { throw LedgerError.invalid("that recovery secret is not this household's") }
-            guard newOwner != ownership.current else { throw LedgerError.unchanged("that key already owns the household") }
-            var highest: UInt64 = 0
-            try w.scan(Tables.transfers, prefix: [], from: nil, reverse: true) { key, _ in
-                highest = Bytes.u64(Array(key.prefix(8))) ?? 0
-                return false
-            }
-            let (seen, changes) = try Self.transferSeen(ownership, w)
-            var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen,
-                                  seenChanges: changes, signature: [])
-            t.signature = sign(Membership.transferMessage(household: ownership.household, t))
+            let t = try Self.transfer(to: newOwner, recoveryKey: recoveryKey, atMillis: atMillis, sign: sign, w)
             return ([.transferOwner(t)], t)
         }
         return transfer
     }
 
+    /// The transfer ``transferOwnership(to:recoveryKey:atMillis:sign:)`` commits, made in `w`.
+    static func transfer(to newOwner: [UInt8], recoveryKey: [UInt8], atMillis: Int64, sign: ([UInt8]) -> [UInt8],
+                         _ w: any KeyValueReader) throws -> OwnerTransfer {
+        guard let ownership = try Self.ownership(w) else {
+            throw LedgerError.invalid("this household has no owner to replace (it was created without membership)")
+        }
+        guard !ownership.recovery.isEmpty else {
+            throw LedgerError.invalid("this household was created without a recovery secret")
+        }
+        guard recoveryKey == ownership.recovery else { throw LedgerError.invalid("that recovery secret is not this household's") }
+        guard newOwner != ownership.current else { throw LedgerError.unchanged("that key already owns the household") }
+        var highest: UInt64 = 0
+        try w.scan(Tables.transfers, prefix: [], from: nil, reverse: true) { key, _ in
+            highest = Bytes.u64(Array(key.prefix(8))) ?? 0
+            return false
+        }
+        let (seen, changes) = try Self.transferSeen(ownership, w)
+        var t = OwnerTransfer(newOwner: newOwner, epoch: highest + 1, transferredAtMillis: atMillis, seen: seen,
+                              seenChanges: changes, signature: [])
+        t.signature = sign(Membership.transferMessage(household: ownership.household, t))
+        return t
+    }
+
     /// What an owner transfer covers: its `seen`, this replica's version vector on the origins
-    /// whose changes can carry a record the ending owner signed (a grant or a revocation: only
+    /// whose changes can carry a record the ending owner signed (a grant or a revocation, or a
+    /// relay's grant, revocation or epoch record: only
     /// those are judged by ``Ownership/signedByOwner(of:forkedFrom:_:)``), and its
     /// `seenChanges`, the exact changes of those origins that carry one (issue 39: a thief's
     /// other version of such a change, a fork of the former owner's origin, then neither counts
@@ -219,7 +244,7 @@ extension Replica {
         try r.scan(Tables.changes) { key, value in
             guard let raw = Bytes.u64(Array(key.prefix(8))) else { return true }
             let change = try decodeLogEntry(value)
-            if change.operations.contains(where: { switch $0 { case .grant, .revoke: true; default: false } }) {
+            if change.operations.contains(where: \.isOwnerSigned) {
                 carried[ReplicaID(raw), default: []].append(Membership.seenChangeKey(origin: change.origin, encodedChange: value))
             }
             return true

@@ -46,7 +46,7 @@ public enum Tables {
                                       transactions, byTime, byChild, aggregates, deferred, conflicts,
                                       registerHistory, peers, invites, shortInvites, settings, claims, grants, revocations,
                                       rejected, forged, pendingClaims, transfers, creators, heads, forks,
-                                      forkFloods, childCreations, inbound, memberBytes]
+                                      forkFloods, childCreations, inbound, memberBytes, relay]
 }
 
 /// A short byte string (at most ``capacity`` bytes: a key or a fixed-width value) built in a

@@ -64,7 +64,7 @@ extension Replica {
         Tables.households, Tables.children, Tables.registers, Tables.transactions, Tables.byTime, Tables.byChild,
         Tables.deferred, Tables.aggregates, Tables.conflicts, Tables.claims, Tables.grants, Tables.revocations,
         Tables.transfers, Tables.changes, Tables.chains, Tables.rejected, Tables.forged, Tables.vector, Tables.heads,
-        Tables.forks, Tables.forkFloods,
+        Tables.forks, Tables.forkFloods, Tables.relay,
     ]
     /// The one key of `meta` that ``verify()`` reads: the stored digest.
     public static let verifiedMetaKey = Keys.digest
@@ -181,6 +181,10 @@ extension Replica {
                     digest.insert([tag] + value)
                     return true
                 }
+            }
+            try r.scan(Tables.relay) { key, value in
+                digest.insert(Self.relayDigestRecord(key: key, value: value))
+                return true
             }
             report.digest = digest
             let storedDigest = Digest256(bytes: try r.get(Tables.meta, Keys.digest))
@@ -382,7 +386,7 @@ extension Replica {
             }
             let written = StoredRegister(stamp: Stamp(hlc: change.hlc, origin: change.origin), value: value)
             if written.wins(over: stored) { problem("register \(field) of \(entity) holds a value older than change \(change.origin)/\(change.sequence)") }
-        case .grant, .revoke, .claim, .transferOwner:
+        case .grant, .revoke, .claim, .transferOwner, .relayGrant, .relayRevoke, .relayEpoch, .relayMemberKey:
             break  // checked through the digest (invalid ones are in the forged table)
         case .addTransaction(let t):
             guard let raw = try r.get(Tables.transactions, Keys.id(t.id)) else {
