@@ -58,14 +58,14 @@ struct BackupAndVersionsTests {
         try Self.syncedPair { mom, dad, daemon in
             do {
                 let (replica, momKey) = try Self.open(dad)
-                let text = VersionRefusal.text(product: "9.0.0", mine: 5...6, peer: protocolVersionMin...protocolVersionMax)
+                let text = VersionRefusal.text(product: "9.0.0", mine: 6...7, peer: protocolVersionMin...protocolVersionMax)
                 let gap = try #require(VersionGap(.peer(code: 3, message: text), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
                 #expect(gap.peerIsNewer && gap.peerProduct == "9.0.0")
                 let message = gap.message(laptop: VersionGap.laptop(replica, key: momKey, address: daemon.address))
                 #expect(message.hasPrefix("Mom's laptop runs kidledger 9.0.0, newer than this laptop's kidledger \(KidLedgerVersion.current): update kidledger on this laptop to sync with it"))
                 VersionGap.record(gap, message: message, peerKey: momKey, succeeded: false, in: replica)
                 // The older side's own refusal of a newer hello names the versions as the newer side reads them.
-                let theirs = try #require(VersionGap(.versionMismatch(peerMin: 5, peerMax: 6), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
+                let theirs = try #require(VersionGap(.versionMismatch(peerMin: 6, peerMax: 7), mine: protocolVersionMin...protocolVersionMax, product: KidLedgerVersion.current))
                 #expect(theirs.peerIsNewer && theirs.peerProduct == nil)
             }
             let status = try json(dad, "status")
