@@ -73,6 +73,10 @@ let package = Package(
         // Fixtures shared by the test targets (temporary directories, deadlines, work on a thread of
         // its own, replicas with a household, two sessions wired in memory). Only test targets depend on it.
         .target(name: "KidLedgerTestSupport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerInMemory"], path: "Tests/KidLedgerTestSupport"),
+        // Fixtures of the tests that drive the CLI (KidLedgerCLITests, KidLedgerUITests): a ledger run
+        // in process (`TestLedger`), the `kidledger` executable as a process and as a daemon on
+        // 127.0.0.1, loopback sockets and a relay that records a session's channel frames.
+        .target(name: "KidLedgerCLITestSupport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerCLI", "KidLedgerSecurity", "KidLedgerTestSupport"], path: "Tests/KidLedgerCLITestSupport"),
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerInMemory", "KidLedgerTestSupport"]),
@@ -82,8 +86,8 @@ let package = Package(
         .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerRelayTests", dependencies: ["KidLedgerRelay", "KidLedgerSecurity", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
