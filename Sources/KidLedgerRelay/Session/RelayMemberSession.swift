@@ -96,10 +96,8 @@ public final class RelayMemberSession {
         decoder.push(bytes)
         while state == .awaitingWelcome || state == .working {
             do throws(RelaySessionError) {
-                let frame: (type: UInt8, payload: [UInt8])?
-                do { frame = try decoder.next() } catch { throw RelaySessionError(error) }
-                guard let frame else { break }
-                try handle(try RelayMessage.decode(type: frame.type, payload: frame.payload), using: &random)
+                guard let message = try RelayMessage.next(from: &decoder) else { break }
+                try handle(message, using: &random)
             } catch {
                 fail(error)
             }
@@ -196,6 +194,7 @@ public final class RelayMemberSession {
         case .fetchMailbox: phase = .upload
         case .upload:
             // Over quota, or the envelope was refused: no more uploads this session.
+            guard uploadsInFlight > 0 else { throw .unexpectedMessage("a refusal with no upload in flight") }
             uploadsExhausted = true
             uploadQueue = []
             uploadsInFlight -= 1

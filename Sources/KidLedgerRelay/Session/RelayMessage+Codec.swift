@@ -80,6 +80,16 @@ extension RelayMessage {
         return w.bytes
     }
 
+    /// The next whole message in `decoder` (frames of at most `limit` bytes), or nil when more
+    /// bytes are needed.
+    /// - Throws: ``RelaySessionError/malformed(_:)`` for a bad frame or message.
+    static func next(from decoder: inout FrameDecoder, limit: Int = frameBytesMax) throws(RelaySessionError) -> RelayMessage? {
+        let frame: (type: UInt8, payload: [UInt8])?
+        do { frame = try decoder.next(limit: limit) } catch { throw RelaySessionError(error) }
+        guard let frame else { return nil }
+        return try decode(type: frame.type, payload: frame.payload)
+    }
+
     // long-function: one case per message type of the wire format: a table.
     /// Decodes and checks one message.
     /// - Throws: ``RelaySessionError/malformed(_:)`` for an unknown type or a payload that is not

@@ -94,10 +94,8 @@ public final class RelayServerSession {
         while state == .awaitingHello || state == .serving {
             do throws(RelaySessionError) {
                 let limit = state == .awaitingHello ? helloFrameBytesMax : frameBytesMax
-                let frame: (type: UInt8, payload: [UInt8])?
-                do { frame = try decoder.next(limit: limit) } catch { throw RelaySessionError(error) }
-                guard let frame else { break }
-                try handle(try RelayMessage.decode(type: frame.type, payload: frame.payload), now: now)
+                guard let message = try RelayMessage.next(from: &decoder, limit: limit) else { break }
+                try handle(message, now: now)
             } catch {
                 fail(error)
             }
