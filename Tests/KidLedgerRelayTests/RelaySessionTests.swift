@@ -47,6 +47,40 @@ struct RelaySessionTests {
         for name in ["Ann", "Home", "Dad"] { #expect(!occurs(in: stored, Array(name.utf8)), "\(name) in the relay's store") }
     }
 
+    @Test("2,000 transactions go through the relay at under 70 bytes each, and are collected once taken")
+    func bytesPerTransaction() throws {
+        let family = try RelayFamily()
+        try family.installList(number: 1)
+        for i in 1...2_000 { try family.mom.replica.give(Int64(i)) }
+        let upload = try family.sync(family.mom)
+        let stored = try family.relay.storedBytes()
+        // 2,003 changes (the genesis, the grant, Ann and the gives): 132,958 bytes on this build.
+        #expect(upload.member.changesUploaded == 2_003)
+        #expect(stored < 70 * 2_003)
+        let download = try family.sync(family.dad)
+        #expect(download.member.changesApplied == 2_003)
+        #expect(try family.dad.replica.digest() == family.mom.replica.digest())
+        #expect(try family.relay.storedBytes() == 0)
+    }
+
+    @Test("an upload over the key's quota is refused, stores nothing, and ends the session's uploads")
+    func overQuotaEndsUploads() throws {
+        let family = try RelayFamily()
+        let install = try family.sync(family.mom, as: RelayFamily.owner, setup: family.setup(list: try family.list(number: 1, quota: 1_000)))
+        #expect(install.member.installedAccessList == 1)
+        for cents: Int64 in 1...30 { try family.mom.replica.give(cents) }
+        var small = family.setup()
+        small.limits = RelayMemberLimits(changesPerEnvelope: 1)
+        let run = try family.sync(family.mom, setup: small)
+        #expect(run.finished)
+        #expect(run.member.requestsRefused >= 1)
+        #expect(run.member.refusals.contains { $0.contains("quota") && $0.contains(RelayFamily.relayIdentity.publicKey.fingerprint) })
+        // Only the uploads in flight at the first refusal are refused; none is sent after it.
+        #expect(run.member.requestsRefused <= RelayMemberLimits().uploadsInFlightMax)
+        #expect(try family.relay.storedBytes() <= 1_000)
+        #expect(try family.relay.storedBytes() == UInt64(run.server.bytesStored))
+    }
+
     @Test("a byte flipped in a stored envelope is refused, naming the relay, and nothing of it applied")
     func flippedByteIsRefused() throws {
         let family = try RelayFamily()
