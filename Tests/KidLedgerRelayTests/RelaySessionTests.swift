@@ -81,6 +81,35 @@ struct RelaySessionTests {
         #expect(try family.relay.storedBytes() == UInt64(run.server.bytesStored))
     }
 
+    @Test("the owner posts each member's epoch box; the member fetches it, opens it and sees the others' status")
+    func mailboxAndStatus() throws {
+        let family = try RelayFamily()
+        try family.installList(number: 1)
+        var random = SplitMix64(seed: 5)
+        let record = try EpochRecord.seal(key: family.epochs[1], previous: family.epochs[0],
+                                          members: [RelayFamily.owner.publicKey, RelayFamily.dadIdentity.publicKey],
+                                          owner: RelayFamily.owner, household: family.household, using: &random)
+        let dadKey = RelayMemberKey(bytes: family.dad.relayKey.publicKey.bytes)!
+        var posting = family.setup()
+        posting.posts = [RelayMailboxPost(recipient: dadKey, epoch: 1, box: try #require(record.box(for: RelayFamily.dadIdentity.publicKey)))]
+        let posted = try family.sync(family.mom, setup: posting)
+        #expect(posted.member.boxesPosted == 1)
+        // Posted again: a replay, not filed twice.
+        #expect(try family.sync(family.mom, setup: posting).member.boxesPosted == 0)
+        let dadSession = RelayMemberSession(replica: family.dad.replica, setup: family.setup(keysThrough: 0))
+        let fetched = try drive(dadSession, RelayServerSession(store: family.relay, relay: RelayFamily.relayIdentity.publicKey,
+                                                               owner: RelayFamily.owner.publicKey, peer: family.dad.relayKey.publicKey),
+                                now: 9_000_000, random: &random)
+        let box = try #require(fetched.member.mailbox.first)
+        #expect(box.epoch == 1)
+        #expect(try EpochRecord.openBox(box.box, epoch: 1, as: RelayFamily.dadIdentity, owner: RelayFamily.owner.publicKey,
+                                        household: family.household) == family.epochs[1])
+        // Status: Mom's acknowledgement, mapped back to her origins through the ledger Dad now holds.
+        let mom = try #require(fetched.member.members.first { $0.status.key != dadKey })
+        #expect(try dadSession.versionVector(of: mom.acknowledged) == family.mom.replica.versionVector())
+        #expect(fetched.member.members.first { $0.status.key == dadKey }?.status.lastSyncMilliseconds == 9_000_000)
+    }
+
     @Test("a byte flipped in a stored envelope is refused, naming the relay, and nothing of it applied")
     func flippedByteIsRefused() throws {
         let family = try RelayFamily()
