@@ -53,9 +53,10 @@ let package = Package(
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSystem", "KidLedgerSimulation", "KidLedgerDomain"]),
 
         .target(name: "KidLedgerSecurity", dependencies: ["KidLedgerSystem", "CSodium", "KidLedgerDomain"]),
-        // The relay's store: envelopes filed by clear header, quotas, vectors, mailboxes and
-        // collection over the abstract key-value store (pure; it holds no key).
-        .target(name: "KidLedgerRelay", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSecurity"]),
+        // The relay's store (envelopes filed by clear header, quotas, vectors, mailboxes and
+        // collection over the abstract key-value store; it holds no key), its wire messages and the
+        // relay's and a member's session state machines (pure; framing from KidLedgerProtocol).
+        .target(name: "KidLedgerRelay", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSecurity"]),
         .target(name: "KidLedgerTransport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerSecurity"]),
         // The family page: a small bounded HTTP/1.1 server on loopback, its token, Host and Origin
         // checks, the JSON API's routes (each runs a CLI command) and the embedded HTML, CSS and JS.
@@ -74,6 +75,10 @@ let package = Package(
         // Fixtures shared by the test targets (temporary directories, deadlines, work on a thread of
         // its own, replicas with a household, two sessions wired in memory). Only test targets depend on it.
         .target(name: "KidLedgerTestSupport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerInMemory"], path: "Tests/KidLedgerTestSupport"),
+        // Fixtures of the tests that drive the CLI (KidLedgerCLITests, KidLedgerUITests): a ledger run
+        // in process (`TestLedger`), the `kidledger` executable as a process and as a daemon on
+        // 127.0.0.1, loopback sockets and a relay that records a session's channel frames.
+        .target(name: "KidLedgerCLITestSupport", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerCLI", "KidLedgerSecurity", "KidLedgerTestSupport"], path: "Tests/KidLedgerCLITestSupport"),
 
         .testTarget(name: "KidLedgerDomainTests", dependencies: ["KidLedgerDomain"]),
         .testTarget(name: "KidLedgerReplicaTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerSecurity", "KidLedgerInMemory", "KidLedgerTestSupport"]),
@@ -82,9 +87,9 @@ let package = Package(
         .testTarget(name: "KidLedgerLMDBTests", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerInMemory", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerTransportTests", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerRelayTests", dependencies: ["KidLedgerRelay", "KidLedgerSecurity", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport"]),
-        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerRelayTests", dependencies: ["KidLedgerRelay", "KidLedgerSecurity", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerTestSupport"]),
+        .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

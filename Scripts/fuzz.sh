@@ -20,12 +20,12 @@ build="${KIDLEDGER_FUZZ_BUILD:-$root/.build/fuzz}"
 work="${KIDLEDGER_FUZZ_WORK:-/tmp/kidledger-fuzz}"
 # libFuzzer reports crashes itself; the Swift runtime's backtracer would only slow that down.
 export SWIFT_BACKTRACE=enable=no
-targets=(frame message record handshake csv invite announcement amount http session relay)
+targets=(frame message record handshake csv invite announcement amount http session relay relaymessage)
 # Package modules in dependency order (KidLedgerInMemory for its in-memory store; KidLedgerUI for the
 # page's request parser, which needs KidLedgerTransport); CSodium and CLMDB are system modules
 # (Sources/*/module.modulemap).
 modules=(KidLedgerSystem KidLedgerDomain KidLedgerReplica KidLedgerInMemory KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB
-         KidLedgerTransport KidLedgerUI)
+         KidLedgerRelay KidLedgerTransport KidLedgerUI)
 flags=(-swift-version 6 -package-name kidledger -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
        -I "$root/Sources/CLMDB")
 

@@ -30,6 +30,7 @@ let allTargets: [FuzzTarget] = [
     FuzzTarget(name: "http", run: fuzzHTTP, seeds: httpSeeds),
     FuzzTarget(name: "session", run: fuzzSession, seeds: sessionSeeds),
     FuzzTarget(name: "relay", run: fuzzRelay, seeds: relaySeeds),
+    FuzzTarget(name: "relaymessage", run: fuzzRelayMessage, seeds: relayMessageSeeds),
 ]
 
 /// Writes a line to standard error.

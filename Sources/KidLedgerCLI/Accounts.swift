@@ -173,7 +173,7 @@ enum AccountCommands {
         let list = try replica.members()
         ctx.emit(.object([("members", .array(list.map { m in
             .object([("name", .string(m.name)), ("chosenName", m.chosenName.map(JSON.string) ?? .null),
-                     ("fingerprint", .string(Names.fingerprint(m.key))), ("key", .string(hexString(m.key))), ("owner", .bool(m.isOwner)),
+                     ("fingerprint", .string(Names.fingerprint(m.key))), ("key", .string(Hex.encode(m.key))), ("owner", .bool(m.isOwner)),
                      ("formerOwner", .bool(m.isFormerOwner)), ("revoked", .bool(m.isRevoked)), ("devices", .array(m.devices.map { .string($0.description) }))])
         }))]))
         if list.isEmpty { ctx.say("This household has no membership (it was created without an owner)."); return }
@@ -210,7 +210,7 @@ enum AccountCommands {
             let (_, _, member, label) = try target(try ctx.openReplicaForChanges())
             guard try Names.confirm("Revoke \(label)? This is permanent.", ctx: ctx) else {
                 ctx.say("Nothing revoked.")
-                ctx.emit(.object([("revoked", .null), ("key", .string(hexString(member.key)))]))
+                ctx.emit(.object([("revoked", .null), ("key", .string(Hex.encode(member.key)))]))
                 return
             }
         }
@@ -224,12 +224,6 @@ enum AccountCommands {
         }
         ctx.say("Revoked \(label). What it did that this laptop has seen stays; its later changes are rejected everywhere.")
         ctx.emit(.object([("revoked", .string(member.name)), ("fingerprint", .string(Names.fingerprint(member.key))),
-                          ("key", .string(hexString(member.key)))]))
+                          ("key", .string(Hex.encode(member.key)))]))
     }
-}
-
-/// Lowercase hex of bytes.
-func hexString(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef")
-    return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
 }

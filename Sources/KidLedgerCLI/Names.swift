@@ -44,7 +44,7 @@ enum Names {
 
     static func json(_ author: Author) -> JSON {
         .object([("name", author.name.map(JSON.string) ?? .null), ("fingerprint", author.key.map { .string(fingerprint($0)) } ?? .null),
-                 ("key", author.key.map { .string(hexString($0)) } ?? .null), ("device", .string(author.origin.description))])
+                 ("key", author.key.map { .string(Hex.encode($0)) } ?? .null), ("device", .string(author.origin.description))])
     }
 
     /// The one member `query` names, for `revoke`: a member whose shown name equals it (ignoring
@@ -58,7 +58,7 @@ enum Names {
         let digits = wanted.filter { $0 != "-" }
         let isPrefix = digits.count >= 4 && digits.allSatisfy(\.isHexDigit)
         let matches = members.filter { m in
-            m.name.lowercased() == wanted || (isPrefix && hexString(m.key).hasPrefix(digits))
+            m.name.lowercased() == wanted || (isPrefix && Hex.encode(m.key).hasPrefix(digits))
         }
         switch matches.count {
         case 1: return matches[0]

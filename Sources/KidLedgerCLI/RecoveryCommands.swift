@@ -94,13 +94,13 @@ enum RecoveryCommands {
         var random = SystemRandomNumberGenerator()
         let transfer = try replica.transferOwnership(to: me, recoveryKey: recovery.publicKey.bytes,
                                                      atMillis: SystemClock().nowMillis(), sign: recovery.sign, using: &random)
-        let previous = PublicKey(bytes: before.owner)?.fingerprint ?? hexString(before.owner)
+        let previous = PublicKey(bytes: before.owner)?.fingerprint ?? Hex.encode(before.owner)
         ctx.say("""
             This laptop (key \(me.publicKey.fingerprint)) now owns "\(TextEscaping.terminal(household.name))" (owner transfer \(transfer.epoch)).
             The previous owner key \(previous) can no longer invite, revoke or transfer.
-            If its laptop was lost or stolen, revoke it now: `kidledger revoke \(String(hexString(before.owner).prefix(16)))`, then `kidledger sync`.
+            If its laptop was lost or stolen, revoke it now: `kidledger revoke \(String(Hex.encode(before.owner).prefix(16)))`, then `kidledger sync`.
             """)
-        ctx.emit(.object([("owner", .string(me.publicKey.hex)), ("previousOwner", .string(hexString(before.owner))),
+        ctx.emit(.object([("owner", .string(me.publicKey.hex)), ("previousOwner", .string(Hex.encode(before.owner))),
                           ("epoch", .int(Int64(transfer.epoch)))]))
     }
 }

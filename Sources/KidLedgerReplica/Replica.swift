@@ -135,6 +135,17 @@ public final class Replica {
         return (changes[0], extra)
     }
 
+    /// `readBack`, what a local change did as read after its write, when `isApplied` holds for it.
+    /// A change is written but not applied when this replica's member was revoked before it (the
+    /// revocation rule rejects its own later changes too): then what it did does not read back
+    /// (nil, or not as `isApplied` asks), and the caller is told the change was kept in the log.
+    static func applied<T>(_ readBack: T?, where isApplied: (T) throws -> Bool = { _ in true }) throws -> T {
+        guard let readBack, try isApplied(readBack) else {
+            throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+        }
+        return readBack
+    }
+
     /// Like ``commitLocal(_:)`` for several changes (each a list of operations) in one write
     /// transaction: all are written or none. Used where one change would exceed its size limit.
     @discardableResult

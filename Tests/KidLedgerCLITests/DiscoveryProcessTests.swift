@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import KidLedgerDomain
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 import Testing
 

@@ -6,6 +6,7 @@ import KidLedgerUI
 import Glibc
 #endif
 @testable import KidLedgerDaemon
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 
 /// `serve` in a home without a household (issue 41): it serves the page at once (where the page

@@ -2,6 +2,7 @@ import Foundation
 import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerReplica
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI

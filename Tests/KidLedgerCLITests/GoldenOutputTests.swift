@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerCLITestSupport
 import Testing
 import KidLedgerDomain
 @testable import KidLedgerCLI

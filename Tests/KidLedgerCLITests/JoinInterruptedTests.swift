@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI

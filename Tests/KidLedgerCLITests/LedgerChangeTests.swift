@@ -1,3 +1,4 @@
+import KidLedgerCLITestSupport
 import Testing
 @testable import KidLedgerCLI
 import KidLedgerDomain

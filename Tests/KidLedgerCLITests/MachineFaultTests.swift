@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI
@@ -35,13 +36,10 @@ struct MachineFaultTests {
                      stdout: p.stdout, stderr: p.stderr)
     }
 
-    /// Runs a command in this process with `environment` added to the ledger's (no clock step).
+    /// Runs a command in this process with `environment` added to the ledger's, on the system clock
+    /// (as the processes it runs beside).
     static func inProcess(_ ledger: TestLedger, _ arguments: [String], environment: [String: String] = [:]) -> Outcome {
-        let console = BufferConsole()
-        let code = CLI.run(arguments: arguments, environment: ["KIDLEDGER_HOME": ledger.home, "HOME": ledger.directory]
-                                                              .merging(environment) { $1 },
-                           console: console, clock: SystemClock())
-        return Outcome(code: code, stdout: console.stdout, stderr: console.stderr)
+        ledger.run(arguments, adding: environment, clock: SystemClock())
     }
 
     /// Notes of every transaction in the history (newest first), from `history --json`.

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI

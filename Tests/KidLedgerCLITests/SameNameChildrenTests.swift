@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerCLITestSupport
 import Testing
 @testable import KidLedgerCLI
 @testable import KidLedgerReplica

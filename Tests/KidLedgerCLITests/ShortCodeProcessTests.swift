@@ -5,6 +5,7 @@ import Foundation
 import KidLedgerDomain
 import KidLedgerReplica
 import KidLedgerSecurity
+import KidLedgerCLITestSupport
 import KidLedgerTestSupport
 import Testing
 @testable import KidLedgerCLI

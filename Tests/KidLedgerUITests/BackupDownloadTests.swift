@@ -1,4 +1,5 @@
 import Foundation
+import KidLedgerCLITestSupport
 import Testing
 @testable import KidLedgerCLI
 @testable import KidLedgerUI
@@ -19,12 +20,12 @@ import Testing
         let after = try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("kidledger-page-backup-\(getpid())-") }
         #expect(after == before, "the temporary backup file is removed")
         // The downloaded file restores into a new home with the same ledger.
-        let file = h.directory.sub("downloaded.klbackup")
+        let file = h.ledger.file("downloaded.klbackup")
         try Data(response.body).write(to: URL(fileURLWithPath: file))
-        let other = PageCommandTests.Home()
+        let other = PageHome()
         let restore = other.run("restore", file)
         #expect(restore.code == 0, "\(restore)")
-        #expect(other.run("digest").out == h.run("digest").out)
+        #expect(other.run("digest").stdout == h.run("digest").stdout)
         #expect(t.post(app, "/api/backup", "").status == 405)
         #expect(t.body(t.get(app, "/")).contains("href=\"/api/backup\""))
     }

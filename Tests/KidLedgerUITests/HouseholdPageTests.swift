@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import KidLedgerDomain
 import KidLedgerTestSupport
+import KidLedgerCLITestSupport
 import Testing
 @testable import KidLedgerCLI
 @testable import KidLedgerUI
@@ -11,24 +12,6 @@ import Testing
 /// `serve` gives the page there (``PageStore``): the household is started on the page, the store is
 /// then shared, and the non-interactive forms of the CLI's interactive commands answer the page.
 @Suite struct HouseholdPageTests {
-    final class EmptyHome {
-        let directory = TemporaryDirectory(prefix: "kidledger-household")
-        var home: String { directory.sub("home") }
-        var environment: [String: String] { ["KIDLEDGER_HOME": home, "HOME": directory.path, "USER": "mom"] }
-        let store = PageStore()
-        var context: Context { Context(home: home, json: true, console: BufferConsole(), clock: SystemClock(), environment: environment) }
-
-        func app() throws -> UIApp {
-            try FileSystem.makeDirectory(home)
-            let token = try TokenFile.loadOrCreate(home: home)
-            let home = self.home
-            return UIApp(gate: UIGate(key: token, port: 4718, clock: SystemClock()) { try TokenFile.rotate(home: home) },
-                         run: PageCommands.runner(context, store: store))
-        }
-
-        deinit { directory.remove() }
-    }
-
     let page = PageCommandTests()
 
     func json(_ r: HTTPResponse) throws -> [String: Any] {
@@ -36,8 +19,8 @@ import Testing
     }
 
     @Test func startTheHouseholdOnThePageThenShareItsStore() throws {
-        let h = EmptyHome()
-        let app = try h.app()
+        let h = PageHome()
+        let app = try h.appSharingStore()
         // No household: the state says so, the account says why, nothing is made on disk yet.
         #expect(page.get(app, "/api/state").status == 400)
         let account = try json(page.get(app, "/api/account"))["result"] as? [String: Any]
@@ -96,8 +79,8 @@ import Testing
     }
 
     @Test func undoMineUnmergeAndMergeAnyTwoChildren() throws {
-        let h = EmptyHome()
-        let app = try h.app()
+        let h = PageHome()
+        let app = try h.appSharingStore()
         #expect(page.post(app, "/api/household/start", "name=The+Millers&yourName=Mom").status == 200)
         #expect(page.post(app, "/api/child/add", "name=Ava").status == 200)
         #expect(page.post(app, "/api/child/add", "name=Ben").status == 200)
@@ -117,7 +100,7 @@ import Testing
     @Test func commandsWaitForASetupInProgress() {
         // While a page command starts or joins the household, another is told to try again (75),
         // not queued behind it.
-        let h = EmptyHome()
+        let h = PageHome()
         let inner = Mutex<CommandOutcome?>(nil)
         let outer = h.store.run(h.context) { _ in
             inner.withLock { $0 = h.store.run(h.context) { _ in CommandOutcome(exitCode: 0, json: "") } }

@@ -2,6 +2,7 @@ import Foundation
 import KidLedgerDomain
 import KidLedgerLMDB
 import KidLedgerTestSupport
+import KidLedgerCLITestSupport
 import Testing
 @testable import KidLedgerCLI
 @testable import KidLedgerReplica
@@ -11,30 +12,8 @@ import Testing
 /// The page's commands and the real API over a real home: the CLI's messages, statuses, and that
 /// refused requests change nothing.
 @Suite struct PageCommandTests {
-    final class Home {
-        let directory = TemporaryDirectory(prefix: "kidledger-ui")
-        var home: String { directory.sub("home") }
-        var environment: [String: String] { ["KIDLEDGER_HOME": home, "HOME": directory.path, "USER": "mom"] }
-
-        @discardableResult
-        func run(_ words: String...) -> (code: Int32, out: String, err: String) {
-            let console = BufferConsole()
-            let code = CLI.run(arguments: words, environment: environment, console: console)
-            return (code, console.stdout, console.stderr)
-        }
-
-        func app(port: UInt16 = 4718) throws -> UIApp {
-            let token = try TokenFile.loadOrCreate(home: home)
-            let home = home
-            let gate = UIGate(key: token, port: port, clock: SystemClock()) { try TokenFile.rotate(home: home) }
-            return UIApp(gate: gate, run: PageCommands.runner(home: home, environment: environment, store: nil))
-        }
-
-        deinit { directory.remove() }
-    }
-
-    func family() -> Home {
-        let h = Home()
+    func family() -> PageHome {
+        let h = PageHome()
         #expect(h.run("init", "The Smiths").code == 0)
         #expect(h.run("child", "add", "Ava").code == 0)
         return h
@@ -58,31 +37,31 @@ import Testing
 
     @Test func quickAmountsDefaultSetAndRefused() {
         let h = family()
-        #expect(h.run("quick", "show").out == "$0.05 $0.10 $0.15 $0.20 $0.25 $0.50\n")
-        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,10,15,20,25,50],\"confirmAboveCents\":100000}\n")
-        #expect(h.run("quick", "set", "0.05", "quarter", "1").out == "Quick amounts on this device: $0.05 $0.25 $1.00\n")
-        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100],\"confirmAboveCents\":100000}\n")
+        #expect(h.run("quick", "show").stdout == "$0.05 $0.10 $0.15 $0.20 $0.25 $0.50\n")
+        #expect(h.run("quick", "show", "--json").stdout == "{\"quickAmountsCents\":[5,10,15,20,25,50],\"confirmAboveCents\":100000}\n")
+        #expect(h.run("quick", "set", "0.05", "quarter", "1").stdout == "Quick amounts on this device: $0.05 $0.25 $1.00\n")
+        #expect(h.run("quick", "show", "--json").stdout == "{\"quickAmountsCents\":[5,25,100],\"confirmAboveCents\":100000}\n")
         let twice = h.run("quick", "set", "0.25", "quarter")
         #expect(twice.code == 65)
-        #expect(twice.err == "kidledger: $0.25 is given twice; each quick amount once\n")
+        #expect(twice.stderr == "kidledger: $0.25 is given twice; each quick amount once\n")
         #expect(h.run("quick", "set", "1", "2", "3", "4", "5", "6", "7").code == 65)
         #expect(h.run("quick", "set", "0.001").code == 65)
         #expect(h.run("quick", "set", "--", "-1").code == 65)
-        #expect(h.run("quick", "show", "--json").out == "{\"quickAmountsCents\":[5,25,100],\"confirmAboveCents\":100000}\n")
+        #expect(h.run("quick", "show", "--json").stdout == "{\"quickAmountsCents\":[5,25,100],\"confirmAboveCents\":100000}\n")
     }
 
     @Test func undoDryRunNamesWhatAndWhoseAndChangesNothing() {
         let h = family()
         #expect(h.run("undo", "--dry-run").code == 65)
         h.run("give", "Ava", "1.25", "--note", "chores")
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         let preview = h.run("undo", "--dry-run")
         #expect(preview.code == 0)
-        #expect(preview.out.hasPrefix("Undo would reverse +$1.25 for Ava ("))
-        #expect(preview.out.contains("made by mom ("))
-        #expect(h.run("undo", "--dry-run", "--json").out.hasPrefix("{\"wouldUndo\":{\"transaction\":{"))
-        #expect(h.run("digest").out == digest)
-        #expect(h.run("undo").out.hasPrefix("Undid +$1.25 for Ava"))
+        #expect(preview.stdout.hasPrefix("Undo would reverse +$1.25 for Ava ("))
+        #expect(preview.stdout.contains("made by mom ("))
+        #expect(h.run("undo", "--dry-run", "--json").stdout.hasPrefix("{\"wouldUndo\":{\"transaction\":{"))
+        #expect(h.run("digest").stdout == digest)
+        #expect(h.run("undo").stdout.hasPrefix("Undid +$1.25 for Ava"))
         #expect(h.run("undo", "--dry-run").code == 65)
     }
 
@@ -93,22 +72,22 @@ import Testing
         let r = h.run("ui")
         #expect(r.code == 0)
         let token = try TokenFile.loadOrCreate(home: h.home)
-        #expect(r.out.hasPrefix("http://127.0.0.1:4718/?code="))
-        #expect(!r.out.contains(token))
-        #expect(r.err.contains("not being served now"))
+        #expect(r.stdout.hasPrefix("http://127.0.0.1:4718/?code="))
+        #expect(!r.stdout.contains(token))
+        #expect(r.stderr.contains("not being served now"))
         let attributes = try FileManager.default.attributesOfItem(atPath: h.home + "/ui-token")
         #expect((attributes[.posixPermissions] as? Int) == 0o600)
         // Each address is new; each signs a browser in once.
-        let second = h.run("ui").out
-        #expect(second != r.out)
-        for url in [r.out, second] {
+        let second = h.run("ui").stdout
+        #expect(second != r.stdout)
+        for url in [r.stdout, second] {
             let target = String(url.dropFirst("http://127.0.0.1:4718".count).dropLast())
             #expect(get(app, target).status == 303)
             let again = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:4718\r\n\r\n"
             guard case .complete(let request, _) = HTTPRequestParser.parse(Array(again.utf8)) else { preconditionFailure("request") }
             #expect(app.respond(to: request).status == 401)
         }
-        #expect(h.run("ui", "--address-only").out == "http://127.0.0.1:4718/\n")
+        #expect(h.run("ui", "--address-only").stdout == "http://127.0.0.1:4718/\n")
     }
 
     @Test func signOutEveryBrowserReplacesTheKeyFile() throws {
@@ -121,7 +100,7 @@ import Testing
         let attributes = try FileManager.default.attributesOfItem(atPath: h.home + "/ui-token")
         #expect((attributes[.posixPermissions] as? Int) == 0o600)
         // `ui` signs in with the new key at once.
-        let target = String(h.run("ui").out.dropFirst("http://127.0.0.1:4718".count).dropLast())
+        let target = String(h.run("ui").stdout.dropFirst("http://127.0.0.1:4718".count).dropLast())
         #expect(get(app, target).status == 303)
     }
 
@@ -129,12 +108,11 @@ import Testing
     /// says what to run instead, exit 69, and starts nothing.
     @Test func openWithoutADaemonOrSystemdSaysToRunServe() {
         let h = family()
-        let empty = h.directory.sub("empty-path")
+        let empty = h.ledger.file("empty-path")
         try? FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
-        let console = BufferConsole()
-        let code = CLI.run(arguments: ["open"], environment: h.environment.merging(["PATH": empty]) { $1 }, console: console)
-        #expect(code == 69)
-        #expect(console.stderr.contains("systemctl was not found on PATH") && console.stderr.contains("kidledger serve"), "\(console.stderr)")
+        let open = h.ledger.run(["open"], adding: ["PATH": empty])
+        #expect(open.code == 69)
+        #expect(open.stderr.contains("systemctl was not found on PATH") && open.stderr.contains("kidledger serve"), "\(open.stderr)")
         #expect(DaemonLock.holder(home: h.home) == nil)
     }
 
@@ -142,7 +120,7 @@ import Testing
         let h = family()
         let r = h.run("serve", "--listen", "127.0.0.1:0", "--ui", "0.0.0.0:0")
         #expect(r.code == 64)
-        #expect(r.err.contains("not a loopback address"))
+        #expect(r.stderr.contains("not a loopback address"))
     }
 
     @Test func aGiveThroughTheAPIHasTheCLIsMessageAndShape() throws {
@@ -152,46 +130,46 @@ import Testing
         #expect(r.status == 200)
         #expect(body(r).hasSuffix(",\"message\":\"Gave $1.25 to Ava. Balance: $1.25\"}"))
         #expect(body(r).hasPrefix("{\"result\":{\"transaction\":{\"id\":"))
-        #expect(h.run("balance", "Ava").out == "Ava: $1.25\n")
+        #expect(h.run("balance", "Ava").stdout == "Ava: $1.25\n")
     }
 
     @Test(arguments: [("amount=1.005", "amount has a fraction of a cent: use at most 2 decimal places"), ("amount=-5", nil), ("amount=0", nil)])
     func aBadAmountIs400WithTheCLIsMessageAndChangesNothing(form: String, message: String?) throws {
         let h = family()
         let app = try h.app()
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         let r = post(app, "/api/give", "child=Ava&" + form)
         #expect(r.status == 400)
         let cli = h.run("give", "--", "Ava", String(form.dropFirst("amount=".count)))
         #expect(cli.code == 65)
-        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":65}}")
-        if let message { #expect(cli.err == "kidledger: \(message)\n") }
-        #expect(h.run("digest").out == digest)
+        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.stderr.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":65}}")
+        if let message { #expect(cli.stderr == "kidledger: \(message)\n") }
+        #expect(h.run("digest").stdout == digest)
     }
 
     @Test func anUnknownChildIs400AndAForeignOriginOrAMissingTokenChangesNothing() throws {
         let h = family()
         let app = try h.app()
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         #expect(post(app, "/api/give", "child=Zed&amount=1").status == 400)
         #expect(post(app, "/api/give", "child=Ava&amount=1", origin: "http://evil.example").status == 403)
         #expect(post(app, "/api/give", "child=Ava&amount=1", token: "0").status == 403)
         #expect(post(app, "/api/child/rename", "child=Ava&name=", origin: "http://evil.example").status == 403)
-        #expect(h.run("digest").out == digest)
+        #expect(h.run("digest").stdout == digest)
     }
 
     @Test func attentionRequiredIs423WithTheCLIsMessageAndChangesNothing() throws {
         let h = family()
         let app = try h.app()
         #expect(h.run("account", "switch", "other", "--create").code == 0)
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         let r = post(app, "/api/give", "child=Ava&amount=1")
         #expect(r.status == 423)
         let cli = h.run("give", "Ava", "1")
         #expect(cli.code == 77)
-        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":77}}")
+        #expect(body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.stderr.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":77}}")
         #expect(body(r).contains("attention required: "))
-        #expect(h.run("digest").out == digest)
+        #expect(h.run("digest").stdout == digest)
         #expect(h.run("account", "switch", "default").code == 0)
         #expect(post(app, "/api/give", "child=Ava&amount=1").status == 200)
     }
@@ -216,7 +194,7 @@ import Testing
         #expect(state.contains("\"status\":{\"state\":\"alone\""))
         #expect(state.contains("\"zone\":{\"timeZone\":"), "the household's time zone for the page")
         #expect(state.contains("\"archived\":true"))
-        #expect(h.run("balance", "Ava Rose").out == "Ava Rose: $1.00\n")
+        #expect(h.run("balance", "Ava Rose").stdout == "Ava Rose: $1.00\n")
     }
 }
 
@@ -239,7 +217,7 @@ import Testing
         #expect(bad.status == 400 && page.body(bad).contains("not every month has a day 31"), "\(page.body(bad))")
         #expect(page.post(app, "/api/allowance/set", "child=Ava&amount=5").status == 400)
         #expect(page.post(app, "/api/allowance/stop", "child=Ava").status == 200)
-        #expect(h.run("allowance", "list").out.contains("Ava"))
+        #expect(h.run("allowance", "list").stdout.contains("Ava"))
         #expect(page.post(app, "/api/allowance/stop", "child=Ava").status == 400)
     }
 }
@@ -281,18 +259,18 @@ import Testing
         let id = String(text.dropFirst(marker.count).prefix(36))
         #expect(page.body(page.get(app, "/api/undo-preview?id=" + id)) == text)
         #expect(h.run("give", "Ava", "2").code == 0)   // newer: the plain `undo` would reverse this one
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         let bad = page.post(app, "/api/undo", "id=nonsense")
         #expect(bad.status == 400)
         #expect(page.body(bad).contains("is not a transaction id"))
-        #expect(h.run("digest").out == digest)
+        #expect(h.run("digest").stdout == digest)
         let undo = page.post(app, "/api/undo", "id=" + id)
         #expect(undo.status == 200, "\(page.body(undo))")
         #expect(page.body(undo).contains("\"message\":\"Undid +$1.25 for Ava"))
-        #expect(h.run("balance", "Ava").out == "Ava: $2.00\n")
+        #expect(h.run("balance", "Ava").stdout == "Ava: $2.00\n")
         let again = page.post(app, "/api/undo", "id=" + id)
         #expect(again.status == 400)
-        #expect(h.run("balance", "Ava").out == "Ava: $2.00\n")
+        #expect(h.run("balance", "Ava").stdout == "Ava: $2.00\n")
     }
 
     /// A take that leaves a balance below zero is written, and the answer carries the CLI's warning.
@@ -303,7 +281,7 @@ import Testing
         #expect(r.status == 200)
         #expect(page.body(r).contains("\"warnings\":[\"Ava's balance is now negative (-$1.00): Ava owes that much\"]"), "\(page.body(r))")
         let cli = h.run("take", "Ava", "1")
-        #expect(cli.err == "kidledger: warning: Ava's balance is now negative (-$2.00): Ava owes that much\n")
+        #expect(cli.stderr == "kidledger: warning: Ava's balance is now negative (-$2.00): Ava owes that much\n")
         let all = page.post(app, "/api/take-all", "amount=0.5")
         #expect(page.body(all).contains("\"warnings\":[\"Ava's balance is now negative (-$2.50): Ava owes that much\"]"), "\(page.body(all))")
     }
@@ -324,7 +302,7 @@ import Testing
     let page = PageCommandTests()
 
     /// Max on this laptop and max as the other laptop added it while apart ($1.00 and $2.00): their full ids.
-    func twoMaxes(_ h: PageCommandTests.Home) throws -> (upper: String, lower: String) {
+    func twoMaxes(_ h: PageHome) throws -> (upper: String, lower: String) {
         #expect(h.run("init", "The Smiths").code == 0)
         #expect(h.run("child", "add", "Max").code == 0)
         let other = RecordID(high: 0xABCD_EF01_0000_4000, low: 0x8000_0000_0000_0001)
@@ -341,7 +319,7 @@ import Testing
         }
         #expect(h.run("give", "Max", "1").code == 0)
         #expect(h.run("give", "max", "2").code == 0)
-        let doc = try JSONSerialization.jsonObject(with: Data(h.run("children", "--json").out.utf8)) as? [String: Any]
+        let doc = try JSONSerialization.jsonObject(with: Data(h.run("children", "--json").stdout.utf8)) as? [String: Any]
         let list = doc?["children"] as? [[String: Any]] ?? []
         let upper = try #require(list.first { $0["name"] as? String == "Max" }?["id"] as? String)
         #expect(doc?["sameNames"] as? [[String]] == [[upper, other.description]], "\(String(describing: doc))")
@@ -349,60 +327,60 @@ import Testing
     }
 
     @Test func mergedByIdWithTheCLIsMessageTheSumAndNoSameNamesLeft() throws {
-        let h = PageCommandTests.Home()
+        let h = PageHome()
         let (upper, lower) = try twoMaxes(h)
         let app = try h.app()
         let r = page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)")
         #expect(r.status == 200, "\(page.body(r))")
         #expect(page.body(r).hasSuffix(",\"message\":\"Merged Max (\(upper.prefix(8))) into max (abcdef01). Balance: $3.00\"}"), "\(page.body(r))")
         #expect(page.body(r).hasPrefix("{\"result\":{\"from\":{"), "\(page.body(r))")
-        #expect(h.run("children").out == "NAME  BALANCE  ID\nmax     $3.00  abcdef01\n")
-        #expect(h.run("balance", "max").out == "max: $3.00\n")
+        #expect(h.run("children").stdout == "NAME  BALANCE  ID\nmax     $3.00  abcdef01\n")
+        #expect(h.run("balance", "max").stdout == "max: $3.00\n")
         let state = page.body(page.get(app, "/api/state"))
         #expect(state.contains("\"sameNames\":[]"), "\(state)")
         #expect(state.contains("\"mergedInto\":\"\(lower)\""), "\(state)")
         // Merged already: the CLI's refusal, nothing changed.
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         let again = page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)")
         #expect(again.status == 400)
         #expect(page.body(again).contains("Max was merged into max already"), "\(page.body(again))")
-        #expect(h.run("digest").out == digest)
+        #expect(h.run("digest").stdout == digest)
         // `child unmerge` (the CLI) undoes it: both count on their own again.
         #expect(h.run("child", "unmerge", upper).code == 0)
-        #expect(h.run("balance", "Max").out == "Max: $1.00\n")
+        #expect(h.run("balance", "Max").stdout == "Max: $1.00\n")
     }
 
     @Test func aBadOrUnknownChildIs400WithTheCLIsMessageAndChangesNothing() throws {
-        let h = PageCommandTests.Home()
+        let h = PageHome()
         let (upper, lower) = try twoMaxes(h)
         let app = try h.app()
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         for (from, into) in [("Zed", lower), (upper, "0000dead"), (upper, upper), (lower, "ffff")] {
             let r = page.post(app, "/api/child/merge", "from=\(from)&into=\(into)")
             let cli = h.run("child", "merge", "--", from, into)
             #expect(cli.code == 65, "\(cli)")
             #expect(r.status == 400)
-            #expect(page.body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.err.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":65}}")
+            #expect(page.body(r) == "{\"error\":{\"message\":\(UIApp.quote(String(cli.stderr.dropFirst("kidledger: ".count).dropLast()))),\"exitCode\":65}}")
         }
         #expect(page.body(page.post(app, "/api/child/merge", "from=\(upper)&into=\(upper)")).contains("can't merge Max into itself"))
         #expect(page.body(page.post(app, "/api/child/merge", "from=Zed&into=\(lower)")).contains("no child named \\\"Zed\\\""))
         let missing = page.post(app, "/api/child/merge", "from=\(upper)")
         #expect(missing.status == 400 && page.body(missing).contains("the form needs a field \\\"into\\\""), "\(page.body(missing))")
-        #expect(h.run("digest").out == digest)
-        #expect(h.run("children").out.contains("note: Max ("))
+        #expect(h.run("digest").stdout == digest)
+        #expect(h.run("children").stdout.contains("note: Max ("))
     }
 
     @Test func withoutTheTokenOrByGetNothingIsMerged() throws {
-        let h = PageCommandTests.Home()
+        let h = PageHome()
         let (upper, lower) = try twoMaxes(h)
         let app = try h.app()
-        let digest = h.run("digest").out
+        let digest = h.run("digest").stdout
         #expect(page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)", token: "0").status == 403)
         #expect(page.post(app, "/api/child/merge", "from=\(upper)&into=\(lower)", origin: "http://evil.example").status == 403)
         let byGet = page.get(app, "/api/child/merge?from=\(upper)&into=\(lower)")
         #expect(byGet.status == 405)
         #expect(byGet.header("Allow") == "POST")
-        #expect(h.run("digest").out == digest)
-        #expect(h.run("balance", "Max").out == "Max: $1.00\n")
+        #expect(h.run("digest").stdout == digest)
+        #expect(h.run("balance", "Max").stdout == "Max: $1.00\n")
     }
 }

@@ -177,10 +177,7 @@ extension Replica {
     }
 
     private func requireSchedule(of child: RecordID) throws -> AllowanceSchedule {
-        guard let schedule = try allowanceSchedules({ $0 == child }).first else {
-            throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
-        }
-        return schedule
+        try Self.applied(allowanceSchedules({ $0 == child }).first)
     }
 
     /// Pays every due period of every active schedule that this replica has not paid, as one

@@ -43,11 +43,8 @@ extension Replica {
             return ([op], (from: from.child, into: into.child.id, stopped: stopped))
         }
         return try store.read { r in
-            // Written, but not applied when this replica's member was revoked before it: the
-            // revocation rule rejects its own later changes too.
-            guard let into = try Self.effectiveChild(planned.into, r), into.id == planned.into,
-                  try Self.effectiveChild(planned.from.id, r)?.id == into.id else {
-                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
+            let into = try Self.applied(Self.effectiveChild(planned.into, r)) {
+                try $0.id == planned.into && Self.effectiveChild(planned.from.id, r)?.id == $0.id
             }
             var from = planned.from
             from.mergedInto = into.id
@@ -85,11 +82,8 @@ extension Replica {
             return (ops, (id: id, was: match.child.id))
         }
         return try store.read { r in
-            guard let child = try Self.effectiveChild(planned.id, r), child.id == planned.id,
-                  let was = try Self.effectiveChild(planned.was, r) else {
-                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
-            }
-            return (child, was)
+            let child = try Self.applied(Self.effectiveChild(planned.id, r)) { $0.id == planned.id }
+            return (child, try Self.applied(Self.effectiveChild(planned.was, r)))
         }
     }
 

@@ -66,14 +66,7 @@ extension Replica {
                      .setField(entity: id, field: .childArchived, value: .flag(false)),
                      .setField(entity: id, field: .childSortOrder, value: .integer(order))], ())
         }
-        return try store.read { r in
-            // Written, but not applied when this replica's member was revoked before it: the
-            // revocation rule rejects its own later changes too.
-            guard let child = try Self.effectiveChild(id, r), child.id == id else {
-                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
-            }
-            return child
-        }
+        return try store.read { r in try Self.applied(Self.effectiveChild(id, r)) { $0.id == id } }
     }
 
     /// Renames a child.
@@ -93,14 +86,7 @@ extension Replica {
             return ([.setField(entity: child.id, field: .childName, value: .text(name),
                                base: try Self.registerStamp(child.id, .childName, w))], child.id)
         }
-        return try store.read { r in
-            // Written, but not applied when this replica's member was revoked before it: the
-            // revocation rule rejects its own later changes too.
-            guard let child = try Self.effectiveChild(id, r), child.id == id else {
-                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
-            }
-            return child
-        }
+        return try store.read { r in try Self.applied(Self.effectiveChild(id, r)) { $0.id == id } }
     }
 
     /// Archives (`true`) or restores (`false`) a child. History is kept either way.
@@ -132,14 +118,7 @@ extension Replica {
             }
             return (ops, child.id)
         }
-        return try store.read { r in
-            // Written, but not applied when this replica's member was revoked before it: the
-            // revocation rule rejects its own later changes too.
-            guard let child = try Self.effectiveChild(id, r), child.id == id else {
-                throw LedgerError.invalid("this device's membership was revoked; the change was kept but not applied")
-            }
-            return child
-        }
+        return try store.read { r in try Self.applied(Self.effectiveChild(id, r)) { $0.id == id } }
     }
 
     /// Adds `signedCents` to one active child, checking that the balance stays within Int64.

@@ -10,17 +10,17 @@ import KidLedgerSystem
 // recorded bytes, and a parser of the secure channel's frames ([u32 BE length][u8 type][payload]).
 
 /// The identity (Ed25519 key) of `ledger`'s default account, as its `kidledger` runs use it.
-func accountIdentity(_ ledger: TestLedger) throws -> Identity {
+public func accountIdentity(_ ledger: TestLedger) throws -> Identity {
     try #require(try KeyStore(directory: ledger.home + "/identities").load(account: "default"), "no identity in \(ledger.home)")
 }
 
 /// Channel frame types (see SecureChannel's doc comment).
-enum ChannelFrame {
-    static let hello: UInt8 = 0xF5, reply: UInt8 = 0xF6, confirm: UInt8 = 0xF7, accept: UInt8 = 0xF8, finish: UInt8 = 0xF9
-    static let data: UInt8 = 0xF4, sealed: UInt8 = 0xFA, refused: UInt8 = 0xFE
+public enum ChannelFrame {
+    public static let hello: UInt8 = 0xF5, reply: UInt8 = 0xF6, confirm: UInt8 = 0xF7, accept: UInt8 = 0xF8, finish: UInt8 = 0xF9
+    public static let data: UInt8 = 0xF4, sealed: UInt8 = 0xFA, refused: UInt8 = 0xFE
 
     /// The complete frames of `bytes` as (type, payload); a trailing partial frame is ignored.
-    static func split(_ bytes: [UInt8]) -> [(type: UInt8, payload: [UInt8])] {
+    public static func split(_ bytes: [UInt8]) -> [(type: UInt8, payload: [UInt8])] {
         var out: [(UInt8, [UInt8])] = []
         var i = 0
         while bytes.count - i >= 5 {
@@ -34,15 +34,17 @@ enum ChannelFrame {
 }
 
 /// Cuts a byte stream into whole channel frames, so a frame can be changed before it is forwarded.
-struct FrameCutter {
+public struct FrameCutter: Sendable {
     private var buffer: [UInt8] = []
     private var dataFrames = 0
     /// Flip one bit in the middle of the payload of this data frame (1 = the first), if set.
-    var tamperDataFrame: Int?
-    private(set) var tampered = false
+    public var tamperDataFrame: Int?
+    public private(set) var tampered = false
+
+    public init() {}
 
     /// Appends `bytes` and returns the whole frames now available (tampered as asked).
-    mutating func push(_ bytes: [UInt8]) -> [UInt8] {
+    public mutating func push(_ bytes: [UInt8]) -> [UInt8] {
         buffer += bytes
         var out: [UInt8] = []
         while buffer.count >= 4 {
@@ -64,21 +66,21 @@ struct FrameCutter {
     }
 
     /// Whatever is left (a partial frame at the end of the stream).
-    mutating func rest() -> [UInt8] {
+    public mutating func rest() -> [UInt8] {
         defer { buffer = [] }
         return buffer
     }
 }
 
 /// A listening TCP socket on 127.0.0.1 with a system-chosen port.
-func listeningSocket() throws -> (fd: Int32, port: Int) {
+public func listeningSocket() throws -> (fd: Int32, port: Int) {
     try loopbackSocket(listening: true)
 }
 
 /// A blocking TCP connection to 127.0.0.1:port, or -1. With `localPort`, the socket is first bound
 /// to 127.0.0.1:localPort (-1 when that port is taken). With `source` (another loopback address,
 /// e.g. 127.0.0.2: all of 127/8 is this machine), the connection comes from there.
-func connectLocal(_ port: Int, from localPort: Int? = nil, source: String? = nil) -> Int32 {
+public func connectLocal(_ port: Int, from localPort: Int? = nil, source: String? = nil) -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return -1 }
     func call(_ port: Int, host: String = "127.0.0.1", _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
@@ -97,7 +99,7 @@ func connectLocal(_ port: Int, from localPort: Int? = nil, source: String? = nil
 
 /// Writes all of `bytes` (MSG_NOSIGNAL: a closed peer must not SIGPIPE the test runner); false on error.
 @discardableResult
-func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+public func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
     var sent = 0
     while sent < bytes.count {
         let n = retryWhileInterrupted { bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
@@ -108,7 +110,7 @@ func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
 }
 
 /// Waits at most `millis` for `fd` to be readable and reads; nil on timeout, [] at the end or on error.
-func receiveSome(_ fd: Int32, millis: Int32) -> [UInt8]? {
+public func receiveSome(_ fd: Int32, millis: Int32) -> [UInt8]? {
     var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     let r = poll(&p, 1, millis)
     if r == 0 { return nil }
@@ -121,7 +123,7 @@ func receiveSome(_ fd: Int32, millis: Int32) -> [UInt8]? {
 /// Sends `bytes` to 127.0.0.1:port on a new connection and returns what comes back until the peer
 /// closes or `timeout` s pass. `afterFirstFrame`: send only the first frame, wait for one whole frame
 /// back, then send the rest (as a real initiator would); else everything at once.
-func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: TimeInterval = 15) -> [UInt8] {
+public func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: TimeInterval = 15) -> [UInt8] {
     let fd = connectLocal(port)
     guard fd >= 0 else { return [] }
     defer { close(fd) }
@@ -146,21 +148,21 @@ func rawExchange(port: Int, _ bytes: [UInt8], staged: Bool = true, timeout: Time
 /// A one-session TCP relay between a client (a `kidledger sync` given the relay's address) and a
 /// daemon on 127.0.0.1:target. Records both directions; may flip a bit in one data frame of either
 /// direction. Serves exactly one connection, on its own thread, bounded by `timeout`.
-final class Relay: Sendable {
-    let port: Int
+public final class Relay: Sendable {
+    public let port: Int
     private let listener: Int32
     private let target: Int
     private let state = Mutex<(client: [UInt8], server: [UInt8], tampered: Bool, finished: Bool)>(([], [], false, false))
 
     /// Bytes the client sent (as received from it, before any tampering).
-    var clientBytes: [UInt8] { state.withLock { $0.client } }
+    public var clientBytes: [UInt8] { state.withLock { $0.client } }
     /// Bytes the daemon sent.
-    var serverBytes: [UInt8] { state.withLock { $0.server } }
+    public var serverBytes: [UInt8] { state.withLock { $0.server } }
     /// Whether the asked-for frame was seen and changed.
-    var tampered: Bool { state.withLock { $0.tampered } }
-    var finished: Bool { state.withLock { $0.finished } }
+    public var tampered: Bool { state.withLock { $0.tampered } }
+    public var finished: Bool { state.withLock { $0.finished } }
 
-    init(to target: Int, tamperClientDataFrame: Int? = nil, tamperServerDataFrame: Int? = nil, timeout: TimeInterval = 30) throws {
+    public init(to target: Int, tamperClientDataFrame: Int? = nil, tamperServerDataFrame: Int? = nil, timeout: TimeInterval = 30) throws {
         let (fd, port) = try listeningSocket()
         self.listener = fd
         self.port = port
@@ -175,11 +177,11 @@ final class Relay: Sendable {
         }
     }
 
-    var address: String { "127.0.0.1:\(port)" }
+    public var address: String { "127.0.0.1:\(port)" }
 
     /// Waits (bounded) for the relayed session to end.
     @discardableResult
-    func waitFinished(timeout: TimeInterval = 30) -> Bool { eventually(timeout: timeout, interval: 0.02) { finished } }
+    public func waitFinished(timeout: TimeInterval = 30) -> Bool { eventually(timeout: timeout, interval: 0.02) { finished } }
 
     private func relay(toServer: FrameCutter, toClient: FrameCutter, deadline: Deadline) {
         var toServer = toServer, toClient = toClient
@@ -201,29 +203,27 @@ final class Relay: Sendable {
             let r = poll(&fds, 2, 100)
             if r <= 0 { continue }
             if clientOpen && fds[0].revents != 0 {
-                let chunk = receiveSome(client, millis: 0) ?? []
-                if chunk.isEmpty {
-                    clientOpen = false
-                    sendAll(server, toServer.rest())
-                    shutdown(server, Int32(SHUT_WR))
-                } else {
-                    state.withLock { $0.client += chunk }
-                    if !sendAll(server, toServer.push(chunk)) { serverOpen = false; shutdown(client, Int32(SHUT_WR)) }
-                    if toServer.tampered { state.withLock { $0.tampered = true } }
-                }
+                forward(client, to: server, through: &toServer, fromOpen: &clientOpen, toOpen: &serverOpen, fromClient: true)
             }
             if serverOpen && fds[1].revents != 0 {
-                let chunk = receiveSome(server, millis: 0) ?? []
-                if chunk.isEmpty {
-                    serverOpen = false
-                    sendAll(client, toClient.rest())
-                    shutdown(client, Int32(SHUT_WR))
-                } else {
-                    state.withLock { $0.server += chunk }
-                    if !sendAll(client, toClient.push(chunk)) { clientOpen = false; shutdown(server, Int32(SHUT_WR)) }
-                    if toClient.tampered { state.withLock { $0.tampered = true } }
-                }
+                forward(server, to: client, through: &toClient, fromOpen: &serverOpen, toOpen: &clientOpen, fromClient: false)
             }
+        }
+    }
+
+    /// Records what `from` has to read and passes it on to `to` through `cutter`; at `from`'s end,
+    /// passes on the rest and ends `to`'s direction. An open flag is cleared when its side ends.
+    private func forward(_ from: Int32, to: Int32, through cutter: inout FrameCutter, fromOpen: inout Bool, toOpen: inout Bool,
+                         fromClient: Bool) {
+        let chunk = receiveSome(from, millis: 0) ?? []
+        if chunk.isEmpty {
+            fromOpen = false
+            sendAll(to, cutter.rest())
+            shutdown(to, Int32(SHUT_WR))
+        } else {
+            state.withLock { if fromClient { $0.client += chunk } else { $0.server += chunk } }
+            if !sendAll(to, cutter.push(chunk)) { toOpen = false; shutdown(from, Int32(SHUT_WR)) }
+            if cutter.tampered { state.withLock { $0.tampered = true } }
         }
     }
 }

@@ -13,18 +13,18 @@ import Testing
 /// start it: `Foundation.Process` passes on the mask of the calling thread, and the test runner's
 /// threads block SIGTERM and SIGINT. Reaped only here (`waitpid` on its pid), so the pid stays
 /// ours to signal until `wait` has seen it end.
-final class BackgroundProcess: Sendable {
-    let pid: pid_t
-    let outPath: String
-    let errPath: String
-    let arguments: [String]
+public final class BackgroundProcess: Sendable {
+    public let pid: pid_t
+    public let outPath: String
+    public let errPath: String
+    public let arguments: [String]
     /// The raw wait status once reaped (nil while running); reaped under its lock, so only once.
     private let reaped = Mutex<Int32?>(nil)
     private var status: Int32? { reaped.withLock { $0 } }
 
     /// Starts `kidledger ARGS` on `ledger`'s home (same environment as `kidledger(_:_:)`, plus
     /// `extraEnvironment`), with `blocked` signals blocked (none unless a test asks).
-    init(_ ledger: TestLedger, _ arguments: [String], blocked: [Int32] = [], extraEnvironment: [String: String] = [:]) throws {
+    public init(_ ledger: TestLedger, _ arguments: [String], blocked: [Int32] = [], extraEnvironment: [String: String] = [:]) throws {
         let binary = try #require(Binary.path, "the kidledger executable was neither found nor built")
         let base = ledger.directory + "/proc-\(UUID().uuidString.prefix(8))"
         outPath = base + ".out"
@@ -59,11 +59,11 @@ final class BackgroundProcess: Sendable {
         pid = child
     }
 
-    var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
-    var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+    public var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
+    public var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
 
     /// Whether it has ended (reaping it when it has).
-    var hasExited: Bool {
+    public var hasExited: Bool {
         reaped.withLock { status in
             if status != nil { return true }
             var raw: Int32 = 0
@@ -76,7 +76,7 @@ final class BackgroundProcess: Sendable {
 
     /// Waits at most `timeout` seconds for the process to end; true when it has.
     @discardableResult
-    func wait(timeout: TimeInterval) -> Bool {
+    public func wait(timeout: TimeInterval) -> Bool {
         let deadline = Deadline(seconds: timeout)
         while !hasExited {
             if deadline.passed { return false }
@@ -86,29 +86,29 @@ final class BackgroundProcess: Sendable {
     }
 
     /// The exit status (-1 while running or when it ended by a signal).
-    var exitCode: Int32 {
+    public var exitCode: Int32 {
         guard let status, status & 0x7f == 0 else { return -1 }
         return (status >> 8) & 0xff
     }
     /// Whether it ended by a signal rather than `exit`.
-    var killedBySignal: Bool {
+    public var killedBySignal: Bool {
         guard let status else { return false }
         return status & 0x7f != 0 && status & 0x7f != 0x7f
     }
 
     /// The signal that ended it, or nil (running, or ended by `exit`).
-    var terminationSignal: Int32? {
+    public var terminationSignal: Int32? {
         guard let status, killedBySignal else { return nil }
         return status & 0x7f
     }
 
     /// Sends `signal` while it runs (not yet reaped, so the pid is still ours).
-    func send(_ signal: Int32) {
+    public func send(_ signal: Int32) {
         if !hasExited { kill(pid, signal) }
     }
 
     /// SIGKILL and reap (bounded). Safe to call more than once.
-    func killAndReap() {
+    public func killAndReap() {
         guard !hasExited else { return }
         kill(pid, SIGKILL)
         _ = wait(timeout: 30)
@@ -116,26 +116,28 @@ final class BackgroundProcess: Sendable {
 }
 
 /// The processes one test started; `stopAll()` kills and reaps every one still running.
-final class ProcessGroup: Sendable {
+public final class ProcessGroup: Sendable {
     private let list = Mutex<[BackgroundProcess]>([])
 
+    public init() {}
+
     @discardableResult
-    func add(_ p: BackgroundProcess) -> BackgroundProcess {
+    public func add(_ p: BackgroundProcess) -> BackgroundProcess {
         list.withLock { $0.append(p) }
         return p
     }
 
-    func stopAll() {
+    public func stopAll() {
         for p in list.withLock({ $0 }) { p.killAndReap() }
     }
 }
 
 /// A running `kidledger serve --listen 127.0.0.1:N` and the port it bound.
-final class DaemonProcess: Sendable {
-    let background: BackgroundProcess
-    let port: Int
-    var address: String { "127.0.0.1:\(port)" }
-    var log: String { background.stderr }
+public final class DaemonProcess: Sendable {
+    public let background: BackgroundProcess
+    public let port: Int
+    public var address: String { "127.0.0.1:\(port)" }
+    public var log: String { background.stderr }
 
     private init(background: BackgroundProcess, port: Int) {
         self.background = background
@@ -145,7 +147,7 @@ final class DaemonProcess: Sendable {
     /// Starts the daemon (port 0 unless `port` is given: a port this test's own daemon bound before)
     /// and waits at most 30 s for its first line, `... serving "NAME" on 127.0.0.1:PORT (...`.
     /// Returns nil (the process reaped) when it exits first or never says so.
-    static func start(_ ledger: TestLedger, in group: ProcessGroup, port: Int = 0, blocked: [Int32] = [],
+    public static func start(_ ledger: TestLedger, in group: ProcessGroup, port: Int = 0, blocked: [Int32] = [],
                       extraEnvironment: [String: String] = [:], arguments: [String] = [],
                       sourceLocation: SourceLocation = #_sourceLocation) throws -> DaemonProcess? {
         let p = group.add(try BackgroundProcess(ledger, ["serve", "--listen", "127.0.0.1:\(port)"] + arguments, blocked: blocked,
@@ -171,7 +173,7 @@ final class DaemonProcess: Sendable {
     }
 
     /// SIGTERM, then waits at most `timeout` s; returns the exit status, or nil when it had to be killed.
-    func stop(timeout: TimeInterval = 15) -> Int32? {
+    public func stop(timeout: TimeInterval = 15) -> Int32? {
         background.send(SIGTERM)
         guard background.wait(timeout: timeout) else {
             background.killAndReap()
@@ -184,7 +186,7 @@ final class DaemonProcess: Sendable {
 
 /// The household many network tests start from: `owner` runs `init Smiths` and adds Ava, then
 /// starts its daemon on 127.0.0.1.
-func smithsServing(_ owner: TestLedger, in group: ProcessGroup, sourceLocation: SourceLocation = #_sourceLocation) throws -> DaemonProcess {
+public func smithsServing(_ owner: TestLedger, in group: ProcessGroup, sourceLocation: SourceLocation = #_sourceLocation) throws -> DaemonProcess {
     try ok(owner, "init", "Smiths", sourceLocation: sourceLocation)
     try ok(owner, "child", "add", "Ava", sourceLocation: sourceLocation)
     return try #require(try DaemonProcess.start(owner, in: group, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
@@ -192,15 +194,15 @@ func smithsServing(_ owner: TestLedger, in group: ProcessGroup, sourceLocation: 
 
 /// Runs the process, expects exit 0 and returns its standard output.
 @discardableResult
-func ok(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+public func ok(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
     let outcome = try runKidledger(ledger, arguments, sourceLocation: sourceLocation)
     #expect(outcome.code == 0, "kidledger \(arguments.joined(separator: " ")): \(outcome)", sourceLocation: sourceLocation)
     return outcome.stdout
 }
 
 /// `kidledger(_:_:)` with an array of arguments.
-func runKidledger(_ ledger: TestLedger, _ arguments: [String], input: String? = nil,
-                  sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessOutcome {
+public func runKidledger(_ ledger: TestLedger, _ arguments: [String], input: String? = nil,
+                         sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessOutcome {
     let binary = try #require(Binary.path, "the kidledger executable was neither found nor built", sourceLocation: sourceLocation)
     let outcome = try runProcess(binary, arguments, environment: ["KIDLEDGER_HOME": ledger.home, "HOME": ledger.directory,
                                                                   "PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"], timeout: 120, input: input)
@@ -209,27 +211,27 @@ func runKidledger(_ ledger: TestLedger, _ arguments: [String], input: String? = 
 }
 
 /// Runs `--json ARGS`, expects exit 0 and returns the top-level object (empty when not one).
-func json(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
+public func json(_ ledger: TestLedger, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
     let outcome = try runKidledger(ledger, ["--json"] + arguments, sourceLocation: sourceLocation)
     #expect(outcome.code == 0, "kidledger --json \(arguments.joined(separator: " ")): \(outcome)", sourceLocation: sourceLocation)
     return (parseJSON(outcome.stdout, sourceLocation: sourceLocation) as? [String: Any]) ?? [:]
 }
 
 /// The `digest` line of a home (empty when the command failed).
-func digest(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+public func digest(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
     let outcome = try runKidledger(ledger, ["digest"], sourceLocation: sourceLocation)
     #expect(outcome.code == 0 && outcome.stdout.count == 65, "digest: \(outcome)", sourceLocation: sourceLocation)
     return outcome.code == 0 ? outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : ""
 }
 
 /// An invitation code from `--json invite` on `ledger` (its daemon must be running).
-func inviteCode(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+public func inviteCode(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
     let code = try json(ledger, "invite", sourceLocation: sourceLocation)["code"] as? String
     return try #require(code, "invite printed no code", sourceLocation: sourceLocation)
 }
 
 /// `children --all --json` as (name → (balanceCents, transactionCount)).
-func childTable(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: [Int64]] {
+public func childTable(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: [Int64]] {
     let list = try json(ledger, "children", "--all", sourceLocation: sourceLocation)["children"] as? [[String: Any]] ?? []
     var table: [String: [Int64]] = [:]
     for child in list {
@@ -241,19 +243,19 @@ func childTable(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceL
 }
 
 /// `verify` must exit 0 and say "ok:".
-func expectVerified(_ ledger: TestLedger, _ label: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+public func expectVerified(_ ledger: TestLedger, _ label: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
     let outcome = try runKidledger(ledger, ["verify"], sourceLocation: sourceLocation)
     #expect(outcome.code == 0 && outcome.stdout.hasPrefix("ok: "), "verify on \(label): \(outcome)", sourceLocation: sourceLocation)
 }
 
 /// A TCP port on 127.0.0.1 that is bound but not listening while the returned socket is open:
 /// connecting to it is refused, and no other process can take it meanwhile.
-func refusingPort() throws -> (fd: Int32, port: Int) {
+public func refusingPort() throws -> (fd: Int32, port: Int) {
     try loopbackSocket(listening: false)
 }
 
 /// A TCP socket bound to 127.0.0.1 on a system-chosen port, listening or not.
-func loopbackSocket(listening: Bool) throws -> (fd: Int32, port: Int) {
+public func loopbackSocket(listening: Bool) throws -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     try #require(fd >= 0)
     var addr = sockaddr_in()
@@ -273,6 +275,6 @@ func loopbackSocket(listening: Bool) throws -> (fd: Int32, port: Int) {
 }
 
 /// The sum of `transactionCount` over every child (archived too).
-func transactionTotal(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int64 {
+public func transactionTotal(_ ledger: TestLedger, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int64 {
     try childTable(ledger, sourceLocation: sourceLocation).values.reduce(0) { $0 + $1[1] }
 }

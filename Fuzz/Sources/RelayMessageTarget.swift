@@ -1,0 +1,47 @@
+// The `relaymessage` target: the relay's wire messages (docs/RELAY-DESIGN.md, "Sessions"), as a
+// member or a hostile peer sends them to the relay, and the relay's session that takes them.
+import KidLedgerDomain
+import KidLedgerInMemory
+import KidLedgerRelay
+import KidLedgerSecurity
+
+private let relayMessageOwner = try! Identity(seed: Array(repeating: 0x5A, count: 32))
+private let relayMessagePeer = try! Identity(seed: Array(repeating: 0x5B, count: 32))
+private let relayMessageRelay = try! Identity(seed: Array(repeating: 0x5C, count: 32))
+
+/// `relaymessage`: byte 0 is a message type, the rest its payload. Properties: nothing traps; a
+/// payload that decodes re-encodes to exactly its bytes; and the whole input, taken as the byte
+/// stream a listed member sends after its hello, makes the relay's session answer, refuse or end
+/// with an error, never trap, and leaves the store within the member's quota.
+@Sendable func fuzzRelayMessage(_ data: [UInt8]) {
+    guard let type = data.first else { return }
+    let payload = Array(data.dropFirst())
+    if let message = try? RelayMessage.decode(type: type, payload: payload) {
+        check(message.encodePayload() == payload, "a relay message does not re-encode to its bytes")
+    }
+    let store = RelayStore(store: MemoryStore())
+    let member = RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!
+    guard (try? store.install(try RelayAccessList(number: 1, quotas: [member: 1 << 16]))) == true else {
+        violated("cannot install the relay fixture's list")
+    }
+    let session = RelayServerSession(store: store, relay: relayMessageRelay.publicKey, owner: relayMessageOwner.publicKey,
+                                     peer: relayMessagePeer.publicKey)
+    _ = session.receive(RelayMessage.hello(versionMin: 1, versionMax: 1).frame(), atMilliseconds: 1)
+    check(session.state == .serving, "a listed member's hello was not welcomed")
+    _ = session.receive(data, atMilliseconds: 2)
+    check(((try? store.storedBytes()) ?? 0) <= 1 << 16, "the relay stored more than the member's quota")
+}
+
+@Sendable func relayMessageSeeds() -> [[UInt8]] {
+    let header = try! RelayEnvelopeHeader(stream: RelayStreamTag(bytes: Array(repeating: 7, count: 16))!, firstSequence: 1,
+                                          lastSequence: 2, epoch: 0)
+    let envelope = header.encoded + Array(repeating: 0xAB, count: 60)
+    let list = SignedRelayAccessList.sign(try! RelayAccessList(number: 2, quotas: [RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!: 100]),
+                                          relay: relayMessageRelay.publicKey, owner: relayMessageOwner)
+    let messages: [RelayMessage] = [
+        .upload(envelope), .acknowledge([header.stream: 2]), .pendingRequest(after: nil, countMax: 4, bytesMax: 1 << 20),
+        .pendingPage(envelopes: [envelope], next: header), .install(list), .mailboxFetch, .statusRequest(after: nil),
+        .refused(code: 11, message: "over quota"), .bye,
+    ]
+    return messages.map { [$0.type] + $0.encodePayload() } + [messages.flatMap { $0.frame() }]
+}
