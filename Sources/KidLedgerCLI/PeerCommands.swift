@@ -80,8 +80,12 @@ enum PeerCommands {
         var report = try StatusReport(replica: replica, now: ctx.clock.nowMillis(), attention: try ctx.attentionReason(replica))
         report.time = ctx.time
         report.interruptedJoin = ctx.joinInterrupted ? ctx.joinStagingPath : nil
-        ctx.emit(report.jsonDocument())
-        ctx.say(report.text())
+        // The relays' routes: new lines and a `relays` key; the rest is unchanged.
+        let routes = try RelayRoutes(replica: replica, me: try ctx.identity(creating: false)?.publicKey.bytes, now: ctx.clock.nowMillis())
+        var document = report.jsonDocument()
+        if case .object(let pairs) = document, !routes.json.isEmpty { document = .object(pairs + [("relays", .array(routes.json))]) }
+        ctx.emit(document)
+        ctx.say(([report.text()] + routes.lines).joined(separator: "\n"))
     }
 }
 

@@ -1,0 +1,88 @@
+import Foundation
+import KidLedgerCLITestSupport
+import KidLedgerTestSupport
+import Testing
+
+/// The sealed relay between real `kidledger` processes on 127.0.0.1 (docs/RELAY-DESIGN.md):
+/// Mom adopts a relay, Dad joins, and from then on the two laptops never dial each other: each
+/// writes while the other is off and syncs only through the relay, and they converge. The relay's
+/// files hold none of the names, notes or amounts.
+@Suite("A sealed relay between real processes")
+struct RelayProcessTests {
+    /// Starts `relay serve --listen 127.0.0.1:0` in `home` and waits at most 30 s for its code
+    /// (HOME/relay-code.txt) and its first log line.
+    static func startRelay(_ home: TestLedger, in group: ProcessGroup) throws -> (BackgroundProcess, String) {
+        let relay = group.add(try BackgroundProcess(home, ["relay", "serve", "--listen", "127.0.0.1:0"]))
+        let deadline = Deadline(seconds: 30)
+        while !deadline.passed && !relay.hasExited {
+            if relay.stderr.contains("relay serving on 127.0.0.1:"),
+               let code = try? String(contentsOfFile: home.home + "/relay-code.txt", encoding: .utf8) {
+                return (relay, code.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            usleep(20_000)
+        }
+        Issue.record("relay serve did not start: \(relay.stderr)")
+        throw CancellationError()
+    }
+
+    @Test func momAndDadConvergeOnlyThroughTheRelay() throws {
+        let mom = TestLedger(), dad = TestLedger(), relayHome = TestLedger(), stranger = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); [mom, dad, relayHome, stranger].forEach { $0.remove() } }
+        try ok(mom, "init", "Smiths")
+        try ok(mom, "child", "add", "Zephyrine")
+        try ok(mom, "give", "Zephyrine", "12.34", "--note", "marmalade-fund")
+        let (relay, code) = try Self.startRelay(relayHome, in: group)
+        #expect(code.hasPrefix("KLR1-"))
+        // An address is not a code (usage); the owner adopts with the code.
+        #expect(try runKidledger(mom, ["relay", "add", "127.0.0.1:9"]).code == 64)
+        let added = try json(mom, "relay", "add", code)
+        #expect(added["synced"] as? Bool == true, "\(added)")
+        #expect(!FileManager.default.fileExists(atPath: relayHome.home + "/relay-code.txt"), "the code is used up")
+
+        // Dad joins while Mom's daemon runs, for the join only.
+        let daemon = try #require(try DaemonProcess.start(mom, in: group))
+        try ok(dad, "join", try inviteCode(mom), "--name", "Dad")
+        #expect(daemon.stop() == 0)
+        // A member that is not the owner can't add a relay; a stranger's owner can't adopt an adopted one.
+        #expect(try runKidledger(dad, ["relay", "add", code]).code == 77)
+        try ok(stranger, "init", "Joneses")
+        #expect(try runKidledger(stranger, ["relay", "add", code]).code == 77)
+
+        // The owner's relay session hands the relay the list with Dad's key.
+        try ok(mom, "relay", "sync")
+        // Dad writes while Mom is off, and syncs with the relay only; then Mom, then Dad again.
+        try ok(dad, "give", "Zephyrine", "0.77", "--note", "quokka-snacks")
+        try ok(dad, "relay", "sync")
+        try ok(mom, "give", "Zephyrine", "5.55", "--note", "pelican-tax")
+        let momSync = try json(mom, "relay", "sync")
+        let results = momSync["results"] as? [[String: Any]] ?? []
+        #expect((results.first?["changesReceived"] as? Int ?? 0) >= 1, "\(momSync)")
+        try ok(dad, "relay", "sync")
+        #expect(try digest(mom) == digest(dad))
+        #expect(try childTable(dad)["Zephyrine"]?[0] == 1_234 + 77 + 555)
+
+        // `status` says the route; --json has `relays`.
+        let status = try ok(mom, "status")
+        #expect(status.contains("Dad's laptop: via the relay, last synced"), "\(status)")
+        let document = try json(mom, "status")
+        let route = ((document["relays"] as? [[String: Any]])?.first?["laptops"] as? [[String: Any]])?.first?["route"] as? String
+        #expect(route == "relay", "\(document)")
+
+        // The relay's files hold none of the names, notes or amounts.
+        let stored = try Data(contentsOf: URL(fileURLWithPath: relayHome.home + "/relay/data.mdb"))
+        for secret in ["Zephyrine", "Smiths", "marmalade", "quokka", "pelican", "Dad", "12.34", "1234", "5.55"] {
+            #expect(stored.range(of: Data(secret.utf8)) == nil, "the relay's store holds \"\(secret)\"")
+        }
+
+        // Removed: the relay serves nobody of the household, Dad (who never learned of the removal) is refused.
+        try ok(mom, "relay", "remove")
+        let refused = try runKidledger(dad, ["relay", "sync"])
+        #expect(refused.code == 77, "\(refused)")
+        relay.send(SIGTERM)
+        #expect(relay.wait(timeout: 15), "the relay did not stop")
+        #expect(relay.stderr.contains("adopted by owner key"))
+        // Unreachable now: status says so.
+        _ = try runKidledger(dad, ["relay", "sync"])
+        #expect(try ok(dad, "status").contains("was unreachable"))
+    }
+}
