@@ -28,7 +28,7 @@ enum RelayCommands {
     }
 
     static let serve = CLI.Command(spec: CommandSpec(
-        name: "relay serve", synopsis: "--listen HOST:PORT [--address HOST:PORT]", summary: "run a sealed relay for a household (on the relay machine)",
+        name: "relay serve", synopsis: "--listen HOST:PORT", summary: "run a sealed relay for a household (on the relay machine)",
         details: """
         Runs the relay in this home (--home or KIDLEDGER_HOME; a relay home holds the relay's device key and its
         store, never a ledger). Until an owner adopts it, it prints a one-time relay code (KLR1-…, also kept in

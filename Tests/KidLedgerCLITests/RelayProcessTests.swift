@@ -74,6 +74,30 @@ struct RelayProcessTests {
             #expect(stored.range(of: Data(secret.utf8)) == nil, "the relay's store holds \"\(secret)\"")
         }
 
+        // Dad's daemon syncs through the relay by itself (its gossip loop), never dialling Mom:
+        // Dad forgets Mom's address first.
+        for peer in try json(dad, "peers")["peers"] as? [[String: Any]] ?? [] {
+            if let address = peer["address"] as? String { try ok(dad, "peer", "remove", address) }
+        }
+        try ok(mom, "give", "Zephyrine", "1.00", "--note", "heron-gift")
+        try ok(mom, "relay", "sync")
+        let dadDaemon = try #require(try DaemonProcess.start(dad, in: group, arguments: ["--ui", "off", "--no-discovery"]))
+        let momDigest = try digest(mom)
+        var deadline = Deadline(seconds: 60)
+        while try digest(dad) != momDigest && !deadline.passed { usleep(100_000) }
+        #expect(try digest(dad) == momDigest, "\(dadDaemon.log)")
+        // Dad writes while his daemon runs: it pushes the change to the relay soon after; Mom pulls it.
+        try ok(dad, "give", "Zephyrine", "2.00", "--note", "ibis-fee")
+        deadline = Deadline(seconds: 60)
+        while !deadline.passed {
+            _ = try runKidledger(mom, ["relay", "sync"])
+            if try childTable(mom)["Zephyrine"]?[0] == 1_234 + 77 + 555 + 100 + 200 { break }
+            usleep(200_000)
+        }
+        #expect(try digest(mom) == digest(dad), "\(dadDaemon.log)")
+        #expect(dadDaemon.log.contains("relay 127.0.0.1:"), "\(dadDaemon.log)")
+        #expect(dadDaemon.stop() == 0)
+
         // Removed: the relay serves nobody of the household, Dad (who never learned of the removal) is refused.
         try ok(mom, "relay", "remove")
         let refused = try runKidledger(dad, ["relay", "sync"])
@@ -84,5 +108,15 @@ struct RelayProcessTests {
         // Unreachable now: status says so.
         _ = try runKidledger(dad, ["relay", "sync"])
         #expect(try ok(dad, "status").contains("was unreachable"))
+    }
+
+    @Test func aRelayHomeGetsItsOwnServiceUnit() throws {
+        let relayHome = TestLedger()
+        defer { relayHome.remove() }
+        try FileManager.default.createDirectory(atPath: relayHome.home, withIntermediateDirectories: true)
+        let unit = try ok(relayHome, "service", "install", "--relay", "--listen", "127.0.0.1:4790", "--dry-run")
+        #expect(unit.contains("relay serve --listen 127.0.0.1:4790"), "\(unit)")
+        #expect(unit.contains("Description=kidledger relay for"), "\(unit)")
+        #expect(try runKidledger(relayHome, ["service", "install", "--relay", "--ui", "off", "--dry-run"]).code == 64)
     }
 }
