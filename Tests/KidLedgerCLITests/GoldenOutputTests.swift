@@ -309,7 +309,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 51)
+            #expect(CLI.commands.count == 56)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)
