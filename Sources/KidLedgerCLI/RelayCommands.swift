@@ -34,7 +34,7 @@ enum RelayCommands {
         store, never a ledger). Until an owner adopts it, it prints a one-time relay code (KLR1-…, also kept in
         HOME/relay-code.txt) carrying its key, a secret and where to dial it: run `kidledger relay add CODE` on the
         owner's laptop. Afterwards it serves only the keys on the owner's signed access list, and reads nothing
-        it stores (docs/RELAY-DESIGN.md). Logs one line per session to standard error; stops on SIGINT or SIGTERM.
+        it stores. Logs one line per session to standard error; stops on SIGINT or SIGTERM.
         One relay per home (HOME/daemon.lock).
           --address HOST:PORT   the address the code names (default: the bound address; for a wildcard
                                 listen address, this machine's LAN addresses)
@@ -258,7 +258,7 @@ extension String {
     }
 }
 
-/// What `status` adds for the granted relays (docs/RELAY-DESIGN.md, "Status"): per other member,
+/// What `status` adds for the granted relays (docs/RELAY-DESIGN.md, "Running a relay"): per other member,
 /// the route "via the relay" and when the relay last saw it sync; or that the relay was unreachable
 /// or refused this laptop at the last try. Nothing when no relay is granted.
 struct RelayRoutes {

@@ -24,8 +24,8 @@ enum ServiceCommands {
         and prints those commands. To keep the service running after you log out: `loginctl enable-linger $USER`.
           --listen HOST:PORT   the daemon's address (default :4717, every interface)
           --ui ADDRESS         passed on to `serve --ui` (default: serve's, 127.0.0.1:4718)
-          --relay              run `kidledger relay serve --listen ADDRESS` for this home instead (a relay home:
-                               docs/RELAY-DESIGN.md); its code is in HOME/relay-code.txt until an owner adopts it
+          --relay              run `kidledger relay serve --listen ADDRESS` for this home instead (a relay home,
+                               holding no ledger); its code is in HOME/relay-code.txt until an owner adopts it
           --dry-run            print the unit on standard output; write and run nothing
         """, valueOptions: ["listen", "ui"], flagOptions: ["dry-run", "relay"])) { ctx, args in
         let listen = args.values["listen"] ?? ServiceUnit.defaultListen
