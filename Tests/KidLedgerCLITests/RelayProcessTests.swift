@@ -1,7 +1,11 @@
 import Foundation
 import KidLedgerCLITestSupport
 import KidLedgerTestSupport
+import KidLedgerProtocol
+import KidLedgerRelay
+import KidLedgerSecurity
 import Testing
+@testable import KidLedgerDaemon
 
 /// The sealed relay between real `kidledger` processes on 127.0.0.1 (docs/RELAY-DESIGN.md):
 /// Mom adopts a relay, Dad joins, and from then on the two laptops never dial each other: each
@@ -38,6 +42,32 @@ struct RelayProcessTests {
         let added = try json(mom, "relay", "add", code)
         #expect(added["synced"] as? Bool == true, "\(added)")
         #expect(!FileManager.default.fileExists(atPath: relayHome.home + "/relay-code.txt"), "the code is used up")
+
+        // Hostile input does not stop the relay: raw garbage, and a stranger who completes the
+        // handshake and then sends an adopt, a frame of an unknown type and a lying length.
+        let port = Int(relay.stderr.split(separator: "127.0.0.1:").dropFirst().first?.prefix { $0.isNumber } ?? "") ?? 0
+        let raw = connectLocal(port)
+        #expect(raw >= 0)
+        let garbage = (0..<4_096).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) }
+        _ = garbage.withUnsafeBytes { send(raw, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        close(raw)
+        let relayKey = try #require(RelayCode(text: code)).relay
+        let strangerKey = try Identity(seed: [UInt8](repeating: 0x66, count: 32))
+        for hostile in [RelayAdoption.adoptFrame(secret: [UInt8](repeating: 0, count: 16),
+                                                 list: SignedRelayAccessList.sign(try RelayAccessList(number: 9, quotas: [RelayMemberKey(bytes: strangerKey.publicKey.bytes)!: 1]),
+                                                                                  relay: PublicKey(bytes: relayKey)!, owner: strangerKey)),
+                        Frame.encode(type: 99, payload: [1, 2, 3]), [0xFF, 0xFF, 0xFF, 0xFF, 1] + garbage] {
+            let (stream, _) = try RelayDriver.connect(["127.0.0.1:\(port)"], relay: relayKey, as: strangerKey)
+            try stream.write(hostile, timeoutMillis: 5_000)
+            // The relay answers `error` and closes, or just closes: either way within the peer timeout.
+            var ended = false
+            for _ in 0..<64 where !ended {
+                do { ended = try stream.read(maxBytes: 1 << 16, timeoutMillis: 20_000).isEmpty } catch { ended = true }
+            }
+            #expect(ended)
+            stream.close()
+        }
+        #expect(!relay.hasExited, "\(relay.stderr)")
 
         // Dad joins while Mom's daemon runs, for the join only.
         let daemon = try #require(try DaemonProcess.start(mom, in: group))
