@@ -133,6 +133,8 @@ def main():
     table["latency"] = {s: latency(s) for s in ("loopback", "loss12")}
     idle = rows("idle")
     table["idle"] = idle[-1] if idle else None
+    relay = rows("relay")
+    table["relay"] = relay[-1] if relay else None
     elapsed = rows("elapsed")
     table["elapsedSeconds"] = elapsed[0]["seconds"] if elapsed else None
 
@@ -190,6 +192,10 @@ def targets(t, sizes):
         m = lat.get(setting)
         add(f"a change visible on the other laptop {what}: median seconds", m["medianSeconds"] if m else None, limit,
             note=f"95th percentile {m['p95Seconds']:.2f} s, {m['trials']} trials" if m and m["p95Seconds"] is not None else "")
+    relay = t.get("relay")
+    add(f"initial sync through the relay: a laptop's download / the direct sync ({relay['n'] if relay else 'N'}, Scripts/relay-bench.sh)",
+        relay["downloadMillis"] / relay["directMillis"] if relay else None, 1.5,
+        note=f"upload and download together: {relay['relayMillis'] / relay['directMillis']:.2f}x" if relay else "")
     idle = t.get("idle")
     add("idle daemon: wakeups per minute, all threads (Scripts/idle.sh)", idle["wakeupsPerMinute"] if idle else None, 60)
     add("idle daemon: CPU, % of one core", idle["cpuPercent"] if idle else None, 0.05)
@@ -296,6 +302,12 @@ def render(meta, t, sizes):
             out.append(f"A change visible on the other laptop {what} (`Scripts/latency.py`, {m['trials']} trials, both daemons running): "
                        f"median {human_seconds(m['medianSeconds'])}, 95th percentile {human_seconds(m['p95Seconds'])}"
                        + f", {m['timedOut']} timed out after 30 s (counted as 30 s).")
+    relay = t.get("relay")
+    if relay:
+        out.append("")
+        out.append(f"The relay (`Scripts/relay-bench.sh`, {relay['n']} transactions, {relay['rounds']} rounds, medians): direct initial sync "
+                   f"{relay['directMillis']} ms; through the relay, the owner's upload {relay['uploadMillis']} ms and the other laptop's "
+                   f"download {relay['downloadMillis']} ms; the relay stores {relay['relayBytesPerTransaction']} bytes per transaction (its LMDB file's growth).")
     idle = t.get("idle")
     if idle:
         out.append("")

@@ -233,6 +233,11 @@ if [ "$LATENCY" -gt 0 ]; then
     python3 Scripts/latency.py "$KL" "$LATENCY" "$RESULTS"
 fi
 
+# Issue 44, point 7: the initial sync through the relay against the direct one, same homes, same
+# run (Scripts/relay-bench.sh), at 100k (or the largest N below it), and the relay's bytes stored.
+say "relay: the initial sync of $YRS_N transactions through the relay and directly, $(runs_for "$YRS_N") rounds"
+record "$(RELAY_BENCH_JSON=1 KL="$KL" BENCH="$BENCH" Scripts/relay-bench.sh "$YRS_N" "$(runs_for "$YRS_N")" 2>/dev/null | tail -n 1)"
+
 # Issue 40, point 4: the daemon at rest (no change, its one peer out of reach, the page closed):
 # wakeups and CPU per minute from /proc over a minute (Scripts/idle.sh; IDLE_SECONDS overrides).
 say "idle: the daemon at rest for ${IDLE_SECONDS:-60} s (wakeups and CPU from /proc)"
