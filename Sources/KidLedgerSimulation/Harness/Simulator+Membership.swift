@@ -95,7 +95,12 @@ extension Simulator {
         let cut = try replica.cut(of: nodes[target].member.publicKey.bytes)
         let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: cut,
                                           household: household, atMillis: time.millis + owner.skew)
-        try replica.commitMembership([.revoke(revocation)])
+        if let relay, try relayGranted(replica, relay) {
+            // While a relay is granted the revocation carries a new epoch (the CLI's `revoke`).
+            try replica.commitMembership([.revoke(revocation)], rotatingRelayEpochAs: owner.member, using: &relayG)
+        } else {
+            try replica.commitMembership([.revoke(revocation)])
+        }
         if let carrier = try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0) {
             revocationChanges.append((target, carrier.origin, carrier.sequences.upperBound))
         }
@@ -147,8 +152,14 @@ extension Simulator {
         guard let replica = node.replica, !node.isFrozen, try !node.listsItselfRevoked(),
               try replica.ownership()?.owner != node.member.publicKey.bytes else { return nil }
         let before = try ownSequence(node)
-        let transfer = try replica.transferOwnership(to: node.member.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
+        let transfer: OwnerTransfer
+        if let relay, try relayGranted(replica, relay) {
+            transfer = try replica.transferOwnership(to: node.member, recoveryKey: recovery.publicKey.bytes, atMillis: time.millis + node.skew,
+                                                     sign: { share.sign($0, by: recovery) }, using: &relayG)
+        } else {
+            transfer = try replica.transferOwnership(to: node.member.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
                                                      atMillis: time.millis + node.skew) { share.sign($0, by: recovery) }
+        }
         try recordLocalChanges(node, after: before)
         currentOwner = node.index
         count("ownerTransfer")
