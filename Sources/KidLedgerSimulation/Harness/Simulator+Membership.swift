@@ -134,7 +134,10 @@ extension Simulator {
             && node.index != hostile?.node {
             let vector = try node.versionVector()
             let held = revocationChanges.filter { stopped.contains($0.target) }
-            if held.allSatisfy({ (vector[$0.origin] ?? 0) >= $0.sequence }) { candidates.append(node) }
+            guard held.allSatisfy({ (vector[$0.origin] ?? 0) >= $0.sequence }) else { continue }
+            // Nor without the relay's grant: one the transfer does not cover is forged everywhere.
+            if let relay, relay.owner != nil, let replica = node.replica, try !relayGranted(replica, relay) { continue }
+            candidates.append(node)
         }
         guard let node = candidates.randomElement(using: &g) else {
             log("no member can recover ownership now (down, switched away, revoked, or lacking a revocation)")
