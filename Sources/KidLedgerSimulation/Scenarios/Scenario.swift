@@ -669,6 +669,10 @@ extension Scenario {
             guard w.count == 3 else { throw fail("expected: relay withhold rN") }
             return .relayMode(.withhold(try replicaIndex(w[2], replicas, line: line)))
         }
+        guard relaySteps.contains(w[1]) else {
+            let near = Suggestions.nearest(w[1], in: relaySteps).map { " (did you mean \($0)?)" } ?? ""
+            throw fail("unknown relay step \"\(w[1])\"\(near); expected: \(usage)")
+        }
         guard w.count == 2 else { throw fail("expected: \(usage)") }
         switch w[1] {
         case "honest": return .relayMode(.honest)
@@ -679,10 +683,7 @@ extension Scenario {
         case "stale": return .relayMode(.stale)
         case "crash": return .relayCrash
         case "restart": return .relayRestart
-        case "wipe": return .relayWipe
-        default:
-            let near = Suggestions.nearest(w[1], in: relaySteps).map { " (did you mean \($0)?)" } ?? ""
-            throw fail("unknown relay step \"\(w[1])\"\(near); expected: \(usage)")
+        default: return .relayWipe
         }
     }
 }
