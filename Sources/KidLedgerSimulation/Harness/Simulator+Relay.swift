@@ -71,7 +71,6 @@ extension Simulator {
         try openRelaySession(node, replica, relay)
     }
 
-    // long-function: a session's setup from the ledger: keys, the owner's list and mailbox posts.
     func openRelaySession(_ node: SimNode, _ replica: Replica, _ relay: SimRelay) throws {
         guard let pinned = relay.owner else { return }
         let relayKey = relay.identity.publicKey.bytes
