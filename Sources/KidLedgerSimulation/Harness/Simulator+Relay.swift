@@ -59,7 +59,9 @@ extension Simulator {
         guard let relay, let replica = node.replica, !node.isFrozen, try !node.listsItselfRevoked(),
               try relayGranted(replica, relay) else { return }
         let before = try ownSequence(node)
-        if try replica.publishRelayKeys(identity: node.member) > 0 {
+        // Not the hostile member: its writes may count nowhere (a flooding member), and
+        // `publishRelayKeys` writes again at every tick while its key does not count.
+        if node.index != hostile?.node, try replica.publishRelayKeys(identity: node.member) > 0 {
             try recordLocalChanges(node, after: before)
             log("\(node.name) publishes its relay key")
         }
