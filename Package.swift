@@ -63,9 +63,9 @@ let package = Package(
         .target(name: "KidLedgerUI", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The long-running machinery behind `serve` and `sync`: the daemon's accept and gossip loops,
         // LAN discovery, the sync driver, the one-daemon-per-home lock, the systemd user unit.
-        .target(name: "KidLedgerDaemon", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerTransport", "KidLedgerSecurity"]),
+        .target(name: "KidLedgerDaemon", dependencies: ["KidLedgerSystem", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerRelay", "KidLedgerLMDB", "KidLedgerTransport", "KidLedgerSecurity"]),
         // The command-line interface as a library (argument parsing, commands, output), so tests can drive it.
-        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerSystem", "CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI", "KidLedgerDaemon"]),
+        .target(name: "KidLedgerCLI", dependencies: ["KidLedgerSystem", "CQRencode", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerRelay", "KidLedgerLMDB", "KidLedgerProtocol", "KidLedgerTransport", "KidLedgerSecurity", "KidLedgerUI", "KidLedgerDaemon"]),
 
         // Thin executable.
         .executableTarget(name: "kidledger", dependencies: ["KidLedgerCLI"]),
@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "KidLedgerSecurityTests", dependencies: ["KidLedgerSecurity", "KidLedgerDomain", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerRelayTests", dependencies: ["KidLedgerRelay", "KidLedgerSecurity", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerTestSupport"]),
         .testTarget(name: "KidLedgerUITests", dependencies: ["KidLedgerSystem", "KidLedgerUI", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerTransport", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
-        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
+        .testTarget(name: "KidLedgerCLITests", dependencies: ["KidLedgerSystem", "KidLedgerCLI", "KidLedgerDaemon", "KidLedgerRelay", "KidLedgerProtocol", "KidLedgerDomain", "KidLedgerReplica", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerTestSupport", "KidLedgerCLITestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -16,7 +16,7 @@ public enum CLI {
 
     /// Every command, in help order.
     static let commands: [Command] = LedgerCommands.all + AllowanceCommands.all + DataCommands.all + PeerCommands.all + NetworkCommands.all + AccountCommands.all
-        + RecoveryCommands.all + PageCommands.all + OpenCommand.all + ServiceCommands.all + HouseholdCommands.all + BackupCommands.all
+        + RecoveryCommands.all + PageCommands.all + OpenCommand.all + ServiceCommands.all + HouseholdCommands.all + BackupCommands.all + RelayCommands.all
 
     /// Runs the command line `arguments` (without the program name).
     public static func run(arguments: [String], environment: [String: String], console: Console,

@@ -388,6 +388,8 @@ enum NetworkCommands {
         }
         ctx.configure(replica, identity: me)
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
+        // With a relay granted, this member's relay key too, so the owner's next access list names it.
+        _ = try replica.publishRelayKeys(identity: me)
         // The inviting device learns the name at once (now as a member's sync); if that fails,
         // it learns it at the next sync.
         _ = SyncDriver.sync(replica, household: code.household, with: result.address, identity: me)

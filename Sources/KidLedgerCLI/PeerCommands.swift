@@ -69,7 +69,11 @@ enum PeerCommands {
         A laptop answered recently when a session with it (either way) completed within the last 5 minutes
         (``StatusReport/answeredWindowMillis``, ten of the daemon's sync intervals) and no attempt to reach
         it failed since. Laptops of revoked members, and addresses that never synced, are not counted.
-        `laptops` in --json has one entry per counted laptop: name, state, theyLack, lastSyncMillis.
+        `laptops` in --json has one entry per counted laptop: name, state, theyLack, lastSyncMillis, route ("direct").
+        With a relay granted, a line per other member says its route through it ("Dad's laptop: via the relay,
+        last synced 2 minutes ago"), and one says when the relay was unreachable or refused this laptop at the last
+        try; --json adds `relays` (per relay: address, fingerprint, reach, lastAttemptMillis, error, and its
+        laptops with route "relay" and lastSyncMillis).
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
         Active children with one name up to case and accents (added on two laptops apart) get a note line
@@ -80,8 +84,12 @@ enum PeerCommands {
         var report = try StatusReport(replica: replica, now: ctx.clock.nowMillis(), attention: try ctx.attentionReason(replica))
         report.time = ctx.time
         report.interruptedJoin = ctx.joinInterrupted ? ctx.joinStagingPath : nil
-        ctx.emit(report.jsonDocument())
-        ctx.say(report.text())
+        // The relays' routes: new lines and a `relays` key; the rest is unchanged.
+        let routes = try RelayRoutes(replica: replica, me: try ctx.identity(creating: false)?.publicKey.bytes, now: ctx.clock.nowMillis())
+        var document = report.jsonDocument()
+        if case .object(let pairs) = document, !routes.json.isEmpty { document = .object(pairs + [("relays", .array(routes.json))]) }
+        ctx.emit(document)
+        ctx.say(([report.text()] + routes.lines).joined(separator: "\n"))
     }
 }
 
@@ -399,7 +407,8 @@ struct StatusReport {
                      ("memberKey", laptop.memberKey.isEmpty ? .null : .string(Hex.encode(laptop.memberKey))),
                      ("addresses", .array(laptop.addresses.map(JSON.string))),
                      ("state", .string(s.state.rawValue)), ("theyLack", .int(s.lacks)),
-                     ("lastSyncMillis", .int(laptop.lastSyncMillis)), ("answersRecently", .bool(s.answers))])
+                     ("lastSyncMillis", .int(laptop.lastSyncMillis)), ("answersRecently", .bool(s.answers)),
+                     ("route", .string("direct"))])
         })
     }
 

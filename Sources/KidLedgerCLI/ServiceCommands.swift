@@ -24,8 +24,10 @@ enum ServiceCommands {
         and prints those commands. To keep the service running after you log out: `loginctl enable-linger $USER`.
           --listen HOST:PORT   the daemon's address (default :4717, every interface)
           --ui ADDRESS         passed on to `serve --ui` (default: serve's, 127.0.0.1:4718)
+          --relay              run `kidledger relay serve --listen ADDRESS` for this home instead (a relay home,
+                               holding no ledger); its code is in HOME/relay-code.txt until an owner adopts it
           --dry-run            print the unit on standard output; write and run nothing
-        """, valueOptions: ["listen", "ui"], flagOptions: ["dry-run"])) { ctx, args in
+        """, valueOptions: ["listen", "ui"], flagOptions: ["dry-run", "relay"])) { ctx, args in
         let listen = args.values["listen"] ?? ServiceUnit.defaultListen
         _ = try NetworkCommands.listenAddress(listen, option: "--listen")
         let ui = try args.values["ui"].map { raw in
@@ -34,9 +36,12 @@ enum ServiceCommands {
         }
         // A home with no household yet gets its service too: the daemon serves the page, where the
         // household is started or joined (docs/SYNC.md), and the unit may write only to the home.
-        let household = FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica().household() : nil
-        if household == nil && ui == "off" { throw LedgerError.noHousehold }
-        let unit = try ServiceUnit(ctx, listen: listen, ui: ui, household: household?.name ?? "")
+        let relay = args.has("relay")
+        if relay && ui != nil { throw CLIError.usage("a relay serves no page: drop --ui, or --relay") }
+        if relay && FileSystem.exists(ctx.storePath + "/data.mdb") { throw CLIError.usage("\(ctx.home) holds a ledger: a relay runs in a home of its own") }
+        let household = !relay && FileSystem.exists(ctx.storePath + "/data.mdb") ? try ctx.openReplica().household() : nil
+        if !relay && household == nil && ui == "off" { throw LedgerError.noHousehold }
+        let unit = try ServiceUnit(home: ctx.home, environment: ctx.environment, listen: listen, ui: ui, household: household?.name ?? "", relay: relay)
         if args.has("dry-run") {
             ctx.console.out(unit.text)
             ctx.console.err("kidledger: dry run: would write \(unit.path)\n")

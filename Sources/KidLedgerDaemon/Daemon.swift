@@ -411,6 +411,7 @@ public final class Daemon: Sendable {
         var changedAt: Int64?
         var nextDue: [String: Int64] = [:]
         var backoff: [String: Backoff] = [:]
+        var relaySchedule = RelaySchedule()
         var random = SystemRandomNumberGenerator()
         var allowanceCheckedAt: Int64?
         let watch = FileWatch(path: environment.directory + "/data.mdb")
@@ -472,6 +473,8 @@ public final class Daemon: Sendable {
                 }
                 backoff[group.key] = b
             }
+            // After the direct peers: the granted relays that are due.
+            if relayRound(replica, now: now, changeDue: changeDue, schedule: &relaySchedule, random: &random) { synced = true }
             if changeDue || synced {
                 // What this round received is not a local change to push again; a local change
                 // committed while the round ran (another command on this home) is.
@@ -486,6 +489,7 @@ public final class Daemon: Sendable {
             }
             // Sleep until something is due, or a commit, a discovery or a stop wakes the loop.
             var dues = SyncDriver.dialGroups(try replica.device.peers()).map { nextDue[$0.key] ?? 0 }
+            dues += ((try? replica.relays()) ?? []).map { relaySchedule.due[Hex.encode($0.key)] ?? 0 }
             // A commit is visible to readers a moment after its last write to data.mdb (LMDB
             // publishes the transaction id in lock.mdb after the meta page): look once more then.
             if storeWritten { dues.append(Monotonic.millis() + Daemon.commitSettleMillis) }

@@ -19,8 +19,9 @@ public struct ServiceUnit {
     /// The unit file's text.
     public let text: String
 
-    /// The unit serving `home` (the command's `environment` names the config directory).
-    public init(home: String, environment: [String: String], listen: String, ui: String?, household: String) throws {
+    /// The unit serving `home` (the command's `environment` names the config directory); with
+    /// `relay`, the unit runs `relay serve` (a relay home) instead of the daemon.
+    public init(home: String, environment: [String: String], listen: String, ui: String?, household: String, relay: Bool = false) throws {
         let home = try Self.absolute(home)
         let binary = try Self.executable()
         name = "kidledger-" + Self.hash(home) + ".service"
@@ -28,20 +29,20 @@ public struct ServiceUnit {
             ?? ((environment["HOME"] ?? Self.passwdHome()) + "/.config")
         directory = config + "/systemd/user"
         path = directory + "/" + name
-        text = try Self.text(binary: binary, home: home, listen: listen, ui: ui, household: household)
+        text = try Self.text(binary: binary, home: home, listen: listen, ui: ui, household: household, relay: relay)
     }
 
     /// The unit's text for `binary` serving `home` on `listen`.
-    public static func text(binary: String, home: String, listen: String, ui: String?, household: String) throws -> String {
+    public static func text(binary: String, home: String, listen: String, ui: String?, household: String, relay: Bool = false) throws -> String {
         for path in [binary, home] where path.contains(where: { $0.isNewline || ($0.asciiValue.map { $0 < 0x20 || $0 == 0x7f } ?? false) }) {
             throw DaemonError("cannot write a unit for a path with control characters: \(TextEscaping.terminal(path))", kind: .dataError)
         }
-        let command = [binary, "--home", home, "serve", "--listen", listen] + (ui.map { ["--ui", $0] } ?? [])
+        let command = [binary, "--home", home] + (relay ? ["relay", "serve", "--listen", listen] : ["serve", "--listen", listen] + (ui.map { ["--ui", $0] } ?? []))
         let label = household.isEmpty ? "" : " (\(TextEscaping.terminal(household)))"
         // A private /tmp would hide a home that lives under /tmp.
         let underTmp = ["/tmp", "/var/tmp"].contains { home == $0 || home.hasPrefix($0 + "/") }
         return body(header: "# Written by `kidledger service install`; remove it with `kidledger service uninstall`.",
-                    description: "kidledger daemon for \(escapeSpecifiers(home))\(escapeSpecifiers(label))",
+                    description: "kidledger \(relay ? "relay" : "daemon") for \(escapeSpecifiers(home))\(escapeSpecifiers(label))",
                     execStart: command.map(quote).joined(separator: " "), readWrite: quote(home), privateTmp: !underTmp)
     }
 

@@ -4,5 +4,5 @@
 /// KidLedgerProtocol).
 public enum KidLedgerVersion {
     /// This build's version.
-    public static let current = "0.2.0"
+    public static let current = "0.3.0"
 }

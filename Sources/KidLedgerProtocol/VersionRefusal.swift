@@ -46,9 +46,14 @@ public enum VersionRefusal {
 /// (kidledger 0.1.0) names none. A release that keeps the previous release's range extends that
 /// entry's name.
 public enum KnownReleases {
-    /// The releases that speak exactly `versions`, when known: 3...3 is 0.1.0 (0.2.0 speaks 3...4).
+    /// The releases that speak exactly `versions`, when known: 3...3 is 0.1.0, 3...4 is 0.2.0
+    /// (0.3.0 speaks 3...5).
     public static func name(speaking versions: ClosedRange<UInt16>) -> String? {
-        versions == 3...3 ? "0.1.0" : nil
+        switch versions {
+        case 3...3: "0.1.0"
+        case 3...4: "0.2.0"
+        default: nil
+        }
     }
 
     /// The releases whose highest protocol version is `version`, when known.
@@ -56,6 +61,7 @@ public enum KnownReleases {
         switch version {
         case 3: "0.1.0"
         case 4: "0.2.0"
+        case 5: "0.3.0"
         default: nil
         }
     }

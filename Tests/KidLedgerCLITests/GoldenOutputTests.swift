@@ -198,6 +198,11 @@ struct GoldenOutputTests {
           backup FILE                                  write a copy of the whole home (ledger and this laptop's keys) to FILE
           backup schedule [FOLDER [--keep N] | --off]  have the daemon write a backup every day into FOLDER
           restore FILE [--replace]                     bring back a backup into an empty home (or a new laptop)
+          relay serve --listen HOST:PORT               run a sealed relay for a household (on the relay machine)
+          relay add CODE [--address HOST:PORT]         adopt a relay for the household (owner only)
+          relay remove [FINGERPRINT]                   remove the household's relay (owner only)
+          relay status                                 the household's relays and what they last told of each laptop
+          relay sync                                   sync now through the household's relay(s)
           help [COMMAND]                               this overview, or a command's help
 
         Amounts: dollars ('$1.25', '$0.10', 5) or coins (penny, nickel, dime, quarter, half, dollar);
@@ -304,7 +309,7 @@ struct GoldenOutputTests {
 
     @Test func helpOfEveryCommand() {
         withLedger { l in
-            #expect(CLI.commands.count == 51)
+            #expect(CLI.commands.count == 56)
             for command in CLI.commands {
                 let name = command.spec.name
                 let words = name.split(separator: " ").map(String.init)

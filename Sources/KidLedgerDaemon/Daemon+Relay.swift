@@ -1,0 +1,43 @@
+import KidLedgerDomain
+import KidLedgerRelay
+import KidLedgerReplica
+import KidLedgerSystem
+import KidLedgerTransport
+
+extension Daemon {
+    /// When each granted relay is due next and its backoff, by relay key (hex).
+    struct RelaySchedule {
+        var due: [String: Int64] = [:]
+        var backoff: [String: Backoff] = [:]
+    }
+
+    /// The gossip loop's relay step, after the direct peers: one session with each granted relay
+    /// that is due (on the interval, soon after a local change unless it is failing, with the
+    /// direct peers' backoff after failures; docs/RELAY-DESIGN.md, "Paths"). The owner's laptop
+    /// hands the relay a newer access list when the members' published keys changed. Returns
+    /// whether any session ran. Nothing in attentionRequired.
+    func relayRound(_ replica: Replica, now: Int64, changeDue: Bool, schedule: inout RelaySchedule,
+                    random: inout SystemRandomNumberGenerator) -> Bool {
+        guard attention?(replica) == nil, let relays = try? replica.relays(), !relays.isEmpty else { return false }
+        let me = identity.publicKey.bytes
+        let isOwner = ((try? replica.members()) ?? []).contains { $0.isOwner && $0.key == me }
+        var ran = false
+        for relay in relays where !Daemon.stopRequested {
+            let key = Hex.encode(relay.key)
+            let failing = (schedule.backoff[key]?.attempt ?? 0) > 0
+            guard now >= schedule.due[key] ?? 0 || (changeDue && !failing) else { continue }
+            let result = RelayDriver.sync(replica, identity: identity, relay: relay, owner: isOwner, now: clock.nowMillis())
+            ran = true
+            log(RelayDriver.line(result))
+            var b = schedule.backoff[key] ?? Backoff()
+            if result.succeeded {
+                b.reset()
+                schedule.due[key] = Monotonic.millis() + Daemon.gossipIntervalMillis
+            } else {
+                schedule.due[key] = Monotonic.millis() + b.nextDelayMillis(using: &random)
+            }
+            schedule.backoff[key] = b
+        }
+        return ran
+    }
+}

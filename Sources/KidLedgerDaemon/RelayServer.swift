@@ -1,0 +1,235 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import KidLedgerDomain
+import KidLedgerProtocol
+import KidLedgerRelay
+import KidLedgerSecurity
+import KidLedgerSystem
+import KidLedgerTransport
+import KidLedgerLMDB
+import Synchronization
+
+/// `kidledger relay serve`: the relay's accept loop (docs/RELAY-DESIGN.md, "Running a relay").
+/// Each connection runs the `SecureChannel` as responder under the relay's device key, bound to
+/// no household (the relay knows none: the zero id), then either the adoption (while no owner
+/// adopted the relay) or a ``RelayServerSession`` with the key the channel authenticated. The
+/// relay holds no ledger; everything it stores is in its ``RelayStore``.
+public final class RelayServer: Sendable {
+    /// Who adopted the relay, and the one-time secret while nobody has.
+    public struct Adoption: Sendable {
+        /// The pinned owner key (nil until adopted).
+        public var owner: PublicKey?
+        /// The secret of the printed code (nil once adopted).
+        public var secret: [UInt8]?
+        /// An adoption state.
+        public init(owner: PublicKey?, secret: [UInt8]?) {
+            self.owner = owner
+            self.secret = secret
+        }
+    }
+
+    /// Connection limits: as the daemon's.
+    public static let limitsDefault = Daemon.limitsDefault
+    /// How long one session may take in all.
+    static let sessionTotalMillis: Int64 = 600_000
+    /// The most reads one session takes (a bound against a clock that stands still).
+    static let readsMax = 1 << 22
+
+    let environment: LMDBEnvironment
+    let identity: Identity
+    let listener: TCPListener
+    let log: @Sendable (String) -> Void
+    let limiter: ConnectionLimiter
+    let peerTimeoutMillis: Int
+    private let adoption: Mutex<Adoption>
+    /// Persists the adoption (the owner key pinned, the secret forgotten) before it is answered.
+    private let persist: @Sendable (PublicKey) throws -> Void
+    private let activeThreads = Atomic<Int>(0)
+
+    /// A relay serving `environment` (a ``RelayStore``'s tables) as `identity` on `listener`.
+    public init(environment: LMDBEnvironment, identity: Identity, listener: TCPListener, adoption: Adoption,
+                peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = RelayServer.limitsDefault,
+                log: @escaping @Sendable (String) -> Void, persist: @escaping @Sendable (PublicKey) throws -> Void) {
+        self.environment = environment
+        self.identity = identity
+        self.listener = listener
+        self.adoption = Mutex(adoption)
+        self.peerTimeoutMillis = peerTimeoutMillis
+        self.limiter = ConnectionLimiter(limits)
+        self.log = log
+        self.persist = persist
+    }
+
+    /// The owner key, once adopted.
+    public var owner: PublicKey? { adoption.withLock { $0.owner } }
+
+    /// Accepts until SIGINT or SIGTERM (``Daemon/installSignalHandlers()``), then lets sessions
+    /// in progress end (at most 5 s).
+    public func run() {
+        var refusals = RefusalLog()
+        while !Daemon.stopRequested {
+            for line in refusals.due(now: Monotonic.millis()) { log(line) }
+            let connection: TCPConnection?
+            do { connection = try listener.accept(timeoutMillis: 1_000) } catch {
+                log("accept failed: \(error)")
+                usleep(100_000)
+                continue
+            }
+            guard let connection else { continue }
+            switch limiter.tryAcquire(address: connection.remoteHost, evict: { connection.close() }) {
+            case .success(let slot):
+                activeThreads.add(1, ordering: .acquiringAndReleasing)
+                Thread.detachNewThread { [self] in
+                    defer { limiter.release(slot); activeThreads.subtract(1, ordering: .acquiringAndReleasing) }
+                    serve(connection)
+                }
+            case .failure(let refusal):
+                if let line = refusals.refused(connection.remote, address: connection.remoteHost, refusal.reason, now: Monotonic.millis()) {
+                    log(line)
+                }
+                try? connection.write(SecureChannel.refusalFrame(refusal.reason), timeoutMillis: 50)
+                connection.close()
+            }
+        }
+        listener.close()
+        let deadline = Monotonic.millis() + 5_000
+        while activeThreads.load(ordering: .acquiring) > 0 && Monotonic.millis() < deadline { usleep(50_000) }
+        log("stopped")
+    }
+
+    /// One connection: the handshake, then the adoption or a session. Never traps on peer input:
+    /// every decoder throws, every loop is bounded by a read count and a deadline.
+    private func serve(_ connection: TCPConnection) {
+        let remote = connection.remote
+        let stream: SecureStream
+        do {
+            // Any key may complete the handshake: the adoption checks the secret, the session the access list.
+            let channel = try SecureChannel(role: .responder, identity: identity, household: .zero,
+                                            seed: Sodium.randomBytes(SecureChannel.seedByteCount), authorize: { _, _, _, _ in nil })
+            channel.dataFrameBytesMax = SecureChannel.unadmittedFrameBytesMax
+            stream = try SecureStream.establish(channel, over: connection, timeoutMillis: peerTimeoutMillis, now: Monotonic.millis)
+            channel.dataFrameBytesMax = SecureChannel.frameBytesMax
+        } catch {
+            connection.close()
+            log("session from \(remote) refused in the handshake: \(error)")
+            return
+        }
+        defer { stream.close() }
+        let peer = stream.peerKey
+        guard let owner = adoption.withLock({ $0.owner }) else {
+            adopt(over: stream, peer: peer)
+            return
+        }
+        let started = Monotonic.millis()
+        let session = RelayServerSession(store: RelayStore(store: environment), relay: identity.publicKey, owner: owner, peer: peer)
+        let failure = Self.drive(stream, idleMillis: peerTimeoutMillis, start: [],
+                                 receive: { session.receive($0, atMilliseconds: SystemClock().nowMillis()) },
+                                 closed: { session.connectionClosed() })
+        let s = session.summary
+        let seconds = String(format: "%.2f", Double(Monotonic.millis() - started) / 1000)
+        let what = "\(s.requests) requests, \(s.envelopesStored) envelopes stored (\(s.bytesStored) bytes), \(s.envelopesServed) served (\(s.bytesServed) bytes)"
+            + (s.installed.map { ", access list \($0) installed" } ?? "") + (s.collected > 0 ? ", \(s.collected) collected" : "")
+        let who = peer == owner ? "the owner" : "key \(peer.fingerprint)"
+        if let failure {
+            log("session from \(remote) (\(who)) failed after \(seconds) s: \(failure); \(what)")
+        } else {
+            log("session from \(remote) (\(who)): \(what) in \(seconds) s")
+        }
+    }
+
+    /// The adoption (``RelayAdoption``): one `adopt` frame with the code's secret and a list the
+    /// peer signed; the first that proves the secret becomes the owner, pinned and persisted.
+    private func adopt(over stream: SecureStream, peer: PublicKey) {
+        let remote = stream.remote
+        func refuse(_ error: RelaySessionError) {
+            try? stream.write(RelayMessage.error(code: error.code, message: error.description).frame(), timeoutMillis: 1_000)
+            log("adoption from \(remote) (key \(peer.fingerprint)) refused: \(error.description)")
+        }
+        var decoder = FrameDecoder()
+        let deadline = Monotonic.millis() + Int64(peerTimeoutMillis)
+        var frame: (type: UInt8, payload: [UInt8])?
+        for _ in 0..<4_096 where frame == nil {
+            let left = Int(deadline - Monotonic.millis())
+            guard left > 0 else { return refuse(.limitReached("no adopt within \(peerTimeoutMillis) ms")) }
+            guard let chunk = try? stream.read(maxBytes: 16 << 10, timeoutMillis: left), !chunk.isEmpty else { return }
+            decoder.push(chunk)
+            do { frame = try decoder.next(limit: RelayAdoption.frameBytesMax) } catch {
+                return refuse(.malformed("\(error)"))
+            }
+        }
+        guard let frame, frame.type == RelayAdoption.adoptType else {
+            return refuse(.unexpectedMessage("a session before an owner adopted this relay (add it with `kidledger relay add CODE` first)"))
+        }
+        let request: (secret: [UInt8], list: SignedRelayAccessList)
+        do { request = try RelayAdoption.decodeAdopt(frame.payload) } catch { return refuse(error) }
+        let problem: RelaySessionError? = adoption.withLock { state in
+            guard state.owner == nil, let secret = state.secret else { return .unexpectedMessage("adopt: this relay was adopted already") }
+            guard RelayAdoption.constantTimeEqual(secret, request.secret) else {
+                return .refusedByPeer(code: 20, message: "that relay code's secret does not match this relay's; copy the code it printed again")
+            }
+            do {
+                let list = try request.list.verified(relay: identity.publicKey, owner: peer)
+                _ = try RelayStore(store: environment).install(list)
+                try persist(peer)
+            } catch let error as RelaySessionError {
+                return error
+            } catch {
+                return .storage("\(error)")
+            }
+            state = Adoption(owner: peer, secret: nil)
+            return nil
+        }
+        if let problem { return refuse(problem) }
+        try? stream.write(RelayAdoption.adoptedFrame, timeoutMillis: 5_000)
+        log("adopted by owner key \(peer.fingerprint) from \(remote): the relay code is used up; serving the household's listed keys")
+    }
+
+    /// Drives a relay session (either side) over `stream`: `start`'s actions, then each chunk
+    /// read into `receive`, until it finishes or fails (returned), the peer closes (`closed`),
+    /// the idle time passes between reads, or ``sessionTotalMillis`` in all.
+    public static func drive<S>(_ stream: any ByteStream, idleMillis: Int, start: [RelaySessionAction<S>],
+                                receive: ([UInt8]) -> [RelaySessionAction<S>],
+                                closed: () -> [RelaySessionAction<S>]) -> RelaySessionError? {
+        let deadline = Monotonic.millis() + sessionTotalMillis
+        // nil: go on; .some(nil): finished; .some(error): failed.
+        func perform(_ actions: [RelaySessionAction<S>]) -> RelaySessionError?? {
+            var out: [UInt8] = []
+            var ended: RelaySessionError??
+            for action in actions {
+                switch action {
+                case .send(let bytes): out += bytes
+                case .finished: ended = .some(nil)
+                case .failed(let error): ended = .some(error)
+                }
+            }
+            if !out.isEmpty {
+                do { try stream.write(out, timeoutMillis: idleMillis) } catch {
+                    return ended ?? .some(.storage("could not send to \(stream.remote): \(error)"))
+                }
+            }
+            return ended
+        }
+        if let ended = perform(start) { return ended }
+        for _ in 0..<readsMax {
+            let left = Int(min(Int64(idleMillis), deadline - Monotonic.millis()))
+            guard left > 0 else { return outcome(perform(closed()), else: .limitReached("the session took longer than \(sessionTotalMillis / 1000) s")) }
+            let chunk: [UInt8]
+            do { chunk = try stream.read(maxBytes: 256 << 10, timeoutMillis: left) } catch {
+                return outcome(perform(closed()), else: .storage("reading from \(stream.remote): \(error)"))
+            }
+            if chunk.isEmpty { return outcome(perform(closed()), else: .connectionClosed) }
+            if let ended = perform(receive(chunk)) { return ended }
+        }
+        return outcome(perform(closed()), else: .limitReached("the session took more than \(readsMax) reads"))
+    }
+
+    /// What `ended` says (nil: finished), or `otherwise` when it did not end.
+    private static func outcome(_ ended: RelaySessionError??, else otherwise: RelaySessionError) -> RelaySessionError? {
+        switch ended {
+        case .some(let error): error
+        case .none: otherwise
+        }
+    }
+}
