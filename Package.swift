@@ -49,7 +49,7 @@ let package = Package(
 
         // The deterministic simulator: N replicas running the real protocol core and store code under a
         // virtual clock, a seeded generator and a simulated network with faults.
-        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerInMemory", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity"]),
+        .target(name: "KidLedgerSimulation", dependencies: ["KidLedgerDomain", "KidLedgerReplica", "KidLedgerInMemory", "KidLedgerProtocol", "KidLedgerLMDB", "KidLedgerSecurity", "KidLedgerRelay"]),
         .executableTarget(name: "kidledger-sim", dependencies: ["KidLedgerSystem", "KidLedgerSimulation", "KidLedgerDomain"]),
 
         .target(name: "KidLedgerSecurity", dependencies: ["KidLedgerSystem", "CSodium", "KidLedgerDomain"]),

@@ -127,6 +127,14 @@ struct LogMembership {
                         continue
                     }
                     revokedSeen[rv.member] = revokedSeen[rv.member].map { Self.pointwiseMinimum($0, rv.seen) } ?? rv.seen
+                // The relay's membership records count by the same rule (a losing recovery's epoch
+                // record, a former owner's grant after its term: forged).
+                case .relayGrant(let g):
+                    if !signedInTerm(change, Membership.relayGrantMessage(household: household, g), g.signature) { forged += 1 }
+                case .relayRevoke(let rv):
+                    if !signedInTerm(change, Membership.relayRevocationMessage(household: household, rv), rv.signature) { forged += 1 }
+                case .relayEpoch(let e):
+                    if !signedInTerm(change, Membership.relayEpochMessage(household: household, e), e.signature) { forged += 1 }
                 default: break
                 }
             }

@@ -62,6 +62,13 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
     /// Chance, in per mille, that an allowance operation first changes the household's time zone
     /// to a drawn one (drawn like ``householdZone``).
     public var zoneChangePerMille = 0
+    /// Whether the run has a relay (`--relays`): the owner adds it at the start, some pairs of
+    /// replicas meet only through it during the fault phase, and it turns hostile at drawn times
+    /// (all drawn from the simulator's relay generator; ``Simulator/relayFault()``).
+    public var relays = false
+
+    /// Gives the run a relay (`--relays`).
+    public mutating func addRelay() { relays = true }
 
     /// Makes one member replica hostile, with the strategy mix drawn from the seed (`--hostile`).
     public mutating func makeHostile() {
@@ -156,5 +163,6 @@ public struct SimulationParameters: Equatable, Sendable, CustomStringConvertible
         zone=\(householdZone ?? "unset") zoneChange=\(zoneChangePerMille)‰
         """ + (hostileReplica.map { " hostile=r\($0):" + hostileStrategies.map(\.rawValue).joined(separator: ",") } ?? "")
             + (hostileRevoked && !hostileStrategies.contains(.writeAfterRevocation) ? "+revoked" : "")
+            + (relays ? " relay=on" : "")
     }
 }

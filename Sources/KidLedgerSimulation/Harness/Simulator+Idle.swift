@@ -22,7 +22,7 @@ extension Simulator {
     /// Returns whether it skipped (the tick due at `now` is then queued again at its new time).
     @inline(never)
     func skipIdle(now: Int64, tick: Event) throws -> Bool {
-        guard skipsIdle, scenario != nil, connections.isEmpty, !(faultsOn && parameters.partitionPerMille > 0) else { return false }
+        guard skipsIdle, scenario != nil, relay == nil, connections.isEmpty, !(faultsOn && parameters.partitionPerMille > 0) else { return false }
         let period = max(1, parameters.gossipIntervalMillis)
         let threshold = max(Self.idleSkipGossipIntervals * period, Self.idleSkipMillisMin)
         guard var next = queue.earliest(where: { !Self.ticks($0) }), next - now > threshold else { return false }

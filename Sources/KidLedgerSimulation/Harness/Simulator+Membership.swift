@@ -95,7 +95,12 @@ extension Simulator {
         let cut = try replica.cut(of: nodes[target].member.publicKey.bytes)
         let revocation = share.revocation(by: owner.member, of: nodes[target].member.publicKey.bytes, seen: cut,
                                           household: household, atMillis: time.millis + owner.skew)
-        try replica.commitMembership([.revoke(revocation)])
+        if let relay, try relayGranted(replica, relay) {
+            // While a relay is granted the revocation carries a new epoch (the CLI's `revoke`).
+            try replica.commitMembership([.revoke(revocation)], rotatingRelayEpochAs: owner.member, using: &relayG)
+        } else {
+            try replica.commitMembership([.revoke(revocation)])
+        }
         if let carrier = try recordLocalChanges(owner, after: seen[replica.replicaID] ?? 0) {
             revocationChanges.append((target, carrier.origin, carrier.sequences.upperBound))
         }
@@ -129,7 +134,10 @@ extension Simulator {
             && node.index != hostile?.node {
             let vector = try node.versionVector()
             let held = revocationChanges.filter { stopped.contains($0.target) }
-            if held.allSatisfy({ (vector[$0.origin] ?? 0) >= $0.sequence }) { candidates.append(node) }
+            guard held.allSatisfy({ (vector[$0.origin] ?? 0) >= $0.sequence }) else { continue }
+            // Nor without the relay's grant: one the transfer does not cover is forged everywhere.
+            if let relay, relay.owner != nil, let replica = node.replica, try !relayGranted(replica, relay) { continue }
+            candidates.append(node)
         }
         guard let node = candidates.randomElement(using: &g) else {
             log("no member can recover ownership now (down, switched away, revoked, or lacking a revocation)")
@@ -147,8 +155,14 @@ extension Simulator {
         guard let replica = node.replica, !node.isFrozen, try !node.listsItselfRevoked(),
               try replica.ownership()?.owner != node.member.publicKey.bytes else { return nil }
         let before = try ownSequence(node)
-        let transfer = try replica.transferOwnership(to: node.member.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
+        let transfer: OwnerTransfer
+        if let relay, try relayGranted(replica, relay) {
+            transfer = try replica.transferOwnership(to: node.member, recoveryKey: recovery.publicKey.bytes, atMillis: time.millis + node.skew,
+                                                     sign: { share.sign($0, by: recovery) }, using: &relayG)
+        } else {
+            transfer = try replica.transferOwnership(to: node.member.publicKey.bytes, recoveryKey: recovery.publicKey.bytes,
                                                      atMillis: time.millis + node.skew) { share.sign($0, by: recovery) }
+        }
         try recordLocalChanges(node, after: before)
         currentOwner = node.index
         count("ownerTransfer")

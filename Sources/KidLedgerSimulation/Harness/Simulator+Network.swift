@@ -42,6 +42,7 @@ extension Simulator {
 
     func canTalk(_ a: Int, _ b: Int) -> Bool {
         if !adjacent(a, b) { return false }
+        if !isolatedPairs.isEmpty && isolatedPairs.contains(min(a, b) * 64 + max(a, b)) { return false }
         return partitioned.contains(a) == partitioned.contains(b)
     }
 
@@ -77,6 +78,7 @@ extension Simulator {
         guard node.isUp, !node.isFrozen else { return }
         // The daemon pays the allowance periods due before it gossips (``payAllowances(_:)``).
         try payAllowancesRecorded(node)
+        if relay != nil { try relayTick(node) }
         let candidates = nodes.indices.filter { $0 != node.index && adjacent($0, node.index) }
         guard let peer = candidates.randomElement(using: &g) else { return }
         if connections.values.contains(where: { $0.joins(node.index, peer) }) { return }

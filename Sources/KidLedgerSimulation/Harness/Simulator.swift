@@ -25,6 +25,12 @@ public final class Simulator {
         case hostileRevocation
         /// A scenario's scripted step (its index in the script).
         case scripted(Int)
+        /// Bytes of a relay session arrive (``Simulator/relayDeliver(_:link:toRelay:)``).
+        case relayDeliver(link: Int, toRelay: Bool, bytes: [UInt8])
+        /// One end of a relay session sees its connection close.
+        case relayClosed(link: Int, toRelay: Bool)
+        /// A drawn relay fault (``Simulator/relayFault()``).
+        case relayFault
     }
 
     /// The drawn parameters (a scenario changes the network's loss and delay as it goes).
@@ -47,6 +53,14 @@ public final class Simulator {
     /// other draw of a seed). Unchecked for the same reason as `g`: one thread, checked at run time
     /// by the nodes' ``ThreadCheck``, and no access outlives the call that makes it.
     @exclusivity(unchecked) var zoneG: SplitMix64
+    /// Draws everything about the relay (its key, stream and epoch keys, sealing nonces, its
+    /// delays and faults): a generator of its own, so a run without a relay draws as before.
+    @exclusivity(unchecked) var relayG: SplitMix64
+    /// The relay, when the run has one (``SimRelay``).
+    @exclusivity(unchecked) var relay: SimRelay?
+    /// Pairs of replicas that never meet directly (`isolate rA rB`): they reach each other only
+    /// through the relay. Kept as `min * 64 + max`.
+    @exclusivity(unchecked) var isolatedPairs = Set<Int>()
     @exclusivity(unchecked) var queue = EventQueue<Event>()
     @exclusivity(unchecked) var nodes: [SimNode] = []
     @exclusivity(unchecked) var connections: [Int: SimConnection] = [:]
@@ -148,6 +162,7 @@ public final class Simulator {
         self.plantedBug = plantedBug
         g = SplitMix64(seed: parameters.seed)
         zoneG = SplitMix64(seed: parameters.seed ^ 0x20E5_C4A6)
+        relayG = SplitMix64(seed: parameters.seed ^ 0x7E1A_5EA1_0000_0044)
         startMillis = time.millis
         if record {
             generated = []
@@ -249,6 +264,7 @@ public final class Simulator {
             queue.schedule(at: time.millis + jitter(parameters.gossipIntervalMillis), .gossip(node.index))
         }
         queue.schedule(at: startMillis + parameters.faultPhaseMillis, .heal)
+        if parameters.relays { try setUpRelay() }
         queue.schedule(at: time.millis + Self.checkMillis, .check)
         // At most two revocations, at random times of the fault phase.
         for _ in 0..<2 where nodes.count > 1 && chance(parameters.revocationPerMille) {
@@ -321,6 +337,8 @@ public final class Simulator {
             log("heal: faults off, partitions healed, crashed replicas restart, switched accounts switch back")
             for node in nodes where node.isFrozen { switchBack(node) }
             for node in nodes where !node.isUp { queue.schedule(at: time.millis + 1, .restart(node.index)) }
+            if relay != nil { healRelay() }
+            if scenario == nil { isolatedPairs.removeAll() }
         case .check:
             try checkpoint()
             queue.schedule(at: time.millis + Self.checkMillis, .check)
@@ -332,6 +350,12 @@ public final class Simulator {
             break  // a scenario scripts the partition and the revocation itself
         case .hostileRevocation:
             try revokeHostile()
+        case .relayDeliver(let link, let toRelay, let bytes):
+            try relayDeliver(bytes, link: link, toRelay: toRelay)
+        case .relayClosed(let link, let toRelay):
+            try relayClosed(link: link, toRelay: toRelay)
+        case .relayFault:
+            try relayFault()
         }
     }
 

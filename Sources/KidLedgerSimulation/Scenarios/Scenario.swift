@@ -69,6 +69,15 @@ public struct Scenario: Sendable, Equatable {
         case merge(String, into: String)
         /// The replica undoes a merge: the child counts on its own again (`child unmerge CHILD`).
         case unmerge(String)
+        /// The replica, the owner, adds the scenario's relay (`rX add-relay`).
+        case addRelay
+        /// These replicas never meet each other directly from now on (`isolate rA rB …`): they
+        /// reach each other only through the relay (a `heal` does not undo it).
+        case isolate([Int])
+        /// The relay turns hostile in a mode, or honest again (`relay MODE`).
+        case relayMode(RelayMode)
+        /// The relay crashes (`relay crash`), restarts (`relay restart`) or loses its store (`relay wipe`).
+        case relayCrash, relayRestart, relayWipe
     }
 
     /// One scripted step: at a virtual time (ms from the start), on a replica (network steps: nil).
@@ -142,6 +151,8 @@ public struct Scenario: Sendable, Equatable {
     public var hostileReplica: Int?
     /// What it does (every strategy when the directive names none).
     public var hostileStrategies: [HostileStrategy] = []
+    /// Whether the scenario places a relay (`relay`): a replica adds it with `rX add-relay`.
+    public var hasRelay = false
     public var steps: [Step] = []
     public var expectations: [Expectation] = []
 
@@ -199,6 +210,9 @@ public struct Scenario: Sendable, Equatable {
                 }
                 s.hostileReplica = r
                 s.hostileStrategies = strategies.isEmpty ? HostileStrategy.allCases : strategies
+            case "relay" where words.count == 1:
+                guard s.steps.isEmpty else { throw fail("relay must come before the first step") }
+                s.hasRelay = true
             case "at":
                 guard words.count >= 3 else { throw fail("expected: at TIME STEP (TIME: ms, or a duration such as 90s, 2h30m, 1d)") }
                 guard let t = time(words[1]) else { throw fail("bad time \"\(words[1])\": \(timeUsage)") }
@@ -208,6 +222,7 @@ public struct Scenario: Sendable, Equatable {
                 var stepWords = Array(words.dropFirst(2))
                 let label = try operationLabel(&stepWords, line: line)
                 let (replica, action) = try parseStep(stepWords, replicas: s.replicas, line: line)
+                if action.needsRelay && !s.hasRelay { throw fail("no relay is placed: add a line `relay` before the steps") }
                 for name in action.childrenNamed {
                     if operationLabels.contains(String(name.dropFirst())) && name.hasPrefix("@") {
                         throw fail("\(name) labels an operation, not a child (a child's label comes from rX add-child NAME as LABEL)")
@@ -232,7 +247,7 @@ public struct Scenario: Sendable, Equatable {
                 s.steps.append(Step(line: line, at: s.steps.last?.at ?? 0, replica: replica, action: action, text: text))
             default:
                 let near = Suggestions.nearest(first, in: directives).map { "did you mean \($0)? " } ?? ""
-                throw fail("unknown directive \"\(first)\" (\(near)expected replicas, seed, gossip, topology, store, hostile, at or expect)")
+                throw fail("unknown directive \"\(first)\" (\(near)expected replicas, seed, gossip, topology, store, hostile, relay, at or expect)")
             }
         }
         _ = sawReplicas
@@ -249,13 +264,16 @@ public struct Scenario: Sendable, Equatable {
     }
 
     /// The directives a line may start with.
-    static let directives = ["replicas", "seed", "gossip", "topology", "store", "hostile", "at", "expect", "loss", "duplicate", "reorder", "delay"]
+    static let directives = ["replicas", "seed", "gossip", "topology", "store", "hostile", "relay", "at", "expect", "loss", "duplicate", "reorder",
+                             "delay"]
     /// The operations a step on a replica may name (`at TIME rX OPERATION …`).
     static let operations = ["add-child", "rename", "archive", "restore", "give", "take", "give-all", "take-all", "undo", "crash",
                              "restart", "copy-files", "skew", "account-switch", "account-back", "revoke", "recover", "second-genesis",
-                             "grow-household", "allowance-set", "allowance-stop", "household-timezone", "merge", "unmerge"]
+                             "grow-household", "allowance-set", "allowance-stop", "household-timezone", "merge", "unmerge", "add-relay"]
     /// The steps on the network (`at TIME STEP …`, no replica first).
-    static let networkSteps = ["sync", "connect", "partition", "foreign-sync", "heal", "loss", "duplicate", "reorder", "delay"]
+    static let networkSteps = ["sync", "connect", "partition", "foreign-sync", "heal", "loss", "duplicate", "reorder", "delay", "isolate", "relay"]
+    /// What may follow `relay` in a step.
+    static let relaySteps = RelayMode.names + ["crash", "restart", "wipe"]
     /// The operations that make a transaction a later `undo @LABEL` may name (`… as LABEL`).
     static let labelledOperations: Set<String> = ["give", "take", "give-all", "take-all"]
     /// The expectations (`expect …`).
@@ -433,6 +451,14 @@ public struct Scenario: Sendable, Equatable {
         case "heal":
             try arity(1, "heal")
             return (nil, .heal)
+        case "isolate":
+            guard w.count >= 3 else { throw fail("expected: isolate rA rB [rC …] (they meet only through the relay)") }
+            var group: [Int] = []
+            for word in w.dropFirst() { group.append(try replicaIndex(word, replicas, line: line)) }
+            guard Set(group).count == group.count else { throw fail("isolate names each replica once") }
+            return (nil, .isolate(group))
+        case "relay":
+            return (nil, try relayStep(w, replicas: replicas, line: line))
         case "loss", "duplicate", "reorder":
             try arity(2, "\(w[0]) PERCENT (0 to 100, at most one decimal)")
             guard let p = perMille(w[1]) else { throw fail("\(w[0]) takes a percentage from 0 to 100 with at most one decimal") }
@@ -524,6 +550,7 @@ public struct Scenario: Sendable, Equatable {
             guard w.count == 5, w[3] == "into" else { throw fail("expected: rX merge FROM into INTO") }
             return (r, .merge(w[2], into: w[4]))
         case "unmerge": try arity(3, "rX unmerge CHILD"); return (r, .unmerge(w[2]))
+        case "add-relay": try arity(2, "rX add-relay"); return (r, .addRelay)
         default:
             throw fail("unknown operation \"\(w[1])\"" + didYouMean(w[1], operations))
         }
@@ -628,6 +655,45 @@ extension Scenario.Check {
         case .on(_, let inner): return inner.childrenNamed
         case .merged(let child, let into): return [child, into]
         default: return childNamed.map { [$0] } ?? []
+        }
+    }
+}
+
+extension Scenario {
+    /// `relay MODE` (honest, drop, delay, replay, reorder, withhold rN, stale) or `relay crash|restart|wipe`.
+    static func relayStep(_ w: [String], replicas: Int, line: Int) throws(ParseError) -> Action {
+        func fail(_ m: String) -> ParseError { ParseError(line: line, message: m) }
+        let usage = "relay honest|drop|delay|replay|reorder|withhold rN|stale|crash|restart|wipe"
+        guard w.count >= 2 else { throw fail("expected: \(usage)") }
+        if w[1] == "withhold" {
+            guard w.count == 3 else { throw fail("expected: relay withhold rN") }
+            return .relayMode(.withhold(try replicaIndex(w[2], replicas, line: line)))
+        }
+        guard relaySteps.contains(w[1]) else {
+            let near = Suggestions.nearest(w[1], in: relaySteps).map { " (did you mean \($0)?)" } ?? ""
+            throw fail("unknown relay step \"\(w[1])\"\(near); expected: \(usage)")
+        }
+        guard w.count == 2 else { throw fail("expected: \(usage)") }
+        switch w[1] {
+        case "honest": return .relayMode(.honest)
+        case "drop": return .relayMode(.drop)
+        case "delay": return .relayMode(.delay)
+        case "replay": return .relayMode(.replay)
+        case "reorder": return .relayMode(.reorder)
+        case "stale": return .relayMode(.stale)
+        case "crash": return .relayCrash
+        case "restart": return .relayRestart
+        default: return .relayWipe
+        }
+    }
+}
+
+extension Scenario.Action {
+    /// Whether the step needs the scenario's relay (`relay` line).
+    var needsRelay: Bool {
+        switch self {
+        case .addRelay, .relayMode, .relayCrash, .relayRestart, .relayWipe: true
+        default: false
         }
     }
 }

@@ -13,6 +13,7 @@ extension Scenario {
         if lineTopology { lines.append("topology line") }
         if usesLMDB { lines.append("store lmdb") }
         if let hostileReplica { lines.append((["hostile", "r\(hostileReplica)"] + hostileStrategies.map(\.rawValue)).joined(separator: " ")) }
+        if hasRelay { lines.append("relay") }
         for step in steps {
             let label = step.label.map { " as \($0)" } ?? ""
             lines.append("at \(Self.durationText(step.at)) " + Self.join(step.action.words(replica: step.replica, replicas: replicas)) + label)
@@ -102,6 +103,13 @@ extension Scenario.Action {
         case .householdLimit(let cents): return [r, "household-limit", cents == HouseholdLimit.neverCents ? "never" : Scenario.amountText(cents)]
         case .merge(let from, let into): return [r, "merge", from, "into", into]
         case .unmerge(let child): return [r, "unmerge", child]
+        case .addRelay: return [r, "add-relay"]
+        case .isolate(let group): return ["isolate"] + group.map { "r\($0)" }
+        case .relayMode(.withhold(let target)): return ["relay", "withhold", "r\(target)"]
+        case .relayMode(let mode): return ["relay", mode.description]
+        case .relayCrash: return ["relay", "crash"]
+        case .relayRestart: return ["relay", "restart"]
+        case .relayWipe: return ["relay", "wipe"]
         }
     }
 }

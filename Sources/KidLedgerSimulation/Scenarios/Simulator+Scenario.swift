@@ -79,7 +79,8 @@ extension Simulator {
                              reorderPerMille: 0, partitionPerMille: 0, crashPerMille: 0, staleRestorePerMille: 0,
                              skewMillisMax: 0, lineTopology: scenario.lineTopology, operationWeights: Array(repeating: 0, count: 9),
                              usesLMDB: scenario.usesLMDB, revocationPerMille: 0, accountChangePerMille: 0,
-                             hostileReplica: scenario.hostileReplica, hostileStrategies: scenario.hostileStrategies)
+                             hostileReplica: scenario.hostileReplica, hostileStrategies: scenario.hostileStrategies,
+                             relays: scenario.hasRelay)
     }
 
     /// Runs a scripted scenario: the engine's replicas, gossip and network, the script's steps
@@ -186,6 +187,8 @@ extension Simulator {
             return try signSecondGenesis(node)
         case .growHousehold(let members):
             return try growHousehold(node, members: members)
+        case .addRelay:
+            return try addRelay(by: node)
         default:
             return try scriptedOperation(node, action)
         }
@@ -326,6 +329,27 @@ extension Simulator {
             return "one-way delay \(range.lowerBound)..\(range.upperBound) ms"
         case .foreignSync(let peer):
             return try foreignSync(peer)
+        case .isolate(let group):
+            for a in group { for b in group where b > a { isolatedPairs.insert(min(a, b) * 64 + max(a, b)) } }
+            for id in connections.keys.sorted() {
+                let c = connections[id]!
+                if !canTalk(c.ends[0], c.ends[1]) { drop(connection: id, reason: "isolated") }
+            }
+            return "\(group.map { "r\($0)" }.joined(separator: ",")) meet only through the relay"
+        case .relayMode(let mode):
+            setRelayMode(mode)
+            return "relay \(mode)"
+        case .relayCrash:
+            guard relay?.isUp == true else { return "already down" }
+            crashRelay(wipe: false)
+            return "relay down (its store survives)"
+        case .relayRestart:
+            guard relay?.isUp == false else { return "already up" }
+            restartRelay()
+            return "relay up"
+        case .relayWipe:
+            crashRelay(wipe: true)
+            return "relay wiped: its store is empty"
         default:
             preconditionFailure("not a network step: \(action)")
         }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--out FILE] [--max-runs K] [--svg OUT]`.
+/// `kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--relays] [--out FILE] [--max-runs K] [--svg OUT]`.
 extension SimulatorCLI {
     /// Other engine seeds tried when the explicit event list, replayed with the run's own seed,
     /// does not fail: the replay draws network delays and gossip partners afresh.
@@ -10,6 +10,7 @@ extension SimulatorCLI {
                               output: (String) -> Void) -> Int32 {
         var args = arguments
         let lmdb = flag("--lmdb", &args), membership = flag("--membership", &args), hostile = flag("--hostile", &args)
+        let relays = flag("--relays", &args)
         let out = value("--out", &args)
         let maxRunsText = value("--max-runs", &args)
         guard let seed = value("--seed", &args).flatMap({ UInt64($0) }), args.isEmpty else {
@@ -20,7 +21,7 @@ extension SimulatorCLI {
         guard maxRuns >= 1 else { output("kidledger-sim: --max-runs takes a positive number"); return 64 }
         let path = out ?? "Simulations/shrunk-seed-\(seed).scenario"
 
-        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, record: true, plantedBug: plantedBug, adjust: adjustment(membership, hostile))
+        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, record: true, plantedBug: plantedBug, adjust: adjustment(membership, hostile, relays))
         guard let failure = result.failures.first else {
             output("seed \(seed) passes every check: nothing to shrink (no file written)")
             return 0
@@ -39,7 +40,7 @@ extension SimulatorCLI {
             }
         }
         guard let replayed else {
-            output("FAILED to reproduce: the explicit event list passes (or fails otherwise) when replayed with engine seeds \(seed)…\(seed + replaySeedsTried - 1); nothing written. Reproduce the seed itself: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile))
+            output("FAILED to reproduce: the explicit event list passes (or fails otherwise) when replayed with engine seeds \(seed)…\(seed + replaySeedsTried - 1); nothing written. Reproduce the seed itself: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile, relays: relays))
             return 1
         }
         if events.seed != seed { output("the event list fails the same way when replayed with engine seed \(events.seed)") }
@@ -48,7 +49,7 @@ extension SimulatorCLI {
         let s = shrunk.scenario
         let bug = plantedBug.map { " --plant-bug \($0.rawValue)" } ?? ""
         let text = s.text(comments: [
-            "Shrunk by `kidledger-sim shrink --seed \(seed)\(options(replicas, lmdb, membership, plantedBug, hostile: hostile))`:",
+            "Shrunk by `kidledger-sim shrink --seed \(seed)\(options(replicas, lmdb, membership, plantedBug, hostile: hostile, relays: relays))`:",
             "\(events.steps.count) steps on \(events.replicas) replicas down to \(s.steps.count) on \(s.replicas), in \(shrunk.runs) runs\(shrunk.budgetExhausted ? " (run budget used up: maybe not minimal)" : "").",
             "Fails: \(shrunk.failure)",
             "Reproduce: \(program) run \(path)\(bug) --svg /tmp/shrunk.svg",

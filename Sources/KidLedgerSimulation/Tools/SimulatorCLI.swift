@@ -5,10 +5,10 @@ import KidLedgerDomain
 /// The `kidledger-sim` command line (the executable only adds a wall clock for rates).
 public enum SimulatorCLI {
     static let usage = """
-    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--trace] [--svg OUT]
-           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership] [--hostile] [--no-rerun]
+    usage: kidledger-sim seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--relays] [--trace] [--svg OUT]
+           kidledger-sim fuzz --seeds N [--start S] [--replicas A..B] [--lmdb-every K] [--jobs J] [--membership] [--hostile] [--relays] [--no-rerun]
            kidledger-sim run FILE [--seed N] [--trace OUT] [--svg OUT] [--verbose] [--millis]
-           kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--out FILE] [--max-runs K] [--svg OUT]
+           kidledger-sim shrink --seed N [--replicas A..B] [--lmdb] [--membership] [--hostile] [--relays] [--out FILE] [--max-runs K] [--svg OUT]
 
     seed   runs one seed: prints the drawn parameters, the checks' results and the trace hash
            (--trace prints the whole timeline). Exit 0 when every check holds, 1 otherwise.
@@ -33,6 +33,9 @@ public enum SimulatorCLI {
            arrows, partitions shaded, crashes and restarts marked, the failing check in red.
     --hostile     makes one member replica (not the owner) hostile, with a strategy mix drawn from
                   the seed (docs/SIMULATOR.md, "Hostile member")
+    --relays      gives the run a relay the owner adds at the start: pairs of replicas meet only
+                  through it until the faults heal, and it turns hostile at drawn times
+                  (docs/SIMULATOR.md, "Relays"); runs without it draw exactly as before
     --membership  forces revocations (both slots) and account changes (30 per mille) on, whatever
            the seed draws.
     --lmdb, --lmdb-every  keep replicas in LMDB files, in a temporary directory under $TMPDIR
@@ -77,17 +80,17 @@ public enum SimulatorCLI {
             return shrinkCommand(args, program: program, replicas: replicas, svg: svg, plantedBug: plantedBug, output: output)
         case "seed":
             let lmdb = flag("--lmdb", &args), trace = flag("--trace", &args), membership = flag("--membership", &args)
-            let hostile = flag("--hostile", &args)
+            let hostile = flag("--hostile", &args), relays = flag("--relays", &args)
             guard args.count == 1, let seed = UInt64(args[0]) else { output(usage); return 64 }
             let result = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: trace, record: svg != nil,
-                                 plantedBug: plantedBug, adjust: adjustment(membership, hostile))
+                                 plantedBug: plantedBug, adjust: adjustment(membership, hostile, relays))
             if trace { result.trace.forEach(output) } else { output("params \(result.parameters)") }
             output("events=\(result.events) virtualMillis=\(result.virtualMillis) trace=\(result.traceHash.prefix(16)) digest=\(result.digest.prefix(16))")
             for f in result.failures { output("FAILED: \(f)") }
             if let svg, let code = writeDiagram(result, to: svg, title: "kidledger-sim seed \(seed)", output: output) { return code }
             if !result.passed {
-                output("reproduce: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile))
-                output("shrink:    " + shrinkLine(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile))
+                output("reproduce: " + reproduction(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile, relays: relays))
+                output("shrink:    " + shrinkLine(program, seed, replicas, lmdb, membership, plantedBug, hostile: hostile, relays: relays))
             }
             return result.passed ? 0 : 1
         case "fuzz":
@@ -95,13 +98,13 @@ public enum SimulatorCLI {
             let start = value("--start", &args).flatMap { UInt64($0) } ?? 1
             let every = value("--lmdb-every", &args).flatMap { Int($0) } ?? 10
             let membership = flag("--membership", &args)
-            let hostile = flag("--hostile", &args)
+            let hostile = flag("--hostile", &args), relays = flag("--relays", &args)
             let jobs = value("--jobs", &args).flatMap { Int($0) } ?? 1
             let rerun = !flag("--no-rerun", &args)
             guard jobs >= 1, jobs <= 64 else { output("kidledger-sim: --jobs takes 1 to 64"); return 64 }
             guard args.isEmpty else { output("kidledger-sim: unexpected \(args.joined(separator: " "))"); return 64 }
             let summary = fuzz(seeds: start..<(start + UInt64(n)), replicas: replicas, lmdbEvery: every, membership: membership,
-                               hostile: hostile, jobs: jobs, rerun: rerun, program: program, output: output)
+                               hostile: hostile, relays: relays, jobs: jobs, rerun: rerun, program: program, output: output)
             let seconds = max(elapsedSeconds(), 1e-9)
             output("seeds=\(n) failures=\(summary.failed.count) events=\(summary.events) eventsPerSecond=\(Int(Double(summary.events) / seconds)) virtualToWall=\(Int(Double(summary.virtualMillis) / 1000 / seconds))x runsPerSeed=\(rerun ? 2 : 1)")
             output("faults injected: " + summary.faults.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
@@ -111,6 +114,8 @@ public enum SimulatorCLI {
             // With a hostile member, every strategy must have been used (drawn and applied) too,
             // once the batch is large enough to draw them all (each is drawn at even chance).
             if hostile && n >= Self.hostileBatchMin { kinds += HostileStrategy.allCases.map(\.countKey) }
+            // With relays, every relay mode and fault must have been drawn too.
+            if relays && n >= Self.hostileBatchMin { kinds += Self.relayKinds }
             let missing = kinds.filter { summary.faults[$0, default: 0] == 0 }
             if !missing.isEmpty { output("FAILED: fault kinds never injected in this batch: \(missing.joined(separator: ", ")) (run more seeds)") }
             return summary.failed.isEmpty && missing.isEmpty ? 0 : 1
@@ -123,10 +128,10 @@ public enum SimulatorCLI {
     /// The options each command takes, those that take a value first (`--plant-bug` is for
     /// testing the shrinker only, and not in the usage text).
     static let commandOptions: [String: (values: [String], flags: [String])] = [
-        "seed": (["--replicas", "--svg", "--plant-bug"], ["--lmdb", "--membership", "--hostile", "--trace"]),
-        "fuzz": (["--seeds", "--start", "--replicas", "--lmdb-every", "--jobs", "--plant-bug"], ["--membership", "--hostile", "--no-rerun"]),
+        "seed": (["--replicas", "--svg", "--plant-bug"], ["--lmdb", "--membership", "--hostile", "--relays", "--trace"]),
+        "fuzz": (["--seeds", "--start", "--replicas", "--lmdb-every", "--jobs", "--plant-bug"], ["--membership", "--hostile", "--relays", "--no-rerun"]),
         "run": (["--seed", "--trace", "--svg", "--plant-bug"], ["--verbose", "--millis"]),
-        "shrink": (["--seed", "--replicas", "--out", "--max-runs", "--svg", "--plant-bug"], ["--lmdb", "--membership", "--hostile"]),
+        "shrink": (["--seed", "--replicas", "--out", "--max-runs", "--svg", "--plant-bug"], ["--lmdb", "--membership", "--hostile", "--relays"]),
     ]
 
     /// What is wrong with the command word or the options of `args`, if anything: an unknown
@@ -159,7 +164,13 @@ public enum SimulatorCLI {
         parameters.accountChangePerMille = 30
     }
 
-    static func adjustment(_ membership: Bool, _ hostile: Bool = false) -> (inout SimulationParameters) -> Void {
+    static func adjustment(_ membership: Bool, _ hostile: Bool = false, _ relays: Bool = false) -> (inout SimulationParameters) -> Void {
+        guard relays else { return adjustment(membership, hostile) }
+        let inner = adjustment(membership, hostile)
+        return { inner(&$0); $0.addRelay() }
+    }
+
+    static func adjustment(_ membership: Bool, _ hostile: Bool) -> (inout SimulationParameters) -> Void {
         switch (membership, hostile) {
         case (true, true): return { forceMembership(&$0); $0.makeHostile() }
         case (true, false): return forceMembership
@@ -167,6 +178,10 @@ public enum SimulatorCLI {
         case (false, false): return { _ in }
         }
     }
+
+    /// What a `fuzz --relays` batch must have injected.
+    static let relayKinds = ["relay.session", "relay.drop", "relay.delay", "relay.replay", "relay.reorder", "relay.withhold", "relay.stale",
+                             "relay.honest", "relay.crash", "relay.restart", "relay.wipe", "relay.isolated"]
 
     /// The smallest `fuzz --hostile` batch that fails when a strategy was never used.
     public static let hostileBatchMin = 20
@@ -203,7 +218,7 @@ public enum SimulatorCLI {
     /// Runs `seeds`, each twice (determinism self-check, ``runTwice(_:replicas:lmdb:membership:plantedBug:)``),
     /// or once when `rerun` is false.
     public static func fuzz(seeds: Range<UInt64>, replicas: ClosedRange<Int>, lmdbEvery: Int, membership: Bool = false,
-                            hostile: Bool = false, jobs: Int = 1, rerun: Bool = true, program: String = defaultProgram,
+                            hostile: Bool = false, relays: Bool = false, jobs: Int = 1, rerun: Bool = true, program: String = defaultProgram,
                             output: (String) -> Void) -> FuzzSummary {
         // Each simulation is single-threaded and deterministic; with `jobs` > 1, independent
         // seeds run side by side and their reports are printed in seed order.
@@ -215,8 +230,8 @@ public enum SimulatorCLI {
             while let index = results.take() {
                 let seed = list[index]
                 let lmdb = lmdbEvery > 0 && seed % UInt64(lmdbEvery) == 0
-                let (first, failures) = rerun ? runTwice(seed, replicas: replicas, lmdb: lmdb, membership: membership, hostile: hostile)
-                    : runOnce(seed, replicas: replicas, lmdb: lmdb, membership: membership, hostile: hostile)
+                let (first, failures) = rerun ? runTwice(seed, replicas: replicas, lmdb: lmdb, membership: membership, hostile: hostile, relays: relays)
+                    : runOnce(seed, replicas: replicas, lmdb: lmdb, membership: membership, hostile: hostile, relays: relays)
                 results.set(index, SeedReport(seed: seed, lmdb: lmdb, result: first, failures: failures))
             }
         }
@@ -228,8 +243,8 @@ public enum SimulatorCLI {
             if let failure = report.failures.first {
                 summary.failed.append(report.seed)
                 output("seed \(report.seed) FAILED: \(failure)")
-                output("  reproduce: " + reproduction(program, report.seed, replicas, report.lmdb, membership, hostile: hostile))
-                output("  shrink:    " + shrinkLine(program, report.seed, replicas, report.lmdb, membership, nil, hostile: hostile))
+                output("  reproduce: " + reproduction(program, report.seed, replicas, report.lmdb, membership, hostile: hostile, relays: relays))
+                output("  shrink:    " + shrinkLine(program, report.seed, replicas, report.lmdb, membership, nil, hostile: hostile, relays: relays))
             }
         }
         return summary
@@ -240,8 +255,8 @@ public enum SimulatorCLI {
     /// (pure functions of the final state): the same loop trace, digest and failures mean the
     /// same outcome. A failing one is replayed whole, so its failure is shown to reproduce.
     static func runTwice(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
-                         plantedBug: PlantedBug? = nil, hostile: Bool = false) -> (result: SimulationResult, failures: [String]) {
-        let adjust = adjustment(membership, hostile)
+                         plantedBug: PlantedBug? = nil, hostile: Bool = false, relays: Bool = false) -> (result: SimulationResult, failures: [String]) {
+        let adjust = adjustment(membership, hostile, relays)
         // Both runs derive, sign and prepare the same: the rerun finds it in the first run's share.
         let share = SeedShare()
         let first = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, share: share, adjust: adjust)
@@ -250,15 +265,15 @@ public enum SimulatorCLI {
         var failures = first.failures
         if !sameRun(first, second) {
             failures.append("not deterministic: " + firstDifference(seed, replicas: replicas, lmdb: lmdb, membership: membership,
-                                                                   plantedBug: plantedBug, hostile: hostile))
+                                                                   plantedBug: plantedBug, hostile: hostile, relays: relays))
         }
         return (first, failures)
     }
 
     /// Runs a seed once, without the determinism check: its result and failures.
     static func runOnce(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
-                        plantedBug: PlantedBug? = nil, hostile: Bool = false) -> (result: SimulationResult, failures: [String]) {
-        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, adjust: adjustment(membership, hostile))
+                        plantedBug: PlantedBug? = nil, hostile: Bool = false, relays: Bool = false) -> (result: SimulationResult, failures: [String]) {
+        let result = runSeed(seed, replicas: replicas, lmdb: lmdb, plantedBug: plantedBug, adjust: adjustment(membership, hostile, relays))
         return (result, result.failures)
     }
 
@@ -273,8 +288,8 @@ public enum SimulatorCLI {
 
     /// Runs a seed twice more with traces kept and names the first event where they differ.
     static func firstDifference(_ seed: UInt64, replicas: ClosedRange<Int>, lmdb: Bool, membership: Bool,
-                                plantedBug: PlantedBug? = nil, hostile: Bool = false) -> String {
-        let adjust = adjustment(membership, hostile)
+                                plantedBug: PlantedBug? = nil, hostile: Bool = false, relays: Bool = false) -> String {
+        let adjust = adjustment(membership, hostile, relays)
         let a = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjust).trace
         let b = runSeed(seed, replicas: replicas, lmdb: lmdb, keepTrace: true, plantedBug: plantedBug, adjust: adjust).trace
         for i in 0..<min(a.count, b.count) where a[i] != b[i] {
@@ -307,20 +322,20 @@ public enum SimulatorCLI {
     }
 
     static func reproduction(_ program: String, _ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool = false,
-                             _ plantedBug: PlantedBug? = nil, hostile: Bool = false) -> String {
-        "\(program) seed \(seed)" + options(replicas, lmdb, membership, plantedBug, hostile: hostile) + " --trace"
+                             _ plantedBug: PlantedBug? = nil, hostile: Bool = false, relays: Bool = false) -> String {
+        "\(program) seed \(seed)" + options(replicas, lmdb, membership, plantedBug, hostile: hostile, relays: relays) + " --trace"
     }
 
     /// The command that shrinks a failing seed to a scenario.
     static func shrinkLine(_ program: String, _ seed: UInt64, _ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool,
-                           _ plantedBug: PlantedBug?, hostile: Bool = false) -> String {
-        "\(program) shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug, hostile: hostile)
+                           _ plantedBug: PlantedBug?, hostile: Bool = false, relays: Bool = false) -> String {
+        "\(program) shrink --seed \(seed)" + options(replicas, lmdb, membership, plantedBug, hostile: hostile, relays: relays)
     }
 
     static func options(_ replicas: ClosedRange<Int>, _ lmdb: Bool, _ membership: Bool, _ plantedBug: PlantedBug?,
-                        hostile: Bool = false) -> String {
+                        hostile: Bool = false, relays: Bool = false) -> String {
         " --replicas \(replicas.lowerBound)..\(replicas.upperBound)" + (lmdb ? " --lmdb" : "") + (membership ? " --membership" : "")
-            + (hostile ? " --hostile" : "")
+            + (hostile ? " --hostile" : "") + (relays ? " --relays" : "")
             + (plantedBug.map { " --plant-bug \($0.rawValue)" } ?? "")
     }
 
