@@ -160,6 +160,12 @@ struct RelayMembershipTests {
         #expect(try o.relayMemberKeys(relay: relayKey).map(\.member) == [owner.publicKey.bytes])
         #expect(try s.relayMemberKeys(relay: relayKey).map(\.member) == [owner.publicKey.bytes])
         #expect(try o.digest() == s.digest() && o.verify().isIntact)
+        // The revoked spouse's key no longer counts, and its laptop writes it no more (a daemon
+        // calls this at every relay round: it must not grow its log each time).
+        let before = try s.versionVector()
+        #expect(try s.publishRelayKeys(identity: spouse) == 0)
+        #expect(try s.publishRelayKeys(identity: spouse) == 0)
+        #expect(try s.versionVector() == before)
     }
 
     /// A recovery writes the new owner's epoch in the same change; what the former owner signs

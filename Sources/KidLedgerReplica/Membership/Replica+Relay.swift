@@ -375,6 +375,9 @@ extension Replica {
                 if let claimed = try r.get(Tables.claims, Keys.origin(try Self.currentReplicaID(r))), claimed != me {
                     throw LedgerError.invalid("this device writes as another member")
                 }
+                // Only a current member's key counts: a device whose member this replica holds
+                // revoked (or that is no member) would otherwise write again at every call.
+                guard try Self.members(r).contains(where: { $0.key == me && !$0.isRevoked }) else { return [] }
                 var operations: [Operation] = []
                 for relay in try Self.relays(r) {
                     let key = try Self.memberRelayKey(identity, relay: relay.key)
