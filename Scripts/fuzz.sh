@@ -24,7 +24,7 @@ targets=(frame message record handshake csv invite announcement amount http sess
 # Package modules in dependency order (KidLedgerInMemory for its in-memory store; KidLedgerUI for the
 # page's request parser, which needs KidLedgerTransport); CSodium and CLMDB are system modules
 # (Sources/*/module.modulemap).
-modules=(KidLedgerSystem KidLedgerDomain KidLedgerReplica KidLedgerInMemory KidLedgerProtocol KidLedgerSecurity KidLedgerLMDB
+modules=(KidLedgerSystem KidLedgerDomain KidLedgerSecurity KidLedgerReplica KidLedgerInMemory KidLedgerProtocol KidLedgerLMDB
          KidLedgerRelay KidLedgerTransport KidLedgerUI)
 flags=(-swift-version 6 -package-name kidledger -O -g -parse-as-library -sanitize=fuzzer,address -I "$build" -I "$root/Sources/CSodium"
        -I "$root/Sources/CLMDB")
