@@ -357,10 +357,20 @@ public enum Message: Equatable, Sendable {
         guard count <= UInt64(changes.count) else { throw DecodeError.invalid("head count \(count) for \(changes.count) changes") }
         var heads: [SignedHead] = []
         heads.reserveCapacity(Int(count))
+        // A head names its change by the first index of that origin and sequence in the batch (two
+        // versions of a forked change may both be in it), as `encodePayload` writes it: any other
+        // index is refused, so the encoding stays canonical.
+        var first: [Stamp: Int] = [:]
+        if count > 0 {
+            for (i, c) in changes.enumerated() where first[Stamp(c.origin, c.sequence)] == nil { first[Stamp(c.origin, c.sequence)] = i }
+        }
         for _ in 0..<count {
             let index = try r.readVarint("head index")
             guard index < UInt64(changes.count) else { throw DecodeError.invalid("head index \(index) for \(changes.count) changes") }
             let change = changes[Int(index)]
+            guard first[Stamp(change.origin, change.sequence)] == Int(index) else {
+                throw DecodeError.invalid("head index \(index) is not the first change of its origin and sequence")
+            }
             var head = SignedHead(origin: change.origin, sequence: change.sequence, signature: try r.readRaw(count: 64, "head signature"))
             let choices = try r.readVarint("head choice count")
             guard choices <= head.sequence, choices <= UInt64(r.remaining / 9) else {
@@ -416,4 +426,11 @@ public struct ChildCheck: Equatable, Sendable {
         self.sumCents = sumCents
         self.idHash = idHash
     }
+}
+
+/// A change's origin and sequence, as a dictionary key.
+private struct Stamp: Hashable {
+    let origin: ReplicaID
+    let sequence: UInt64
+    init(_ origin: ReplicaID, _ sequence: UInt64) { self.origin = origin; self.sequence = sequence }
 }

@@ -8,6 +8,26 @@ import KidLedgerTestSupport
 @Suite struct FuzzTests {
     /// Garbage never traps the decoder; every byte pushed is either returned in a frame or still
     /// buffered, and after an error the decoder holds nothing and keeps failing.
+    /// Found by the `message` fuzz target: two versions of one change (a fork) in one batch, and a
+    /// signed head naming the second by index, re-encoded as the first. The decoder takes only
+    /// the first index of an origin and sequence, so the encoding stays canonical.
+    @Test func aHeadNamesTheFirstVersionOfItsChangeOnly() throws {
+        let origin = ReplicaID(0x5002_247d_2380_309d)
+        let child = { (byte: UInt8) in Operation.createChild(ChildRecord(id: RecordID(bytes: [UInt8](repeating: byte, count: 16)), createdAtMillis: 1)) }
+        let a = Change(origin: origin, sequence: 1, hlc: HLC(millis: 5, counter: 0), operations: [child(2)])
+        let b = Change(origin: origin, sequence: 1, hlc: HLC(millis: 6, counter: 0), operations: [child(3)])
+        let head = SignedHead(origin: origin, sequence: 1, signature: [UInt8](repeating: 7, count: 64))
+        let message = Message.changes([a, b], isLast: true, heads: [head])
+        let payload = message.encodePayload()
+        #expect(try Message.decode(type: message.type, payload: payload) == message)
+        // The same bytes with the head's index changed from 0 to 1 (the second version).
+        let headAt = payload.count - 1 - 64 - 1  // index varint | signature 64 | choice count
+        #expect(payload[headAt] == 0)
+        var second = payload
+        second[headAt] = 1
+        #expect(throws: (any Error).self) { try Message.decode(type: message.type, payload: second) }
+    }
+
     @Test func frameDecoderSurvivesGarbage() {
         var rng = SplitMix64(seed: 3)
         var lostBytes = 0, liveAfterFailure = 0, failures = 0
