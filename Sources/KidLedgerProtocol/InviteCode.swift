@@ -51,10 +51,7 @@ public struct InviteCode: Equatable, Sendable {
 
     /// Parses a code; nil for anything that is not a well-formed kidledger invitation.
     public init?(text raw: String) {
-        var text = Substring(raw.filter { !$0.isWhitespace })
-        guard text.hasPrefix("KL1-") else { return nil }
-        text = text.dropFirst(4)
-        guard text.count <= 2_000, let bytes = Base64URL.decode(String(text)) else { return nil }
+        guard let bytes = Base64URL.decode(code: raw, prefix: "KL1-") else { return nil }
         var r = ByteReader(bytes)
         guard (try? r.readByte()) == Self.version,
               let household = try? r.readID(),
@@ -78,16 +75,22 @@ public struct InviteCode: Equatable, Sendable {
     /// Whether `raw` is a well-encoded invitation of an older format (version 1, without the
     /// genesis hash): `join` says to ask for a new one instead of "not an invitation".
     public static func isOlderVersion(_ raw: String) -> Bool {
-        var text = Substring(raw.filter { !$0.isWhitespace })
-        guard text.hasPrefix("KL1-") else { return false }
-        text = text.dropFirst(4)
-        guard text.count <= 2_000, let bytes = Base64URL.decode(String(text)) else { return false }
-        return bytes.first == 1
+        Base64URL.decode(code: raw, prefix: "KL1-")?.first == 1
     }
 }
 
 /// RFC 4648 base64url without padding.
 public enum Base64URL {
+    /// The bytes of a code typed or pasted as `prefix` + base64url (`KL1-…`, `KLR1-…`): white
+    /// space anywhere is ignored; nil without the prefix, past 2,000 characters or not base64url.
+    public static func decode(code raw: String, prefix: String) -> [UInt8]? {
+        let text = Substring(raw.filter { !$0.isWhitespace })
+        guard text.hasPrefix(prefix) else { return nil }
+        let body = text.dropFirst(prefix.count)
+        guard body.count <= 2_000 else { return nil }
+        return decode(String(body))
+    }
+
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Encodes bytes.

@@ -40,10 +40,7 @@ public struct RelayCode: Equatable, Sendable {
 
     /// Parses a code; nil for anything that is not a well-formed relay code (never traps).
     public init?(text raw: String) {
-        var text = Substring(raw.filter { !$0.isWhitespace })
-        guard text.hasPrefix(Self.prefix) else { return nil }
-        text = text.dropFirst(Self.prefix.count)
-        guard text.count <= 2_000, let bytes = Base64URL.decode(String(text)) else { return nil }
+        guard let bytes = Base64URL.decode(code: raw, prefix: Self.prefix) else { return nil }
         var r = ByteReader(bytes)
         guard (try? r.readByte()) == Self.version,
               let relay = try? r.readRaw(count: 32),
