@@ -90,7 +90,8 @@ extension Replica {
             guard let owner = signer(e.signature, Membership.relayEpochMessage(household: ownership.household, e)) else {
                 return "relay epoch record not signed by the owner"
             }
-            guard let record = try? EpochRecord.decode(e.record) else { return "relay epoch record does not decode" }
+            let record: EpochRecord
+            do { record = try EpochRecord.decode(e.record) } catch { return "relay epoch record does not decode (\(error))" }
             var k = ByteWriter(capacity: 21)
             k.write(RelayKind.epoch)
             k.write(bigEndian: record.epoch)
@@ -183,29 +184,37 @@ extension Replica {
     /// The epoch keys `identity` holds: for each valid record with a box for it (newest first),
     /// the key in that box once the signing owner's signature verifies, and from it every earlier
     /// key the chain opens (``EpochRecord/previousKey(with:)``). A revoked member's keyring stops
-    /// at the last epoch that had a box for it; a new member's opens the whole chain. A link that
-    /// does not open stops that walk (keys opened from boxes stay).
+    /// at the last epoch that had a box for it; a new member's opens the whole chain. A box or a
+    /// link that does not open is damage, thrown, never taken for "no key".
     public func relayKeyring(identity: Identity) throws -> EpochKeyring {
         try store.read { r in
             guard let household = try Self.ownership(r)?.household else { return EpochKeyring() }
-            return Self.keyring(of: identity, records: try Self.relayEpochRecords(r), household: household)
+            return try Self.keyring(of: identity, records: try Self.relayEpochRecords(r), household: household)
         }
     }
 
     /// ``relayKeyring(identity:)`` of the valid `records`.
-    static func keyring(of identity: Identity, records: [ValidEpochRecord], household: RecordID) -> EpochKeyring {
+    /// - Throws: ``LedgerError/corrupted(_:)`` when a box for `identity` or a link of the chain
+    ///   does not open: the owner signed the record, so the record or this store is damaged. Only
+    ///   "no box for this member" (a revoked member, a later epoch) means no key.
+    static func keyring(of identity: Identity, records: [ValidEpochRecord], household: RecordID) throws -> EpochKeyring {
         var byEpoch: [UInt32: EpochRecord] = [:]
         for valid in records { byEpoch[valid.record.epoch] = valid.record }
         var keyring = EpochKeyring()
         for valid in records.reversed() where keyring[valid.record.epoch] == nil {
-            guard let owner = PublicKey(bytes: valid.signer),
-                  var key = try? valid.record.openKey(as: identity, owner: owner, household: household) else { continue }
+            guard let owner = PublicKey(bytes: valid.signer) else { throw LedgerError.corrupted("a stored relay epoch record's signer is damaged") }
+            var key: EpochKey
+            do { key = try valid.record.openKey(as: identity, owner: owner, household: household) } catch {
+                if error == .noBoxForMember { continue }
+                throw LedgerError.corrupted("relay epoch \(valid.record.epoch): this member's key does not open (\(error))")
+            }
             keyring.insert(key)
             // Each step adds a key not held before: at most one per epoch.
-            while key.epoch > 0, keyring[key.epoch - 1] == nil, let record = byEpoch[key.epoch],
-                  let earlier = try? record.previousKey(with: key) {
-                keyring.insert(earlier)
-                key = earlier
+            while key.epoch > 0, keyring[key.epoch - 1] == nil, let record = byEpoch[key.epoch] {
+                do { key = try record.previousKey(with: key) } catch {
+                    throw LedgerError.corrupted("relay epoch \(record.epoch): the earlier epoch's key does not open (\(error))")
+                }
+                keyring.insert(key)
             }
         }
         return keyring
@@ -426,7 +435,7 @@ extension Replica {
         if let current = records.last {
             guard current.record.epoch < EpochKey.epochMax else { throw LedgerError.invalid("the relay's epochs are used up") }
             epoch = current.record.epoch + 1
-            previous = keyring(of: owner, records: records, household: household)[current.record.epoch]
+            previous = try keyring(of: owner, records: records, household: household)[current.record.epoch]
                 ?? EpochKey.generate(epoch: current.record.epoch, using: &random)
         }
         let record: EpochRecord

@@ -55,11 +55,14 @@ public final class Simulator {
     @exclusivity(unchecked) var zoneG: SplitMix64
     /// Draws everything about the relay (its key, stream and epoch keys, sealing nonces, its
     /// delays and faults): a generator of its own, so a run without a relay draws as before.
+    /// Unchecked for the same reason as `g` (one thread, the nodes' ``ThreadCheck``).
     @exclusivity(unchecked) var relayG: SplitMix64
-    /// The relay, when the run has one (``SimRelay``).
+    /// The relay, when the run has one (``SimRelay``). Unchecked as `g`: read at every tick of
+    /// every run, on the simulator's one thread (the nodes' ``ThreadCheck``).
     @exclusivity(unchecked) var relay: SimRelay?
     /// Pairs of replicas that never meet directly (`isolate rA rB`): they reach each other only
-    /// through the relay. Kept as `min * 64 + max`.
+    /// through the relay. Kept as `min * 64 + max`. Unchecked as `g`: read at every delivery, on
+    /// the simulator's one thread (the nodes' ``ThreadCheck``).
     @exclusivity(unchecked) var isolatedPairs = Set<Int>()
     @exclusivity(unchecked) var queue = EventQueue<Event>()
     @exclusivity(unchecked) var nodes: [SimNode] = []
