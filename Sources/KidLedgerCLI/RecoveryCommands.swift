@@ -1,6 +1,7 @@
 import Glibc
 import KidLedgerDomain
 import KidLedgerReplica
+import KidLedgerRelay
 import KidLedgerSecurity
 import KidLedgerDaemon
 
@@ -94,12 +95,21 @@ enum RecoveryCommands {
         var random = SystemRandomNumberGenerator()
         let transfer = try replica.transferOwnership(to: me, recoveryKey: recovery.publicKey.bytes,
                                                      atMillis: SystemClock().nowMillis(), sign: recovery.sign, using: &random)
+        // Each granted relay pinned the former owner's key: a statement signed now, while the
+        // recovery secret is at hand (it is never kept), re-pins it at this laptop's next relay sync.
+        let relays = try replica.relays()
+        for relay in relays {
+            guard let key = PublicKey(bytes: relay.key) else { continue }
+            let statement = RelayOwnerStatement.sign(relay: key, newOwner: me.publicKey, term: transfer.epoch, recovery: recovery)
+            try RelayRecord.keepStatement(statement, in: replica, relay: relay.key)
+        }
         let previous = PublicKey(bytes: before.owner)?.fingerprint ?? Hex.encode(before.owner)
         ctx.say("""
             This laptop (key \(me.publicKey.fingerprint)) now owns "\(TextEscaping.terminal(household.name))" (owner transfer \(transfer.epoch)).
             The previous owner key \(previous) can no longer invite, revoke or transfer.
             If its laptop was lost or stolen, revoke it now: `kidledger revoke \(String(Hex.encode(before.owner).prefix(16)))`, then `kidledger sync`.
             """)
+        if !relays.isEmpty { ctx.say("The relay takes this laptop as the owner at its next relay sync (`kidledger relay sync`, or the daemon's).") }
         ctx.emit(.object([("owner", .string(me.publicKey.hex)), ("previousOwner", .string(Hex.encode(before.owner))),
                           ("epoch", .int(Int64(transfer.epoch)))]))
     }

@@ -54,8 +54,9 @@ enum RelayCommands {
         }
         let environment = try LMDBEnvironment(directory: home.store, tables: RelayStore.tables, mapSizeBytes: 64 << 20, mapSizeBytesMax: try ctx.mapSizeMax())
         defer { environment.close() }
-        let owner = FileSystem.exists(home.owner) ? Hex.decode(try FileSystem.readFile(home.owner).trimmingSuffixNewlines()).flatMap(PublicKey.init(bytes:)) : nil
-        if FileSystem.exists(home.owner) && owner == nil { throw CLIError("\(home.owner) is damaged: it holds no key", code: .dataError) }
+        let pin = FileSystem.exists(home.owner) ? RelayPin(text: try FileSystem.readFile(home.owner)) : nil
+        if FileSystem.exists(home.owner) && pin == nil { throw CLIError("\(home.owner) is damaged: it holds no owner key", code: .dataError) }
+        let owner = pin?.owner
         let listener: TCPListener
         do { listener = try TCPListener(address: address) } catch { throw CLIError("cannot listen on \(listen): \(error)", code: .unavailable) }
         let bound = PeerAddress(host: address.host, port: listener.port).description
@@ -88,9 +89,9 @@ enum RelayCommands {
         let peerTimeout = try Daemon.peerTimeout(from: ctx.environment) ?? Daemon.peerTimeoutDefaultMillis
         let homeCopy = home
         let server = RelayServer(environment: environment, identity: identity, listener: listener,
-                                 adoption: RelayServer.Adoption(owner: owner, secret: secret), peerTimeoutMillis: peerTimeout, log: log,
-                                 persist: { key in
-                                     try FileSystem.writeFile(homeCopy.owner, key.hex + "\n")
+                                 adoption: RelayServer.Adoption(pin: pin, secret: secret), peerTimeoutMillis: peerTimeout, log: log,
+                                 persist: { pin in
+                                     try FileSystem.writeFile(homeCopy.owner, pin.text)
                                      _ = unlink(homeCopy.secret)
                                      _ = unlink(homeCopy.code)
                                  })
@@ -122,8 +123,10 @@ enum RelayCommands {
         if try replica.relays().contains(where: { $0.key == code.relay }) { throw CLIError("that relay is granted already", code: .dataError) }
         let now = SystemClock().nowMillis()
         let list = try RelayDriver.accessList(replica, owner: me, relay: code.relay, now: now)
+        // The recovery public key lets the relay follow a recovery (an owner change it verifies).
+        let recovery = try replica.genesis().flatMap { PublicKey(bytes: $0.recovery) }
         let used: String
-        do { used = try RelayDriver.adopt(code, address: address, owner: me, list: list) } catch let error as RelayAdoptionError {
+        do { used = try RelayDriver.adopt(code, address: address, owner: me, list: list, recovery: recovery) } catch let error as RelayAdoptionError {
             if case .refused = error { throw CLIError(error.description, code: .notPermitted) }
             throw CLIError(error.description, code: .unavailable)
         }

@@ -68,38 +68,19 @@ public enum RelayDriver {
     }
 
     /// The owner adopts the relay of `code` (dialling `address` instead of the code's when given):
-    /// proves the secret and installs `list`. Returns the address that answered.
+    /// proves the secret, installs `list` and hands the household's `recovery` public key.
+    /// Returns the address that answered.
     /// - Throws: ``RelayAdoptionError`` with the sentence to show.
-    public static func adopt(_ code: RelayCode, address: String?, owner: Identity, list: SignedRelayAccessList) throws(RelayAdoptionError) -> String {
+    public static func adopt(_ code: RelayCode, address: String?, owner: Identity, list: SignedRelayAccessList,
+                             recovery: PublicKey? = nil) throws(RelayAdoptionError) -> String {
         let stream: SecureStream, used: String
         do { (stream, used) = try connect(address.map { [$0] } ?? code.addresses, relay: code.relay, as: owner) } catch {
             throw .unreachable("the relay at \((address.map { [$0] } ?? code.addresses).joined(separator: ", ")) could not be reached: \(error)")
         }
         defer { stream.close() }
-        do { try stream.write(RelayAdoption.adoptFrame(secret: code.secret, list: list), timeoutMillis: SyncDriver.handshakeTimeoutMillis) } catch {
-            throw .unreachable("the relay at \(used) closed the connection: \(error)")
-        }
-        var decoder = FrameDecoder()
-        let deadline = Monotonic.millis() + Int64(SyncDriver.handshakeTimeoutMillis)
-        for _ in 0..<1_024 {
-            let left = Int(deadline - Monotonic.millis())
-            guard left > 0 else { break }
-            let chunk: [UInt8]
-            do { chunk = try stream.read(maxBytes: 16 << 10, timeoutMillis: left) } catch {
-                throw .unreachable("the relay at \(used) did not answer: \(error)")
-            }
-            if chunk.isEmpty { throw .unreachable("the relay at \(used) closed the connection without answering") }
-            decoder.push(chunk)
-            let frame: (type: UInt8, payload: [UInt8])?
-            do { frame = try decoder.next(limit: 8 << 10) } catch { throw .refused("the relay at \(used) answered garbage: \(error)") }
-            guard let frame else { continue }
-            if frame.type == RelayAdoption.adoptedType { return used }
-            if let message = try? RelayMessage.decode(type: frame.type, payload: frame.payload), case .error(_, let text) = message {
-                throw .refused("the relay at \(used) refused: \(text)")
-            }
-            throw .refused("the relay at \(used) answered an unexpected message (type \(frame.type))")
-        }
-        throw .unreachable("the relay at \(used) did not answer within \(SyncDriver.handshakeTimeoutMillis) ms")
+        _ = try exchange(RelayAdoption.adoptFrame(secret: code.secret, list: list, recovery: recovery), over: stream, at: used,
+                         expecting: RelayAdoption.adoptedType)
+        return used
     }
 
     /// The access list the owner hands `relay`: the current members' published relay keys, each
@@ -155,6 +136,10 @@ public enum RelayDriver {
                                      sealEpoch: epoch, accessList: accessList)
         } catch {
             return finish("could not prepare the relay session: \(error)")
+        }
+        // After a recovery: the statement re-pins the relay's owner before the first session.
+        if owner, let problem = changeOwner(replica, identity: identity, relay: relay, list: setup.accessList) {
+            return finish(problem.failure, refused: problem.refused)
         }
         let stream: SecureStream
         do { (stream, result.address) = try connect(relay.addresses, relay: relay.key, as: relayIdentity) } catch {

@@ -14,20 +14,23 @@ import Synchronization
 /// `kidledger relay serve`: the relay's accept loop (docs/RELAY-DESIGN.md, "Running a relay").
 /// Each connection runs the `SecureChannel` as responder under the relay's device key, bound to
 /// no household (the relay knows none: the zero id), then either the adoption (while no owner
-/// adopted the relay) or a ``RelayServerSession`` with the key the channel authenticated. The
+/// adopted the relay), an owner change (``RelayOwnerChange``, after a recovery) or a
+/// ``RelayServerSession`` with the key the channel authenticated. The
 /// relay holds no ledger; everything it stores is in its ``RelayStore``.
 public final class RelayServer: Sendable {
     /// Who adopted the relay, and the one-time secret while nobody has.
     public struct Adoption: Sendable {
-        /// The pinned owner key (nil until adopted).
-        public var owner: PublicKey?
+        /// The pinned owner (nil until adopted).
+        public var pin: RelayPin?
         /// The secret of the printed code (nil once adopted).
         public var secret: [UInt8]?
         /// An adoption state.
-        public init(owner: PublicKey?, secret: [UInt8]?) {
-            self.owner = owner
+        public init(pin: RelayPin?, secret: [UInt8]?) {
+            self.pin = pin
             self.secret = secret
         }
+        /// The pinned owner key (nil until adopted).
+        public var owner: PublicKey? { pin?.owner }
     }
 
     /// Connection limits: as the daemon's.
@@ -44,14 +47,14 @@ public final class RelayServer: Sendable {
     let limiter: ConnectionLimiter
     let peerTimeoutMillis: Int
     private let adoption: Mutex<Adoption>
-    /// Persists the adoption (the owner key pinned, the secret forgotten) before it is answered.
-    private let persist: @Sendable (PublicKey) throws -> Void
+    /// Persists the adoption (the owner pinned, the secret forgotten) or an owner change before it is answered.
+    private let persist: @Sendable (RelayPin) throws -> Void
     private let activeThreads = Atomic<Int>(0)
 
     /// A relay serving `environment` (a ``RelayStore``'s tables) as `identity` on `listener`.
     public init(environment: LMDBEnvironment, identity: Identity, listener: TCPListener, adoption: Adoption,
                 peerTimeoutMillis: Int = Daemon.peerTimeoutDefaultMillis, limits: ConnectionLimiter.Limits = RelayServer.limitsDefault,
-                log: @escaping @Sendable (String) -> Void, persist: @escaping @Sendable (PublicKey) throws -> Void) {
+                log: @escaping @Sendable (String) -> Void, persist: @escaping @Sendable (RelayPin) throws -> Void) {
         self.environment = environment
         self.identity = identity
         self.listener = listener
@@ -118,13 +121,22 @@ public final class RelayServer: Sendable {
         }
         defer { stream.close() }
         let peer = stream.peerKey
-        guard let owner = adoption.withLock({ $0.owner }) else {
+        guard adoption.withLock({ $0.owner }) != nil else {
             adopt(over: stream, peer: peer)
             return
         }
+        // The first frame's header decides: an owner change, or a session (the bytes go to it).
+        var first: [UInt8] = []
+        for _ in 0..<64 where first.count < 5 {
+            guard let chunk = try? stream.read(maxBytes: 16 << 10, timeoutMillis: peerTimeoutMillis), !chunk.isEmpty else { return }
+            first += chunk
+        }
+        if first.count >= 5 && first[4] == RelayOwnerChange.changeType { return changeOwner(over: stream, peer: peer, read: first) }
+        // Read after the owner change could have re-pinned it.
+        guard let owner = adoption.withLock({ $0.owner }) else { return }
         let started = Monotonic.millis()
         let session = RelayServerSession(store: RelayStore(store: environment), relay: identity.publicKey, owner: owner, peer: peer)
-        let failure = Self.drive(stream, idleMillis: peerTimeoutMillis, start: [],
+        let failure = Self.drive(stream, idleMillis: peerTimeoutMillis, start: session.receive(first, atMilliseconds: SystemClock().nowMillis()),
                                  receive: { session.receive($0, atMilliseconds: SystemClock().nowMillis()) },
                                  closed: { session.connectionClosed() })
         let s = session.summary
@@ -162,7 +174,7 @@ public final class RelayServer: Sendable {
         guard let frame, frame.type == RelayAdoption.adoptType else {
             return refuse(.unexpectedMessage("a session before an owner adopted this relay (add it with `kidledger relay add CODE` first)"))
         }
-        let request: (secret: [UInt8], list: SignedRelayAccessList)
+        let request: (secret: [UInt8], list: SignedRelayAccessList, recovery: PublicKey?)
         do { request = try RelayAdoption.decodeAdopt(frame.payload) } catch { return refuse(error) }
         let problem: RelaySessionError? = adoption.withLock { state in
             guard state.owner == nil, let secret = state.secret else { return .unexpectedMessage("adopt: this relay was adopted already") }
@@ -172,18 +184,59 @@ public final class RelayServer: Sendable {
             do {
                 let list = try request.list.verified(relay: identity.publicKey, owner: peer)
                 _ = try RelayStore(store: environment).install(list)
-                try persist(peer)
+                try persist(RelayPin(owner: peer, recovery: request.recovery))
             } catch let error as RelaySessionError {
                 return error
             } catch {
                 return .storage("\(error)")
             }
-            state = Adoption(owner: peer, secret: nil)
+            state = Adoption(pin: RelayPin(owner: peer, recovery: request.recovery), secret: nil)
             return nil
         }
         if let problem { return refuse(problem) }
         try? stream.write(RelayAdoption.adoptedFrame, timeoutMillis: 5_000)
-        log("adopted by owner key \(peer.fingerprint) from \(remote): the relay code is used up; serving the household's listed keys")
+        log("adopted by owner key \(peer.fingerprint) from \(remote): the relay code is used up; serving the household's listed keys"
+            + (request.recovery == nil ? " (no recovery key: it can't follow an owner change)" : ""))
+    }
+
+    /// The owner change (``RelayOwnerChange``): one `ownerChange` frame (`read` holds its first
+    /// bytes) from the new owner's identity key after a recovery; applied and persisted, then
+    /// answered `ownerChanged`, or refused with an `error` and nothing changed.
+    private func changeOwner(over stream: SecureStream, peer: PublicKey, read: [UInt8]) {
+        let remote = stream.remote
+        func refuse(_ error: RelaySessionError) {
+            try? stream.write(RelayMessage.error(code: error.code, message: error.description).frame(), timeoutMillis: 1_000)
+            log("owner change from \(remote) (key \(peer.fingerprint)) refused: \(error.description)")
+        }
+        var decoder = FrameDecoder()
+        decoder.push(read)
+        let deadline = Monotonic.millis() + Int64(peerTimeoutMillis)
+        var frame: (type: UInt8, payload: [UInt8])?
+        for _ in 0..<4_096 {
+            do { frame = try decoder.next(limit: RelayOwnerChange.frameBytesMax) } catch { return refuse(.malformed("\(error)")) }
+            if frame != nil { break }
+            let left = Int(deadline - Monotonic.millis())
+            guard left > 0 else { return refuse(.limitReached("no whole owner change within \(peerTimeoutMillis) ms")) }
+            guard let chunk = try? stream.read(maxBytes: 16 << 10, timeoutMillis: left), !chunk.isEmpty else { return }
+            decoder.push(chunk)
+        }
+        guard let frame else { return }
+        let outcome: Result<(RelayPin, changed: Bool), RelaySessionError> = adoption.withLock { state in
+            guard let pin = state.pin else { return .failure(.unexpectedMessage("owner change before an adoption")) }
+            do throws(RelaySessionError) {
+                let next = try RelayOwnerChange.apply(frame.payload, relay: identity.publicKey, pin: pin, peer: peer,
+                                                      store: RelayStore(store: environment), persist: persist)
+                state.pin = next
+                return .success((next, next != pin))
+            } catch { return .failure(error) }
+        }
+        switch outcome {
+        case .failure(let error): refuse(error)
+        case .success(let (pin, changed)):
+            try? stream.write(RelayOwnerChange.changedFrame(term: pin.term), timeoutMillis: 5_000)
+            log(changed ? "owner changed to key \(pin.owner.fingerprint) (owner term \(pin.term), signed by the household's recovery key) from \(remote); its access list installed"
+                        : "owner change from \(remote) repeated (owner term \(pin.term)): nothing to change")
+        }
     }
 
     /// Drives a relay session (either side) over `stream`: `start`'s actions, then each chunk

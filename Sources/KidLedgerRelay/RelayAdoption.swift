@@ -58,7 +58,8 @@ public struct RelayCode: Equatable, Sendable {
 
 /// Adoption: the first connection of the owner to a relay no owner adopted yet. Inside the
 /// `SecureChannel` (which authenticated the owner's identity key and the relay's key pinned from
-/// the code) the owner sends one `adopt` frame (type 40: secret blob | signed access list); the
+/// the code) the owner sends one `adopt` frame (type 40: secret blob | signed access list |
+/// the household's recovery public key 32, absent from an older owner's frame); the
 /// relay answers `adopted` (type 41, empty) or a relay `error` (type 18) and closes. These frame
 /// types are outside ``RelayMessage`` (an adopted relay never reads them; an unadopted one reads
 /// nothing else).
@@ -68,13 +69,14 @@ public enum RelayAdoption {
     /// The frame type of `adopted`.
     public static let adoptedType: UInt8 = 41
     /// The longest `adopt` frame accepted.
-    public static let frameBytesMax = 5 + 1 + RelayCode.secretBytes.upperBound + SignedRelayAccessList.bytesMax + 8
+    public static let frameBytesMax = 5 + 1 + RelayCode.secretBytes.upperBound + SignedRelayAccessList.bytesMax + 32 + 8
 
-    /// The `adopt` frame.
-    public static func adoptFrame(secret: [UInt8], list: SignedRelayAccessList) -> [UInt8] {
+    /// The `adopt` frame; `recovery` is the household's recovery public key (nil: a household without one).
+    public static func adoptFrame(secret: [UInt8], list: SignedRelayAccessList, recovery: PublicKey? = nil) -> [UInt8] {
         var w = ByteWriter(capacity: 256)
         w.write(blob: secret)
         w.write(raw: list.encoded)
+        if let recovery { w.write(raw: recovery.bytes) }
         return Frame.encode(type: adoptType, payload: w.bytes)
     }
 
@@ -82,13 +84,18 @@ public enum RelayAdoption {
     public static var adoptedFrame: [UInt8] { Frame.encode(type: adoptedType, payload: []) }
 
     /// Decodes an `adopt` payload. - Throws: ``RelaySessionError/malformed(_:)``.
-    public static func decodeAdopt(_ payload: [UInt8]) throws(RelaySessionError) -> (secret: [UInt8], list: SignedRelayAccessList) {
+    public static func decodeAdopt(_ payload: [UInt8]) throws(RelaySessionError) -> (secret: [UInt8], list: SignedRelayAccessList, recovery: PublicKey?) {
         var r = ByteReader(payload)
         do {
             let secret = try r.readBlob(maxCount: RelayCode.secretBytes.upperBound, "secret")
             guard RelayCode.secretBytes.contains(secret.count) else { throw RelaySessionError.malformed("adopt: a secret of \(secret.count) bytes") }
-            let list = try SignedRelayAccessList.decode(try r.readRaw(count: r.remaining, "access list"))
-            return (secret, list)
+            let list = try SignedRelayAccessList.read(&r)
+            guard r.isAtEnd else {
+                guard let recovery = PublicKey(bytes: try r.readRaw(count: 32, "recovery key")) else { throw RelaySessionError.malformed("adopt: a bad recovery key") }
+                try r.expectEnd()
+                return (secret, list, recovery)
+            }
+            return (secret, list, nil)
         } catch let error as RelaySessionError {
             throw error
         } catch {

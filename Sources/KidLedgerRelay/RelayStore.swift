@@ -38,16 +38,17 @@ public final class RelayStore {
     }
 
     /// Installs `list` unless the held one's number is the same or higher (a stale or replayed
-    /// list is ignored: returns false). Keys no longer listed lose their vector, last sync time
+    /// list is ignored: returns false), or whatever the held number when `overridingHeld` (the
+    /// new owner's first list after an owner change, ``RelayOwnerChange``). Keys no longer listed lose their vector, last sync time
     /// and mailbox, and no longer hold collection back; the envelopes they uploaded stay (other
     /// members may still need them), charged to them until collected.
     ///
     /// Work: one delete per vector entry and box of each removed key (≤ 1,000 keys ×
     /// (``streamsPerMemberMax`` + ``mailboxBoxesMax``)); the owner, not a member, sends lists.
-    public func install(_ list: RelayAccessList) throws -> Bool {
+    public func install(_ list: RelayAccessList, overridingHeld: Bool = false) throws -> Bool {
         try store.write { w in
             let held = try Self.accessList(w)
-            if let held, held.number >= list.number { return false }
+            if !overridingHeld, let held, held.number >= list.number { return false }
             for key in held?.members ?? [] where list.quotas[key] == nil {
                 try w.delete(RelayTables.members, key.bytes)
                 try Self.deletePrefix(w, RelayTables.vectors, key.bytes)

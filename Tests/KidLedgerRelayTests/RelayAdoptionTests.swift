@@ -52,6 +52,13 @@ struct RelayAdoptionTests {
         #expect(throws: RelaySessionError.self) { try RelayAdoption.decodeAdopt([2, 1, 2]) }
         #expect(throws: RelaySessionError.self) { try RelayAdoption.decodeAdopt(frame.payload.dropLast(1).map { $0 }) }
         for cut in 0..<frame.payload.count { _ = try? RelayAdoption.decodeAdopt(Array(frame.payload.prefix(cut))) }
+        // With the household's recovery key (after the list), and without it (an older owner's frame).
+        var withKey = FrameDecoder()
+        withKey.push(RelayAdoption.adoptFrame(secret: secret, list: list, recovery: owner.publicKey))
+        let keyed = try RelayAdoption.decodeAdopt(try #require(try withKey.next(limit: RelayAdoption.frameBytesMax)).payload)
+        #expect(keyed.list == list && keyed.recovery == owner.publicKey)
+        #expect(decoded.recovery == nil)
+        #expect(throws: RelaySessionError.self) { try RelayAdoption.decodeAdopt(frame.payload + [1, 2, 3]) }
     }
 
     @Test func secretsCompareInConstantTimeShape() {
