@@ -8,14 +8,31 @@ import KidLedgerSecurity
 private let relayMessageOwner = try! Identity(seed: Array(repeating: 0x5A, count: 32))
 private let relayMessagePeer = try! Identity(seed: Array(repeating: 0x5B, count: 32))
 private let relayMessageRelay = try! Identity(seed: Array(repeating: 0x5C, count: 32))
+private let relayMessageRecovery = try! Identity(seed: Array(repeating: 0x5D, count: 32))
 
 /// `relaymessage`: byte 0 is a message type, the rest its payload. Properties: nothing traps; a
 /// payload that decodes re-encodes to exactly its bytes; and the whole input, taken as the byte
 /// stream a listed member sends after its hello, makes the relay's session answer, refuse or end
-/// with an error, never trap, and leaves the store within the member's quota.
+/// with an error, never trap, and leaves the store within the member's quota. Types 40 and 42 are
+/// also read as `adopt` and `ownerChange` (outside ``RelayMessage``): one that decodes re-encodes to
+/// its bytes, and an owner change the relay applies carries a statement the fixture's recovery key
+/// signed for the fixture relay, naming the peer, above the pinned term.
 @Sendable func fuzzRelayMessage(_ data: [UInt8]) {
     guard let type = data.first else { return }
     let payload = Array(data.dropFirst())
+    if type == RelayAdoption.adoptType, let adopt = try? RelayAdoption.decodeAdopt(payload) {
+        check(RelayAdoption.adoptFrame(secret: adopt.secret, list: adopt.list, recovery: adopt.recovery).dropFirst(5).elementsEqual(payload),
+              "an adopt frame does not re-encode to its bytes")
+    }
+    if type == RelayOwnerChange.changeType, let change = try? RelayOwnerChange.decode(payload) {
+        check(change.statement.encoded + change.list.encoded == payload, "an owner change does not re-encode to its bytes")
+        let pin = RelayPin(owner: relayMessageOwner.publicKey, recovery: relayMessageRecovery.publicKey, term: 1)
+        if let next = try? RelayOwnerChange.apply(payload, relay: relayMessageRelay.publicKey, pin: pin, peer: relayMessagePeer.publicKey,
+                                                  store: RelayStore(store: MemoryStore()), persist: { _ in }), next != pin {
+            check(change.statement.verifies(relay: relayMessageRelay.publicKey, recovery: relayMessageRecovery.publicKey)
+                  && next.owner == relayMessagePeer.publicKey && next.term > pin.term, "an owner change applied without the recovery key's statement")
+        }
+    }
     if let message = try? RelayMessage.decode(type: type, payload: payload) {
         check(message.encodePayload() == payload, "a relay message does not re-encode to its bytes")
     }
@@ -43,5 +60,11 @@ private let relayMessageRelay = try! Identity(seed: Array(repeating: 0x5C, count
         .pendingPage(envelopes: [envelope], next: header), .install(list), .mailboxFetch, .statusRequest(after: nil),
         .refused(code: 11, message: "over quota"), .bye,
     ]
+    let statement = RelayOwnerStatement.sign(relay: relayMessageRelay.publicKey, newOwner: relayMessagePeer.publicKey, term: 2,
+                                             recovery: relayMessageRecovery)
+    let peerList = SignedRelayAccessList.sign(try! RelayAccessList(number: 1, quotas: [RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!: 100]),
+                                              relay: relayMessageRelay.publicKey, owner: relayMessagePeer)
     return messages.map { [$0.type] + $0.encodePayload() } + [messages.flatMap { $0.frame() }]
+        + [[RelayOwnerChange.changeType] + statement.encoded + peerList.encoded,
+           Array(RelayAdoption.adoptFrame(secret: Array(repeating: 1, count: 16), list: list, recovery: relayMessageRecovery.publicKey).dropFirst(4))]
 }
