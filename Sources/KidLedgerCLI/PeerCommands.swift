@@ -71,9 +71,11 @@ enum PeerCommands {
         it failed since. Laptops of revoked members, and addresses that never synced, are not counted.
         `laptops` in --json has one entry per counted laptop: name, state, theyLack, lastSyncMillis, route ("direct").
         With a relay granted, a line per other member says its route through it ("Dad's laptop: via the relay,
-        last synced 2 minutes ago"), and one says when the relay was unreachable or refused this laptop at the last
-        try; --json adds `relays` (per relay: address, fingerprint, reach, lastAttemptMillis, error, and its
-        laptops with route "relay" and lastSyncMillis).
+        last synced 2 minutes ago"), one says when the relay was unreachable or refused this laptop at the last
+        try, and one when it is out of date (after the last sync with it, it still lacked changes this laptop
+        holds, or had lost what it held, or that sync is more than a day old); --json adds `relays` (per relay:
+        address, fingerprint, reach, lastAttemptMillis, error, outOfDate (a sentence or null), relayLacks, and
+        its laptops with route "relay" and lastSyncMillis).
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
         Active children with one name up to case and accents (added on two laptops apart) get a note line
