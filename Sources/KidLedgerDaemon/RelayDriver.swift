@@ -29,6 +29,8 @@ public enum RelayDriver {
         public var failure: String?
         /// Whether the relay refused this member (not on its list, a refused adoption).
         public var refused = false
+        /// Per member relay key: the vector the relay reported that member acknowledged, by origin.
+        public var memberVectors: [[UInt8]: VersionVector] = [:]
         /// Changes this laptop holds that the relay lacked when the session ended (0 when it failed).
         public var relayLacks = 0
         /// Why they were not uploaded ("" when none lack, or no reason is known).
@@ -177,6 +179,7 @@ public enum RelayDriver {
                                         receive: { session.receive($0, using: &random) }, closed: { session.connectionClosed() })
         stream.close()
         result.summary = session.summary
+        for report in session.summary.members { result.memberVectors[report.status.key.bytes] = try? session.versionVector(of: report.acknowledged) }
         let learned = keepMailbox(session.summary.mailbox, replica: replica, identity: identity, relay: relay.key, held: setup.keyring, summary: &result.summary)
         if let failure {
             if case .peer(let code, _) = failure, code == 10 {
@@ -319,6 +322,8 @@ public enum RelayRecord {
         /// After the last session that finished: the relay's access list number, its held
         /// sequence per stream (tag hex), the changes this laptop held that it lacked and why.
         public var listNumber: UInt64 = 0, held: [String: UInt64] = [:], lacks = 0, lacksWhy = ""
+        /// Per member identity key (hex): what the relay last reported it acknowledged (by origin).
+        public var vectors: [String: VersionVector] = [:]
         /// The last finished session that found the relay holding less than the one before
         /// (an older or no access list, or a lower held sequence under the same list): 0 never.
         public var lostMillis: Int64 = 0
@@ -360,6 +365,7 @@ public enum RelayRecord {
             for report in result.summary.members {
                 guard let member = byKey[report.status.key.bytes] else { continue }
                 last.members[Hex.encode(member)] = report.status.lastSyncMilliseconds ?? 0
+                if let vector = result.memberVectors[report.status.key.bytes] { last.vectors[Hex.encode(member)] = vector }
             }
             let summary = result.summary
             if last.successMillis > 0 && lost(since: last, welcomeList: summary.relayAccessList ?? 0, welcomeHeld: summary.relayHeldAtWelcome) {
@@ -405,6 +411,19 @@ public enum RelayRecord {
         return nil
     }
 
+    /// Per member identity key: what the relays last reported it acknowledged (the greatest of
+    /// the granted relays' reports, origin by origin).
+    public static func memberVectors(_ replica: Replica) throws -> [[UInt8]: VersionVector] {
+        var vectors: [[UInt8]: VersionVector] = [:]
+        for relay in try replica.relays() {
+            for (member, vector) in try last(replica, relay: relay.key)?.vectors ?? [:] {
+                guard let key = Hex.decode(member) else { continue }
+                vectors[key, default: [:]].merge(vector, uniquingKeysWith: max)
+            }
+        }
+        return vectors
+    }
+
     /// The epoch keys this laptop opened from its mailbox on `relay` and keeps until the ledger
     /// gives them (device state `relay.keys.RELAYHEX`, never synced: "epoch keyhex" lines).
     public static func mailboxKeys(_ replica: Replica, relay: [UInt8]) throws -> [EpochKey] {
@@ -432,7 +451,8 @@ public enum RelayRecord {
     }
 
     /// Lines: "attempt success refused", the address, the error, then "memberhex millis" each,
-    /// "x listNumber lacks lostMillis", "w why" (when lacking) and "h taghex sequence" each.
+    /// "x listNumber lacks lostMillis", "w why" (when lacking), "h taghex sequence" each and
+    /// "v memberhex origin:sequence,…" each.
     static func encode(_ last: Last) -> String {
         var lines = ["\(last.attemptMillis) \(last.successMillis) \(last.refused ? 1 : 0)", last.address,
                      last.error.replacingNewlines()]
@@ -440,6 +460,9 @@ public enum RelayRecord {
         lines.append("x \(last.listNumber) \(last.lacks) \(last.lostMillis)")
         if !last.lacksWhy.isEmpty { lines.append("w " + last.lacksWhy.replacingNewlines()) }
         for (tag, sequence) in last.held.sorted(by: { $0.key < $1.key }) { lines.append("h \(tag) \(sequence)") }
+        for (member, vector) in last.vectors.sorted(by: { $0.key < $1.key }) {
+            lines.append("v \(member) " + vector.sorted { $0.key < $1.key }.map { "\($0.key.rawValue):\($0.value)" }.joined(separator: ","))
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -461,6 +484,13 @@ public enum RelayRecord {
                 last.listNumber = UInt64(parts[1]) ?? 0
                 last.lacks = Int(parts[2]) ?? 0
                 last.lostMillis = Int64(parts[3]) ?? 0
+            } else if parts.count >= 2, parts.count <= 3, parts[0] == "v" {
+                var vector: VersionVector = [:]
+                for entry in (parts.count == 3 ? parts[2] : "").split(separator: ",") {
+                    let pair = entry.split(separator: ":")
+                    if pair.count == 2, let origin = UInt64(pair[0]), let sequence = UInt64(pair[1]) { vector[ReplicaID(origin)] = sequence }
+                }
+                last.vectors[String(parts[1])] = vector
             } else if parts.count == 3, parts[0] == "h", let sequence = UInt64(parts[2]) {
                 last.held[String(parts[1])] = sequence
             } else if parts.count == 2, let millis = Int64(parts[1]) {

@@ -79,6 +79,12 @@ struct RelayMailboxProcessTests {
         let dadSync = try json(dad, "relay", "sync")
         #expect(try digest(dad) == digest(mom), "\(dadSync)")
         #expect(try childTable(dad)["Zephyrine"]?[0] == 1_075)
+        // Mom's status does not say Dad (last met directly at his join) lacks what the relay shows he holds.
+        try ok(mom, "relay", "sync")
+        let momStatus = try ok(mom, "status")
+        #expect(!momStatus.contains("Dad's laptop: offline") && !momStatus.contains("Dad's laptop: last seen"), "\(momStatus)")
+        let laptops = try json(mom, "status")["laptops"] as? [[String: Any]] ?? []
+        #expect(laptops.first { $0["name"] as? String == "Dad" }?["theyLack"] as? Int == 0, "\(laptops)")
 
         // Gran, revoked, still dials the relay: it refuses her, and she holds nothing written after her revocation.
         _ = try runKidledger(gran, ["relay", "sync"])
