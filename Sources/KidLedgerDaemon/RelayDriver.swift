@@ -391,6 +391,14 @@ public enum RelayRecord {
         return previous.held.contains { tag, sequence in (now[tag] ?? 0) < sequence }
     }
 
+    /// Whether this laptop holds changes (by `vector`) above what the relay held when its last
+    /// finished session with `relay` ended: what a session would upload now. False before any.
+    public static func behind(_ replica: Replica, relay: GrantedRelay, vector: VersionVector) -> Bool {
+        guard let last = try? last(replica, relay: relay.key), last.successMillis > 0,
+              let streamKey = try? RelayStreamKey(bytes: relay.streamKey) else { return false }
+        return vector.contains { origin, sequence in sequence > last.held[Hex.encode(streamKey.tag(of: origin).bytes)] ?? 0 }
+    }
+
     /// Why the relay is out of date as this laptop last saw it (one sentence for a parent), or nil:
     /// after the last session that finished it still lacked changes this laptop holds, or that
     /// session found it had lost changes it held (wiped, or restored from an old copy), or that

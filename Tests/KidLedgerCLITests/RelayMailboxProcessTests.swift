@@ -112,7 +112,17 @@ struct RelayMailboxProcessTests {
         #expect(try ok(mom, "relay", "status").contains("out of date: The relay had lost"))
         // Refilled by Mom; Dad converges through it; a later session finds nothing lost.
         try ok(dad, "give", "Zephyrine", "0.01", "--note", "after-wipe")
+        // What the daemon's relay round reads: Dad holds a change the relay lacked after his last session.
+        func dadIsAhead() throws -> Bool {
+            var ahead = false
+            try Self.withMember(dad) { replica, _ in
+                ahead = RelayRecord.behind(replica, relay: try #require(try replica.relays().first), vector: try replica.versionVector())
+            }
+            return ahead
+        }
+        #expect(try dadIsAhead())
         try ok(dad, "relay", "sync")
+        #expect(try !dadIsAhead())
         try ok(mom, "relay", "sync")
         #expect(try digest(dad) == digest(mom))
         #expect(try json(mom, "status")["relays"].flatMap { ($0 as? [[String: Any]])?.first?["outOfDate"] } is NSNull)
