@@ -197,7 +197,18 @@ public enum RelayDriver {
         let first = finish(nil)
         guard again, learned > 0, first.summary.envelopesRefused > 0 else { return first }
         // The envelopes refused for want of the key just learned (the change carrying the new epoch's record among them).
-        return sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+        var second = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+        // What the first session moved counts too (its refusals were opened by the second).
+        let f = first.summary
+        second.summary.envelopesUploaded += f.envelopesUploaded
+        second.summary.changesUploaded += f.changesUploaded
+        second.summary.envelopesReceived += f.envelopesReceived
+        second.summary.changesApplied += f.changesApplied
+        second.summary.boxesPosted += f.boxesPosted
+        second.summary.bytesSent += f.bytesSent
+        second.summary.bytesReceived += f.bytesReceived
+        second.seconds += first.seconds
+        return second
     }
 
     /// The owner hands `list` to `relay` under its identity key, which the relay pinned at adoption

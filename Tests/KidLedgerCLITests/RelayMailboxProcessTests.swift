@@ -82,6 +82,7 @@ struct RelayMailboxProcessTests {
         try ok(mom, "relay", "sync")
         let dadSync = try json(dad, "relay", "sync")
         #expect(try digest(dad) == digest(mom), "\(dadSync)")
+        #expect(((dadSync["results"] as? [[String: Any]])?.first?["changesReceived"] as? Int ?? 0) >= 2, "\(dadSync)")
         #expect(try childTable(dad)["Zephyrine"]?[0] == 1_075)
         // Mom's status does not say Dad (last met directly at his join) lacks what the relay shows he holds.
         try ok(mom, "relay", "sync")
