@@ -31,13 +31,9 @@
 #   Scripts/netns-check.sh [KIDLEDGER]    default: the debug build (built when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-skip() { echo "netns-check: skipped: $*" >&2; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
-if ! command -v ip >/dev/null || ! command -v iptables >/dev/null || ! command -v ip6tables >/dev/null; then
-  [ "${KIDLEDGER_INSTALL_NETNS:-0}" = 1 ] || skip "needs ip, iptables and ip6tables (apt-get install iproute2 iptables)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables >/dev/null; } \
-    || skip "could not install iproute2 and iptables"
-fi
+NETNS_NAME=netns-check
+. Scripts/lib/netns.sh
+netns_require ip:iproute2 iptables:iptables ip6tables:iptables
 bin=${1:-}
 if [ -z "$bin" ]; then
   swift build --product kidledger 2>&1 | tail -n 1
@@ -65,7 +61,7 @@ trap cleanup EXIT
 # `ip link add` fail with "File exists".
 for n in "${ns[@]}" "$lan"; do ip netns del "$n" 2>/dev/null || true; done
 for l in "${links[@]}" "${ports[@]}"; do ip link del "$l" 2>/dev/null || true; done
-ip netns add "$lan" 2>/dev/null || skip "this machine does not let root create network namespaces"
+ip netns add "$lan" 2>/dev/null || netns_skip "this machine does not let root create network namespaces"
 for n in "${ns[@]}"; do ip netns add "$n"; done
 # A switch that floods multicast (no MLD snooping: nothing on this bridge answers MLD queries).
 ip -n "$lan" link add br0 type bridge mcast_snooping 0
