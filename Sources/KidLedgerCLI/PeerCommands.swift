@@ -71,9 +71,13 @@ enum PeerCommands {
         it failed since. Laptops of revoked members, and addresses that never synced, are not counted.
         `laptops` in --json has one entry per counted laptop: name, state, theyLack, lastSyncMillis, route ("direct").
         With a relay granted, a line per other member says its route through it ("Dad's laptop: via the relay,
-        last synced 2 minutes ago"), and one says when the relay was unreachable or refused this laptop at the last
-        try; --json adds `relays` (per relay: address, fingerprint, reach, lastAttemptMillis, error, and its
-        laptops with route "relay" and lastSyncMillis).
+        last synced 2 minutes ago"), one says when the relay was unreachable or refused this laptop at the last
+        try, and one when it is out of date (after the last sync with it, it still lacked changes this laptop
+        holds, or had lost what it held, or that sync is more than a day old); --json adds `relays` (per relay:
+        address, fingerprint, reach, lastAttemptMillis, error, outOfDate (a sentence or null), relayLacks, and
+        its laptops with route "relay" and lastSyncMillis). What a relay last reported a member acknowledged counts
+        as that member's laptop's receipt too (when the member has one laptop), so a laptop is not said to lack
+        what it took from the relay since its last direct sync.
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
         Active children with one name up to case and accents (added on two laptops apart) get a note line
@@ -148,6 +152,7 @@ struct StatusReport {
         sameID = try replica.sameIDConflicts()
         (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
         (laptops, dialsIn) = try Self.laptops(peers, inbound: replica.device.inbound(), members: replica.members())
+        Self.credit(&laptops, &dialsIn, relayVectors: try RelayRecord.memberVectors(replica))
         for i in dialsIn.indices { dialsIn[i].versionGap = try VersionGap.refusedInbound(dialsIn[i].record.memberKey, in: replica) }
         self.attention = attention
         // A newer laptop refused this one: changes go on, sync with it waits for this laptop's update.
@@ -282,6 +287,26 @@ struct StatusReport {
             if record.lastMillis > devices[i].map(\.lastAttemptMillis).max() ?? 0 { laptops[i].unreachable = false }
         }
         return (laptops.filter { $0.lastSyncMillis > 0 && !revoked.contains($0.memberKey) }, dialsIn)
+    }
+
+    /// What the relay last reported a member holds counts as that member's laptop's receipt too
+    /// (origin by origin, the greater), so no line says a laptop lacks what it took from the relay
+    /// since its last direct sync. Only for a member with one counted laptop: the relay's report is
+    /// per member, not per laptop.
+    static func credit(_ laptops: inout [Laptop], _ dialsIn: inout [DialIn], relayVectors: [[UInt8]: VersionVector]) {
+        guard !relayVectors.isEmpty else { return }
+        var counted: [[UInt8]: Int] = [:]
+        for laptop in laptops where !laptop.memberKey.isEmpty { counted[laptop.memberKey, default: 0] += 1 }
+        for i in laptops.indices {
+            let key = laptops[i].memberKey
+            guard counted[key] == 1, let vector = relayVectors[key] else { continue }
+            laptops[i].last.receipt.merge(vector, uniquingKeysWith: max)
+        }
+        for i in dialsIn.indices {
+            let key = dialsIn[i].record.memberKey
+            guard counted[key] == 1, let vector = relayVectors[key] else { continue }
+            dialsIn[i].record.last.receipt.merge(vector, uniquingKeysWith: max)
+        }
     }
 
     /// The address of a device synced last (its receipt is the device's).
