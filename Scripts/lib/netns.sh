@@ -19,3 +19,29 @@ netns_require() {
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null; } \
     || netns_skip "could not install ${packages[*]}"
 }
+
+# Creates the namespaces named before `--` (skips when root may not), after removing what a killed
+# earlier run left behind: those namespaces, and the veth ends named after `--` still in the root
+# namespace (killed between `ip link add` and `ip link set netns`, which would make `ip link add`
+# fail with "File exists"). At exit, whatever happens, netns_cleanup stops the processes whose ids
+# are in the array `pids`, deletes the namespaces and removes the folder $work.
+netns_create() {
+  NETNS_ALL=()
+  local a links=() after=0
+  for a in "$@"; do
+    if [ "$a" = -- ]; then after=1; elif [ "$after" = 0 ]; then NETNS_ALL+=("$a"); else links+=("$a"); fi
+  done
+  trap netns_cleanup EXIT
+  for a in "${NETNS_ALL[@]}"; do ip netns del "$a" 2>/dev/null || true; done
+  for a in "${links[@]}"; do ip link del "$a" 2>/dev/null || true; done
+  ip netns add "${NETNS_ALL[0]}" 2>/dev/null || netns_skip "this machine does not let root create network namespaces"
+  for a in "${NETNS_ALL[@]:1}"; do ip netns add "$a"; done
+}
+
+netns_cleanup() {
+  local p n
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for n in "${NETNS_ALL[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  rm -rf "$work"
+}
