@@ -184,7 +184,10 @@ public enum RelayDriver {
         if let failure {
             if case .peer(let code, _) = failure, code == 10 {
                 if owner, again, let handed = setup.accessList, install(handed, relay: relay, as: identity) {
-                    return sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+                    var retried = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+                    // Handed already (a closing list refuses the owner's relay key in the retry).
+                    if retried.summary.installedAccessList == nil { retried.summary.installedAccessList = handed.number }
+                    return retried
                 }
                 return finish("the relay refused this laptop: \(failure)", refused: true)
             }
@@ -194,7 +197,18 @@ public enum RelayDriver {
         let first = finish(nil)
         guard again, learned > 0, first.summary.envelopesRefused > 0 else { return first }
         // The envelopes refused for want of the key just learned (the change carrying the new epoch's record among them).
-        return sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+        var second = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+        // What the first session moved counts too (its refusals were opened by the second).
+        let f = first.summary
+        second.summary.envelopesUploaded += f.envelopesUploaded
+        second.summary.changesUploaded += f.changesUploaded
+        second.summary.envelopesReceived += f.envelopesReceived
+        second.summary.changesApplied += f.changesApplied
+        second.summary.boxesPosted += f.boxesPosted
+        second.summary.bytesSent += f.bytesSent
+        second.summary.bytesReceived += f.bytesReceived
+        second.seconds += first.seconds
+        return second
     }
 
     /// The owner hands `list` to `relay` under its identity key, which the relay pinned at adoption
@@ -267,7 +281,14 @@ public enum RelayDriver {
     static func keepMailbox(_ boxes: [RelayMailboxBox], replica: Replica, identity: Identity, relay: [UInt8], held: EpochKeyring,
                             summary: inout RelayMemberSummary) -> Int {
         let fresh = boxes.filter { held[$0.epoch] == nil }
-        guard !fresh.isEmpty, let ownership = try? replica.ownership(), let owner = PublicKey(bytes: ownership.owner),
+        if fresh.isEmpty {
+            // Forget the kept keys the ledger gives now (the secret stays in one place only).
+            if let kept = try? RelayRecord.mailboxKeys(replica, relay: relay), !kept.isEmpty {
+                try? RelayRecord.keepMailboxKeys([], in: replica, relay: relay, identity: identity)
+            }
+            return 0
+        }
+        guard let ownership = try? replica.ownership(), let owner = PublicKey(bytes: ownership.owner),
               let household = try? replica.household()?.id else { return 0 }
         var opened: [EpochKey] = []
         for box in fresh {

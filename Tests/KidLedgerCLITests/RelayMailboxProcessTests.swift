@@ -70,7 +70,11 @@ struct RelayMailboxProcessTests {
         try ok(dad, "relay", "sync")
         #expect(try digest(dad) == digest(mom))
         #expect(try childTable(dad)["Zephyrine"]?[0] == 1_050)
-        // The ledger gives Dad the epoch now: the mailbox's copy of the key is dropped at the next keep.
+        // The ledger gives Dad the epoch now: the mailbox's copy of the key is forgotten.
+        try Self.withMember(dad) { replica, _ in
+            let granted = try #require(try replica.relays().first)
+            #expect(try RelayRecord.mailboxKeys(replica, relay: granted.key).isEmpty)
+        }
 
         // Another epoch (Aunt joins: a member grant); one `relay sync` of Dad fetches the box and opens at once.
         try Self.join(aunt, "Aunt", owner: mom, in: group)
@@ -78,6 +82,7 @@ struct RelayMailboxProcessTests {
         try ok(mom, "relay", "sync")
         let dadSync = try json(dad, "relay", "sync")
         #expect(try digest(dad) == digest(mom), "\(dadSync)")
+        #expect(((dadSync["results"] as? [[String: Any]])?.first?["changesReceived"] as? Int ?? 0) >= 2, "\(dadSync)")
         #expect(try childTable(dad)["Zephyrine"]?[0] == 1_075)
         // Mom's status does not say Dad (last met directly at his join) lacks what the relay shows he holds.
         try ok(mom, "relay", "sync")
