@@ -105,7 +105,7 @@ extension PageAssets {
         button.disabled = false;
         if (r) { form.code.value = ""; showCardMessage(form, "The relay is added: every laptop of the family learns it at its next sync and syncs through it when the laptops are apart."); }
       });
-      return el("div", { class: "relay-add" }, el("h4", { text: "Add a relay" }),
+      return el("div", { class: "relay-add" }, el("h4", { id: "relay-add-title", text: "Add a relay" }),
         el("p", { class: "hint", text: "A relay is an always-on device the family controls, such as a small computer at a grandparent's home or a rented server. "
           + "It carries the family's sealed changes when the laptops are apart, and can read none of them." }), form);
     }
@@ -120,6 +120,7 @@ extension PageAssets {
       }
       const add = $("relay-add");
       if (add.dataset.shape !== String(owner)) { add.dataset.shape = String(owner); add.replaceChildren(...(owner ? [relayAddForm()] : [])); }
+      if ($("relay-add-title")) setText($("relay-add-title"), list.length ? "Add another relay" : "Add a relay");
       relayRoutes();
     }
     function renderRelayTimes() {

@@ -95,7 +95,7 @@ def browser(out, mom, dad, relay):
         def act(what, action):
             return eventually(what, lambda: action() or True)
 
-        def shot(step, who):
+        def shot(step, who, show="#relay"):
             on(who)
             said = driver.find_element(By.TAG_NAME, "body").text
             if COMMAND.search(said) or re.search(r"kidledger relay|(^|\s)--[a-z]", said):
@@ -106,6 +106,7 @@ def browser(out, mom, dad, relay):
                 fail(f"{step}: a person or a laptop shown by fingerprint: {people!r}")
             for width, height in ((1280, 900), (360, 800)):
                 driver.set_window_size(width, height)
+                driver.execute_script("const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView({ block: 'center' })", show)
                 path = os.path.join(out, f"{step}-{who}-{width}.png")
                 driver.save_screenshot(path)
                 shots.append(path)
@@ -145,7 +146,7 @@ def browser(out, mom, dad, relay):
         doc = os.environ.get("RELAY_TEST_DOC_SHOT")
         if doc:
             driver.execute_script("document.getElementById('relay').scrollIntoView()")
-            find("#sync-details").screenshot(doc)
+            find("#relay").screenshot(doc)
             print(f"relay test: the panel's picture in {doc}", flush=True)
 
         # 3. Dad's page: the relay without the owner's controls; Mom's laptop via the relay.
@@ -161,7 +162,7 @@ def browser(out, mom, dad, relay):
         direct = [t for t in texts("#peers li") if t.startswith("Mom's laptop (")]
         if not direct:
             fail(f"the direct line beside the relay's: {texts('#peers li')!r}")
-        shot("03-dad-via-relay", "dad")
+        shot("03-dad-via-relay", "dad", "#peers")
 
         # 4. Mom's laptop moves (its daemon on a new port, Dad's address forgotten): the laptops can't
         # reach each other directly. Dad gives; Mom's page gets it through the relay; Dad's pill says
@@ -192,7 +193,7 @@ def browser(out, mom, dad, relay):
         seen.discard("synced through the relay")
         if "offline" in seen:
             fail(f"Dad's pill alarmed while the relay carried the changes: {seen!r}")
-        shot("04-dad-relayed", "dad")
+        shot("04-dad-relayed", "dad", "header")
 
         # 5. Mom removes the relay: the question says what happens; the panel says there is none.
         on("mom")
