@@ -72,7 +72,7 @@ extension PageAssets {
     function relayedDetail(s) {
       const seen = (name) => Math.max(0, ...relays().flatMap(r => (r.laptops || []).filter(l => l.name === name).map(l => l.lastSyncMillis || 0)));
       return (s.laptops || []).filter(l => l.state === "relayed").map(l => (l.name ? l.name + "'s laptop" : "the other laptop")
-        + ": via the relay, last synced " + ago(seen(l.name))).join("; ");
+        + ": via the relay" + (seen(l.name) ? ", last synced " + ago(seen(l.name)) : "")).join("; ");
     }
     function relayLine(r, owner) {
       const fingerprint = el("span", { class: "relay-fingerprint", text: r.fingerprint });

@@ -68,32 +68,14 @@ class Relay:
 
 
 def browser(out, mom, dad, relay):
-    from selenium import webdriver
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.chrome.service import Service
 
-    options = webdriver.ChromeOptions()
-    for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"]:
-        options.add_argument(a)
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
-    driver.set_page_load_timeout(20)
-    windows, shots = {}, []
+    chromium = household_test.Chromium()
+    driver, windows, on, text, find, act = chromium.driver, chromium.windows, chromium.on, chromium.text, chromium.find, chromium.act
+    shots = []
     try:
-        def on(who):
-            driver.switch_to.window(windows[who])
-
-        def text(element_id):
-            return driver.execute_script("const e = document.getElementById(arguments[0]); return e ? e.textContent : null", element_id)
-
-        def find(css):
-            return driver.find_element(By.CSS_SELECTOR, css)
-
         def texts(css):
             return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
-
-        def act(what, action):
-            return eventually(what, lambda: action() or True)
 
         def shot(step, who, show="#relay"):
             on(who)
