@@ -85,7 +85,10 @@ for who in mom dad; do
   true
 done
 # The versions that commit wrote and spoke, from its sources.
-schema="$(git show "$commit:Sources/KidLedgerReplica/Replica.swift" | grep -o 'schemaVersion: UInt64 = [0-9]*' | grep -o '[0-9]*$')"
+# The schema: a constant in Replica.swift before issue 43, then the newest step of Migrations.swift.
+schema="$(git show "$commit:Sources/KidLedgerReplica/Replica.swift" | grep -o 'schemaVersion: UInt64 = [0-9]*' | grep -o '[0-9]*$' || true)"
+[ -n "$schema" ] || schema="$(git show "$commit:Sources/KidLedgerReplica/Store/Migrations.swift" | grep -o 'Migration(to: [0-9]*' | grep -o '[0-9]*$' | sort -n | tail -n 1)"
+[ -n "$schema" ] || { echo "no schema version found in $commit's sources" >&2; exit 70; }
 protocol_min="$(git show "$commit:Sources/KidLedgerProtocol/Message.swift" | grep -o 'protocolVersionMin: UInt16 = [0-9]*' | grep -o '[0-9]*$')"
 protocol_max="$(git show "$commit:Sources/KidLedgerProtocol/Message.swift" | grep -o 'protocolVersionMax: UInt16 = [0-9]*' | grep -o '[0-9]*$')"
 python3 - "$out/fixture.json" "$commit" "$made" "$bin" "$mom" "$dad" "$schema" "$protocol_min" "$protocol_max" <<'EOF'

@@ -19,7 +19,7 @@ struct MigrationFixtureTests {
         static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/homes").path
         /// Every fixture, oldest first.
-        static let all = ["schema3"]
+        static let all = ["schema3", "schema4"]
 
         let name: String
         var folder: String { Self.root + "/" + name }

@@ -18,6 +18,8 @@ public enum Migrations {
     static let steps: [Migration] = [
         Migration(to: 4, summary: "records which kidledger wrote the store; the derived tables rebuilt from the change log",
                   run: stampWriterAndRebuild),
+        Migration(to: 5, summary: "the relay table (kidledger 0.3.0's relay grants, epochs and member relay keys); kidledger 0.2.0 refuses the store from here on",
+                  run: markRelayOperations),
     ]
 
     /// The version this build reads and writes.
@@ -37,6 +39,13 @@ public enum Migrations {
         try m.store.put(Tables.meta, Keys.writer, Array(KidLedgerVersion.current.utf8))
         try m.rebuildDerivedState()
     }
+
+    /// 4 → 5: kidledger 0.3.0's membership operations 10–13 (relay grants, epochs, member relay
+    /// keys) and the derived `relay` table they fill (issue 44). A schema-4 store holds none of
+    /// them (a peer at protocol 4 gets them held back), so nothing is rewritten: the new version
+    /// marks that the store may hold them from now on, so that kidledger 0.2.0 (schema 4) refuses
+    /// it, naming the kidledger that wrote it, instead of failing on the first record it can't read.
+    static func markRelayOperations(_ m: MigrationContext) throws {}
 }
 
 /// One schema step: what it does (for the log line and the docs) and the function that does it.
