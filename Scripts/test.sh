@@ -20,6 +20,7 @@ KIDLEDGER_INSTALL_NETNS=1 Scripts/relay-netns-check.sh || [ $? -eq 77 ]
 Scripts/mixed-versions.sh || [ $? -eq 77 ]
 Scripts/browser-test.sh       # the family page in headless Chromium (installs it as root; docs/UI.md)
 Scripts/browser-household-test.sh   # start, invite, join, give, offline, revoke from two empty homes' pages
+Scripts/browser-relay-test.sh       # the relay on the page: add by its code, via the relay, the relayed pill, remove
 # The Debian package: built (one release build), linted, installed with apt-get, ldd-checked, the
 # two-laptops job run with /usr/bin/kidledger, man page and completion smoke-checked, purged with
 # the home's data left (root; exit 77 is a skip, with its reason on stderr).
