@@ -31,13 +31,9 @@
 #   Scripts/netns-check.sh [KIDLEDGER]    default: the debug build (built when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-skip() { echo "netns-check: skipped: $*" >&2; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
-if ! command -v ip >/dev/null || ! command -v iptables >/dev/null || ! command -v ip6tables >/dev/null; then
-  [ "${KIDLEDGER_INSTALL_NETNS:-0}" = 1 ] || skip "needs ip, iptables and ip6tables (apt-get install iproute2 iptables)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables >/dev/null; } \
-    || skip "could not install iproute2 and iptables"
-fi
+NETNS_NAME=netns-check
+. Scripts/lib/netns.sh
+netns_require ip:iproute2 iptables:iptables ip6tables:iptables
 bin=${1:-}
 if [ -z "$bin" ]; then
   swift build --product kidledger 2>&1 | tail -n 1
@@ -53,20 +49,7 @@ addr6=(fe80::79:1 fe80::79:2 fe80::79:3)
 work="$(mktemp -d /tmp/kidledger-netns.XXXXXX)"
 home=("$work/mom" "$work/dad" "$work/gran")
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  for n in "${ns[@]}" "$lan"; do ip netns del "$n" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# What a killed earlier run left behind is removed first: its namespaces, and a veth end still in
-# the root namespace (killed between `ip link add` and `ip link set netns`), which would make
-# `ip link add` fail with "File exists".
-for n in "${ns[@]}" "$lan"; do ip netns del "$n" 2>/dev/null || true; done
-for l in "${links[@]}" "${ports[@]}"; do ip link del "$l" 2>/dev/null || true; done
-ip netns add "$lan" 2>/dev/null || skip "this machine does not let root create network namespaces"
-for n in "${ns[@]}"; do ip netns add "$n"; done
+netns_create "$lan" "${ns[@]}" -- "${links[@]}" "${ports[@]}"
 # A switch that floods multicast (no MLD snooping: nothing on this bridge answers MLD queries).
 ip -n "$lan" link add br0 type bridge mcast_snooping 0
 ip -n "$lan" link set br0 up

@@ -60,7 +60,9 @@ enum PeerCommands {
         holds everything this laptop holds, as its receipt after its durable commit says), pending (one
         lacks something and it, or another laptop of the same member, answered recently: the changes are
         on their way), offline (one lacks something and none of that member's laptops answered recently;
-        the text says when each was last seen), alone (no other laptop has ever synced with this one:
+        the text says when each was last seen), relayed (one lacks something by its last direct sync and is not
+        reached directly, but its member synced through a granted relay within that window, and this laptop's last
+        relay session finished: the relay carries the changes; offline wins over it), alone (no other laptop has ever synced with this one:
         everything is only on this laptop; invite one), attentionRequired (mutations and sync are stopped
         until the account or membership is sorted out: switch back to the account this home joined with
         (`kidledger account switch NAME`), or ask the owner if this laptop was
@@ -71,9 +73,13 @@ enum PeerCommands {
         it failed since. Laptops of revoked members, and addresses that never synced, are not counted.
         `laptops` in --json has one entry per counted laptop: name, state, theyLack, lastSyncMillis, route ("direct").
         With a relay granted, a line per other member says its route through it ("Dad's laptop: via the relay,
-        last synced 2 minutes ago"), and one says when the relay was unreachable or refused this laptop at the last
-        try; --json adds `relays` (per relay: address, fingerprint, reach, lastAttemptMillis, error, and its
-        laptops with route "relay" and lastSyncMillis).
+        last synced 2 minutes ago"), one says when the relay was unreachable or refused this laptop at the last
+        try, and one when it is out of date (after the last sync with it, it still lacked changes this laptop
+        holds, or had lost what it held, or that sync is more than a day old); --json adds `relays` (per relay:
+        address, fingerprint, reach, lastAttemptMillis, error, outOfDate (a sentence or null), relayLacks, and
+        its laptops with route "relay" and lastSyncMillis). What a relay last reported a member acknowledged counts
+        as that member's laptop's receipt too (when the member has one laptop), so a laptop is not said to lack
+        what it took from the relay since its last direct sync.
         If a `join` was interrupted (the process killed before it finished), status says so: run the same
         `kidledger join CODE` again.
         Active children with one name up to case and accents (added on two laptops apart) get a note line
@@ -135,6 +141,9 @@ struct StatusReport {
     var now: Int64
     /// Each counted laptop's state, in the order of ``laptops``.
     var laptopStates: [LaptopState]
+    /// Per member key, when a granted relay last saw that member sync, from this laptop's last
+    /// relay session that finished (``relayed(_:)``).
+    var relayed: [[UInt8]: Int64] = [:]
 
     init(replica: Replica, now: Int64, attention: String? = nil) throws {
         self.now = now
@@ -148,6 +157,7 @@ struct StatusReport {
         sameID = try replica.sameIDConflicts()
         (inboundSessions, lastInboundMillis) = try replica.device.inboundTotals()
         (laptops, dialsIn) = try Self.laptops(peers, inbound: replica.device.inbound(), members: replica.members())
+        Self.credit(&laptops, &dialsIn, relayVectors: try RelayRecord.memberVectors(replica))
         for i in dialsIn.indices { dialsIn[i].versionGap = try VersionGap.refusedInbound(dialsIn[i].record.memberKey, in: replica) }
         self.attention = attention
         // A newer laptop refused this one: changes go on, sync with it waits for this laptop's update.
@@ -157,15 +167,19 @@ struct StatusReport {
             olderLaptops[laptop.memberKey] = OlderLaptop(name: laptop.name, changesWithheld: held.count, protocolVersion: held.peerVersion,
                                                          message: VersionGap.withheldMessage(laptop: Self.label(laptop), count: held.count, peerVersion: held.peerVersion))
         }
-        let computed = Self.syncState(laptops, holding: vector, now: now, attention: attention != nil || updateRequired != nil)
+        relayed = try Self.relayed(replica)
+        let computed = Self.syncState(laptops, holding: vector, now: now, attention: attention != nil || updateRequired != nil, relayed: relayed)
         (state, laptopStates) = (computed.state.rawValue, computed.laptops)
         pending = laptops.isEmpty ? changesMissing(from: [:], in: vector) : laptopStates.map(\.lacks).max() ?? 0
     }
 
     /// The sync state `status`, `status --json` and the page's pill show (the page renders
     /// `state` as it is: no second computation anywhere).
-    enum SyncState: String {
+    enum SyncState: String, CaseIterable {
         case synced, pending, offline, alone, attentionRequired
+        /// A laptop that lacks something does not answer directly, but its member synced through
+        /// the relay recently and this laptop's last relay session finished: the changes travel there.
+        case relayed
     }
 
     /// One counted laptop's part in the state.
@@ -175,7 +189,8 @@ struct StatusReport {
         /// Whether it answered recently (``answers(_:now:)``).
         var answers: Bool
         /// `synced` (lacks nothing), `pending` (lacks something; it or another laptop of its member
-        /// answers) or `offline`.
+        /// answers), `relayed` (it lacks something by its last direct receipt; its member synced
+        /// through the relay recently) or `offline`.
         var state: SyncState
     }
 
@@ -189,19 +204,38 @@ struct StatusReport {
     /// The state from the counted `laptops` (``laptops(_:inbound:members:)``), what this laptop
     /// holds and the time: attentionRequired when attention is required; alone with no laptop;
     /// synced when none lacks anything; pending when one that lacks something answers (or another
-    /// of its member's laptops does); else offline.
-    static func syncState(_ laptops: [Laptop], holding vector: VersionVector, now: Int64, attention: Bool) -> (state: SyncState, laptops: [LaptopState]) {
+    /// of its member's laptops does); else offline when one that lacks something is neither
+    /// reached directly nor synced through a relay within ``answeredWindowMillis`` (`relayed`:
+    /// member key to when the relay last saw it sync); else relayed.
+    static func syncState(_ laptops: [Laptop], holding vector: VersionVector, now: Int64, attention: Bool,
+                          relayed: [[UInt8]: Int64] = [:]) -> (state: SyncState, laptops: [LaptopState]) {
         let answering = laptops.map { answers($0, now: now) }
         let membersAnswering = Set(zip(laptops, answering).filter { $0.1 && !$0.0.memberKey.isEmpty }.map(\.0.memberKey))
         let states = zip(laptops, answering).map { laptop, answers in
             let lacks = lacks(laptop.last.receipt, vector)
             let reached = answers || membersAnswering.contains(laptop.memberKey)
-            return LaptopState(lacks: lacks, answers: answers, state: lacks == 0 ? .synced : reached ? .pending : .offline)
+            let viaRelay = relayed[laptop.memberKey].map { $0 > 0 && now - $0 < answeredWindowMillis } ?? false
+            return LaptopState(lacks: lacks, answers: answers, state: lacks == 0 ? .synced : reached ? .pending : viaRelay ? .relayed : .offline)
         }
         if attention { return (.attentionRequired, states) }
         if laptops.isEmpty { return (.alone, states) }
         if states.allSatisfy({ $0.state == .synced }) { return (.synced, states) }
-        return (states.contains { $0.state == .pending } ? .pending : .offline, states)
+        for state in [SyncState.pending, .offline] where states.contains(where: { $0.state == state }) { return (state, states) }
+        return (.relayed, states)
+    }
+
+    /// Per member key, when a granted relay last saw it sync, from relays whose last session from
+    /// this laptop finished (a relay that failed since carries nothing new); never later than that session.
+    static func relayed(_ replica: Replica) throws -> [[UInt8]: Int64] {
+        var seen: [[UInt8]: Int64] = [:]
+        for relay in try replica.relays() {
+            guard let last = try RelayRecord.last(replica, relay: relay.key), last.error.isEmpty, last.successMillis > 0 else { continue }
+            for (hex, millis) in last.members where millis > 0 {
+                guard let key = Hex.decode(hex) else { continue }
+                seen[key] = max(seen[key] ?? 0, min(millis, last.successMillis))
+            }
+        }
+        return seen
     }
 
     /// A laptop that runs an older kidledger: what sessions with it held back.
@@ -282,6 +316,26 @@ struct StatusReport {
             if record.lastMillis > devices[i].map(\.lastAttemptMillis).max() ?? 0 { laptops[i].unreachable = false }
         }
         return (laptops.filter { $0.lastSyncMillis > 0 && !revoked.contains($0.memberKey) }, dialsIn)
+    }
+
+    /// What the relay last reported a member holds counts as that member's laptop's receipt too
+    /// (origin by origin, the greater), so no line says a laptop lacks what it took from the relay
+    /// since its last direct sync. Only for a member with one counted laptop: the relay's report is
+    /// per member, not per laptop.
+    static func credit(_ laptops: inout [Laptop], _ dialsIn: inout [DialIn], relayVectors: [[UInt8]: VersionVector]) {
+        guard !relayVectors.isEmpty else { return }
+        var counted: [[UInt8]: Int] = [:]
+        for laptop in laptops where !laptop.memberKey.isEmpty { counted[laptop.memberKey, default: 0] += 1 }
+        for i in laptops.indices {
+            let key = laptops[i].memberKey
+            guard counted[key] == 1, let vector = relayVectors[key] else { continue }
+            laptops[i].last.receipt.merge(vector, uniquingKeysWith: max)
+        }
+        for i in dialsIn.indices {
+            let key = dialsIn[i].record.memberKey
+            guard counted[key] == 1, let vector = relayVectors[key] else { continue }
+            dialsIn[i].record.last.receipt.merge(vector, uniquingKeysWith: max)
+        }
     }
 
     /// The address of a device synced last (its receipt is the device's).
@@ -395,7 +449,9 @@ struct StatusReport {
     func laptopLines() -> [String] {
         zip(laptops, laptopStates).filter { $0.1.state != .synced }.map { laptop, s in
             let seen = "last seen \(Render.ago(laptop.lastSyncMillis, now: now)) (\(time.stamped(laptop.lastSyncMillis)))"
-            return "\(Self.label(laptop)): " + (s.state == .offline ? "offline, " : "") + seen + "; lacks " + Render.plural(s.lacks, "change")
+            let via = s.state == .relayed ? "; synced through the relay \(Render.ago(relayed[laptop.memberKey] ?? 0, now: now)), which carries the changes" : ""
+            return "\(Self.label(laptop)): " + (s.state == .offline ? "offline, " : s.state == .relayed ? "not reached directly, " : "") + seen
+                + "; lacks " + Render.plural(s.lacks, "change") + (s.state == .relayed ? " by its last direct sync" : "") + via
         }
     }
 
@@ -443,6 +499,7 @@ struct StatusReport {
         case "synced": lines.append("every other laptop has acknowledged everything this laptop holds")
         case "alone": lines.append("only on this laptop: no other laptop has synced with it yet (`kidledger invite` on this laptop, then `kidledger join CODE` on the other)")
         case "offline": lines.append("\(Render.plural(pending, "change")) waiting for a laptop that has not answered recently (it gets them when it is back)")
+        case "relayed": lines.append("the other laptops are not reached directly but synced through the relay recently: it carries the changes")
         default: lines.append("\(Render.plural(pending, "change")) on the way to a laptop that answers")
         }
         if state != "attentionRequired" { lines += laptopLines() }

@@ -167,7 +167,7 @@ enum RelayCommands {
 
     static let status = CLI.Command(spec: CommandSpec(
         name: "relay status", synopsis: "", summary: "the household's relays and what they last told of each laptop",
-        details: "Per granted relay: its key fingerprint, addresses, the last session from this laptop (when, and why it failed) and when the relay last saw each member sync.")) { ctx, _ in
+        details: "Per granted relay: its key fingerprint, addresses, the last session from this laptop (when, and why it failed), whether the relay is out of date (it lacked changes this laptop holds after that session, had lost what it held, or that session is over a day old; --json: outOfDate, relayLacks) and when the relay last saw each member sync.")) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         let relays = try replica.relays()
@@ -177,11 +177,13 @@ enum RelayCommands {
         for relay in relays {
             let last = try RelayRecord.last(replica, relay: relay.key) ?? RelayRecord.Last()
             let fingerprint = PublicKey(bytes: relay.key)?.fingerprint ?? "?"
+            let outOfDate = RelayRecord.outOfDate(last, now: ctx.clock.nowMillis())
             objects.append(.object([("relay", .string(Hex.encode(relay.key))), ("fingerprint", .string(fingerprint)),
                                     ("addresses", .array(relay.addresses.map(JSON.string))),
                                     ("lastAttemptMillis", last.attemptMillis > 0 ? .int(Int(last.attemptMillis)) : .null),
                                     ("lastSuccessMillis", last.successMillis > 0 ? .int(Int(last.successMillis)) : .null),
                                     ("error", last.error.isEmpty ? .null : .string(last.error)), ("refused", .bool(last.refused)),
+                                    ("outOfDate", outOfDate.map(JSON.string) ?? .null), ("relayLacks", .int(last.lacks)),
                                     ("members", .array(last.members.sorted { $0.key < $1.key }.map { key, millis in
                                         .object([("member", .string(key)), ("name", names[key].map(JSON.string) ?? .null),
                                                  ("lastSyncMillis", millis > 0 ? .int(Int(millis)) : .null)])
@@ -190,6 +192,7 @@ enum RelayCommands {
             if last.attemptMillis == 0 { text += "not synced with from this laptop yet\n" }
             else if last.error.isEmpty { text += "last synced \(ctx.time.stamped(last.successMillis))\n" }
             else { text += "\(last.refused ? "refused" : "unreachable") at \(ctx.time.stamped(last.attemptMillis)): \(last.error)\n" }
+            if let outOfDate { text += "  out of date: \(outOfDate)\n" }
             for (key, millis) in last.members.sorted(by: { $0.key < $1.key }) {
                 text += "  \(names[key] ?? key.prefix(8) + "…"): " + (millis > 0 ? "last synced with the relay \(ctx.time.stamped(millis))" : "never synced with the relay") + "\n"
             }
@@ -263,7 +266,8 @@ extension String {
 
 /// What `status` adds for the granted relays (docs/RELAY-DESIGN.md, "Running a relay"): per other member,
 /// the route "via the relay" and when the relay last saw it sync; or that the relay was unreachable
-/// or refused this laptop at the last try. Nothing when no relay is granted.
+/// or refused this laptop at the last try, and when it is out of date (``RelayRecord/outOfDate(_:now:)``).
+/// Nothing when no relay is granted.
 struct RelayRoutes {
     var lines: [String] = []
     var json: [JSON] = []
@@ -292,9 +296,13 @@ struct RelayRoutes {
                 lines.append("\(TextEscaping.terminal(member.name))'s laptop: via the relay, " + (millis > 0 ? "last synced \(Render.ago(millis, now: now))" : "not synced with the relay yet"))
             }
             if reach != "reachable" && last.attemptMillis == 0 { reach = "untried" }
+            let outOfDate = RelayRecord.outOfDate(last, now: now)
+            if let outOfDate { lines.append("the relay at \(address) is out of date: \(outOfDate)") }
             json.append(.object([("address", .string(address)), ("fingerprint", .string(PublicKey(bytes: relay.key)?.fingerprint ?? "?")),
                                  ("reach", .string(reach)), ("lastAttemptMillis", last.attemptMillis > 0 ? .int(Int(last.attemptMillis)) : .null),
-                                 ("error", last.error.isEmpty ? .null : .string(last.error)), ("laptops", .array(routed))]))
+                                 ("error", last.error.isEmpty ? .null : .string(last.error)),
+                                 ("outOfDate", outOfDate.map(JSON.string) ?? .null), ("relayLacks", .int(last.lacks)),
+                                 ("laptops", .array(routed))]))
         }
     }
 }

@@ -9,11 +9,15 @@ extension Daemon {
     struct RelaySchedule {
         var due: [String: Int64] = [:]
         var backoff: [String: Backoff] = [:]
+        /// What this laptop held when each relay's last session ended.
+        var vectorAtSession: [String: VersionVector] = [:]
     }
 
     /// The gossip loop's relay step, after the direct peers: one session with each granted relay
     /// that is due (on the interval, soon after a local change unless it is failing, with the
-    /// direct peers' backoff after failures; docs/RELAY-DESIGN.md, "Paths"). The owner's laptop
+    /// direct peers' backoff after failures; docs/RELAY-DESIGN.md, "Paths"), or at once when this
+    /// laptop holds changes the relay's held vector lacked after the last session and its ledger
+    /// changed since (changes a direct peer brought, which the relay's other members need). The owner's laptop
     /// hands the relay a newer access list when the members' published keys changed. Returns
     /// whether any session ran. Nothing in attentionRequired.
     func relayRound(_ replica: Replica, now: Int64, changeDue: Bool, schedule: inout RelaySchedule,
@@ -22,11 +26,14 @@ extension Daemon {
         let me = identity.publicKey.bytes
         let isOwner = ((try? replica.members()) ?? []).contains { $0.isOwner && $0.key == me }
         var ran = false
+        let vector = (try? replica.versionVector()) ?? [:]
         for relay in relays where !Daemon.stopRequested {
             let key = Hex.encode(relay.key)
             let failing = (schedule.backoff[key]?.attempt ?? 0) > 0
-            guard now >= schedule.due[key] ?? 0 || (changeDue && !failing) else { continue }
+            let behind = vector != schedule.vectorAtSession[key] && RelayRecord.behind(replica, relay: relay, vector: vector)
+            guard now >= schedule.due[key] ?? 0 || ((changeDue || behind) && !failing) else { continue }
             let result = RelayDriver.sync(replica, identity: identity, relay: relay, owner: isOwner, now: clock.nowMillis())
+            schedule.vectorAtSession[key] = try? replica.versionVector()
             ran = true
             log(RelayDriver.line(result))
             var b = schedule.backoff[key] ?? Backoff()

@@ -29,6 +29,12 @@ public enum RelayDriver {
         public var failure: String?
         /// Whether the relay refused this member (not on its list, a refused adoption).
         public var refused = false
+        /// Per member relay key: the vector the relay reported that member acknowledged, by origin.
+        public var memberVectors: [[UInt8]: VersionVector] = [:]
+        /// Changes this laptop holds that the relay lacked when the session ended (0 when it failed).
+        public var relayLacks = 0
+        /// Why they were not uploaded ("" when none lack, or no reason is known).
+        public var lacksWhy = ""
         /// Seconds it took.
         public var seconds = 0.0
         /// Whether it finished.
@@ -111,10 +117,15 @@ public enum RelayDriver {
     }
 
     /// One session with `relay` as `identity`'s member: publishes this member's relay key when
-    /// missing, and on the owner's laptop (`owner`) hands the newest access list. The outcome is
-    /// recorded in the device state.
+    /// missing, and on the owner's laptop (`owner`) hands the newest access list and posts the
+    /// current epoch's boxes to every published member key's mailbox. The epoch keys opened from
+    /// this member's mailbox are kept (``RelayRecord/mailboxKeys(_:relay:)``) and merged into the
+    /// keyring; when the session learned one and refused envelopes, one more session runs at once
+    /// (`again`) to open them. A relay that refuses the owner's relay key (wiped, or restored from
+    /// a copy older than the key's listing) is handed the list under the owner's identity key, which
+    /// it pinned at adoption, and the session runs again. The outcome is recorded in the device state.
     public static func sync(_ replica: Replica, identity: Identity, relay: GrantedRelay, owner: Bool, now: Int64,
-                            list: SignedRelayAccessList? = nil) -> Result {
+                            list: SignedRelayAccessList? = nil, again: Bool = true) -> Result {
         let started = Monotonic.micros()
         var result = Result(relay: relay.key, address: relay.addresses.first ?? "")
         func finish(_ failure: String?, refused: Bool = false) -> Result {
@@ -129,11 +140,11 @@ public enum RelayDriver {
         do {
             _ = try replica.publishRelayKeys(identity: identity)
             relayIdentity = try RelayMemberIdentity.derive(from: identity, relay: relay.key)
-            let keyring = try replica.relayKeyring(identity: identity)
+            let keyring = try mergedKeyring(replica, identity: identity, relay: relay.key)
             guard let epoch = keyring.newestEpoch else { return finish("this laptop holds no epoch key for the relay yet (it gets one with the owner's next membership change)") }
             let accessList = try list ?? (owner ? accessList(replica, owner: identity, relay: relay.key, now: now) : nil)
             setup = RelayMemberSetup(relay: PublicKey(bytes: relay.key)!, streamKey: try RelayStreamKey(bytes: relay.streamKey), keyring: keyring,
-                                     sealEpoch: epoch, accessList: accessList)
+                                     sealEpoch: epoch, accessList: accessList, posts: owner ? try mailboxPosts(replica, relay: relay.key, owner: identity) : [])
         } catch {
             return finish("could not prepare the relay session: \(error)")
         }
@@ -147,15 +158,131 @@ public enum RelayDriver {
             if case .refusedByPeer = error { refused = true } else { refused = false }
             return finish("\(error)", refused: refused)
         }
-        defer { stream.close() }
         let session = RelayMemberSession(replica: replica, setup: setup)
         var random = SystemRandomNumberGenerator()
         let failure = RelayServer.drive(stream, idleMillis: Daemon.peerTimeoutDefaultMillis, start: session.start(using: &random),
                                         receive: { session.receive($0, using: &random) }, closed: { session.connectionClosed() })
+        stream.close()
         result.summary = session.summary
-        guard let failure else { return finish(nil) }
-        if case .peer(let code, _) = failure, code == 10 { return finish("the relay refused this laptop: \(failure)", refused: true) }
-        return finish("the session with the relay at \(result.address) failed: \(failure)")
+        for report in session.summary.members { result.memberVectors[report.status.key.bytes] = try? session.versionVector(of: report.acknowledged) }
+        let learned = keepMailbox(session.summary.mailbox, replica: replica, identity: identity, relay: relay.key, held: setup.keyring, summary: &result.summary)
+        if let failure {
+            if case .peer(let code, _) = failure, code == 10 {
+                if owner, again, let handed = setup.accessList, install(handed, relay: relay, as: identity) {
+                    var retried = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+                    // Handed already (a closing list refuses the owner's relay key in the retry).
+                    if retried.summary.installedAccessList == nil { retried.summary.installedAccessList = handed.number }
+                    return retried
+                }
+                return finish("the relay refused this laptop: \(failure)", refused: true)
+            }
+            return finish("the session with the relay at \(result.address) failed: \(failure)")
+        }
+        (result.relayLacks, result.lacksWhy) = lacks(replica, relay: relay, summary: result.summary)
+        let first = finish(nil)
+        guard again, learned > 0, first.summary.envelopesRefused > 0 else { return first }
+        // The envelopes refused for want of the key just learned (the change carrying the new epoch's record among them).
+        var second = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+        // What the first session moved counts too (its refusals were opened by the second).
+        let f = first.summary
+        second.summary.envelopesUploaded += f.envelopesUploaded
+        second.summary.changesUploaded += f.changesUploaded
+        second.summary.envelopesReceived += f.envelopesReceived
+        second.summary.changesApplied += f.changesApplied
+        second.summary.boxesPosted += f.boxesPosted
+        second.summary.bytesSent += f.bytesSent
+        second.summary.bytesReceived += f.bytesReceived
+        second.seconds += first.seconds
+        return second
+    }
+
+    /// The owner hands `list` to `relay` under its identity key, which the relay pinned at adoption
+    /// and serves for an install although it is on no list: hello, install, bye (nothing else, as
+    /// that key may do nothing else). Whether the relay installed it.
+    static func install(_ list: SignedRelayAccessList, relay: GrantedRelay, as owner: Identity) -> Bool {
+        guard let (stream, _) = try? connect(relay.addresses, relay: relay.key, as: owner) else { return false }
+        defer { stream.close() }
+        var decoder = FrameDecoder()
+        func ask(_ message: RelayMessage) -> RelayMessage? {
+            do { try stream.write(message.frame(), timeoutMillis: SyncDriver.handshakeTimeoutMillis) } catch { return nil }
+            for _ in 0..<1_024 {
+                do {
+                    if let frame = try decoder.next(limit: frameBytesMax) { return try RelayMessage.decode(type: frame.type, payload: frame.payload) }
+                    let chunk = try stream.read(maxBytes: 64 << 10, timeoutMillis: SyncDriver.handshakeTimeoutMillis)
+                    guard !chunk.isEmpty else { return nil }
+                    decoder.push(chunk)
+                } catch { return nil }
+            }
+            return nil
+        }
+        guard case .welcome? = ask(.hello(versionMin: RelayMessage.versionMin, versionMax: RelayMessage.versionMax)),
+              case .installed? = ask(.install(list)) else { return false }
+        _ = ask(.bye)
+        return true
+    }
+
+    /// The changes this laptop holds above what the relay held when the session ended (per origin,
+    /// its sequence above the relay's held one of its stream), and why the session left them.
+    static func lacks(_ replica: Replica, relay: GrantedRelay, summary: RelayMemberSummary) -> (Int, String) {
+        guard let streamKey = try? RelayStreamKey(bytes: relay.streamKey), let vector = try? replica.versionVector() else { return (0, "") }
+        var count: UInt64 = 0
+        for (origin, sequence) in vector {
+            let held = summary.relayHeld[streamKey.tag(of: origin)] ?? 0
+            if sequence > held { count += sequence - held }
+        }
+        guard count > 0 else { return (0, "") }
+        let why = summary.uploadsOverQuota ? "its storage for this household is full"
+            : summary.runsTooLarge > 0 ? "a change is too large for the relay to carry"
+            : summary.requestsRefused > 0 ? "it refused an upload" : "more than one sync can carry: the next sync sends the rest"
+        return (Int(min(count, UInt64(Int.max))), why)
+    }
+
+    /// The keyring of `identity` from the ledger's epoch records, with the keys this laptop opened
+    /// from its mailbox on `relay` that the ledger does not give yet.
+    static func mergedKeyring(_ replica: Replica, identity: Identity, relay: [UInt8]) throws -> EpochKeyring {
+        var keyring = try replica.relayKeyring(identity: identity)
+        for key in try RelayRecord.mailboxKeys(replica, relay: relay) where keyring[key.epoch] == nil { keyring.insert(key) }
+        return keyring
+    }
+
+    /// The owner's posts: the current epoch's box of each other current member that published a
+    /// key for `relay`, to that key's mailbox (the relay keeps the first box of an epoch; a repost
+    /// is a replay it ignores).
+    static func mailboxPosts(_ replica: Replica, relay: [UInt8], owner: Identity) throws -> [RelayMailboxPost] {
+        guard let current = try replica.currentRelayEpoch() else { return [] }
+        var posts: [RelayMailboxPost] = []
+        for published in try replica.relayMemberKeys(relay: relay) where published.member != owner.publicKey.bytes {
+            guard let member = PublicKey(bytes: published.member), let box = current.record.box(for: member),
+                  let recipient = RelayMemberKey(bytes: published.key) else { continue }
+            posts.append(RelayMailboxPost(recipient: recipient, epoch: current.record.epoch, box: box))
+        }
+        return posts
+    }
+
+    /// Opens the boxes of this member's mailbox whose epoch `held` lacks, each checked against the
+    /// owner's signature for this household, epoch and member (``EpochRecord/openBox(_:epoch:as:owner:household:)``),
+    /// and keeps the keys in the device state. A box that does not open or is not the owner's is
+    /// refused (a sentence in `summary`) and nothing of it kept. Returns the keys kept.
+    static func keepMailbox(_ boxes: [RelayMailboxBox], replica: Replica, identity: Identity, relay: [UInt8], held: EpochKeyring,
+                            summary: inout RelayMemberSummary) -> Int {
+        let fresh = boxes.filter { held[$0.epoch] == nil }
+        if fresh.isEmpty {
+            // Forget the kept keys the ledger gives now (the secret stays in one place only).
+            if let kept = try? RelayRecord.mailboxKeys(replica, relay: relay), !kept.isEmpty {
+                try? RelayRecord.keepMailboxKeys([], in: replica, relay: relay, identity: identity)
+            }
+            return 0
+        }
+        guard let ownership = try? replica.ownership(), let owner = PublicKey(bytes: ownership.owner),
+              let household = try? replica.household()?.id else { return 0 }
+        var opened: [EpochKey] = []
+        for box in fresh {
+            do { opened.append(try EpochRecord.openBox(box.box, epoch: box.epoch, as: identity, owner: owner, household: household)) } catch {
+                summary.refusals.append("relay \(PublicKey(bytes: relay)?.fingerprint ?? "?"): the mailbox's box of epoch \(box.epoch) refused: \(error); nothing of it was kept")
+            }
+        }
+        guard !opened.isEmpty, (try? RelayRecord.keepMailboxKeys(opened, in: replica, relay: relay, identity: identity)) != nil else { return 0 }
+        return opened.count
     }
 
     /// One line for the log and `relay sync`.
@@ -198,12 +325,26 @@ public enum RelayRecord {
         public var error = "", refused = false
         /// Per member identity key (hex): when the relay last saw that member sync (ms; 0: never).
         public var members: [String: Int64] = [:]
+        /// After the last session that finished: the relay's access list number, its held
+        /// sequence per stream (tag hex), the changes this laptop held that it lacked and why.
+        public var listNumber: UInt64 = 0, held: [String: UInt64] = [:], lacks = 0, lacksWhy = ""
+        /// Per member identity key (hex): what the relay last reported it acknowledged (by origin).
+        public var vectors: [String: VersionVector] = [:]
+        /// The last finished session that found the relay holding less than the one before
+        /// (an older or no access list, or a lower held sequence under the same list): 0 never.
+        public var lostMillis: Int64 = 0
 
         /// An empty record.
         public init() {}
     }
 
+    /// A day: a relay not synced with for longer is out of date.
+    public static let staleMillis: Int64 = 24 * 3_600_000
+    /// Most epoch keys kept from a mailbox (a mailbox holds at most 16 boxes).
+    static let mailboxKeysMax = 16
+
     static func listSetting(_ relay: [UInt8]) -> String { "relay.list." + Hex.encode(relay) }
+    static func keysSetting(_ relay: [UInt8]) -> String { "relay.keys." + Hex.encode(relay) }
     static func lastSetting(_ relay: [UInt8]) -> String { "relay.last." + Hex.encode(relay) }
 
     /// The access list handed to `relay` last (nil: none, or unreadable).
@@ -226,14 +367,96 @@ public enum RelayRecord {
         last.error = result.failure ?? ""
         last.refused = result.refused
         if result.succeeded {
-            last.successMillis = now
             let byKey = Dictionary(((try? replica.relayMemberKeys(relay: result.relay)) ?? []).map { ($0.key, $0.member) }, uniquingKeysWith: { a, _ in a })
             for report in result.summary.members {
                 guard let member = byKey[report.status.key.bytes] else { continue }
                 last.members[Hex.encode(member)] = report.status.lastSyncMilliseconds ?? 0
+                if let vector = result.memberVectors[report.status.key.bytes] { last.vectors[Hex.encode(member)] = vector }
             }
+            let summary = result.summary
+            if last.successMillis > 0 && lost(since: last, welcomeList: summary.relayAccessList ?? 0, welcomeHeld: summary.relayHeldAtWelcome) {
+                last.lostMillis = now
+            }
+            last.successMillis = now
+            last.listNumber = summary.installedAccessList ?? summary.relayAccessList ?? 0
+            last.held = Dictionary(summary.relayHeld.map { (Hex.encode($0.key.bytes), $0.value) }, uniquingKeysWith: max)
+            last.lacks = result.relayLacks
+            last.lacksWhy = result.lacksWhy
         }
         try? replica.device.setSetting(lastSetting(result.relay), encode(last))
+    }
+
+    /// Whether the relay, at a session's welcome, held less than `previous` (the last finished
+    /// session) left it holding: no access list or an older one (wiped, or restored from an old
+    /// copy), or under the same list a lower held sequence of a stream. A newer list may lower the
+    /// held sequences lawfully (a new member has acknowledged nothing), so it is not a loss.
+    static func lost(since previous: Last, welcomeList: UInt64, welcomeHeld: [RelayStreamTag: UInt64]) -> Bool {
+        if welcomeList < previous.listNumber { return true }
+        guard welcomeList == previous.listNumber else { return false }
+        let now = Dictionary(welcomeHeld.map { (Hex.encode($0.key.bytes), $0.value) }, uniquingKeysWith: max)
+        return previous.held.contains { tag, sequence in (now[tag] ?? 0) < sequence }
+    }
+
+    /// Whether this laptop holds changes (by `vector`) above what the relay held when its last
+    /// finished session with `relay` ended: what a session would upload now. False before any.
+    public static func behind(_ replica: Replica, relay: GrantedRelay, vector: VersionVector) -> Bool {
+        guard let last = try? last(replica, relay: relay.key), last.successMillis > 0,
+              let streamKey = try? RelayStreamKey(bytes: relay.streamKey) else { return false }
+        return vector.contains { origin, sequence in sequence > last.held[Hex.encode(streamKey.tag(of: origin).bytes)] ?? 0 }
+    }
+
+    /// Why the relay is out of date as this laptop last saw it (one sentence for a parent), or nil:
+    /// after the last session that finished it still lacked changes this laptop holds, or that
+    /// session found it had lost changes it held (wiped, or restored from an old copy), or that
+    /// session is more than a day old. Nil before any session finished (the reach says why).
+    public static func outOfDate(_ last: Last, now: Int64) -> String? {
+        guard last.successMillis > 0 else { return nil }
+        let lost = last.lostMillis == last.successMillis
+        if last.lacks > 0 {
+            return "The relay lacks \(last.lacks) \(last.lacks == 1 ? "change" : "changes") this laptop holds"
+                + (last.lacksWhy.isEmpty ? "" : ": \(last.lacksWhy)") + (lost ? " (it had lost what it held: wiped, or restored from an old copy)" : "") + "."
+        }
+        if lost {
+            return "The relay had lost changes it held (wiped, or restored from an old copy); this laptop sent back what it holds, and the other laptops send the rest when they next sync with it."
+        }
+        if now - last.successMillis > staleMillis {
+            return "This laptop last synced with the relay more than a day ago, so the relay may lack what was written here since."
+        }
+        return nil
+    }
+
+    /// Per member identity key: what the relays last reported it acknowledged (the greatest of
+    /// the granted relays' reports, origin by origin).
+    public static func memberVectors(_ replica: Replica) throws -> [[UInt8]: VersionVector] {
+        var vectors: [[UInt8]: VersionVector] = [:]
+        for relay in try replica.relays() {
+            for (member, vector) in try last(replica, relay: relay.key)?.vectors ?? [:] {
+                guard let key = Hex.decode(member) else { continue }
+                vectors[key, default: [:]].merge(vector, uniquingKeysWith: max)
+            }
+        }
+        return vectors
+    }
+
+    /// The epoch keys this laptop opened from its mailbox on `relay` and keeps until the ledger
+    /// gives them (device state `relay.keys.RELAYHEX`, never synced: "epoch keyhex" lines).
+    public static func mailboxKeys(_ replica: Replica, relay: [UInt8]) throws -> [EpochKey] {
+        guard let text = try replica.device.setting(keysSetting(relay)) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let epoch = UInt32(parts[0]), let bytes = Hex.decode(String(parts[1])) else { return nil }
+            return try? EpochKey(epoch: epoch, bytes: bytes)
+        }
+    }
+
+    /// Adds `keys` to those kept for `relay`, dropping the epochs the ledger's records give
+    /// `identity` now and all but the ``mailboxKeysMax`` newest.
+    static func keepMailboxKeys(_ keys: [EpochKey], in replica: Replica, relay: [UInt8], identity: Identity) throws {
+        let ledger = try replica.relayKeyring(identity: identity)
+        var byEpoch: [UInt32: EpochKey] = [:]
+        for key in try mailboxKeys(replica, relay: relay) + keys where ledger[key.epoch] == nil { byEpoch[key.epoch] = key }
+        let kept = byEpoch.keys.sorted(by: >).prefix(mailboxKeysMax).sorted().map { "\($0) \(Hex.encode(byEpoch[$0]!.bytes))" }
+        try replica.device.setSetting(keysSetting(relay), kept.joined(separator: "\n"))
     }
 
     /// The last session's record for `relay` (nil: none).
@@ -241,11 +464,19 @@ public enum RelayRecord {
         try replica.device.setting(lastSetting(relay)).map(decode)
     }
 
-    /// Lines: "attempt success refused", the address, the error, then "memberhex millis" each.
+    /// Lines: "attempt success refused", the address, the error, then "memberhex millis" each,
+    /// "x listNumber lacks lostMillis", "w why" (when lacking), "h taghex sequence" each and
+    /// "v memberhex origin:sequence,…" each.
     static func encode(_ last: Last) -> String {
         var lines = ["\(last.attemptMillis) \(last.successMillis) \(last.refused ? 1 : 0)", last.address,
                      last.error.replacingNewlines()]
         for (member, millis) in last.members.sorted(by: { $0.key < $1.key }) { lines.append("\(member) \(millis)") }
+        lines.append("x \(last.listNumber) \(last.lacks) \(last.lostMillis)")
+        if !last.lacksWhy.isEmpty { lines.append("w " + last.lacksWhy.replacingNewlines()) }
+        for (tag, sequence) in last.held.sorted(by: { $0.key < $1.key }) { lines.append("h \(tag) \(sequence)") }
+        for (member, vector) in last.vectors.sorted(by: { $0.key < $1.key }) {
+            lines.append("v \(member) " + vector.sorted { $0.key < $1.key }.map { "\($0.key.rawValue):\($0.value)" }.joined(separator: ","))
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -262,7 +493,23 @@ public enum RelayRecord {
         if lines.count > 2 { last.error = lines[2] }
         for line in lines.dropFirst(3) {
             let parts = line.split(separator: " ")
-            if parts.count == 2, let millis = Int64(parts[1]) { last.members[String(parts[0])] = millis }
+            if line.hasPrefix("w ") { last.lacksWhy = String(line.dropFirst(2)); continue }
+            if parts.count == 4, parts[0] == "x" {
+                last.listNumber = UInt64(parts[1]) ?? 0
+                last.lacks = Int(parts[2]) ?? 0
+                last.lostMillis = Int64(parts[3]) ?? 0
+            } else if parts.count >= 2, parts.count <= 3, parts[0] == "v" {
+                var vector: VersionVector = [:]
+                for entry in (parts.count == 3 ? parts[2] : "").split(separator: ",") {
+                    let pair = entry.split(separator: ":")
+                    if pair.count == 2, let origin = UInt64(pair[0]), let sequence = UInt64(pair[1]) { vector[ReplicaID(origin)] = sequence }
+                }
+                last.vectors[String(parts[1])] = vector
+            } else if parts.count == 3, parts[0] == "h", let sequence = UInt64(parts[2]) {
+                last.held[String(parts[1])] = sequence
+            } else if parts.count == 2, let millis = Int64(parts[1]) {
+                last.members[String(parts[0])] = millis
+            }
         }
         return last
     }

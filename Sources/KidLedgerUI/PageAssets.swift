@@ -58,6 +58,7 @@ public enum PageAssets {
             <h3>Members</h3><ul id="members"></ul>
             <div id="household-actions"></div>
             <div id="invite-box"></div>
+            <section id="relay" aria-labelledby="relay-title"><h3 id="relay-title">Relay</h3><ul id="relays"></ul><div id="relay-add"></div></section>
           </details>
           <details id="settings">
             <summary>Settings: quick amounts on this laptop</summary>
@@ -110,7 +111,7 @@ public enum PageAssets {
     main{max-width:60em;margin:0 auto;padding:1em}
     .skip{position:absolute;left:-999px}.skip:focus{left:1em;top:1em;background:#fff;padding:.5em;z-index:2}
     .pill{margin:0;padding:.2em .8em;border-radius:1em;background:#e8eef8;color:#1d2430;font-weight:600}
-    .pill.synced{background:#c9f0d2}.pill.pending{background:#fde9b6}.pill.offline{background:#e3e3e3}.pill.alone{background:#dfe7fb}.pill.attentionRequired{background:#f8c4c4}
+    .pill.synced{background:#c9f0d2}.pill.pending{background:#fde9b6}.pill.offline{background:#e3e3e3}.pill.alone{background:#dfe7fb}.pill.attentionRequired{background:#f8c4c4}.pill.relayed{background:#cdeee3}
     #children{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,18em),1fr));gap:1em}
     .child{background:#fff;border-radius:.8em;padding:1em;box-shadow:0 1px 3px #0002;min-width:0}
     .child h2{margin:0;font-size:1.2em;display:flex;justify-content:space-between;gap:.5em;align-items:baseline}
@@ -173,7 +174,8 @@ public enum PageAssets {
     const token = document.querySelector('meta[name="kidledger-token"]').content;
     let etag = null, state = null, busy = false, pendingFocus = null, dirty = false, lastError = "";
     const $ = (id) => document.getElementById(id);
-    const words = { synced: "synced", pending: "changes pending", offline: "offline", alone: "only on this laptop", attentionRequired: "attention required" };
+    const words = { synced: "synced", pending: "changes pending", offline: "offline", alone: "only on this laptop", attentionRequired: "attention required",
+      relayed: "synced through the relay" };
     const notesMax = 5;
 
     function money(cents) {
@@ -551,6 +553,7 @@ public enum PageAssets {
       $("last-sync").textContent = pillDetail();
       renderZone();
       renderLimit();
+      renderRelayTimes();
     }
 
     // The family's time zone (`household timezone`): times are shown in it, and its control.
@@ -580,6 +583,7 @@ public enum PageAssets {
       const name = l => l.name ? l.name + "'s laptop" : "the other laptop";
       if (s.state === "alone") return "Invite another laptop so the ledger is kept in two places.";
       if (s.state === "offline") return (s.laptops || []).filter(l => l.state === "offline").map(l => name(l) + ": last seen " + ago(l.lastSyncMillis)).join("; ");
+      if (s.state === "relayed") return relayedDetail(s);
       if (s.state === "pending") return (s.laptops || []).filter(l => l.state !== "synced").map(l => "sending to " + name(l)).join("; ");
       const last = lastSync();
       return last ? "last sync " + ago(last) : "";
@@ -683,6 +687,7 @@ public enum PageAssets {
       if (u) { $("undo-preview").textContent = undoText(state.undo); $("undo").dataset.id = u.transaction.id; }
       if (document.activeElement !== $("quick-input")) $("quick-input").value = quick.map(plain).join(" ");
       renderHousehold();
+      renderRelays();
       renderTimes();
     }
 

@@ -1,6 +1,6 @@
 /// The page's household routes (issue 41): start or join a household, invite, members, the
-/// account, recovery and the undo and merge forms a parent needs on a bad day. Each runs the CLI's
-/// own command, like every other route (docs/UI.md, "The JSON API").
+/// account, recovery, the undo and merge forms a parent needs on a bad day, and the relay (issue
+/// 44). Each runs the CLI's own command, like every other route (docs/UI.md, "The JSON API").
 extension UIApp {
     /// The page invites with the longest invitation `invite` makes (a week): it is live until
     /// used, or until the week is over.
@@ -29,5 +29,8 @@ extension UIApp {
         // The household's limit for asking first (a replicated register); the old route sets it too.
         "/api/household/limit": { f in fields(f, ["amount"]).map { ["household", "limit", "--"] + $0 } },
         "/api/quick/limit": { f in fields(f, ["amount"]).map { ["household", "limit", "--"] + $0 } },
+        // The household's relay (issue 44): added by its code, removed by its fingerprint (the page asked first).
+        "/api/relay/add": { f in fields(f, ["code"]).map { ["relay", "add", "--"] + $0 } },
+        "/api/relay/remove": { f in fields(f, ["relay"]).map { ["relay", "remove", "--"] + $0 } },
     ]
 }

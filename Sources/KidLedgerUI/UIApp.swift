@@ -54,11 +54,11 @@ public struct UIApp: Sendable {
         case "/app.js":
             guard reading else { return methodNotAllowed("GET") }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/javascript; charset=utf-8"), ("Cache-Control", "no-cache")],
-                                body: Array((PageAssets.script + PageAssets.householdScript).utf8))
+                                body: Array((PageAssets.script + PageAssets.householdScript + PageAssets.relayScript).utf8))
         case "/app.css":
             guard reading else { return methodNotAllowed("GET") }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/css; charset=utf-8"), ("Cache-Control", "no-cache")],
-                                body: Array((PageAssets.style + PageAssets.householdStyle).utf8))
+                                body: Array((PageAssets.style + PageAssets.householdStyle + PageAssets.relayStyle).utf8))
         case "/api/state":
             guard reading else { return methodNotAllowed("GET") }
             return state(ifNoneMatch: request.header("if-none-match"))
@@ -146,7 +146,7 @@ public struct UIApp: Sendable {
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
         ("page", ["ui", "--address-only"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
         ("account", ["account", "show"]),
-        ("zone", ["household", "timezone"]),
+        ("zone", ["household", "timezone"]), ("relay", ["relay", "status"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.

@@ -169,35 +169,46 @@ class Laptop:
         self.listener.close()
 
 
+class Chromium:
+    """Headless Debian Chromium at 1280x900, one window per laptop (`windows`), and the helpers
+    each browser test uses."""
+
+    def __init__(self, seconds=STEP_SECONDS):
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        options = webdriver.ChromeOptions()
+        for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"]:
+            options.add_argument(a)
+        options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        self.driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+        self.driver.set_page_load_timeout(seconds)
+        self.windows = {}
+
+    def on(self, who):
+        self.driver.switch_to.window(self.windows[who])
+
+    def text(self, element_id):
+        return self.driver.execute_script("const e = document.getElementById(arguments[0]); return e ? e.textContent : null", element_id)
+
+    def find(self, css):
+        from selenium.webdriver.common.by import By
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    @staticmethod
+    def act(what, action):
+        return eventually(what, lambda: action() or True)
+
+
 def browser(out, mom, dad, real_network):
-    from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.chrome.service import Service
 
-    options = webdriver.ChromeOptions()
-    for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"]:
-        options.add_argument(a)
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
-    driver.set_page_load_timeout(STEP_SECONDS)
-    windows = {}
+    chromium = Chromium()
+    driver, windows, on, text, find, act = chromium.driver, chromium.windows, chromium.on, chromium.text, chromium.find, chromium.act
     shots = []
     try:
-        def on(who):
-            driver.switch_to.window(windows[who])
-
-        def text(element_id):
-            return driver.execute_script("const e = document.getElementById(arguments[0]); return e ? e.textContent : null", element_id)
-
-        def find(css):
-            return driver.find_element(By.CSS_SELECTOR, css)
-
         def visible(css):
             return [e for e in driver.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
-
-        def act(what, action):
-            return eventually(what, lambda: action() or True)
 
         def accept(what, expected, dismiss=False):
             alert = eventually(what, lambda: driver.switch_to.alert)

@@ -91,6 +91,29 @@ struct PillStateTests {
         #expect(state([failed], [back], at: t0 + 5_000) == .offline)
     }
 
+    /// Dad's laptop is off for this laptop (it lacks changes, its direct attempts fail) but Dad synced
+    /// through the relay a minute ago: `relayed`, not offline; once the relay saw him last longer ago
+    /// than the window, offline. Grandma's laptop off and not relayed: offline wins; one that answers: pending.
+    @Test func aLaptopThatSyncsThroughTheRelayIsRelayedNotOffline() {
+        let t0 = Self.t0, later = t0 + 86_400_000
+        let off = Self.laptop(Self.dadKey, synced: t0, holds: 8, unreachable: true)
+        let relayed = [Self.dadKey: later - 60_000]
+        func state(_ laptops: [StatusReport.Laptop], at now: Int64, _ seen: [[UInt8]: Int64]) -> StatusReport.SyncState {
+            StatusReport.syncState(laptops, holding: Self.holding, now: now, attention: false, relayed: seen).state
+        }
+        #expect(state([off], at: later, [:]) == .offline)
+        #expect(state([off], at: later, relayed) == .relayed)
+        #expect(StatusReport.syncState([off], holding: Self.holding, now: later, attention: false, relayed: relayed).laptops.map(\.state) == [.relayed])
+        #expect(state([off], at: later - 60_000 + Self.window, relayed) == .offline, "the relay saw Dad longer ago than the window")
+        #expect(state([Self.laptop(Self.dadKey, synced: t0, holds: 10, unreachable: true)], at: later, relayed) == .synced, "it lacks nothing")
+        #expect(state([off], at: later, [Self.gmaKey: later - 60_000]) == .offline, "another member synced through the relay")
+        var gma = Self.laptop(Self.gmaKey, synced: t0, holds: 4)
+        #expect(state([off, gma], at: later, relayed) == .offline, "Grandma's laptop is off and not relayed")
+        gma.lastSyncMillis = later - 1_000
+        #expect(state([off, gma], at: later, relayed) == .pending)
+        #expect(StatusReport.syncState([off], holding: Self.holding, now: later, attention: true, relayed: relayed).state == .attentionRequired)
+    }
+
     @Test func revokedMembersAndAddressesThatNeverSyncedAreNotCounted() {
         let t0 = Self.t0
         var dad = PeerRecord(address: "192.168.1.21:4717", addedAtMillis: t0)

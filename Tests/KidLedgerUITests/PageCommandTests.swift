@@ -147,6 +147,23 @@ import Testing
         #expect(h.run("digest").stdout == digest)
     }
 
+    /// The relay's routes over a real home with no relay: a code that is not one, an address, and a
+    /// removal are refused with the CLI's messages (400), nothing changes, and the state carries
+    /// `relay status`'s empty list.
+    @Test func relayRoutesRefuseWithTheCLIsMessagesAndChangeNothing() throws {
+        let h = family()
+        let app = try h.app()
+        let digest = h.run("digest").stdout
+        let notACode = post(app, "/api/relay/add", "code=hello")
+        #expect(notACode.status == 400 && body(notACode).contains("that is not a relay code (KLR1-…)"), "\(body(notACode))")
+        let address = post(app, "/api/relay/add", "code=127.0.0.1%3A9")
+        #expect(address.status == 400 && body(address).contains("not an address"), "\(body(address))")
+        let none = post(app, "/api/relay/remove", "relay=1a2b")
+        #expect(none.status == 400 && body(none).contains("no relay is granted"), "\(body(none))")
+        #expect(h.run("digest").stdout == digest)
+        #expect(body(get(app, "/api/state")).contains("\"relay\":{\"relays\":[]}"))
+    }
+
     @Test func anUnknownChildIs400AndAForeignOriginOrAMissingTokenChangesNothing() throws {
         let h = family()
         let app = try h.app()

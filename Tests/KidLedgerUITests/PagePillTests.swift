@@ -9,8 +9,9 @@ import KidLedgerUI
 struct PagePillTests {
     @Test func everyStateHasItsWordsAndColour() {
         let words: [StatusReport.SyncState: String] = [.synced: "synced", .pending: "changes pending", .offline: "offline",
-                                                       .alone: "only on this laptop", .attentionRequired: "attention required"]
-        for state in [StatusReport.SyncState.synced, .pending, .offline, .alone, .attentionRequired] {
+                                                       .alone: "only on this laptop", .attentionRequired: "attention required",
+                                                       .relayed: "synced through the relay"]
+        for state in StatusReport.SyncState.allCases {
             let word = words[state] ?? "?"
             #expect(PageAssets.script.contains("\(state.rawValue): \"\(word)\""), "\(state)")
             #expect(PageAssets.style.contains(".pill.\(state.rawValue){"), "\(state)")

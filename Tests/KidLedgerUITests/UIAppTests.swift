@@ -212,6 +212,35 @@ import KidLedgerTestSupport
         #expect(recorder.recorded == [["child", "merge", "--", "--home", "abcdef01"]])
     }
 
+    /// The relay's routes (issue 44): `relay add -- CODE` and `relay remove -- FINGERPRINT`, values
+    /// after `--`; a form without its field is refused (400) and runs nothing; each behind the gates.
+    @Test func theRelayRoutesRunRelayAddAndRemoveAfterDoubleDash() {
+        let recorder = Recorder()
+        let app = recorder.app()
+        #expect(app.respond(to: post("/api/relay/add", "code=KLR1-AbCd_eF")).status == 200)
+        #expect(app.respond(to: post("/api/relay/add", "code=--address")).status == 200)
+        #expect(app.respond(to: post("/api/relay/remove", "relay=1a2b-3c4d-5e6f-7a8b")).status == 200)
+        let missing = app.respond(to: post("/api/relay/add", "relay=KLR1-x"))
+        #expect(missing.status == 400 && String(decoding: missing.body, as: UTF8.self).contains("needs a field \\\"code\\\""))
+        let noRelay = app.respond(to: post("/api/relay/remove", ""))
+        #expect(noRelay.status == 400 && String(decoding: noRelay.body, as: UTF8.self).contains("needs a field \\\"relay\\\""))
+        #expect(app.respond(to: request("GET", "/api/relay/remove?relay=x", headers: cookie)).status == 405)
+        #expect(app.respond(to: post("/api/relay/remove", "relay=x", extra: ["Origin": "http://evil.example"])).status == 403)
+        #expect(recorder.recorded == [["relay", "add", "--", "KLR1-AbCd_eF"], ["relay", "add", "--", "--address"],
+                                      ["relay", "remove", "--", "1a2b-3c4d-5e6f-7a8b"]])
+    }
+
+    /// The CLI's refusals of a relay reach the page with their status: not the owner (77) is 423,
+    /// a bad code (65) 400, an unreachable relay (69) 503, each with the CLI's message.
+    @Test(arguments: [(Int32(77), 423, "only the household's owner can add a relay"), (65, 400, "that is not a relay code (KLR1-…)"),
+                      (69, 503, "the relay at 127.0.0.1:9 is unreachable")])
+    func aRelayRefusalKeepsTheCLIsMessage(code: Int32, status: Int, message: String) {
+        let recorder = Recorder(CommandOutcome(exitCode: code, json: "", error: message))
+        let r = recorder.app().respond(to: post("/api/relay/add", "code=KLR1-x"))
+        #expect(r.status == status)
+        #expect(String(decoding: r.body, as: UTF8.self) == UIApp.errorJSON(message, exitCode: code))
+    }
+
     @Test(arguments: [(Int32(64), 400), (65, 400), (77, 423), (69, 503), (75, 503), (70, 500), (74, 500)])
     func exitCodesMapToStatuses(code: Int32, status: Int) {
         let recorder = Recorder(CommandOutcome(exitCode: code, json: "", error: "amount must be positive"))

@@ -18,6 +18,11 @@ extension RelayMemberSession {
         guard uploadsInFlight > 0 else { throw .unexpectedMessage("an upload answer with no upload in flight") }
         uploadsInFlight -= 1
         if stored { summary.envelopesUploaded += 1 } else { summary.envelopesAlreadyHeld += 1 }
+        // Stored or held already, the relay holds it now (runs go up from its held sequence without a gap).
+        if !uploadRanges.isEmpty {
+            let (stream, last) = uploadRanges.removeFirst()
+            summary.relayHeld[stream] = max(summary.relayHeld[stream] ?? 0, last)
+        }
     }
 
     /// The next envelope to upload: a run of one origin's changes as the log holds them, from
@@ -39,6 +44,7 @@ extension RelayMemberSession {
             let origin = uploadQueue.first!.origin
             guard let end = Self.runEnd(uploadQueue, changesMax: limits.changesPerEnvelope, bytesMax: limits.payloadBytes)
                 ?? Self.runEnd(uploadQueue, changesMax: changesPerBatchMax, bytesMax: RelayEnvelope.payloadBytesMax) else {
+                summary.runsTooLarge += 1
                 summary.refuse("relay \(setup.relay.fingerprint): the changes of \(origin) after \(uploadCursor[origin] ?? 0) "
                     + "have no signed head within \(RelayEnvelope.payloadBytesMax) bytes; not uploaded")
                 uploadCursor[origin] = .max

@@ -64,6 +64,8 @@ public final class RelayMemberSession {
     var uploadsExhausted = false
     var uploadsInFlight = 0
     var uploadsSent = 0
+    /// The stream and last sequence of each upload in flight, in the order sent (answers come in order).
+    var uploadRanges: [(stream: RelayStreamTag, last: UInt64)] = []
     /// Downloads: pages read, this pass's progress, recomputations spent.
     var pagesRead = 0
     var passApplied = 0, passDeferred = 0
@@ -137,6 +139,8 @@ public final class RelayMemberSession {
             summary.relayAccessList = list
             relayAcknowledged = acknowledged
             self.held = held
+            summary.relayHeldAtWelcome = held
+            summary.relayHeld = held
             try prepareUploads()
             state = .working
             try advance(using: &random)
@@ -195,6 +199,8 @@ public final class RelayMemberSession {
         case .upload:
             // Over quota, or the envelope was refused: no more uploads this session.
             guard uploadsInFlight > 0 else { throw .unexpectedMessage("a refusal with no upload in flight") }
+            if code == 11 { summary.uploadsOverQuota = true }  // RelayStoreError.overQuota's wire code
+            if !uploadRanges.isEmpty { uploadRanges.removeFirst() }
             uploadsExhausted = true
             uploadQueue = []
             uploadsInFlight -= 1
@@ -227,6 +233,7 @@ public final class RelayMemberSession {
                 return
             case .upload:
                 while uploadsInFlight < setup.limits.uploadsInFlightMax, let envelope = try nextEnvelope(using: &random) {
+                    if let header = try? RelayEnvelope.header(of: envelope) { uploadRanges.append((header.stream, header.lastSequence)) }
                     send(.upload(envelope))
                     uploadsInFlight += 1
                     uploadsSent += 1

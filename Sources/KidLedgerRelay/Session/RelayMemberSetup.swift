@@ -92,6 +92,13 @@ public struct RelayMemberSummary: Equatable, Sendable {
     public var requestsRefused = 0
     /// The first ``refusalsKept`` refusals, each a sentence naming the relay.
     public var refusals: [String] = []
+    /// The relay's held vector at welcome (what it could bring every listed member), and as this
+    /// session left it: raised by each upload it stored or held already.
+    public var relayHeldAtWelcome: [RelayStreamTag: UInt64] = [:], relayHeld: [RelayStreamTag: UInt64] = [:]
+    /// Whether the relay refused an upload for its quota (the uploads stopped there).
+    public var uploadsOverQuota = false
+    /// Runs of changes not uploaded because no signed head fell within an envelope's bound.
+    public var runsTooLarge = 0
     /// Boxes filed in mailboxes.
     public var boxesPosted = 0
     /// This member's mailbox as the relay holds it (for the caller to open and keep the keys).
