@@ -9,6 +9,8 @@ private let relayMessageOwner = try! Identity(seed: Array(repeating: 0x5A, count
 private let relayMessagePeer = try! Identity(seed: Array(repeating: 0x5B, count: 32))
 private let relayMessageRelay = try! Identity(seed: Array(repeating: 0x5C, count: 32))
 private let relayMessageRecovery = try! Identity(seed: Array(repeating: 0x5D, count: 32))
+private let relayMessageStatement = RelayOwnerStatement.sign(relay: relayMessageRelay.publicKey, newOwner: relayMessagePeer.publicKey, term: 2,
+                                                             recovery: relayMessageRecovery)
 
 /// `relaymessage`: byte 0 is a message type, the rest its payload. Properties: nothing traps; a
 /// payload that decodes re-encodes to exactly its bytes; and the whole input, taken as the byte
@@ -16,7 +18,8 @@ private let relayMessageRecovery = try! Identity(seed: Array(repeating: 0x5D, co
 /// with an error, never trap, and leaves the store within the member's quota. Types 40 and 42 are
 /// also read as `adopt` and `ownerChange` (outside ``RelayMessage``): one that decodes re-encodes to
 /// its bytes, and an owner change the relay applies carries a statement the fixture's recovery key
-/// signed for the fixture relay, naming the peer, above the pinned term.
+/// signed for the fixture relay, naming the peer, above the pinned term. An odd first byte runs the
+/// session as a relay that followed a recovery (its mailbox answer is `ownerMailbox`).
 @Sendable func fuzzRelayMessage(_ data: [UInt8]) {
     guard let type = data.first else { return }
     let payload = Array(data.dropFirst())
@@ -42,7 +45,7 @@ private let relayMessageRecovery = try! Identity(seed: Array(repeating: 0x5D, co
         violated("cannot install the relay fixture's list")
     }
     let session = RelayServerSession(store: store, relay: relayMessageRelay.publicKey, owner: relayMessageOwner.publicKey,
-                                     peer: relayMessagePeer.publicKey)
+                                     peer: relayMessagePeer.publicKey, ownerStatement: type & 1 == 1 ? relayMessageStatement : nil)
     _ = session.receive(RelayMessage.hello(versionMin: 1, versionMax: 1).frame(), atMilliseconds: 1)
     check(session.state == .serving, "a listed member's hello was not welcomed")
     _ = session.receive(data, atMilliseconds: 2)
@@ -59,9 +62,9 @@ private let relayMessageRecovery = try! Identity(seed: Array(repeating: 0x5D, co
         .upload(envelope), .acknowledge([header.stream: 2]), .pendingRequest(after: nil, countMax: 4, bytesMax: 1 << 20),
         .pendingPage(envelopes: [envelope], next: header), .install(list), .mailboxFetch, .statusRequest(after: nil),
         .refused(code: 11, message: "over quota"), .bye,
+        .ownerMailbox(statement: relayMessageStatement, boxes: [RelayMailboxBox(epoch: 3, box: Array(repeating: 0x33, count: EpochRecord.boxBytes))]),
     ]
-    let statement = RelayOwnerStatement.sign(relay: relayMessageRelay.publicKey, newOwner: relayMessagePeer.publicKey, term: 2,
-                                             recovery: relayMessageRecovery)
+    let statement = relayMessageStatement
     let peerList = SignedRelayAccessList.sign(try! RelayAccessList(number: 1, quotas: [RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!: 100]),
                                               relay: relayMessageRelay.publicKey, owner: relayMessagePeer)
     return messages.map { [$0.type] + $0.encodePayload() } + [messages.flatMap { $0.frame() }]

@@ -165,7 +165,8 @@ public enum RelayDriver {
         stream.close()
         result.summary = session.summary
         for report in session.summary.members { result.memberVectors[report.status.key.bytes] = try? session.versionVector(of: report.acknowledged) }
-        let learned = keepMailbox(session.summary.mailbox, replica: replica, identity: identity, relay: relay.key, held: setup.keyring, summary: &result.summary)
+        let learned = keepMailbox(session.summary.mailbox, statement: session.summary.ownerStatement, replica: replica, identity: identity,
+                                  relay: relay.key, held: setup.keyring, summary: &result.summary)
         if let failure {
             if case .peer(let code, _) = failure, code == 10 {
                 if owner, again, let handed = setup.accessList, install(handed, relay: relay, as: identity) {
@@ -261,10 +262,14 @@ public enum RelayDriver {
 
     /// Opens the boxes of this member's mailbox whose epoch `held` lacks, each checked against the
     /// owner's signature for this household, epoch and member (``EpochRecord/openBox(_:epoch:as:owner:household:)``),
-    /// and keeps the keys in the device state. A box that does not open or is not the owner's is
-    /// refused (a sentence in `summary`) and nothing of it kept. Returns the keys kept.
-    static func keepMailbox(_ boxes: [RelayMailboxBox], replica: Replica, identity: Identity, relay: [UInt8], held: EpochKeyring,
-                            summary: inout RelayMemberSummary) -> Int {
+    /// and keeps the keys in the device state. The owner is the one this laptop's ledger names,
+    /// or the new owner of the relay's `statement` when that verifies under the recovery key of
+    /// this laptop's own genesis for this relay and starts a later term than the ledger's owner
+    /// (a recovery this laptop has not synced yet: the change carrying it is sealed under the new
+    /// owner's epoch). A box that does not open or is neither's is refused (a sentence in
+    /// `summary`) and nothing of it kept. Returns the keys kept.
+    static func keepMailbox(_ boxes: [RelayMailboxBox], statement: RelayOwnerStatement?, replica: Replica, identity: Identity, relay: [UInt8],
+                            held: EpochKeyring, summary: inout RelayMemberSummary) -> Int {
         let fresh = boxes.filter { held[$0.epoch] == nil }
         if fresh.isEmpty {
             // Forget the kept keys the ledger gives now (the secret stays in one place only).
@@ -275,14 +280,30 @@ public enum RelayDriver {
         }
         guard let ownership = try? replica.ownership(), let owner = PublicKey(bytes: ownership.owner),
               let household = try? replica.household()?.id else { return 0 }
+        let recovered = statement.flatMap { recoveredOwner($0, replica: replica, relay: relay, ownerEpoch: ownership.epoch) }
         var opened: [EpochKey] = []
         for box in fresh {
-            do { opened.append(try EpochRecord.openBox(box.box, epoch: box.epoch, as: identity, owner: owner, household: household)) } catch {
+            do {
+                do { opened.append(try EpochRecord.openBox(box.box, epoch: box.epoch, as: identity, owner: owner, household: household)) } catch {
+                    guard let recovered else { throw error }
+                    opened.append(try EpochRecord.openBox(box.box, epoch: box.epoch, as: identity, owner: recovered, household: household))
+                }
+            } catch {
                 summary.refusals.append("relay \(PublicKey(bytes: relay)?.fingerprint ?? "?"): the mailbox's box of epoch \(box.epoch) refused: \(error); nothing of it was kept")
             }
         }
         guard !opened.isEmpty, (try? RelayRecord.keepMailboxKeys(opened, in: replica, relay: relay, identity: identity)) != nil else { return 0 }
         return opened.count
+    }
+
+    /// The new owner `statement` names, when it verifies for `relay` under the recovery key of
+    /// this laptop's own genesis and starts a later term than `ownerEpoch` (the transfer epoch of
+    /// the owner the ledger names); nil otherwise.
+    static func recoveredOwner(_ statement: RelayOwnerStatement, replica: Replica, relay: [UInt8], ownerEpoch: UInt64) -> PublicKey? {
+        guard statement.term > ownerEpoch, let relayKey = PublicKey(bytes: relay),
+              let recovery = (try? replica.genesis())??.recovery, let recoveryKey = PublicKey(bytes: recovery),
+              statement.verifies(relay: relayKey, recovery: recoveryKey) else { return nil }
+        return statement.newOwner
     }
 
     /// One line for the log and `relay sync`.

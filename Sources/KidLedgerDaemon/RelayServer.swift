@@ -133,9 +133,11 @@ public final class RelayServer: Sendable {
         }
         if first.count >= 5 && first[4] == RelayOwnerChange.changeType { return changeOwner(over: stream, peer: peer, read: first) }
         // Read after the owner change could have re-pinned it.
-        guard let owner = adoption.withLock({ $0.owner }) else { return }
+        guard let pin = adoption.withLock({ $0.pin }) else { return }
+        let owner = pin.owner
         let started = Monotonic.millis()
-        let session = RelayServerSession(store: RelayStore(store: environment), relay: identity.publicKey, owner: owner, peer: peer)
+        let session = RelayServerSession(store: RelayStore(store: environment), relay: identity.publicKey, owner: owner, peer: peer,
+                                         ownerStatement: pin.statement)
         let failure = Self.drive(stream, idleMillis: peerTimeoutMillis, start: session.receive(first, atMilliseconds: SystemClock().nowMillis()),
                                  receive: { session.receive($0, atMilliseconds: SystemClock().nowMillis()) },
                                  closed: { session.connectionClosed() })

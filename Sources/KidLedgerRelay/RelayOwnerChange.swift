@@ -5,9 +5,10 @@ import KidLedgerSecurity
 /// Who a relay takes access lists from (docs/RELAY-DESIGN.md, "Running a relay"): the owner key it
 /// pinned, the household's recovery public key the owner handed it at adoption (nil for a relay
 /// adopted before it was handed one: it never changes owner), and the owner term (0 at adoption,
-/// then the epoch of the owner transfer whose statement re-pinned it). Kept in the relay's home as
-/// `relay-owner`: the owner's key in hex, then (when held) the recovery key in hex and the term,
-/// one per line.
+/// then the epoch of the owner transfer whose statement re-pinned it), and that statement, which
+/// the relay hands members with their mailbox. Kept in the relay's home as `relay-owner`: the
+/// owner's key in hex, then (when held) the recovery key in hex and the term, then (after an owner
+/// change) the statement's bytes in hex, one per line.
 public struct RelayPin: Equatable, Sendable {
     /// The owner key the relay verifies access lists with.
     public var owner: PublicKey
@@ -15,32 +16,43 @@ public struct RelayPin: Equatable, Sendable {
     public var recovery: PublicKey?
     /// The owner term: 0 at adoption, then the transfer epoch of the last accepted statement.
     public var term: UInt64
+    /// The recovery-signed statement that re-pinned it (nil at adoption).
+    public var statement: RelayOwnerStatement?
 
     /// A pin.
-    public init(owner: PublicKey, recovery: PublicKey?, term: UInt64 = 0) {
+    public init(owner: PublicKey, recovery: PublicKey?, term: UInt64 = 0, statement: RelayOwnerStatement? = nil) {
         self.owner = owner
         self.recovery = recovery
         self.term = term
+        self.statement = statement
     }
 
     /// The file's text.
     public var text: String {
         var lines = [owner.hex]
         if let recovery { lines += [recovery.hex, String(term)] }
+        if recovery != nil, let statement { lines.append(Hex.encode(statement.encoded)) }
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Reads ``text`` (one line: a relay adopted without a recovery key); nil when it is not one.
+    /// Reads ``text`` (one line: a relay adopted without a recovery key; three: no owner change
+    /// yet); nil when it is not one.
     public init?(text: String) {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
-        guard lines.count == 1 || lines.count == 3,
+        guard (1...4).contains(lines.count) && lines.count != 2,
               let owner = Hex.decode(lines[0]).flatMap(PublicKey.init(bytes:)) else { return nil }
-        guard lines.count == 3 else {
+        guard lines.count >= 3 else {
             self.init(owner: owner, recovery: nil)
             return
         }
         guard let recovery = Hex.decode(lines[1]).flatMap(PublicKey.init(bytes:)), let term = UInt64(lines[2]) else { return nil }
-        self.init(owner: owner, recovery: recovery, term: term)
+        var statement: RelayOwnerStatement?
+        if lines.count == 4 {
+            guard let bytes = Hex.decode(lines[3]), let decoded = try? RelayOwnerStatement.decode(bytes),
+                  decoded.newOwner == owner && decoded.term == term else { return nil }
+            statement = decoded
+        }
+        self.init(owner: owner, recovery: recovery, term: term, statement: statement)
     }
 }
 
@@ -184,7 +196,7 @@ public enum RelayOwnerChange {
             throw refused("owner term \(statement.term) is not above the relay's term \(pin.term)")
         }
         let list = try request.list.verified(relay: relay, owner: statement.newOwner)
-        let next = RelayPin(owner: statement.newOwner, recovery: recovery, term: statement.term)
+        let next = RelayPin(owner: statement.newOwner, recovery: recovery, term: statement.term, statement: statement)
         do {
             _ = try store.install(list, overridingHeld: true)
             try persist(next)

@@ -26,6 +26,8 @@ struct RelayMessageTests {
             .mailboxPosted(filed: true), .mailboxFetch,
             .mailbox([RelayMailboxBox(epoch: 0, box: [UInt8](repeating: 1, count: EpochRecord.boxBytes)),
                       RelayMailboxBox(epoch: 5, box: [UInt8](repeating: 2, count: EpochRecord.boxBytes))]),
+            .ownerMailbox(statement: RelayOwnerStatement.sign(relay: owner.publicKey, newOwner: owner.publicKey, term: 3, recovery: owner),
+                          boxes: [RelayMailboxBox(epoch: 4, box: [UInt8](repeating: 3, count: EpochRecord.boxBytes))]),
             .statusRequest(after: nil), .statusRequest(after: member(3)),
             .statusPage(members: [RelayMemberReport(status: status, acknowledged: [stream(1): 2]),
                                   RelayMemberReport(status: RelayMemberStatus(key: member(2), quotaBytes: 0, usedBytes: 0, lastSyncMilliseconds: nil),

@@ -41,7 +41,8 @@ struct RelayOwnerChangeTests {
             var saved: [RelayPin] = []
             let next = try RelayOwnerChange.apply(payload, relay: relay.publicKey, pin: pin, peer: newOwner.publicKey, store: store,
                                                   persist: { saved.append($0) })
-            #expect(next == RelayPin(owner: newOwner.publicKey, recovery: recovery.publicKey, term: 1))
+            #expect(next == RelayPin(owner: newOwner.publicKey, recovery: recovery.publicKey, term: 1, statement: statement))
+            #expect(RelayPin(text: next.text) == next, "the statement is kept, to hand members with their mailbox")
             #expect(saved == [next])
             #expect(try store.accessList()?.number == 5, "the new owner's list replaced the one numbered at the maximum")
             #expect(try store.accessList()?.quotas[member(2)] != nil)
@@ -98,5 +99,8 @@ struct RelayOwnerChangeTests {
         #expect(RelayPin(text: "") == nil)
         #expect(RelayPin(text: formerOwner.publicKey.hex + "\nzz\n1\n") == nil)
         #expect(RelayPin(text: formerOwner.publicKey.hex + "\n" + recovery.publicKey.hex + "\n") == nil)
+        // A statement that names another owner or term than the pin's is not this pin's.
+        let other = RelayOwnerStatement.sign(relay: relay.publicKey, newOwner: newOwner.publicKey, term: 8, recovery: recovery)
+        #expect(RelayPin(text: full.text + Hex.encode(other.encoded) + "\n") == nil)
     }
 }

@@ -96,10 +96,10 @@ final class RelayFamily {
     /// One session of `laptop` (its relay key unless `key`) with the relay, wired in memory;
     /// `hostile` rewrites what the relay sends.
     func sync(_ laptop: RelayLaptop, as key: Identity? = nil, setup: RelayMemberSetup? = nil,
-              hostile: ((RelayMessage) -> RelayMessage)? = nil) throws -> RelaySessionRun {
+              hostile: ((RelayMessage) -> RelayMessage)? = nil, ownerStatement: RelayOwnerStatement? = nil) throws -> RelaySessionRun {
         now += 60_000
         let server = RelayServerSession(store: relay, relay: Self.relayIdentity.publicKey, owner: Self.owner.publicKey,
-                                        peer: (key ?? laptop.relayKey).publicKey)
+                                        peer: (key ?? laptop.relayKey).publicKey, ownerStatement: ownerStatement)
         let member = RelayMemberSession(replica: laptop.replica, setup: setup ?? self.setup())
         return try drive(member, server, now: now, random: &random, hostile: hostile)
     }
@@ -164,8 +164,10 @@ func rewrite(_ frames: [UInt8], _ change: (RelayMessage) -> RelayMessage) throws
 }
 
 /// The relay's answers to `messages`, sent in order by `peer` in one session.
-func answers(_ relay: RelayStore, peer: PublicKey, _ messages: [RelayMessage], now: Int64 = 5) throws -> [RelayMessage] {
-    let server = RelayServerSession(store: relay, relay: RelayFamily.relayIdentity.publicKey, owner: RelayFamily.owner.publicKey, peer: peer)
+func answers(_ relay: RelayStore, peer: PublicKey, _ messages: [RelayMessage], now: Int64 = 5,
+             ownerStatement: RelayOwnerStatement? = nil) throws -> [RelayMessage] {
+    let server = RelayServerSession(store: relay, relay: RelayFamily.relayIdentity.publicKey, owner: RelayFamily.owner.publicKey, peer: peer,
+                                    ownerStatement: ownerStatement)
     var replies: [RelayMessage] = []
     for message in messages {
         for case .send(let bytes) in server.receive(message.frame(), atMilliseconds: now) {

@@ -181,6 +181,22 @@ struct RelaySessionTests {
         #expect(try family.relay.storedBytes() == 0)
     }
 
+    @Test("a relay that followed a recovery hands its owner statement with the mailbox")
+    func ownerMailboxCarriesTheStatement() throws {
+        let family = try RelayFamily()
+        try family.installList(number: 1)
+        let dad = family.dad.relayKey.publicKey
+        let statement = RelayOwnerStatement.sign(relay: RelayFamily.relayIdentity.publicKey, newOwner: RelayFamily.dadIdentity.publicKey,
+                                                 term: 1, recovery: RelayFamily.stranger)
+        let plain = try answers(family.relay, peer: dad, [.hello(versionMin: 1, versionMax: 1), .mailboxFetch, .bye])
+        #expect(plain.dropFirst().first == .mailbox([]))
+        let followed = try answers(family.relay, peer: dad, [.hello(versionMin: 1, versionMax: 1), .mailboxFetch, .bye], ownerStatement: statement)
+        #expect(followed.dropFirst().first == .ownerMailbox(statement: statement, boxes: []))
+        // The member's session keeps it in its summary, for its driver to check.
+        let run = try family.sync(family.dad, ownerStatement: statement)
+        #expect(run.member.ownerStatement == statement)
+    }
+
     @Test("a stale, replayed or non-owner-signed access list is not installed")
     func listsNeedTheOwnerAndANewerNumber() throws {
         let family = try RelayFamily()

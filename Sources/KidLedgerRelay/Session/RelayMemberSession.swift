@@ -159,6 +159,10 @@ public final class RelayMemberSession {
             case (.fetchMailbox, .mailbox(let boxes)):
                 summary.mailbox = boxes
                 phase = .upload
+            case (.fetchMailbox, .ownerMailbox(let statement, let boxes)):
+                summary.mailbox = boxes
+                summary.ownerStatement = statement
+                phase = .upload
             case (.upload, .uploaded(let stored)):
                 try answered(upload: stored)
             case (.correct, .acknowledged):

@@ -103,6 +103,9 @@ public struct RelayMemberSummary: Equatable, Sendable {
     public var boxesPosted = 0
     /// This member's mailbox as the relay holds it (for the caller to open and keep the keys).
     public var mailbox: [RelayMailboxBox] = []
+    /// The recovery-signed owner statement the relay handed with the mailbox (nil: the relay never
+    /// followed a recovery), for the caller to check against its genesis's recovery key.
+    public var ownerStatement: RelayOwnerStatement?
     /// The listed members' status (opaque: ``RelayMemberSession/versionVector(of:)`` maps a vector to origins).
     public var members: [RelayMemberReport] = []
     /// The vector acknowledged last.

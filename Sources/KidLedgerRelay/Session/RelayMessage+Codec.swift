@@ -50,12 +50,10 @@ extension RelayMessage {
         case .mailboxPosted(let filed):
             w.write(bool: filed)
         case .mailbox(let boxes):
-            precondition(boxes.count <= RelayStore.mailboxBoxesMax, "a mailbox above its bound")
-            w.write(varint: UInt64(boxes.count))
-            for box in boxes {
-                w.write(bigEndian: box.epoch)
-                w.write(raw: box.box)
-            }
+            Self.write(boxes: boxes, &w)
+        case .ownerMailbox(let statement, let boxes):
+            w.write(raw: statement.encoded)
+            Self.write(boxes: boxes, &w)
         case .statusRequest(let after):
             Self.write(key: after, &w)
         case .statusPage(let members, let next):
@@ -140,15 +138,10 @@ extension RelayMessage {
             case 12:
                 message = .mailboxPosted(filed: try r.readBool("posted flag"))
             case 14:
-                let count = try r.readVarint("box count")
-                guard count <= UInt64(RelayStore.mailboxBoxesMax) else { throw .invalid("box count \(count)") }
-                var boxes: [RelayMailboxBox] = []
-                for _ in 0..<count {
-                    let epoch = try r.readBigEndianUInt32("box epoch")
-                    if let last = boxes.last, epoch <= last.epoch { throw .invalid("box epochs not strictly ascending") }
-                    boxes.append(RelayMailboxBox(epoch: epoch, box: try r.readRaw(count: EpochRecord.boxBytes, "box")))
-                }
-                message = .mailbox(boxes)
+                message = .mailbox(try readBoxes(&r))
+            case 20:
+                let statement = try RelayOwnerStatement.read(&r)
+                message = .ownerMailbox(statement: statement, boxes: try readBoxes(&r))
             case 15:
                 message = .statusRequest(after: try readKey(&r))
             case 16:
@@ -165,6 +158,27 @@ extension RelayMessage {
         } catch {
             throw .malformed(error.description)
         }
+    }
+
+    private static func write(boxes: [RelayMailboxBox], _ w: inout ByteWriter) {
+        precondition(boxes.count <= RelayStore.mailboxBoxesMax, "a mailbox above its bound")
+        w.write(varint: UInt64(boxes.count))
+        for box in boxes {
+            w.write(bigEndian: box.epoch)
+            w.write(raw: box.box)
+        }
+    }
+
+    private static func readBoxes(_ r: inout ByteReader) throws(DecodeError) -> [RelayMailboxBox] {
+        let count = try r.readVarint("box count")
+        guard count <= UInt64(RelayStore.mailboxBoxesMax) else { throw .invalid("box count \(count)") }
+        var boxes: [RelayMailboxBox] = []
+        for _ in 0..<count {
+            let epoch = try r.readBigEndianUInt32("box epoch")
+            if let last = boxes.last, epoch <= last.epoch { throw .invalid("box epochs not strictly ascending") }
+            boxes.append(RelayMailboxBox(epoch: epoch, box: try r.readRaw(count: EpochRecord.boxBytes, "box")))
+        }
+        return boxes
     }
 
     private static func readPage(_ r: inout ByteReader) throws(DecodeError) -> RelayMessage {

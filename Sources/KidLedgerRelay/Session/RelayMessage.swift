@@ -38,6 +38,10 @@ public enum RelayMessage: Equatable, Sendable {
     case mailboxFetch
     /// The member's mailbox, epochs ascending.
     case mailbox([RelayMailboxBox])
+    /// The member's mailbox, from a relay that followed a recovery: the recovery-signed statement
+    /// it re-pinned its owner with, so that the member can accept boxes the new owner signed
+    /// before its ledger names that owner (docs/RELAY-DESIGN.md, "Running a relay").
+    case ownerMailbox(statement: RelayOwnerStatement, boxes: [RelayMailboxBox])
     /// A page of the listed members' status, after member key `after` (nil: from the first).
     case statusRequest(after: RelayMemberKey?)
     /// The page and the key it ended at when more follow.
@@ -86,6 +90,7 @@ public enum RelayMessage: Equatable, Sendable {
         case .refused: 17
         case .error: 18
         case .bye: 19
+        case .ownerMailbox: 20
         }
     }
 
@@ -111,6 +116,7 @@ public enum RelayMessage: Equatable, Sendable {
         case .refused: "refused"
         case .error: "error"
         case .bye: "bye"
+        case .ownerMailbox: "ownerMailbox"
         }
     }
 

@@ -64,6 +64,9 @@ public final class RelayServerSession {
     public let owner: PublicKey
     /// The authenticated peer.
     public let peer: PublicKey
+    /// The recovery-signed statement the relay re-pinned its owner with, handed to members with
+    /// their mailbox (nil: the relay never followed a recovery; the mailbox goes alone).
+    public let ownerStatement: RelayOwnerStatement?
     /// The current state.
     public private(set) var state = State.awaitingHello
     /// Counters so far.
@@ -75,12 +78,14 @@ public final class RelayServerSession {
     private var decoder = FrameDecoder()
     private var actions: [RelaySessionAction<RelayServerSummary>] = []
 
-    /// A session with `peer` over `store`, for the relay whose key is `relay`, pinned to `owner`.
-    public init(store: RelayStore, relay: PublicKey, owner: PublicKey, peer: PublicKey) {
+    /// A session with `peer` over `store`, for the relay whose key is `relay`, pinned to `owner`
+    /// (by `ownerStatement`, when a recovery re-pinned it).
+    public init(store: RelayStore, relay: PublicKey, owner: PublicKey, peer: PublicKey, ownerStatement: RelayOwnerStatement? = nil) {
         self.store = store
         self.relay = relay
         self.owner = owner
         self.peer = peer
+        self.ownerStatement = ownerStatement
         // 32 bytes, as every public key.
         member = RelayMemberKey(bytes: peer.bytes)!
     }
@@ -167,7 +172,8 @@ public final class RelayServerSession {
                 send(.mailboxPosted(filed: try stored { try store.post(box: post.box, epoch: post.epoch, to: post.recipient, from: member) }))
             case .mailboxFetch:
                 guard try stored({ try store.accessList() })?.quotas[member] != nil else { throw .store(.notOnAccessList) }
-                send(.mailbox(try stored { try store.mailbox(of: member) }.map { RelayMailboxBox(epoch: $0.epoch, box: $0.box) }))
+                let boxes = try stored { try store.mailbox(of: member) }.map { RelayMailboxBox(epoch: $0.epoch, box: $0.box) }
+                send(ownerStatement.map { .ownerMailbox(statement: $0, boxes: boxes) } ?? .mailbox(boxes))
             case .statusRequest(let after):
                 send(try status(after: after))
             case .bye:

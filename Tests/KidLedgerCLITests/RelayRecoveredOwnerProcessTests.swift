@@ -1,0 +1,58 @@
+import Foundation
+import KidLedgerCLITestSupport
+import KidLedgerTestSupport
+import Testing
+@testable import KidLedgerCLI
+
+/// A member meets the recovered owner only through the relay (docs/RELAY-DESIGN.md, "Running a
+/// relay", the mailbox), between real `kidledger` processes on 127.0.0.1. After Dad's `recover`
+/// the change carrying the owner transfer is sealed under the new owner's epoch, and Gran's ledger
+/// still names Mom: she opens the new epoch's box because the relay hands her, with her mailbox,
+/// the statement the household's recovery key signed, which she checks against the recovery key
+/// of her own genesis. She converges with Dad without ever dialling him.
+@Suite("A member follows a recovery through the relay alone, between real processes")
+struct RelayRecoveredOwnerProcessTests {
+    @Test func granConvergesWithTheRecoveredOwnerThroughTheRelay() throws {
+        let mom = TestLedger(), dad = TestLedger(), gran = TestLedger(), relayHome = TestLedger(), group = ProcessGroup()
+        defer { group.stopAll(); [mom, dad, gran, relayHome].forEach { $0.remove() } }
+        let secret = try #require(try json(mom, "init", "Smiths")["recoverySecret"] as? String)
+        try ok(mom, "child", "add", "Ava")
+        try ok(mom, "give", "Ava", "10.00", "--note", "before")
+        let (relay, code) = try RelayProcessTests.startRelay(relayHome, in: group)
+        try ok(mom, "relay", "add", code)
+        try RelayMailboxProcessTests.join(dad, "Dad", owner: mom, in: group)
+        try RelayMailboxProcessTests.join(gran, "Gran", owner: mom, in: group)
+        // Everyone on the relay's list and holding the same ledger; from here on nobody dials anybody.
+        try ok(mom, "relay", "sync")
+        for member in [dad, gran, mom, dad, gran] { try ok(member, "relay", "sync") }
+        #expect(try digest(gran) == digest(mom))
+        #expect(try digest(dad) == digest(mom))
+
+        // Mom's laptop is lost; Dad recovers with the paper secret, gives, and syncs with the relay only.
+        let recovered = try runKidledger(dad, ["recover"], input: secret + "\n")
+        #expect(recovered.code == 0, "\(recovered)")
+        try ok(dad, "give", "Ava", "2.50", "--note", "after-recovery")
+        let dadSync = try json(dad, "relay", "sync")
+        #expect((dadSync["results"] as? [[String: Any]])?.first?["ok"] as? Bool == true, "\(dadSync)\n\(relay.stderr)")
+        #expect(relay.stderr.contains("owner changed to key"), "\(relay.stderr)")
+        #expect(try String(contentsOfFile: relayHome.home + "/relay-owner", encoding: .utf8).split(separator: "\n").count == 4,
+                "the relay keeps the recovery key's statement to hand members")
+        #expect(try digest(gran) != digest(dad))
+
+        // Gran meets Dad only through the relay: one `relay sync` opens the new owner's box and applies the transfer.
+        let granSync = try json(gran, "relay", "sync")
+        let result = (granSync["results"] as? [[String: Any]])?.first ?? [:]
+        #expect(result["ok"] as? Bool == true, "\(granSync)")
+        #expect(try digest(gran) == digest(dad), "\(granSync)")
+        #expect(try childTable(gran)["Ava"]?[0] == 1_250)
+        let members = try json(gran, "members")["members"] as? [[String: Any]] ?? []
+        #expect(members.contains { $0["formerOwner"] as? Bool == true }, "Gran's ledger names Mom a former owner now: \(members)")
+        // And back: what Gran writes now reaches Dad through the relay.
+        try ok(gran, "give", "Ava", "0.25", "--note", "from-gran")
+        try ok(gran, "relay", "sync")
+        try ok(dad, "relay", "sync")
+        #expect(try digest(gran) == digest(dad))
+        #expect(try childTable(dad)["Ava"]?[0] == 1_275)
+        #expect(!relay.hasExited, "\(relay.stderr)")
+    }
+}
