@@ -32,6 +32,19 @@ struct RelayMailboxProcessTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// Mom adds the relay of `code`; Dad and Gran join through her daemon; everyone syncs with the
+    /// relay until all are on its list and hold the same ledger.
+    static func gather(_ mom: TestLedger, _ dad: TestLedger, _ gran: TestLedger, relayCode code: String, in group: ProcessGroup,
+                       sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try ok(mom, "relay", "add", code)
+        try join(dad, "Dad", owner: mom, in: group)
+        try join(gran, "Gran", owner: mom, in: group)
+        try ok(mom, "relay", "sync")
+        for member in [dad, gran, mom, dad, gran] { try ok(member, "relay", "sync") }
+        #expect(try digest(dad) == digest(mom), sourceLocation: sourceLocation)
+        #expect(try digest(gran) == digest(mom), sourceLocation: sourceLocation)
+    }
+
     // long-function: one story in order (join, revoke, give, sync through the relay only, restart, wipe).
     @Test func dadConvergesThroughTheMailboxAndGranReadsNothingNew() throws {
         let mom = TestLedger(), dad = TestLedger(), gran = TestLedger(), aunt = TestLedger(), relayHome = TestLedger(), group = ProcessGroup()
@@ -41,14 +54,8 @@ struct RelayMailboxProcessTests {
         try ok(mom, "give", "Zephyrine", "10.00", "--note", "before")
         var (relay, code) = try RelayProcessTests.startRelay(relayHome, in: group)
         let port = Int(relay.stderr.split(separator: "127.0.0.1:").dropFirst().first?.prefix { $0.isNumber } ?? "") ?? 0
-        try ok(mom, "relay", "add", code)
-        try Self.join(dad, "Dad", owner: mom, in: group)
-        try Self.join(gran, "Gran", owner: mom, in: group)
-        // Everyone on the relay's list, everyone holding the same ledger; from here on Dad and Mom never dial each other.
-        try ok(mom, "relay", "sync")
-        for member in [dad, gran, mom, dad, gran] { try ok(member, "relay", "sync") }
-        #expect(try digest(dad) == digest(mom))
-        #expect(try digest(gran) == digest(mom))
+        try Self.gather(mom, dad, gran, relayCode: code, in: group)
+        // From here on Dad and Mom never dial each other.
 
         // Mom revokes Gran (a new epoch, sealed to Mom and Dad only) and gives; she syncs only with the relay.
         try ok(mom, "revoke", "Gran", "--yes")

@@ -19,14 +19,8 @@ struct RelayRecoveredOwnerProcessTests {
         try ok(mom, "child", "add", "Ava")
         try ok(mom, "give", "Ava", "10.00", "--note", "before")
         let (relay, code) = try RelayProcessTests.startRelay(relayHome, in: group)
-        try ok(mom, "relay", "add", code)
-        try RelayMailboxProcessTests.join(dad, "Dad", owner: mom, in: group)
-        try RelayMailboxProcessTests.join(gran, "Gran", owner: mom, in: group)
-        // Everyone on the relay's list and holding the same ledger; from here on nobody dials anybody.
-        try ok(mom, "relay", "sync")
-        for member in [dad, gran, mom, dad, gran] { try ok(member, "relay", "sync") }
-        #expect(try digest(gran) == digest(mom))
-        #expect(try digest(dad) == digest(mom))
+        try RelayMailboxProcessTests.gather(mom, dad, gran, relayCode: code, in: group)
+        // From here on nobody dials anybody.
 
         // Mom's laptop is lost; Dad recovers with the paper secret, gives, and syncs with the relay only.
         let recovered = try runKidledger(dad, ["recover"], input: secret + "\n")
