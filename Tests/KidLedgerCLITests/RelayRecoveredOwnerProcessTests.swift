@@ -1,8 +1,12 @@
 import Foundation
 import KidLedgerCLITestSupport
 import KidLedgerTestSupport
+import KidLedgerDomain
+import KidLedgerRelay
+import KidLedgerSecurity
 import Testing
 @testable import KidLedgerCLI
+@testable import KidLedgerDaemon
 
 /// A member meets the recovered owner only through the relay (docs/RELAY-DESIGN.md, "Running a
 /// relay", the mailbox), between real `kidledger` processes on 127.0.0.1. After Dad's `recover`
@@ -48,5 +52,23 @@ struct RelayRecoveredOwnerProcessTests {
         #expect(try digest(gran) == digest(dad))
         #expect(try childTable(dad)["Ava"]?[0] == 1_275)
         #expect(!relay.hasExited, "\(relay.stderr)")
+
+        // Gran trusts a statement only under her own genesis's recovery key, for this relay, above her ledger's owner term.
+        let recovery = try Identity(seed: try #require(RecoverySecret.seed(text: secret)))
+        let forger = try Identity(seed: [UInt8](repeating: 0x42, count: 32))
+        try RelayMailboxProcessTests.withMember(gran) { replica, _ in
+            let relayKey = try #require(try replica.relays().first).key
+            let epoch = try #require(try replica.ownership()).epoch
+            let other = forger.publicKey
+            func owner(_ statement: RelayOwnerStatement, relay: [UInt8] = relayKey, above: UInt64 = 0) -> PublicKey? {
+                RelayDriver.recoveredOwner(statement, replica: replica, relay: relay, ownerEpoch: above)
+            }
+            let good = RelayOwnerStatement.sign(relay: try #require(PublicKey(bytes: relayKey)), newOwner: other, term: epoch + 1, recovery: recovery)
+            #expect(owner(good) == other)
+            #expect(owner(good, above: epoch + 1) == nil, "a term not above the ledger's owner transfer")
+            #expect(owner(good, relay: forger.publicKey.bytes) == nil, "another relay's statement")
+            #expect(owner(RelayOwnerStatement.sign(relay: try #require(PublicKey(bytes: relayKey)), newOwner: other, term: epoch + 1, recovery: forger)) == nil,
+                    "not signed by the household's recovery key")
+        }
     }
 }
