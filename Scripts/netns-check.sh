@@ -159,7 +159,7 @@ kl 0 give Ava '$1' --note "mom, new address" >/dev/null
 kl 1 give Ava '$2' --note "dad, new address" >/dev/null
 converge 60 || fail "the laptops did not sync within 60 s of both addresses changing"
 say "synced again $(( $(date +%s) - started )) s after the change"
-discovered 10 1 "${new[0]//./\\.}:4717" || fail "Dad's laptop does not list Mom's new address as found"
+discovered 25 1 "${new[0]//./\\.}:4717" || fail "Dad's laptop does not list Mom's new address as found"
 [ "$(balance 0)" = 975 ] || fail "balance $(balance 0), not 975"
 for i in 0 1; do
   deadline=$(( $(date +%s) + 30 ))

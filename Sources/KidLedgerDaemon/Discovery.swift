@@ -81,8 +81,8 @@ public final class Discovery: Sendable {
     public let makeReplica: @Sendable () throws -> Replica
     /// Called with a member key whose daemon was found at a new address.
     let found: @Sendable ([UInt8]) -> Void
-    /// The newest announcement time seen per member (replays of older ones are dropped).
-    private let newest = Mutex<[[UInt8]: Int64]>([:])
+    /// The newest announcement times seen (replays of older ones are dropped).
+    private let newest = Mutex(AnnouncementFreshness())
     /// The keys shared with each member met so far (an X25519 per member, computed once).
     private let keyCache = Mutex<[[UInt8]: AnnouncementKeys]>([:])
     /// Wakes the announcing thread for ``stop()``.
@@ -319,12 +319,7 @@ public final class Discovery: Sendable {
         // The stamp is the sender's: checked arithmetic (a member's modified client may send any number).
         let (skew, overflow) = announcement.sentAtMillis.subtractingReportingOverflow(SystemClock().nowMillis())
         guard member != identity.publicKey.bytes, !overflow, skew.magnitude <= UInt64(Self.clockWindowMillis) else { return nil }
-        let fresh = newest.withLock { seen in
-            guard announcement.sentAtMillis > seen[member, default: .min] else { return false }
-            seen[member] = announcement.sentAtMillis
-            return true
-        }
-        guard fresh else { return nil }
+        guard newest.withLock({ $0.accept(member: member, host: host, sentAtMillis: announcement.sentAtMillis) }) else { return nil }
         let address = PeerAddress(host: host, port: announcement.port).description
         do {
             guard try replica.device.learnAddress(address, member: member, from: .announcement) else { return nil }
@@ -336,6 +331,23 @@ public final class Discovery: Sendable {
             log("discovery: cannot record \(address): \(error)")
             return nil
         }
+    }
+}
+
+/// Which announcements are fresh: one newer than the last seen from that member over the same
+/// address family. A daemon sends each announcement twice, as an IPv4 broadcast and an IPv6
+/// multicast, with one stamp: both copies are heard, so a laptop learns the member's address in
+/// each family (whichever copy comes first), while a replay of an older packet is dropped.
+struct AnnouncementFreshness {
+    private var newest: [[UInt8]: Int64] = [:]
+
+    /// Whether an announcement of `member` stamped `sentAtMillis` and heard from `host` is fresh;
+    /// records it when it is.
+    mutating func accept(member: [UInt8], host: String, sentAtMillis: Int64) -> Bool {
+        let key = member + [host.contains(":") ? 6 : 4]
+        guard sentAtMillis > newest[key, default: .min] else { return false }
+        newest[key] = sentAtMillis
+        return true
     }
 }
 

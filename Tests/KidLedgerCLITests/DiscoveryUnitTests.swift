@@ -68,6 +68,24 @@ struct DiscoveryUnitTests {
         #expect(Array(chosen.prefix(2)) == [others[18], others[19]] && Array(chosen.dropFirst(2)) == Array(others.prefix(14)))
     }
 
+    /// The IPv4 and IPv6 copies of one announcement carry one stamp: both are heard (a renumbered
+    /// laptop is found at its new IPv4 address even when the IPv6 copy came first); a replay of
+    /// an older or the same stamp in one family is dropped, and members are kept apart.
+    @Test func bothCopiesOfAnAnnouncementAreHeardAndReplaysAreNot() {
+        var fresh = AnnouncementFreshness()
+        let mom = [UInt8](repeating: 1, count: 32), gran = [UInt8](repeating: 2, count: 32)
+        let heard = [
+            fresh.accept(member: mom, host: "fe80::79:1%veth1", sentAtMillis: 100),
+            fresh.accept(member: mom, host: "10.79.0.11", sentAtMillis: 100),
+            fresh.accept(member: mom, host: "10.79.0.11", sentAtMillis: 100),
+            fresh.accept(member: mom, host: "10.79.0.99", sentAtMillis: 99),
+            fresh.accept(member: mom, host: "fe80::66", sentAtMillis: 100),
+            fresh.accept(member: gran, host: "10.79.0.11", sentAtMillis: 100),
+            fresh.accept(member: mom, host: "10.79.0.11", sentAtMillis: 101),
+        ]
+        #expect(heard == [true, true, false, false, false, true, true])
+    }
+
     /// Issue 22: a typed address is an override: tried first for its laptop, whatever was learned.
     @Test func aTypedAddressIsDialledFirstForItsLaptop() {
         let member = [UInt8](repeating: 7, count: 32)
