@@ -119,6 +119,11 @@ private func export(_ replica: Replica) throws -> String {
     check(code.owner.count == 32 && code.secret.count == 16, "key or secret of the wrong length")
     check((1...InviteCode.addressesMax).contains(code.addresses.count) && code.addresses.allSatisfy { !$0.isEmpty },
           "address list out of bounds")
+    if let relay = code.relay {
+        check(relay.key.count == 32 && relay.streamKey.count == 32 && relay.ownerRelayKey.count == 32, "relay key of the wrong length")
+        check((1...InviteCode.relayAddressesMax).contains(relay.addresses.count) && relay.addresses.allSatisfy { !$0.isEmpty },
+              "relay address list out of bounds")
+    }
     check(code.text == String(text.filter { !$0.isWhitespace }), "parse→text is not the identity")
     check(InviteCode(text: code.text) == code, "text→parse changed the code")
 }
@@ -127,11 +132,18 @@ private func export(_ replica: Replica) throws -> String {
     let code = InviteCode(household: sampleHousehold.id, owner: Array(repeating: 0x0C, count: 32), genesis: Array(repeating: 0x5A, count: 32), secret: Array(repeating: 0x77, count: 16),
                           expiresAtMillis: 1_795_000_600_000, addresses: ["192.168.1.20:4717", "[::1]:4717"])
     let body = Array(Base64URL.decode(String(code.text.dropFirst(4)))!)
+    var relayed = code
+    relayed.relay = InviteCode.Relay(key: Array(repeating: 0x11, count: 32), streamKey: Array(repeating: 0x22, count: 32),
+                                     ownerRelayKey: Array(repeating: 0x33, count: 32), addresses: ["relay.example:4719"])
+    let version3 = Array(Base64URL.decode(String(relayed.text.dropFirst(4)))!)
     return [
         [0] + Array(code.text.utf8),
         [0] + Array(" KL1-\n".utf8) + Array(code.text.dropFirst(4).utf8) + [0x0A],
         [1] + body,
         [1] + body.dropLast(3),
+        [0] + Array(relayed.text.utf8),
+        [1] + version3,
+        [1] + version3.dropLast(5),
     ]
 }
 

@@ -3,12 +3,37 @@ import KidLedgerDomain
 /// A one-time, expiring invitation to join a household: what the joiner needs to reach the
 /// household (addresses, household id) and a secret the inviter checks once.
 ///
-/// Text form: `KL1-` followed by base64url (no padding) of: version u8 (2), household id (16),
+/// Text form: `KL1-` followed by base64url (no padding) of: version u8 (3), household id (16),
 /// owner key (32), genesis hash (32), secret (16), expiry millis zigzag, address count varint
-/// (1...8), addresses as strings. The owner key lets the joiner authenticate the inviting device;
-/// the genesis hash pins the one creation record the joiner applies (any other, even one the
-/// owner key signed, is forged). Version 1 (no genesis hash) is refused: ``isOlderVersion(_:)``.
+/// (1...8), addresses as strings, and in version 3 only: relay count varint (1: a code without a
+/// relay is written as version 2, so each code has one encoding), then relay key 32 | stream
+/// key 32 | owner relay key 32 | address count varint (1...4) | addresses. The owner key lets the
+/// joiner authenticate the inviting device; the genesis hash pins the one creation record the
+/// joiner applies (any other, even one the owner key signed, is forged); the relay is where the
+/// joiner asks when the addresses do not answer (docs/RELAY-DESIGN.md, "Joining through the
+/// relay"). Version 2 (no relay part) still parses; version 1 (no genesis hash) is refused:
+/// ``isOlderVersion(_:)``.
 public struct InviteCode: Equatable, Sendable {
+    /// A relay the household granted, as an invitation names it.
+    public struct Relay: Equatable, Sendable {
+        /// The relay's device key (the joiner pins it).
+        public var key: [UInt8]
+        /// The household's stream key for that relay.
+        public var streamKey: [UInt8]
+        /// The key the owner's laptop uses with that relay (whose mailbox takes the request).
+        public var ownerRelayKey: [UInt8]
+        /// Where the relay listens (1...4).
+        public var addresses: [String]
+
+        /// A relay part.
+        public init(key: [UInt8], streamKey: [UInt8], ownerRelayKey: [UInt8], addresses: [String]) {
+            self.key = key
+            self.streamKey = streamKey
+            self.ownerRelayKey = ownerRelayKey
+            self.addresses = addresses
+        }
+    }
+
     /// The household to join.
     public var household: RecordID
     /// The household owner's account key (32 bytes): the inviting device must prove it.
@@ -21,24 +46,31 @@ public struct InviteCode: Equatable, Sendable {
     public var expiresAtMillis: Int64
     /// Where the inviter's daemon listens ("host:port").
     public var addresses: [String]
+    /// The relay to ask through when no address answers (nil: none granted).
+    public var relay: Relay?
 
     /// Most addresses in one code.
     public static let addressesMax = 8
+    /// Most addresses of the relay part.
+    public static let relayAddressesMax = 4
 
     /// Creates a code.
-    public init(household: RecordID, owner: [UInt8], genesis: [UInt8], secret: [UInt8], expiresAtMillis: Int64, addresses: [String]) {
+    public init(household: RecordID, owner: [UInt8], genesis: [UInt8], secret: [UInt8], expiresAtMillis: Int64, addresses: [String],
+                relay: Relay? = nil) {
         self.household = household
         self.owner = owner
         self.genesis = genesis
         self.secret = secret
         self.expiresAtMillis = expiresAtMillis
         self.addresses = addresses
+        self.relay = relay
     }
 
     /// The text to hand to the other device.
     public var text: String {
         var w = ByteWriter(capacity: 64)
-        w.write(Self.version)
+        // Without a relay, the version 2 bytes (one encoding per code: version 3 always names one).
+        w.write(relay == nil ? 2 : Self.version)
         w.write(id: household)
         w.write(raw: owner)
         w.write(raw: genesis)
@@ -46,6 +78,14 @@ public struct InviteCode: Equatable, Sendable {
         w.write(zigzag: expiresAtMillis)
         w.write(varint: UInt64(addresses.count))
         for a in addresses { w.write(string: a) }
+        if let relay {
+            w.write(varint: 1)
+            w.write(raw: relay.key)
+            w.write(raw: relay.streamKey)
+            w.write(raw: relay.ownerRelayKey)
+            w.write(varint: UInt64(relay.addresses.count))
+            for a in relay.addresses { w.write(string: a) }
+        }
         return "KL1-" + Base64URL.encode(w.bytes)
     }
 
@@ -53,24 +93,39 @@ public struct InviteCode: Equatable, Sendable {
     public init?(text raw: String) {
         guard let bytes = Base64URL.decode(code: raw, prefix: "KL1-") else { return nil }
         var r = ByteReader(bytes)
-        guard (try? r.readByte()) == Self.version,
+        guard let version = try? r.readByte(), version == Self.version || version == 2,
               let household = try? r.readID(),
               let owner = try? r.readRaw(count: 32),
               let genesis = try? r.readRaw(count: Membership.genesisHashBytes),
               let secret = try? r.readRaw(count: 16),
               let expiry = try? r.readZigzag(),
               let count = try? r.readVarint(), count >= 1, count <= UInt64(Self.addressesMax) else { return nil }
+        guard let addresses = Self.addresses(&r, count: count) else { return nil }
+        var relay: Relay?
+        if version == Self.version {
+            // Canonical: a code without a relay is version 2.
+            guard let relays = try? r.readVarint(), relays == 1,
+                  let key = try? r.readRaw(count: 32), let streamKey = try? r.readRaw(count: 32),
+                  let ownerRelayKey = try? r.readRaw(count: 32),
+                  let n = try? r.readVarint(), n >= 1, n <= UInt64(Self.relayAddressesMax),
+                  let at = Self.addresses(&r, count: n) else { return nil }
+            relay = Relay(key: key, streamKey: streamKey, ownerRelayKey: ownerRelayKey, addresses: at)
+        }
+        guard r.isAtEnd else { return nil }
+        self.init(household: household, owner: owner, genesis: genesis, secret: secret, expiresAtMillis: expiry, addresses: addresses, relay: relay)
+    }
+
+    private static func addresses(_ r: inout ByteReader, count: UInt64) -> [String]? {
         var addresses: [String] = []
         for _ in 0..<count {
             guard let a = try? r.readString(maxBytes: 300), !a.isEmpty else { return nil }
             addresses.append(a)
         }
-        guard r.isAtEnd else { return nil }
-        self.init(household: household, owner: owner, genesis: genesis, secret: secret, expiresAtMillis: expiry, addresses: addresses)
+        return addresses
     }
 
-    /// The format version this code writes and reads.
-    public static let version: UInt8 = 2
+    /// The format version this code writes (3); it reads 2 and 3.
+    public static let version: UInt8 = 3
 
     /// Whether `raw` is a well-encoded invitation of an older format (version 1, without the
     /// genesis hash): `join` says to ask for a new one instead of "not an invitation".

@@ -7,9 +7,12 @@ extension RelayStore {
     /// to the relay) in `recipient`'s mailbox under `epoch`. Returns false, storing nothing, when
     /// the same box is held (a replay) or the mailbox is full of newer epochs; when full, the
     /// lowest epoch is dropped for a newer one (a newer key opens the older ones through the
-    /// records). The first box of an epoch is kept: another one for it is refused.
+    /// records). The first box of an epoch is kept: another one for it is refused. A guest key
+    /// (a joiner's, ``RelayAccessList/guests``) posts only its join request, under the epoch
+    /// ``RelayJoinRequest/slot(of:)`` of its own key (≥ 2^31), so it can't take a member's epoch slot
+    /// or another guest's.
     /// - Throws: ``RelayStoreError/notOnAccessList`` (poster or recipient),
-    ///   ``RelayStoreError/invalidArgument(_:)`` (box size), ``RelayStoreError/mailboxSlotTaken(epoch:)``.
+    ///   ``RelayStoreError/invalidArgument(_:)`` (box size, a guest's other epoch), ``RelayStoreError/mailboxSlotTaken(epoch:)``.
     ///
     /// Work: ≤ ``mailboxBoxesMax`` entries.
     public func post(box: [UInt8], epoch: UInt32, to recipient: RelayMemberKey, from poster: RelayMemberKey) throws -> Bool {
@@ -17,8 +20,11 @@ extension RelayStore {
             throw RelayStoreError.invalidArgument("an epoch box is \(EpochRecord.boxBytes) bytes, got \(box.count)")
         }
         return try store.write { w in
-            _ = try Self.listing(w, poster)
+            let list = try Self.listing(w, poster)
             _ = try Self.listing(w, recipient)
+            if list.isGuest(poster), epoch != RelayJoinRequest.slot(of: poster.bytes) {
+                throw RelayStoreError.invalidArgument("a guest key posts only its join request (epoch \(RelayJoinRequest.slot(of: poster.bytes))), not epoch \(epoch)")
+            }
             let key = RelayValues.mailboxKey(recipient, epoch)
             if let held = try w.get(RelayTables.mailbox, key) {
                 guard held == box else { throw RelayStoreError.mailboxSlotTaken(epoch: epoch) }

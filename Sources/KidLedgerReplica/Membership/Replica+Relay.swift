@@ -433,7 +433,8 @@ extension Replica {
         var previous: EpochKey?
         var epoch: UInt32 = 0
         if let current = records.last {
-            guard current.record.epoch < EpochKey.epochMax else { throw LedgerError.invalid("the relay's epochs are used up") }
+            // Epochs from 2^31 up are join requests' mailbox slots (RelayJoinRequest.slotMin).
+            guard current.record.epoch + 1 < RelayJoinRequest.slotMin else { throw LedgerError.invalid("the relay's epochs are used up") }
             epoch = current.record.epoch + 1
             previous = try keyring(of: owner, records: records, household: household)[current.record.epoch]
                 ?? EpochKey.generate(epoch: current.record.epoch, using: &random)

@@ -36,6 +36,8 @@ public enum RelaySealError: Error, Equatable, Sendable, CustomStringConvertible 
     case envelopeDidNotOpen
     /// The envelope opened but belongs to another stream than the one asked for.
     case wrongStream
+    /// A join request opened, but its signature is not the joiner's for this household and invitation.
+    case notSignedByJoiner
 
     /// A readable sentence.
     public var description: String {
@@ -52,6 +54,7 @@ public enum RelaySealError: Error, Equatable, Sendable, CustomStringConvertible 
         case .unknownEpoch(let epoch): "no key is held for epoch \(epoch)"
         case .envelopeDidNotOpen: "relay envelope failed authentication (altered, truncated, moved or relabelled)"
         case .wrongStream: "relay envelope belongs to another stream"
+        case .notSignedByJoiner: "the join request is not signed by its joiner for this household and invitation"
         }
     }
 }
