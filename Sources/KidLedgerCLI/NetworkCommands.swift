@@ -10,6 +10,7 @@ import KidLedgerLMDB
 import KidLedgerSecurity
 import KidLedgerSystem
 import KidLedgerDaemon
+import KidLedgerRelay
 
 /// The daemon, sync, and joining a household.
 enum NetworkCommands {
@@ -232,7 +233,8 @@ enum NetworkCommands {
           sending it (a PAKE); after 5 tries that do not match, the short code is burned;
         - the long code, KL1-…, which carries where to reach this device's daemon (the address of the
           `kidledger serve` running for this home, or --address; for a daemon on every interface, this laptop's
-          LAN addresses), the household and a secret: for joining from another network.
+          LAN addresses), the household and a secret: for joining from another network. With a relay granted
+          (`kidledger relay add`) it names the relay too, so a laptop that can't reach this one joins through it.
         On a terminal it also draws the long code as a QR code (--qr draws it anyway, --no-qr never), and shows
         this laptop's key fingerprint, which `join` shows too: check that they match.
           --qr / --no-qr   draw the QR code even when standard output is not a terminal / never
@@ -289,7 +291,7 @@ enum NetworkCommands {
             throw CLIError("this household was created without membership: it can't invite (create one with `kidledger init`)", code: .dataError)
         }
         let code = InviteCode(household: household.id, owner: me.publicKey.bytes, genesis: genesis, secret: secret,
-                              expiresAtMillis: expires, addresses: addresses).text
+                              expiresAtMillis: expires, addresses: addresses, relay: try inviteRelay(replica, owner: me)).text
         // The same invitation's short code: the daemon hands the long code to whoever proves it.
         var short: ShortCode?
         _ = try replica.device.addShortInvite(invitationKey: SecureChannel.invitationKey(secret: secret), code: code, expiresAtMillis: expires) { slot in
@@ -321,7 +323,12 @@ enum NetworkCommands {
         code is reported as mistyped (exit 65) and changes nothing.
           --address HOST:PORT      with a short code: ask the daemon there, without listening for announcements
           --discovery-port PORT    with a short code: the UDP port to listen on (default 4717)
-          --wait SECONDS           with a short code: how long to listen (1...600, default 30)
+          --wait SECONDS           with a short code: how long to listen (1...600, default 30); with a long code
+                                   that names a relay: how long to wait for the owner's laptop (default 300)
+        When no address of a long code answers and the code names the household's relay, join asks through
+        the relay: it leaves a sealed request there and waits until the owner's laptop (its daemon, which
+        syncs with the relay every 30 s, or `kidledger relay sync` there) lets it in, then takes the whole
+        ledger from the relay. The message and --json are a direct join's, with `via` "relay" and `peer` null.
         A home that already holds a different ledger with children or transactions is not merged into it:
         join refuses, unless --replace, which first writes a backup CSV of the old ledger and says where.
           --name DISPLAY   the name the household knows you by (default: the account's name, or the login
@@ -371,7 +378,18 @@ enum NetworkCommands {
                 throw CLIError("the inviting device refused: \(TextEscaping.terminal(result.failure ?? "no reason given"))", code: .notPermitted)
             }
         }
-        guard let result = last, result.succeeded, let h = try replica.household(), h.id == code.household else {
+        // None answered: through the relay the code names (docs/RELAY-DESIGN.md, "Joining through the relay").
+        var viaRelay: EpochKeyring?
+        if last?.succeeded != true, let relay = code.relay {
+            do {
+                viaRelay = try joinThroughRelay(replica, code, relay: relay, me: me, tried: last, waitSeconds: try waitSeconds(args, default: 300), ctx: ctx)
+            } catch {
+                abandon()
+                throw error
+            }
+        }
+        let peer = last?.succeeded == true ? last?.address : nil
+        guard peer != nil || viaRelay != nil, let h = try replica.household(), h.id == code.household else {
             abandon()
             let failure = TextEscaping.terminal(last?.failure ?? "no address")
             // The connection failure may already ask whether the daemon runs; don't ask twice.
@@ -390,9 +408,17 @@ enum NetworkCommands {
         try replica.setMemberName(displayName, of: me.publicKey.bytes)
         // With a relay granted, this member's relay key too, so the owner's next access list names it.
         _ = try replica.publishRelayKeys(identity: me)
-        // The inviting device learns the name at once (now as a member's sync); if that fails,
-        // it learns it at the next sync.
-        _ = SyncDriver.sync(replica, household: code.household, with: result.address, identity: me)
+        // The inviting device learns the name at once (now as a member's sync, or an upload to
+        // the relay as the guest key); if that fails, it learns it at the next sync.
+        if let peer {
+            _ = SyncDriver.sync(replica, household: code.household, with: peer, identity: me)
+        } else if let keyring = viaRelay, let relay = code.relay {
+            if let failure = RelayJoin.upload(replica, code, relay: relay, identity: me, keyring: keyring) {
+                ctx.console.err("kidledger: warning: this laptop's name and relay key reach the relay at its next sync: \(TextEscaping.terminal(failure))\n")
+            }
+            // Its sessions run as the guest key until the owner lists this laptop's own relay key.
+            try RelayRecord.keepGuest(try RelayJoin.guest(code, relay: relay), in: replica, relay: relay.key)
+        }
         try replica.device.setSetting("memberKey", me.publicKey.hex)
         try replica.device.setSetting("memberAccount", ctx.accountName)
         let counts = try replica.counts()
@@ -402,12 +428,58 @@ enum NetworkCommands {
             throw CLIError("joined, but could not move \(staging) to \(ctx.storePath): \(String(cString: strerror(errno)))", code: .ioError)
         }
         if let backup { ctx.say("The previous ledger was saved to \(backup).") }
-        ctx.say("Joined \"\(TextEscaping.terminal(h.name))\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). Peer \(TextEscaping.terminal(result.address)) added.")
+        let how = peer.map { "Peer \(TextEscaping.terminal($0)) added." } ?? "Joined through the relay \(PublicKey(bytes: code.relay?.key ?? [])?.fingerprint ?? "?")."
+        ctx.say("Joined \"\(TextEscaping.terminal(h.name))\": \(Render.plural(counts.children, "child", "children")), \(Render.plural(counts.transactions, "transaction")). \(how)")
         let owner = PublicKey(bytes: code.owner)?.fingerprint ?? "?"
         if shortCodeOwner { ctx.say("The inviting laptop's key fingerprint is \(owner): check that `kidledger invite` showed the same there.") }
-        ctx.emit(.object([("household", Render.household(h)), ("peer", .string(result.address)),
+        ctx.emit(.object([("household", Render.household(h)), ("peer", peer.map(JSON.string) ?? .null), ("via", .string(peer == nil ? "relay" : "direct")),
                           ("children", .int(counts.children)), ("transactions", .int(counts.transactions)),
                           ("ownerFingerprint", .string(owner)), ("backup", backup.map(JSON.string) ?? .null)]))
+    }
+
+    /// `--wait` in seconds (1...600), or `fallback`.
+    static func waitSeconds(_ args: ParsedArguments, default fallback: Int) throws -> Int {
+        guard let raw = args.values["wait"] else { return fallback }
+        guard let value = Int(raw), (1...600).contains(value) else { throw CLIError.usage("--wait takes 1 to 600 seconds, got \"\(raw)\"") }
+        return value
+    }
+
+    /// The relay part of an invitation: the household's first granted relay with an address, and
+    /// the owner's relay key there (whose mailbox takes the join request); nil without one.
+    static func inviteRelay(_ replica: Replica, owner: Identity) throws -> InviteCode.Relay? {
+        guard let granted = try replica.relays().first(where: { !$0.addresses.isEmpty }) else { return nil }
+        return InviteCode.Relay(key: granted.key, streamKey: granted.streamKey,
+                                ownerRelayKey: try RelayMemberIdentity.derive(from: owner, relay: granted.key).publicKey.bytes,
+                                addresses: Array(granted.addresses.prefix(InviteCode.relayAddressesMax)))
+    }
+
+    /// A join through `relay` when no address of `code` answered (`tried`: the last direct try):
+    /// asks, waits at most `waitSeconds` for the owner's laptop, then downloads the ledger into
+    /// `replica` and checks it is the household's with this laptop a member. Returns the keyring.
+    static func joinThroughRelay(_ replica: Replica, _ code: InviteCode, relay: InviteCode.Relay, me: Identity, tried: SyncDriver.Result?,
+                                 waitSeconds: Int, ctx: Context) throws -> EpochKeyring {
+        let fingerprint = PublicKey(bytes: relay.key)?.fingerprint ?? "?"
+        let progress: (String) -> Void = { line in ctx.console.err(line + "\n") }
+        let direct = code.addresses.isEmpty ? "The invitation names no address" : "The owner's laptop is not reachable directly (\(TextEscaping.terminal(tried?.failure ?? "no answer")))"
+        progress("\(direct); asking through the relay \(fingerprint); waiting up to \(waitSeconds) s for the owner's laptop to let this one in (it syncs with the relay every 30 s).")
+        let key: EpochKey
+        do { key = try RelayJoin.awaitAdmission(code, relay: relay, me: me, waitMillis: Int64(waitSeconds) * 1_000, progress: progress) } catch {
+            switch error {
+            case .timedOut(let why):
+                throw CLIError("the owner's laptop did not let this one in through the relay \(fingerprint) within \(waitSeconds) s (\(TextEscaping.terminal(why))): it must be on and synced with the relay (its daemon running, or `kidledger relay sync` there); nothing was changed here: run this `kidledger join` again", code: .unavailable)
+            case .failed(let why):
+                throw CLIError("could not join through the relay \(fingerprint): \(TextEscaping.terminal(why)); nothing was changed here", code: .unavailable)
+            }
+        }
+        progress("Let in; taking the ledger from the relay.")
+        let keyring: EpochKeyring
+        do { keyring = try RelayJoin.download(into: replica, code, relay: relay, key: key) } catch {
+            throw CLIError("could not take the ledger from the relay \(fingerprint): \(TextEscaping.terminal(error.description)); nothing was changed here: run this `kidledger join` again", code: .unavailable)
+        }
+        guard try replica.household()?.id == code.household, try replica.members().contains(where: { $0.key == me.publicKey.bytes && !$0.isRevoked }) else {
+            throw CLIError("the relay \(fingerprint) did not bring the whole ledger with this laptop's admission yet; nothing was changed here: run this `kidledger join` again", code: .unavailable)
+        }
+        return keyring
     }
 
     /// Refuses a join into a home that holds another household's non-empty ledger, unless `replace`.
@@ -423,7 +495,7 @@ enum NetworkCommands {
     /// that holds a short code hands over once the code is proved (true then).
     static func invitation(_ args: ParsedArguments, ctx: Context) throws -> (InviteCode, shortCode: Bool) {
         let text = args.positionals[0]
-        let shortOptions = ["address", "discovery-port", "wait"].filter { args.values[$0] != nil }
+        let shortOptions = ["address", "discovery-port"].filter { args.values[$0] != nil }
         if InviteCode.isOlderVersion(text) {
             throw CLIError("that invitation was made by an older kidledger (it does not name the household's genesis); ask for a new one with `kidledger invite`", code: .dataError)
         }
@@ -447,10 +519,7 @@ enum NetworkCommands {
             port = value
         }
         var wait = ShortCodeJoin.waitDefaultSeconds
-        if let raw = args.values["wait"] {
-            guard let value = Int(raw), (1...600).contains(value) else { throw CLIError.usage("--wait takes 1 to 600 seconds, got \"\(raw)\"") }
-            wait = value
-        }
+        if args.values["wait"] != nil { wait = try waitSeconds(args, default: wait) }
         let address = try args.values["address"].map { try PeerCommands.validAddress($0) }
         // Proving the short code uses it up: refuse what `join` would refuse anyway first (the
         // household is not known yet, so a home with a non-empty ledger needs --replace).

@@ -339,21 +339,12 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// Admits a joiner whose handshake opened with the key of an open invitation: uses the
-    /// invitation up (a code works once) and records the joiner as a member. Nil when admitted,
-    /// else the reason sent to it.
+    /// Admits a joiner whose handshake opened with the key of an open invitation
+    /// (``JoinAdmission/admit(_:invitation:owner:household:in:atMillis:)``). Nil when admitted, else
+    /// the reason sent to it.
     private func admitJoiner(_ key: PublicKey, invitation: [UInt8], owner: Identity) -> String? {
         guard let r = try? makeReplica() else { return "the ledger could not be opened" }
-        guard (try? r.device.consumeInvite(key: invitation)) == true else {
-            return "this invitation is unknown here, already used or expired; ask for a new code"
-        }
-        let grant = owner.grant(key, name: "member \(key.fingerprint)", household: household, atMillis: SystemClock().nowMillis())
-        // While a relay is granted, the same change carries a new relay epoch with a box for the joiner.
-        var random = SystemRandomNumberGenerator()
-        do { try r.commitMembership([.grant(grant)], rotatingRelayEpochAs: owner, using: &random) } catch {
-            return "could not record the new member: \(error)"
-        }
-        return nil
+        return JoinAdmission.admit(key, invitation: invitation, owner: owner, household: household, in: r, atMillis: SystemClock().nowMillis())
     }
 
     /// After a short-code handshake that failed: how many tries its code has left, and the code

@@ -35,6 +35,8 @@ public enum RelayDriver {
         public var relayLacks = 0
         /// Why they were not uploaded ("" when none lack, or no reason is known).
         public var lacksWhy = ""
+        /// The members this session let in from join requests in the owner's mailbox.
+        public var admitted: [PublicKey] = []
         /// Seconds it took.
         public var seconds = 0.0
         /// Whether it finished.
@@ -99,10 +101,14 @@ public enum RelayDriver {
         }
         // The owner's own key even before its publication syncs anywhere.
         if let mine = RelayMemberKey(bytes: try RelayMemberIdentity.derive(from: owner, relay: relay).publicKey.bytes) { quotas[mine] = quotaBytes }
+        // Joiners' guest keys (docs/RELAY-DESIGN.md, "Joining through the relay").
+        let guests = try guestKeys(replica, relay: relay, now: now).filter { quotas[$0] == nil }
+        for guest in guests { quotas[guest] = RelayRecord.guestQuotaBytes }
         let held = try RelayRecord.heldList(replica, relay: relay)
-        if let held, let list = try? RelayAccessList.decode(held.listBytes), list.quotas == quotas { return held }
+        if let held, let list = try? RelayAccessList.decode(held.listBytes), list.quotas == quotas, list.guests == guests { return held }
         let number = max((held?.number ?? 0) + 1, UInt64(max(now, 1)))
-        let signed = SignedRelayAccessList.sign(try RelayAccessList(number: number, quotas: quotas), relay: PublicKey(bytes: relay)!, owner: owner)
+        let signed = SignedRelayAccessList.sign(try RelayAccessList(number: number, quotas: quotas, guests: guests), relay: PublicKey(bytes: relay)!,
+                                                owner: owner)
         try RelayRecord.keep(signed, in: replica, relay: relay)
         return signed
     }
@@ -124,8 +130,14 @@ public enum RelayDriver {
     /// (`again`) to open them. A relay that refuses the owner's relay key (wiped, or restored from
     /// a copy older than the key's listing) is handed the list under the owner's identity key, which
     /// it pinned at adoption, and the session runs again. The outcome is recorded in the device state.
+    ///
+    /// A laptop that joined through the relay and whose own relay key the relay does not list yet
+    /// runs its session as its guest key (``RelayRecord/guest(_:relay:)``), and forgets that key
+    /// once its own works. The owner's session admits the join requests in its mailbox
+    /// (``admitJoiners(_:replica:owner:relay:now:summary:)``) and then runs again at once, posting
+    /// the new member's box to its guest key.
     public static func sync(_ replica: Replica, identity: Identity, relay: GrantedRelay, owner: Bool, now: Int64,
-                            list: SignedRelayAccessList? = nil, again: Bool = true) -> Result {
+                            list: SignedRelayAccessList? = nil, again: Bool = true, guest: Identity? = nil) -> Result {
         let started = Monotonic.micros()
         var result = Result(relay: relay.key, address: relay.addresses.first ?? "")
         func finish(_ failure: String?, refused: Bool = false) -> Result {
@@ -139,12 +151,13 @@ public enum RelayDriver {
         let relayIdentity: Identity
         do {
             _ = try replica.publishRelayKeys(identity: identity)
-            relayIdentity = try RelayMemberIdentity.derive(from: identity, relay: relay.key)
+            relayIdentity = try guest ?? RelayMemberIdentity.derive(from: identity, relay: relay.key)
             let keyring = try mergedKeyring(replica, identity: identity, relay: relay.key)
             guard let epoch = keyring.newestEpoch else { return finish("this laptop holds no epoch key for the relay yet (it gets one with the owner's next membership change)") }
             let accessList = try list ?? (owner ? accessList(replica, owner: identity, relay: relay.key, now: now) : nil)
             setup = RelayMemberSetup(relay: PublicKey(bytes: relay.key)!, streamKey: try RelayStreamKey(bytes: relay.streamKey), keyring: keyring,
-                                     sealEpoch: epoch, accessList: accessList, posts: owner ? try mailboxPosts(replica, relay: relay.key, owner: identity) : [])
+                                     sealEpoch: epoch, accessList: accessList,
+                                     posts: owner ? try mailboxPosts(replica, relay: relay.key, owner: identity) + admittedPosts(replica, relay: relay.key, now: now) : [])
         } catch {
             return finish("could not prepare the relay session: \(error)")
         }
@@ -167,8 +180,18 @@ public enum RelayDriver {
         for report in session.summary.members { result.memberVectors[report.status.key.bytes] = try? session.versionVector(of: report.acknowledged) }
         let learned = keepMailbox(session.summary.mailbox, statement: session.summary.ownerStatement, replica: replica, identity: identity,
                                   relay: relay.key, held: setup.keyring, summary: &result.summary)
+        if owner {
+            result.admitted = admitJoiners(session.summary.mailbox, replica: replica, owner: identity, relay: relay.key, now: now, summary: &result.summary)
+        }
+        if failure == nil, guest == nil, RelayRecord.guest(replica, relay: relay.key) != nil {
+            // This laptop's own relay key works: its guest key is no longer needed.
+            try? RelayRecord.keepGuest(nil, in: replica, relay: relay.key)
+        }
         if let failure {
             if case .peer(let code, _) = failure, code == 10 {
+                if !owner, guest == nil, let joined = RelayRecord.guest(replica, relay: relay.key) {
+                    return sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: again, guest: joined)
+                }
                 if owner, again, let handed = setup.accessList, install(handed, relay: relay, as: identity) {
                     var retried = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
                     // Handed already (a closing list refuses the owner's relay key in the retry).
@@ -181,9 +204,11 @@ public enum RelayDriver {
         }
         (result.relayLacks, result.lacksWhy) = lacks(replica, relay: relay, summary: result.summary)
         let first = finish(nil)
-        guard again, learned > 0, first.summary.envelopesRefused > 0 else { return first }
-        // The envelopes refused for want of the key just learned (the change carrying the new epoch's record among them).
-        var second = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false)
+        guard again, (learned > 0 && first.summary.envelopesRefused > 0) || !first.admitted.isEmpty else { return first }
+        // The envelopes refused for want of the key just learned (the change carrying the new
+        // epoch's record among them), or the admission's change and the new member's box.
+        var second = sync(replica, identity: identity, relay: relay, owner: owner, now: now, list: list, again: false, guest: guest)
+        second.admitted = first.admitted + second.admitted
         // What the first session moved counts too (its refusals were opened by the second).
         let f = first.summary
         second.summary.envelopesUploaded += f.envelopesUploaded
@@ -270,7 +295,8 @@ public enum RelayDriver {
     /// `summary`) and nothing of it kept. Returns the keys kept.
     static func keepMailbox(_ boxes: [RelayMailboxBox], statement: RelayOwnerStatement?, replica: Replica, identity: Identity, relay: [UInt8],
                             held: EpochKeyring, summary: inout RelayMemberSummary) -> Int {
-        let fresh = boxes.filter { held[$0.epoch] == nil }
+        // Epochs from 2^31 up are join requests (the owner's mailbox), not keys.
+        let fresh = boxes.filter { held[$0.epoch] == nil && $0.epoch < RelayJoinRequest.slotMin }
         if fresh.isEmpty {
             // Forget the kept keys the ledger gives now (the secret stays in one place only).
             if let kept = try? RelayRecord.mailboxKeys(replica, relay: relay), !kept.isEmpty {
@@ -312,7 +338,8 @@ public enum RelayDriver {
         let counts = "\(s.changesUploaded) changes up (\(s.envelopesUploaded) envelopes), \(s.changesApplied) changes down (\(s.envelopesReceived) envelopes)"
             + (s.changesDeferred > 0 ? ", \(s.changesDeferred) deferred" : "") + (s.installedAccessList.map { ", access list \($0) installed" } ?? "")
             + (s.envelopesRefused > 0 ? ", \(s.envelopesRefused) envelopes refused" : "")
-        let refusals = s.refusals.isEmpty ? "" : "; " + s.refusals.prefix(3).joined(separator: "; ")
+        let refusals = (r.admitted.isEmpty ? "" : "; let in " + r.admitted.map { "member \($0.fingerprint)" }.joined(separator: ", ")
+            + " through the relay") + (s.refusals.isEmpty ? "" : "; " + s.refusals.prefix(3).joined(separator: "; "))
         if let failure = r.failure { return "relay \(r.address): \(failure)" + refusals }
         return "relay \(r.address): \(counts) in \(String(format: "%.2f", r.seconds)) s" + refusals
     }
