@@ -5,12 +5,14 @@
 # (10.81.3.0/24, a small VPS) and Gran's home (10.81.4.0/24). Daemons run as
 # parents run them (`serve --listen :4717`), the relay as `relay serve --listen :4790`.
 #
-#   a. Setting up. Mom inits; the relay prints its KLR1- code; Mom runs `relay add CODE`. Joining
-#      needs the owner's laptop to answer the invitation (a join through the relay is not built),
-#      so Dad's and Gran's laptops join Mom's daemon while the homes can still reach each other:
-#      they set up together once. Then the router drops every packet between two home subnets
-#      (iptables FORWARD DROP): a dial from Dad's laptop to Mom's daemon fails (raw TCP, and
-#      `sync` exits 69), while every home still reaches the relay.
+#   a. Setting up. Mom inits; the relay prints its KLR1- code; Mom runs `relay add CODE`. Dad's
+#      laptop joins Mom's daemon while the homes can still reach each other. Then the router drops
+#      every packet between two home subnets (iptables FORWARD DROP): a dial from Dad's laptop to
+#      Mom's daemon fails (raw TCP, and `sync` exits 69), while every home still reaches the relay.
+#      Gran's laptop joins after the cut, through the relay: her invitation names Mom's daemon
+#      (unreachable now) and the relay; her `join` leaves a sealed request in Mom's mailbox, Mom's
+#      daemon (its relay round: at once for a new invitation, then every 30 s) lets her in, and
+#      she takes the whole ledger from the relay (`--json`: via "relay").
 #   b. Mom's laptop is off while Dad writes and syncs with the relay; then Dad's is off while Mom
 #      writes and syncs; then both daemons run and write, and converge through the relay alone
 #      (same digest; no session between the homes in either daemon's log since the cut).
@@ -169,20 +171,18 @@ code=$(grep -o 'KLR1-[A-Za-z0-9_-]*' "$work/relay.out" | head -n 1)
 kl 0 relay add "$code" >/dev/null || fail "Mom's relay add did not adopt the relay"
 say "the relay printed ${code:0:12}…; Mom's laptop adopted it"
 serve 0
-for i in 1 2; do
-  invite=$(kl 0 invite | grep -o 'KL1-[A-Za-z0-9_-]*' | head -n 1)
-  [ -n "$invite" ] || fail "Mom's invite printed no KL1- code"
-  mkdir -p "${home[$i]}"
-  kl "$i" join "$invite" --name "$([ "$i" = 1 ] && echo Thaddeus || echo Gwendolyn)" >/dev/null || fail "${names[$i]}'s join failed"
-done
-# A second sync with the owner carries each joiner's relay key (and the epoch sealed for Gran) to
-# every laptop; the owner's relay session then hands the relay the list with their keys.
-for i in 1 2; do kl "$i" sync >/dev/null || fail "${names[$i]}'s second sync with Mom's laptop failed"; done
+invite=$(kl 0 invite | grep -o 'KL1-[A-Za-z0-9_-]*' | head -n 1)
+[ -n "$invite" ] || fail "Mom's invite printed no KL1- code"
+mkdir -p "${home[1]}"
+kl 1 join "$invite" --name Thaddeus >/dev/null || fail "Dad's join failed"
+# A second sync with the owner carries Dad's relay key to Mom's laptop; the owner's relay session
+# then hands the relay the list with his key.
+kl 1 sync >/dev/null || fail "Dad's second sync with Mom's laptop failed"
 kl 0 relay sync >/dev/null || fail "Mom's relay sync failed"
-for i in 1 2; do kl "$i" relay sync >/dev/null || fail "the relay did not let ${names[$i]}'s laptop in"; done
-for i in 1 2; do converge 10 0 "$i" || fail "${names[$i]}'s laptop does not hold Mom's ledger after setting up"; done
+kl 1 relay sync >/dev/null || fail "the relay did not let Dad's laptop in"
+converge 10 0 1 || fail "Dad's laptop does not hold Mom's ledger after setting up"
 dial 1 "${addr[0]}" 4717 || fail "before the cut, Dad's laptop can't reach Mom's daemon"
-say "Dad's (Thaddeus) and Gran's (Gwendolyn) laptops joined at Mom's and synced with the relay once"
+say "Dad's laptop (Thaddeus) joined at Mom's and synced with the relay once"
 
 say "the router cuts the homes apart (FORWARD DROP between home subnets)"
 for a in 0 1 2; do for b in 0 1 2; do
@@ -195,6 +195,24 @@ for i in 0 1 2; do dial "$i" "${addr[3]}" "$relay_port" || fail "${names[$i]}'s 
 rc=0; kl 1 sync >/dev/null 2>&1 || rc=$?
 [ "$rc" = 69 ] || fail "Dad's \`sync\` with Mom's laptop exited $rc, not 69 (no peer reachable)"
 say "Dad's dial to Mom's daemon fails (and \`sync\` exits 69); all three reach the relay"
+
+say "Gran's laptop joins after the cut, through the relay (Mom's daemon lets her in)"
+invite=$(kl 0 invite | grep -o 'KL1-[A-Za-z0-9_-]*' | head -n 1)
+[ -n "$invite" ] || fail "Mom's invite printed no KL1- code"
+mkdir -p "${home[2]}"
+t0=$(date +%s)
+joined=$(kl 2 --json join "$invite" --name Gwendolyn --wait 120 2>"$work/join2") || fail "Gran's join through the relay failed: $(cat "$work/join2")"
+python3 -c 'import json,sys; j = json.load(sys.stdin); sys.exit(0 if j["via"] == "relay" and j["peer"] is None else 1)' <<<"$joined" \
+  || fail "Gran's join --json does not say via \"relay\": $joined"
+grep -q "asking through the relay" "$work/join2" || fail "Gran's join did not say it asks through the relay: $(cat "$work/join2")"
+say "Gran joined through the relay in $(( $(date +%s) - t0 )) s ($(grep -o 'let in member [0-9a-f-]*' "$work/log0" | head -n 1) in Mom's log)"
+# Gran's name and relay key reach Mom's laptop through the relay; Mom's next list names her key.
+kl 0 relay sync >/dev/null || fail "Mom's relay sync failed"
+kl 2 relay sync >/dev/null || fail "Gran's relay sync failed"
+kl 0 relay sync >/dev/null || fail "Mom's relay sync failed"
+kl 2 relay sync >/dev/null || fail "Gran's relay sync failed"
+converge 10 0 2 || fail "Gran's laptop does not hold Mom's ledger after joining through the relay"
+"$bin" --home "${home[0]}" --json members | grep -q '"name":"Gwendolyn"' || fail "Mom's laptop does not know Gran's name"
 
 say "Mom's laptop off: Dad writes and syncs with the relay"
 serve 1

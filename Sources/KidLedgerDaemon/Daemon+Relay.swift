@@ -11,6 +11,9 @@ extension Daemon {
         var backoff: [String: Backoff] = [:]
         /// What this laptop held when each relay's last session ended.
         var vectorAtSession: [String: VersionVector] = [:]
+        /// The owner's open invitations when each relay's last session ended (a new one lists its
+        /// guest key at once: docs/RELAY-DESIGN.md, "Joining through the relay").
+        var invitesAtSession: [String: [[UInt8]]] = [:]
     }
 
     /// The gossip loop's relay step, after the direct peers: one session with each granted relay
@@ -18,7 +21,8 @@ extension Daemon {
     /// direct peers' backoff after failures; docs/RELAY-DESIGN.md, "Paths"), or at once when this
     /// laptop holds changes the relay's held vector lacked after the last session and its ledger
     /// changed since (changes a direct peer brought, which the relay's other members need). The owner's laptop
-    /// hands the relay a newer access list when the members' published keys changed. Returns
+    /// hands the relay a newer access list when the members' published keys changed, and syncs at
+    /// once when its open invitations changed (a new invitation's guest key gets listed). Returns
     /// whether any session ran. Nothing in attentionRequired.
     func relayRound(_ replica: Replica, now: Int64, changeDue: Bool, schedule: inout RelaySchedule,
                     random: inout SystemRandomNumberGenerator) -> Bool {
@@ -31,9 +35,12 @@ extension Daemon {
             let key = Hex.encode(relay.key)
             let failing = (schedule.backoff[key]?.attempt ?? 0) > 0
             let behind = vector != schedule.vectorAtSession[key] && RelayRecord.behind(replica, relay: relay, vector: vector)
-            guard now >= schedule.due[key] ?? 0 || ((changeDue || behind) && !failing) else { continue }
+            let invites = isOwner ? ((try? replica.device.openInvites()) ?? []).map(\.key) : []
+            let invited = isOwner && schedule.invitesAtSession[key].map { $0 != invites } ?? false
+            guard now >= schedule.due[key] ?? 0 || ((changeDue || behind || invited) && !failing) else { continue }
             let result = RelayDriver.sync(replica, identity: identity, relay: relay, owner: isOwner, now: clock.nowMillis())
             schedule.vectorAtSession[key] = try? replica.versionVector()
+            schedule.invitesAtSession[key] = isOwner ? ((try? replica.device.openInvites()) ?? []).map(\.key) : []
             ran = true
             log(RelayDriver.line(result))
             var b = schedule.backoff[key] ?? Backoff()

@@ -21,22 +21,34 @@ extension RelayRecord {
     static func requestsSetting(_ relay: [UInt8]) -> String { "relay.requests." + Hex.encode(relay) }
     static func guestSetting(_ relay: [UInt8]) -> String { "relay.guest." + Hex.encode(relay) }
 
-    /// Members admitted through `relay` whose own relay key is not yet published, admitted less
-    /// than ``admittedKeepMillis`` before `now`: member key, guest key, when.
+    /// Members admitted through `relay` that are current members and whose own relay key is not
+    /// yet published, admitted less than ``admittedKeepMillis`` before `now`: member key, guest
+    /// key, when. (A member revoked later no longer counts as publishing: its entry must be gone
+    /// by then, which ``pruneAdmitted(_:relay:now:)`` sees to at every owner session.)
     static func admitted(_ replica: Replica, relay: [UInt8], now: Int64) throws -> [(member: [UInt8], guest: [UInt8], millis: Int64)] {
         let published = Set(try replica.relayMemberKeys(relay: relay).map(\.member))
+        let current = Set(try replica.members().filter { !$0.isRevoked }.map(\.key))
         return (try replica.device.setting(admittedSetting(relay)) ?? "").split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ")
             guard parts.count == 3, let member = Hex.decode(String(parts[0])), let guest = Hex.decode(String(parts[1])),
-                  let millis = Int64(parts[2]), !published.contains(member), now - millis < admittedKeepMillis else { return nil }
+                  let millis = Int64(parts[2]), current.contains(member), !published.contains(member), now - millis < admittedKeepMillis else { return nil }
             return (member, guest, millis)
         }
     }
 
-    /// Adds `member`, admitted with `guest` at `now`, to those kept for `relay` (the expired and published ones dropped).
+    /// Forgets the entries ``admitted(_:relay:now:)`` no longer returns, for good: a member that
+    /// published its key, was revoked or waited too long never gets its guest key listed again.
+    static func pruneAdmitted(_ replica: Replica, relay: [UInt8], now: Int64) throws {
+        let raw = try replica.device.setting(admittedSetting(relay)) ?? ""
+        let kept = try admitted(replica, relay: relay, now: now).map { "\(Hex.encode($0.member)) \(Hex.encode($0.guest)) \($0.millis)" }
+        if kept.joined(separator: "\n") != raw { try replica.device.setSetting(admittedSetting(relay), kept.isEmpty ? nil : kept.joined(separator: "\n")) }
+    }
+
+    /// Adds `member`, admitted with `guest` at `now`, to those kept for `relay`.
     static func keepAdmitted(_ member: [UInt8], guest: [UInt8], in replica: Replica, relay: [UInt8], now: Int64) throws {
-        let kept = try admitted(replica, relay: relay, now: now).filter { $0.member != member } + [(member, guest, now)]
-        try replica.device.setSetting(admittedSetting(relay), kept.map { "\(Hex.encode($0.0)) \(Hex.encode($0.1)) \($0.2)" }.joined(separator: "\n"))
+        try pruneAdmitted(replica, relay: relay, now: now)
+        let kept = (try replica.device.setting(admittedSetting(relay)) ?? "").split(separator: "\n").filter { !$0.hasPrefix(Hex.encode(member)) }
+        try replica.device.setSetting(admittedSetting(relay), (kept.map(String.init) + ["\(Hex.encode(member)) \(Hex.encode(guest)) \(now)"]).joined(separator: "\n"))
     }
 
     /// The guest key this laptop joined with through `relay`, while it keeps one.
@@ -62,6 +74,7 @@ extension RelayDriver {
         for invite in try replica.device.openInvites() {
             if let key = RelayMemberKey(bytes: try RelayGuestIdentity.derive(invitationKey: invite.key, relay: relay).publicKey.bytes) { keys.insert(key) }
         }
+        try RelayRecord.pruneAdmitted(replica, relay: relay, now: now)
         for admitted in try RelayRecord.admitted(replica, relay: relay, now: now) {
             if let key = RelayMemberKey(bytes: admitted.guest) { keys.insert(key) }
         }

@@ -76,6 +76,16 @@ struct RelayJoinProcessTests {
         #expect(again.stderr.contains("must be on and synced with the relay"), "\(again.stderr)")
         #expect(!FileManager.default.fileExists(atPath: gran.home + "/ledger/data.mdb"), "nothing left in Gran's home")
         #expect(try (json(mom, "members")["members"] as? [[String: Any]] ?? []).count == 2)
+
+        // Revoked, Dad's laptop gets no way back in by the guest key he joined with: Mom's list names Mom alone.
+        try ok(mom, "revoke", "Dad", "--yes")
+        try ok(mom, "relay", "sync")
+        try RelayMailboxProcessTests.withMember(mom) { replica, _ in
+            let held = try #require(try RelayRecord.heldList(replica, relay: parsed.relay!.key))
+            let list = try RelayAccessList.decode(held.listBytes)
+            #expect(list.guests.isEmpty && list.quotas.count == 1, "\(list)")
+        }
+        #expect(try runKidledger(dad, ["relay", "sync"]).code == 77)
         #expect(!relay.hasExited, "\(relay.stderr)")
     }
 }
