@@ -204,7 +204,6 @@ t0=$(date +%s)
 joined=$(kl 2 --json join "$invite" --name Gwendolyn --wait 120 2>"$work/join2") || fail "Gran's join through the relay failed: $(cat "$work/join2")"
 python3 -c 'import json,sys; j = json.load(sys.stdin); sys.exit(0 if j["via"] == "relay" and j["peer"] is None else 1)' <<<"$joined" \
   || fail "Gran's join --json does not say via \"relay\": $joined"
-grep -q "asking through the relay" "$work/join2" || fail "Gran's join did not say it asks through the relay: $(cat "$work/join2")"
 say "Gran joined through the relay in $(( $(date +%s) - t0 )) s ($(grep -o 'let in member [0-9a-f-]*' "$work/log0" | head -n 1) in Mom's log)"
 # Gran's name and relay key reach Mom's laptop through the relay; Mom's next list names her key.
 kl 0 relay sync >/dev/null || fail "Mom's relay sync failed"

@@ -459,7 +459,8 @@ enum NetworkCommands {
     static func joinThroughRelay(_ replica: Replica, _ code: InviteCode, relay: InviteCode.Relay, me: Identity, tried: SyncDriver.Result?,
                                  waitSeconds: Int, ctx: Context) throws -> EpochKeyring {
         let fingerprint = PublicKey(bytes: relay.key)?.fingerprint ?? "?"
-        let progress: (String) -> Void = { line in ctx.console.err(line + "\n") }
+        // Progress on a terminal's standard error, as `sync`'s meter (elsewhere the error, if any, is the first line).
+        let progress: (String) -> Void = { line in if !ctx.json && isatty(2) == 1 { ctx.console.err(line + "\n") } }
         let direct = code.addresses.isEmpty ? "The invitation names no address" : "The owner's laptop is not reachable directly (\(TextEscaping.terminal(tried?.failure ?? "no answer")))"
         progress("\(direct); asking through the relay \(fingerprint); waiting up to \(waitSeconds) s for the owner's laptop to let this one in (it syncs with the relay every 30 s).")
         let key: EpochKey

@@ -54,7 +54,7 @@ public enum RelayJoin {
         for _ in 0..<100_000 {
             let session = RelayGuestSession(request: filed ? nil : request, download: false)
             if let failure = run(session, relay: relay, as: guest, start: session.start()) {
-                if case .peer(let code, _) = failure, code == 10 { last = "the relay does not list this invitation yet" } else { last = "\(failure)" }
+                last = failure.notListed ? "the relay does not list this invitation yet" : failure.sentence
             } else {
                 filed = filed || session.summary.requestFiled
                 if let refused = session.summary.requestRefused { throw .failed("the relay refused the join request: \(refused)") }
@@ -85,7 +85,7 @@ public enum RelayJoin {
             throw .failed("the invitation's relay part is not usable")
         }
         let fetch = RelayGuestSession(request: nil, download: true)
-        if let failure = run(fetch, relay: relay, as: guest, start: fetch.start()) { throw .failed("the relay could not be read: \(failure)") }
+        if let failure = run(fetch, relay: relay, as: guest, start: fetch.start()) { throw .failed("the relay could not be read: \(failure.sentence)") }
         let keyring = RelayJoinKeys.discover(fetch.summary.envelopes, keyring: EpochKeyring([key]), owner: owner, household: code.household)
         var random = SystemRandomNumberGenerator()
         for _ in 0..<4 {
@@ -93,7 +93,7 @@ public enum RelayJoin {
             let session = RelayMemberSession(replica: replica, setup: setup)
             if let failure = run(session, relay: relay, as: guest, start: session.start(using: &random), receive: { session.receive($0, using: &random) },
                                  closed: { session.connectionClosed() }) {
-                throw .failed("the session with the relay failed: \(failure)")
+                throw .failed("the session with the relay failed: \(failure.sentence)")
             }
             if session.summary.changesDeferred == 0 || session.summary.changesApplied == 0 { break }
         }
@@ -112,23 +112,35 @@ public enum RelayJoin {
         var random = SystemRandomNumberGenerator()
         let session = RelayMemberSession(replica: replica, setup: RelayMemberSetup(relay: relayKey, streamKey: streamKey, keyring: merged, sealEpoch: epoch))
         return run(session, relay: relay, as: guest, start: session.start(using: &random), receive: { session.receive($0, using: &random) },
-                   closed: { session.connectionClosed() }).map { "\($0)" }
+                   closed: { session.connectionClosed() }).map(\.sentence)
+    }
+
+    /// Why one session with the relay did not finish.
+    private struct SessionFailure {
+        /// The relay refused the key (not on its list: code 10, or refused in the handshake).
+        var notListed: Bool
+        /// The sentence.
+        var sentence: String
     }
 
     private static func run(_ session: RelayGuestSession, relay: InviteCode.Relay, as guest: Identity,
-                            start: [RelaySessionAction<RelayGuestSummary>]) -> RelaySessionError? {
+                            start: [RelaySessionAction<RelayGuestSummary>]) -> SessionFailure? {
         run(session, relay: relay, as: guest, start: start, receive: { session.receive($0) }, closed: { session.connectionClosed() })
     }
 
     private static func run<S>(_ session: AnyObject, relay: InviteCode.Relay, as guest: Identity, start: @autoclosure () -> [RelaySessionAction<S>],
-                               receive: ([UInt8]) -> [RelaySessionAction<S>], closed: () -> [RelaySessionAction<S>]) -> RelaySessionError? {
+                               receive: ([UInt8]) -> [RelaySessionAction<S>], closed: () -> [RelaySessionAction<S>]) -> SessionFailure? {
         let stream: SecureStream
         do { (stream, _) = try RelayDriver.connect(relay.addresses, relay: relay.key, as: guest) } catch {
             // Refused in the handshake: not listed (yet), as a refused hello is.
-            if case .refusedByPeer(let message) = error { return .peer(code: 10, message: message) }
-            return .storage("the relay at \(relay.addresses.joined(separator: ", ")) could not be reached: \(error)")
+            if case .refusedByPeer(let message) = error { return SessionFailure(notListed: true, sentence: message) }
+            return SessionFailure(notListed: false, sentence: "the relay at \(relay.addresses.joined(separator: ", ")) could not be reached")
         }
         defer { stream.close() }
-        return RelayServer.drive(stream, idleMillis: Daemon.peerTimeoutDefaultMillis, start: start(), receive: receive, closed: closed)
+        guard let failure = RelayServer.drive(stream, idleMillis: Daemon.peerTimeoutDefaultMillis, start: start(), receive: receive, closed: closed) else {
+            return nil
+        }
+        if case .peer(let code, _) = failure, code == 10 { return SessionFailure(notListed: true, sentence: failure.description) }
+        return SessionFailure(notListed: false, sentence: failure.description)
     }
 }
