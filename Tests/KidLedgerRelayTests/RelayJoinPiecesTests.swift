@@ -117,4 +117,47 @@ import Testing
             if let parsed = InviteCode(text: "KL1-" + Base64URL.encode(changed)) { #expect(InviteCode(text: parsed.text) == parsed) }
         }
     }
+
+    /// The joiner's keys: the owner's box gives the newest epoch's; the records inside what that
+    /// opens chain back to the older ones, the owner's records first.
+    @Test func aJoinerLearnsTheOlderKeysFromTheRecordsItOpens() throws {
+        var random = SplitMix64(seed: 9)
+        let owner = Self.identity(1), member = Self.identity(2), stranger = Self.identity(3)
+        let household = RecordID(high: 4, low: 5)
+        let keys = (0...2).map { EpochKey.generate(epoch: UInt32($0), using: &random) }
+        let streamKey = try RelayStreamKey(bytes: [UInt8](repeating: 6, count: 32))
+        var sequence: UInt64 = 0
+        func envelope(_ epoch: Int, carrying record: EpochRecord? = nil, signer: Identity? = nil) throws -> [UInt8] {
+            sequence += 1
+            var operations: [Operation] = [.setField(entity: household, field: .householdName, value: .text("x"))]
+            if let record {
+                var e = RelayEpoch(record: record.encoded, signature: [])
+                e.signature = (signer ?? owner).sign(Membership.relayEpochMessage(household: household, e))
+                operations = [.relayEpoch(e)]
+            }
+            let change = Change(origin: ReplicaID(7), sequence: sequence, hlc: HLC(millis: 1_000), operations: operations)
+            let payload = Message.changes([change], isLast: true).encodePayload()
+            let header = try RelayEnvelopeHeader(stream: streamKey.tag(of: ReplicaID(7)), firstSequence: sequence, lastSequence: sequence,
+                                                 epoch: UInt32(epoch))
+            return try RelayEnvelope.seal(payload, header: header, key: keys[epoch], using: &random)
+        }
+        func record(_ epoch: Int, previous: EpochKey?) throws -> EpochRecord {
+            try EpochRecord.seal(key: keys[epoch], previous: previous, members: [owner.publicKey, member.publicKey], owner: owner,
+                                 household: household, using: &random)
+        }
+        let bogus = EpochKey.generate(epoch: 1, using: &random)
+        let forged = try EpochRecord.seal(key: keys[2], previous: bogus, members: [stranger.publicKey], owner: stranger,
+                                          household: household, using: &random)
+        // Stored oldest first; the forged record (a member's, not the owner's) comes before the owner's.
+        let envelopes = [try envelope(0), try envelope(1, carrying: try record(1, previous: keys[0])),
+                         try envelope(2, carrying: forged, signer: stranger), try envelope(2, carrying: try record(2, previous: keys[1]))]
+        let learned = RelayJoinKeys.discover(envelopes, keyring: EpochKeyring([keys[2]]), owner: owner.publicKey, household: household)
+        #expect((0...2).allSatisfy { learned[UInt32($0)] == keys[$0] }, "every epoch, the owner's record winning over the forged one")
+        // Without the newest record nothing older opens; an altered envelope is skipped.
+        var altered = envelopes[3]
+        altered[altered.count - 20] ^= 1
+        let partial = RelayJoinKeys.discover([envelopes[0], envelopes[1], altered], keyring: EpochKeyring([keys[2]]),
+                                             owner: owner.publicKey, household: household)
+        #expect(partial[1] == nil && partial[0] == nil && partial[2] == keys[2])
+    }
 }
