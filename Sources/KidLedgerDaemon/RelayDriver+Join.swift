@@ -111,7 +111,7 @@ extension RelayDriver {
         var admitted: [PublicKey] = []
         let fingerprint = PublicKey(bytes: relay)?.fingerprint ?? "?"
         for request in requests {
-            let id = Hex.encode(Array(SHA256.hash(request.box).prefix(16)))
+            let id = Hex.encode(Array(SHA256.hash(withUnsafeBytes(of: request.epoch.bigEndian, Array.init) + request.box).prefix(16)))
             guard !dropped.contains(id), !admittedSlots.contains(request.epoch) else { continue }
             var why = "it matches no open invitation (used or expired)"
             var done = false

@@ -87,4 +87,47 @@ struct RelayJoinProcessTests {
         #expect(try runKidledger(dad, ["relay", "sync"]).code == 77)
         #expect(!relay.hasExited, "\(relay.stderr)")
     }
+
+    /// The owner's side alone (no relay needed): requests that don't open, verify or match an
+    /// open invitation are dropped once each with a sentence; a good one is admitted once.
+    @Test func theOwnerAdmitsOnlyMatchingRequests() throws {
+        let mom = TestLedger(), dad = Identity.generate(), group = ProcessGroup()
+        defer { group.stopAll(); mom.remove() }
+        try ok(mom, "init", "Smiths")
+        let text = try json(mom, "invite", "--address", "127.0.0.1:9")["code"] as? String ?? ""
+        let code = try #require(InviteCode(text: text))
+        let relay = Identity.generate().publicKey.bytes
+        let guest = try RelayGuestIdentity.derive(invitationKey: SecureChannel.invitationKey(secret: code.secret), relay: relay)
+        let slot = RelayJoinRequest.slot(of: guest.publicKey.bytes)
+        var random = SystemRandomNumberGenerator()
+        let owner = try #require(PublicKey(bytes: code.owner))
+        let good = try RelayJoinRequest.seal(joiner: dad, owner: owner, household: code.household, guest: guest.publicKey, using: &random)
+        let otherHousehold = try RelayJoinRequest.seal(joiner: dad, owner: owner, household: RecordID(high: 1, low: 1), guest: guest.publicKey, using: &random)
+        let toSomeoneElse = try RelayJoinRequest.seal(joiner: dad, owner: Identity.generate().publicKey, household: code.household,
+                                                      guest: guest.publicKey, using: &random)
+        let noInvitation = RelayMailboxBox(epoch: RelayJoinRequest.slotMin | 5, box: good)
+        try RelayMailboxProcessTests.withMember(mom) { replica, identity throws in
+            var summary = RelayMemberSummary()
+            let now = SystemClock().nowMillis()
+            let bad = [noInvitation, RelayMailboxBox(epoch: slot, box: otherHousehold), RelayMailboxBox(epoch: slot, box: toSomeoneElse)]
+            #expect(RelayDriver.admitJoiners(bad, replica: replica, owner: identity, relay: relay, now: now, summary: &summary).isEmpty)
+            #expect(summary.refusals.count == 3, "\(summary.refusals)")
+            #expect(summary.refusals.contains { $0.contains("matches no open invitation") }, "\(summary.refusals)")
+            #expect(summary.refusals.contains { $0.contains("not signed by its joiner") }, "\(summary.refusals)")
+            #expect(summary.refusals.contains { $0.contains("does not open") }, "\(summary.refusals)")
+            // Dropped once: the next session says nothing of them.
+            var again = RelayMemberSummary()
+            _ = RelayDriver.admitJoiners(bad, replica: replica, owner: identity, relay: relay, now: now, summary: &again)
+            #expect(again.refusals.isEmpty, "\(again.refusals)")
+            // The good one: admitted once, its guest key kept listed until Dad publishes his own key.
+            var admitted = RelayMemberSummary()
+            #expect(RelayDriver.admitJoiners([RelayMailboxBox(epoch: slot, box: good)], replica: replica, owner: identity, relay: relay,
+                                             now: now, summary: &admitted) == [dad.publicKey])
+            #expect(try replica.members().contains { $0.key == dad.publicKey.bytes })
+            #expect(try RelayDriver.guestKeys(replica, relay: relay, now: now) == [RelayMemberKey(bytes: guest.publicKey.bytes)!])
+            #expect(RelayDriver.admitJoiners([RelayMailboxBox(epoch: slot, box: good)], replica: replica, owner: identity, relay: relay,
+                                             now: now, summary: &admitted).isEmpty, "the invitation is used up")
+            #expect(try RelayDriver.guestKeys(replica, relay: relay, now: now + RelayRecord.admittedKeepMillis).isEmpty, "7 days later")
+        }
+    }
 }
