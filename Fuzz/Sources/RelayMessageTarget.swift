@@ -63,6 +63,13 @@ private let relayMessageStatement = RelayOwnerStatement.sign(relay: relayMessage
         .pendingPage(envelopes: [envelope], next: header), .install(list), .mailboxFetch, .statusRequest(after: nil),
         .refused(code: 11, message: "over quota"), .bye,
         .ownerMailbox(statement: relayMessageStatement, boxes: [RelayMailboxBox(epoch: 3, box: Array(repeating: 0x33, count: EpochRecord.boxBytes))]),
+        // A list with a guest key (version 2), and a guest's join request.
+        .install(SignedRelayAccessList.sign(try! RelayAccessList(number: 3, quotas: [RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!: 100,
+                                                                                      RelayMemberKey(bytes: Array(repeating: 0x9A, count: 32))!: 64 << 10],
+                                                                 guests: [RelayMemberKey(bytes: Array(repeating: 0x9A, count: 32))!]),
+                                            relay: relayMessageRelay.publicKey, owner: relayMessageOwner)),
+        .mailboxPost(RelayMailboxPost(recipient: RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!, epoch: RelayJoinRequest.slotMin | 0x1A9A_9A9A,
+                                      box: Array(repeating: 0x44, count: EpochRecord.boxBytes))),
     ]
     let statement = relayMessageStatement
     let peerList = SignedRelayAccessList.sign(try! RelayAccessList(number: 1, quotas: [RelayMemberKey(bytes: relayMessagePeer.publicKey.bytes)!: 100]),
