@@ -76,7 +76,7 @@ enum PeerCommands {
         last synced 2 minutes ago"), one says when the relay was unreachable or refused this laptop at the last
         try, and one when it is out of date (after the last sync with it, it still lacked changes this laptop
         holds, or had lost what it held, or that sync is more than a day old); --json adds `relays` (per relay:
-        address, fingerprint, reach, lastAttemptMillis, error, outOfDate (a sentence or null), relayLacks, and
+        address, fingerprint, reach, lastAttemptMillis, lastSuccessMillis, error, outOfDate (a sentence or null), relayLacks, and
         its laptops with route "relay" and lastSyncMillis). What a relay last reported a member acknowledged counts
         as that member's laptop's receipt too (when the member has one laptop), so a laptop is not said to lack
         what it took from the relay since its last direct sync.

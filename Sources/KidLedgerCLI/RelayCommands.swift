@@ -300,6 +300,7 @@ struct RelayRoutes {
             if let outOfDate { lines.append("the relay at \(address) is out of date: \(outOfDate)") }
             json.append(.object([("address", .string(address)), ("fingerprint", .string(PublicKey(bytes: relay.key)?.fingerprint ?? "?")),
                                  ("reach", .string(reach)), ("lastAttemptMillis", last.attemptMillis > 0 ? .int(Int(last.attemptMillis)) : .null),
+                                 ("lastSuccessMillis", last.successMillis > 0 ? .int(Int(last.successMillis)) : .null),
                                  ("error", last.error.isEmpty ? .null : .string(last.error)),
                                  ("outOfDate", outOfDate.map(JSON.string) ?? .null), ("relayLacks", .int(last.lacks)),
                                  ("laptops", .array(routed))]))

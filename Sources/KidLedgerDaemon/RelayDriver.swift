@@ -498,13 +498,16 @@ public enum RelayRecord {
     }
 
     /// Adds `keys` to those kept for `relay`, dropping the epochs the ledger's records give
-    /// `identity` now and all but the ``mailboxKeysMax`` newest.
+    /// `identity` now and all but the ``mailboxKeysMax`` newest; writes nothing when that changes nothing.
     static func keepMailboxKeys(_ keys: [EpochKey], in replica: Replica, relay: [UInt8], identity: Identity) throws {
         let ledger = try replica.relayKeyring(identity: identity)
         var byEpoch: [UInt32: EpochKey] = [:]
         for key in try mailboxKeys(replica, relay: relay) + keys where ledger[key.epoch] == nil { byEpoch[key.epoch] = key }
         let kept = byEpoch.keys.sorted(by: >).prefix(mailboxKeysMax).sorted().map { "\($0) \(Hex.encode(byEpoch[$0]!.bytes))" }
-        try replica.device.setSetting(keysSetting(relay), kept.joined(separator: "\n"))
+        let text = kept.joined(separator: "\n")
+        // Written only when it changes: a kept key may wait several sessions for its ledger record.
+        guard try replica.device.setting(keysSetting(relay)) ?? "" != text else { return }
+        try replica.device.setSetting(keysSetting(relay), text)
     }
 
     /// The last session's record for `relay` (nil: none).

@@ -24,12 +24,10 @@ extension PageAssets {
     // `relay add`'s and `relay remove`'s words made a parent's (before the household script's own).
     actions.unshift([/`kidledger relay serve[^`]*`/g, "the relay machine"], [/\s*\(pass the address with --address[^)]*\)/g, ""],
       [/^that relay is granted already/, "this relay is added already"], [/`kidledger relay status`/g, "the relay panel"]);
-    // The relays `status --json` lists, each with `relay status`'s last success when it has it.
+    // The relays `status --json` lists.
     function relays() {
       const s = state && state.status;
-      const listed = (s && s.relays) || [];
-      const known = (state && state.relay && state.relay.relays) || [];
-      return listed.map(r => Object.assign({}, r, { lastSuccessMillis: (known.find(k => k.fingerprint === r.fingerprint) || {}).lastSuccessMillis || 0 }));
+      return (s && s.relays) || [];
     }
     // "reachable" / "unreachable 5 minutes ago" / "refused this laptop 5 minutes ago", and why.
     function relayReach(r) {

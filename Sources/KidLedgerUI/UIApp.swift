@@ -146,7 +146,7 @@ public struct UIApp: Sendable {
         ("undo", ["undo", "--dry-run"]), ("members", ["members"]), ("history", ["history", "--limit", "200"]),
         ("page", ["ui", "--address-only"]), ("allowances", ["allowance", "list"]), ("conflicts", ["conflicts"]),
         ("account", ["account", "show"]),
-        ("zone", ["household", "timezone"]), ("relay", ["relay", "status"]),
+        ("zone", ["household", "timezone"]),
     ]
 
     /// Everything the home screen shows, with an ETag so a poll that finds nothing new costs one 304.

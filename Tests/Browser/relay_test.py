@@ -119,7 +119,8 @@ def browser(out, mom, dad, relay):
         field.send_keys(relay.code)
         act("Add the relay", lambda: find("#relay-add-button").click())
         eventually("the relay added", lambda: "The relay is added" in find("#relay .card-message").text, seconds=60)
-        line = eventually("the relay reachable in the panel", lambda: [t for t in texts("#relays li.relay") if "Reachable" in t])[0]
+        line = eventually("the relay reachable in the panel, with its last sync (status's lastSuccessMillis)",
+                          lambda: [t for t in texts("#relays li.relay") if "Reachable, last synced with this laptop" in t])[0]
         if f"127.0.0.1:{relay.port}" not in line or not FINGERPRINT.search(line):
             fail(f"the relay's line: {line!r}")
         if not driver.find_elements(By.CSS_SELECTOR, "#relays button.relay-remove"):
