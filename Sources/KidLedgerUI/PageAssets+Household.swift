@@ -171,7 +171,7 @@ extension PageAssets {
           el("input", { name: "code", autocomplete: "off", required: "", placeholder: "ABCD-EFGH-JKMN", autocapitalize: "characters", spellcheck: "false" })),
         el("label", {}, "Your name (what the family calls you)", el("input", { name: "yourName", autocomplete: "off", placeholder: "Dad" })),
         el("button", { type: "submit", id: "join-household", text: "Join" }),
-        el("p", { class: "hint", text: "Both laptops must be on the same home network, with kidledger running on both. It can take up to half a minute to find the other laptop." }));
+        el("p", { class: "hint", text: "On the same home network, type the short code: it can take up to half a minute to find the other laptop. From another network, paste the long code instead: with a relay added to the household, it joins through the relay (up to a minute)." }));
       join.addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const fields = { code: join.code.value };
