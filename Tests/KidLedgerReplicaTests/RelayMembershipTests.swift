@@ -98,6 +98,28 @@ struct RelayMembershipTests {
         #expect(throws: LedgerError.self) { try s.removeRelay(relayKey, owner: spouse) }
     }
 
+    /// An epoch record an owner signed (its stolen key, say) may name any epoch up to UInt32.max:
+    /// the next rotation is refused as "used up", without trapping on the arithmetic, and nothing
+    /// is written. Epochs from 2^31 are join requests' mailbox slots, so 2^31 - 1 is the last.
+    @Test(arguments: [UInt32.max, RelayJoinRequest.slotMin, RelayJoinRequest.slotMin - 1])
+    func anEpochAtTheTopIsUsedUpWithoutATrap(top: UInt32) throws {
+        let (o, _) = try family()
+        var random = SplitMix64(seed: 12)
+        try o.addRelay(relayKey, addresses: [], owner: owner, using: &random)
+        let record = try EpochRecord.seal(key: EpochKey.generate(epoch: top, using: &random),
+                                          previous: EpochKey.generate(epoch: top - 1, using: &random),
+                                          members: [owner.publicKey, spouse.publicKey], owner: owner, household: household,
+                                          using: &random)
+        var e = RelayEpoch(record: record.encoded, signature: [])
+        e.signature = owner.sign(Membership.relayEpochMessage(household: household, e))
+        try o.commitMembership([.relayEpoch(e)])
+        #expect(try o.relayEpochRecords().last?.record.epoch == top)
+        let digest = try o.digest()
+        let grant = owner.grant(newcomer.publicKey, name: "Gran", household: household, atMillis: 6)
+        #expect(throws: LedgerError.self) { try o.commitMembership([.grant(grant)], rotatingRelayEpochAs: owner, using: &random) }
+        #expect(try o.digest() == digest)
+    }
+
     /// Grant a newcomer (epoch 1), revoke the spouse (epoch 2): the spouse's keyring stops at 1,
     /// the newcomer's opens 0 to 2 (no box in 0: the chain), the owner's all.
     @Test func revocationRotatesAndTheRevokedKeyringStops() throws {

@@ -433,8 +433,9 @@ extension Replica {
         var previous: EpochKey?
         var epoch: UInt32 = 0
         if let current = records.last {
-            // Epochs from 2^31 up are join requests' mailbox slots (RelayJoinRequest.slotMin).
-            guard current.record.epoch + 1 < RelayJoinRequest.slotMin else { throw LedgerError.invalid("the relay's epochs are used up") }
+            // Epochs from 2^31 up are join requests' mailbox slots (RelayJoinRequest.slotMin). No
+            // `+ 1` before the check: a record an owner signed may name any epoch up to UInt32.max.
+            guard current.record.epoch < RelayJoinRequest.slotMin - 1 else { throw LedgerError.invalid("the relay's epochs are used up") }
             epoch = current.record.epoch + 1
             previous = try keyring(of: owner, records: records, household: household)[current.record.epoch]
                 ?? EpochKey.generate(epoch: current.record.epoch, using: &random)
