@@ -31,16 +31,18 @@ extension Daemon {
         let isOwner = ((try? replica.members()) ?? []).contains { $0.isOwner && $0.key == me }
         var ran = false
         let vector = (try? replica.versionVector()) ?? [:]
+        // The owner's open invitations (their guest keys go on its access lists).
+        let inviteKeys = { isOwner ? ((try? replica.device.openInvites()) ?? []).map(\.key) : [] }
+        let invites = inviteKeys()
         for relay in relays where !Daemon.stopRequested {
             let key = Hex.encode(relay.key)
             let failing = (schedule.backoff[key]?.attempt ?? 0) > 0
             let behind = vector != schedule.vectorAtSession[key] && RelayRecord.behind(replica, relay: relay, vector: vector)
-            let invites = isOwner ? ((try? replica.device.openInvites()) ?? []).map(\.key) : []
             let invited = isOwner && schedule.invitesAtSession[key].map { $0 != invites } ?? false
             guard now >= schedule.due[key] ?? 0 || ((changeDue || behind || invited) && !failing) else { continue }
             let result = RelayDriver.sync(replica, identity: identity, relay: relay, owner: isOwner, now: clock.nowMillis())
             schedule.vectorAtSession[key] = try? replica.versionVector()
-            schedule.invitesAtSession[key] = isOwner ? ((try? replica.device.openInvites()) ?? []).map(\.key) : []
+            schedule.invitesAtSession[key] = inviteKeys()
             ran = true
             log(RelayDriver.line(result))
             var b = schedule.backoff[key] ?? Backoff()

@@ -12,16 +12,8 @@ public enum RelayGuestIdentity {
     /// The guest key pair of the invitation whose key is `invitationKey`, for the relay `relay`.
     /// - Throws: ``RelaySealError/badKey(_:)`` for a key that is not 32 bytes.
     public static func derive(invitationKey: [UInt8], relay: [UInt8]) throws(RelaySealError) -> Identity {
-        guard relay.count == PublicKey.byteCount else { throw .badKey("a relay key is \(PublicKey.byteCount) bytes, got \(relay.count)") }
         guard invitationKey.count == 32 else { throw .badKey("an invitation key is 32 bytes, got \(invitationKey.count)") }
-        _ = Sodium.ready
-        let message = Array("kidledger relay guest v1".utf8) + [0] + relay
-        var seed = [UInt8](repeating: 0, count: Identity.seedByteCount)
-        defer { sodium_memzero(&seed, seed.count) }
-        let rc = crypto_generichash(&seed, seed.count, message, UInt64(message.count), invitationKey, invitationKey.count)
-        precondition(rc == 0, "crypto_generichash failed with valid sizes")
-        // 32 bytes by construction.
-        return try! Identity(seed: seed)
+        return try RelayMemberIdentity.keyed(invitationKey, label: "kidledger relay guest v1", relay: relay)
     }
 }
 
