@@ -7,9 +7,10 @@ the page) and a relay (`kidledger relay serve --listen 127.0.0.1:PORT --home R`)
 Chromium, Mom's page first refuses a code that is not one (the error at the field, in a
 parent's words), then adds the relay with its code; the relay panel shows it reachable. Dad's
 page shows the relay without the owner's controls, and "Mom's laptop: via the relay" beside
-the direct line. Mom's daemon then restarts on a new port, so Dad's laptop can't reach it
-directly: a give on Dad's page reaches Mom's page through the relay, and Dad's pill reads
-"synced through the relay", never `offline`. Mom removes the relay from her page (the question
+the direct line. Mom's daemon then stops and forgets Dad's address: a give on Dad's page makes
+Dad's pill read "synced through the relay", never `offline`. Mom's daemon restarts on a new
+port, so Dad's laptop can't reach it directly: the give reaches Mom's page through the relay,
+and Dad's pill reads `synced`. Mom removes the relay from her page (the question
 says what happens) and the panel says there is none. Each step is photographed at 1280 px and
 360 px into the output folder; RELAY_TEST_DOC_SHOT=PATH also writes Mom's relay panel there
 (docs/relay.png).
@@ -147,26 +148,22 @@ def browser(out, mom, dad, relay):
             fail(f"the direct line beside the relay's: {texts('#peers li')!r}")
         shot("03-dad-via-relay", "dad", "#peers")
 
-        # 4. Mom's laptop moves (its daemon on a new port, Dad's address forgotten): the laptops can't
-        # reach each other directly. Dad gives; Mom's page gets it through the relay; Dad's pill says
-        # so and never alarms.
-        size = os.path.getsize(mom.log)
+        # 4. Mom's laptop is shut and moves (its daemon stopped, then on a new port with Dad's address
+        # forgotten): the laptops can't reach each other directly. Dad gives while Mom's laptop is
+        # off: Dad's pill says the relay carries it (Mom synced through the relay minutes ago) and
+        # never alarms. Mom's laptop comes back and gets the give through the relay; Dad's pill then
+        # reads `synced` (the relay reports Mom's acknowledgement). Mom's daemon is stopped while
+        # the pill is checked so that Mom can't collect the give first: the pill says `synced`
+        # once she has, and the test would race her relay round.
         mom.stop()
         for peer in json.loads(run(mom, "peers", "--json"))["peers"]:
             run(mom, "peer", "remove", "--", peer["address"])
-        mom.serve()
-        eventually("Mom's page served again", lambda: f"page on http://{mom.page}/" in open(mom.log).read()[size:])
         on("dad")
-        eventually("Dad's page after Mom's restart", lambda: text("title") == "The Millers")
+        seen = set()
         amount = lambda: find("article.child input[name=amount]")
         act("an amount", lambda: amount().send_keys("2.50"))
         act("Give", lambda: find("article.child button.give").click())
         eventually("the give on Dad's page", lambda: "$2.50" in find("article.child .balance").text)
-        on("mom")
-        driver.get(mom.url())
-        eventually("Dad's give on Mom's page, through the relay", lambda: "$2.50" in find("article.child .balance").text, seconds=RELAY_SECONDS)
-        on("dad")
-        seen = set()
 
         def relayed():
             seen.add(text("sync"))
@@ -177,6 +174,14 @@ def browser(out, mom, dad, relay):
         if "offline" in seen:
             fail(f"Dad's pill alarmed while the relay carried the changes: {seen!r}")
         shot("04-dad-relayed", "dad", "header")
+        size = os.path.getsize(mom.log)
+        mom.serve()
+        eventually("Mom's page served again", lambda: f"page on http://{mom.page}/" in open(mom.log).read()[size:])
+        on("mom")
+        driver.get(mom.url())
+        eventually("Dad's give on Mom's page, through the relay", lambda: "$2.50" in find("article.child .balance").text, seconds=RELAY_SECONDS)
+        on("dad")
+        eventually("`synced` on Dad's pill once Mom's laptop has the give", lambda: text("sync") == "synced", seconds=RELAY_SECONDS)
 
         # 5. Mom removes the relay: the question says what happens; the panel says there is none.
         on("mom")
