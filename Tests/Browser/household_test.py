@@ -140,9 +140,11 @@ class Laptop:
             words = ["ip", "netns", "exec", self.namespace, self.binary, "serve", "--listen", ":4717", "--ui", self.page]
         else:
             words = [self.binary, "serve", "--listen", "127.0.0.1:0", "--ui", self.page]
+        # Only this start's lines count: after a restart the log already holds the previous one's.
+        size = os.path.getsize(self.log) if os.path.exists(self.log) else 0
         with open(self.log, "a") as log:
             self.daemon = subprocess.Popen(words, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
-        eventually(f"{self.name}'s page to be served", lambda: f"page on http://{self.page}/" in open(self.log).read())
+        eventually(f"{self.name}'s page to be served", lambda: f"page on http://{self.page}/" in open(self.log).read()[size:])
 
     def url(self):
         """The page's address with its key (`kidledger ui` prints it; it runs no other command)."""
