@@ -167,7 +167,7 @@ enum RelayCommands {
 
     static let status = CLI.Command(spec: CommandSpec(
         name: "relay status", synopsis: "", summary: "the household's relays and what they last told of each laptop",
-        details: "Per granted relay: its key fingerprint, addresses, the last session from this laptop (when, and why it failed), whether the relay is out of date (it lacked changes this laptop holds after that session, had lost what it held, or that session is over a day old; --json: outOfDate, relayLacks) and when the relay last saw each member sync.")) { ctx, _ in
+        details: "Per granted relay: its key fingerprint, addresses, the last session from this laptop (when, and why it failed), whether the relay is out of date (it lacked changes this laptop holds after that session, had lost what it held, or that session is over a day old; --json: outOfDate, relayLacks), whether it has yet to learn of this laptop's recovery (--json: ownerChangePending) and when the relay last saw each member sync.")) { ctx, _ in
         let replica = try ctx.openReplica()
         _ = try LedgerCommands.requireHousehold(replica)
         let relays = try replica.relays()
@@ -178,12 +178,15 @@ enum RelayCommands {
             let last = try RelayRecord.last(replica, relay: relay.key) ?? RelayRecord.Last()
             let fingerprint = PublicKey(bytes: relay.key)?.fingerprint ?? "?"
             let outOfDate = RelayRecord.outOfDate(last, now: ctx.clock.nowMillis())
+            // After `recover`: the statement this laptop still has to hand the relay (RelayDriver.changeOwner).
+            let ownerChangePending = try RelayRecord.pendingStatement(replica, relay: relay.key) != nil
             objects.append(.object([("relay", .string(Hex.encode(relay.key))), ("fingerprint", .string(fingerprint)),
                                     ("addresses", .array(relay.addresses.map(JSON.string))),
                                     ("lastAttemptMillis", last.attemptMillis > 0 ? .int(Int(last.attemptMillis)) : .null),
                                     ("lastSuccessMillis", last.successMillis > 0 ? .int(Int(last.successMillis)) : .null),
                                     ("error", last.error.isEmpty ? .null : .string(last.error)), ("refused", .bool(last.refused)),
                                     ("outOfDate", outOfDate.map(JSON.string) ?? .null), ("relayLacks", .int(last.lacks)),
+                                    ("ownerChangePending", .bool(ownerChangePending)),
                                     ("members", .array(last.members.sorted { $0.key < $1.key }.map { key, millis in
                                         .object([("member", .string(key)), ("name", names[key].map(JSON.string) ?? .null),
                                                  ("lastSyncMillis", millis > 0 ? .int(Int(millis)) : .null)])
@@ -193,6 +196,9 @@ enum RelayCommands {
             else if last.error.isEmpty { text += "last synced \(ctx.time.stamped(last.successMillis))\n" }
             else { text += "\(last.refused ? "refused" : "unreachable") at \(ctx.time.stamped(last.attemptMillis)): \(last.error)\n" }
             if let outOfDate { text += "  out of date: \(outOfDate)\n" }
+            if ownerChangePending {
+                text += "  recovery: the relay still takes orders from the former owner's key; this laptop's next session with it (`kidledger relay sync`, or the daemon's) hands it the recovery\n"
+            }
             for (key, millis) in last.members.sorted(by: { $0.key < $1.key }) {
                 text += "  \(names[key] ?? key.prefix(8) + "…"): " + (millis > 0 ? "last synced with the relay \(ctx.time.stamped(millis))" : "never synced with the relay") + "\n"
             }

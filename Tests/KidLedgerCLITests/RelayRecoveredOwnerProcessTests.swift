@@ -30,12 +30,20 @@ struct RelayRecoveredOwnerProcessTests {
         let recovered = try runKidledger(dad, ["recover"], input: secret + "\n")
         #expect(recovered.code == 0, "\(recovered)")
         try ok(dad, "give", "Ava", "2.50", "--note", "after-recovery")
+        // `relay status` says the relay has yet to learn of the recovery, until the next session hands it over.
+        let pending = { (home: TestLedger) throws -> Bool? in
+            ((try json(home, "relay", "status")["relays"] as? [[String: Any]])?.first?["ownerChangePending"] as? Bool)
+        }
+        #expect(try pending(dad) == true)
+        #expect(try runKidledger(dad, ["relay", "status"]).stdout.contains("recovery: the relay still takes orders from the former owner's key"))
+        #expect(try pending(gran) == false, "only the laptop that recovered holds a statement")
         let dadSync = try json(dad, "relay", "sync")
         #expect((dadSync["results"] as? [[String: Any]])?.first?["ok"] as? Bool == true, "\(dadSync)\n\(relay.stderr)")
         #expect(relay.stderr.contains("owner changed to key"), "\(relay.stderr)")
         #expect(try String(contentsOfFile: relayHome.home + "/relay-owner", encoding: .utf8).split(separator: "\n").count == 4,
                 "the relay keeps the recovery key's statement to hand members")
         #expect(try digest(gran) != digest(dad))
+        #expect(try pending(dad) == false, "the relay confirmed the recovery")
 
         // Gran meets Dad only through the relay: one `relay sync` opens the new owner's box and applies the transfer.
         let granSync = try json(gran, "relay", "sync")
