@@ -20,30 +20,37 @@ public enum RelayJoinKeys {
     public static func discover(_ envelopes: [[UInt8]], keyring: EpochKeyring, owner: PublicKey, household: RecordID) -> EpochKeyring {
         var keys = keyring
         var records: [(record: EpochRecord, byOwner: Bool)] = []
-        var opened = Set<Int>()
+        // Each header is read once and each envelope opened at most once: the first round opens
+        // the epochs already held, each later round only the epochs the one before learned.
+        var unopened: [UInt32: [(index: Int, stream: RelayStreamTag)]] = [:]
+        for (i, envelope) in envelopes.enumerated() {
+            guard let header = try? RelayEnvelope.header(of: envelope) else { continue }
+            unopened[header.epoch, default: []].append((i, header.stream))
+        }
+        var ready = unopened.keys.filter { keys[$0] != nil }
         for _ in 0..<roundsMax {
-            var learned = false
-            for (i, envelope) in envelopes.enumerated() where !opened.contains(i) {
-                guard let header = try? RelayEnvelope.header(of: envelope), keys[header.epoch] != nil,
-                      let payload = try? RelayEnvelope.open(envelope, stream: header.stream, keys: keys).payload else { continue }
-                opened.insert(i)
-                guard case .changes(let changes, _, _)? = try? Message.decode(type: 4, payload: payload) else { continue }
-                for change in changes {
-                    for case .relayEpoch(let e) in change.operations {
-                        guard let record = try? EpochRecord.decode(e.record) else { continue }
-                        let signed = Identity.verify(signature: e.signature, message: Membership.relayEpochMessage(household: household, e), key: owner)
-                        records.append((record, signed))
+            for epoch in ready {
+                for (i, stream) in unopened.removeValue(forKey: epoch) ?? [] {
+                    guard let payload = try? RelayEnvelope.open(envelopes[i], stream: stream, keys: keys).payload,
+                          case .changes(let changes, _, _)? = try? Message.decode(type: 4, payload: payload) else { continue }
+                    for change in changes {
+                        for case .relayEpoch(let e) in change.operations {
+                            guard let record = try? EpochRecord.decode(e.record) else { continue }
+                            let signed = Identity.verify(signature: e.signature, message: Membership.relayEpochMessage(household: household, e), key: owner)
+                            records.append((record, signed))
+                        }
                     }
                 }
             }
+            ready = []
             for byOwner in [true, false] {
                 for (record, signed) in records where signed == byOwner && record.epoch > 0 && keys[record.epoch - 1] == nil {
                     guard let key = keys[record.epoch], let earlier = try? record.previousKey(with: key) else { continue }
                     keys.insert(earlier)
-                    learned = true
+                    ready.append(earlier.epoch)
                 }
             }
-            guard learned else { break }
+            guard !ready.isEmpty else { break }
         }
         return keys
     }
