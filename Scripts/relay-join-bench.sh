@@ -6,18 +6,11 @@
 # second (as her daemon would every 30 s) until Gran's join ends. Prints Gran's join time, the
 # time from the `relay sync` that let her in to the end of her join, and checks both digests agree.
 # Usage: Scripts/relay-join-bench.sh [N]   (default 100000)
-# Builds the release kidledger and kidledger-bench first (each on its own: one `swift build` with two
-# --product flags builds only the last), so the binaries are current; KL=PATH BENCH=PATH use others.
+# Builds the release kidledger and kidledger-bench first, so they are current (Scripts/lib/release-binaries.sh);
+# KL=PATH BENCH=PATH use others.
 set -euo pipefail
 N=${1:-100000}
-if [ -z "${KL:-}${BENCH:-}" ]; then
-    for product in kidledger kidledger-bench; do swift build -c release --product "$product" 2>&1 | tail -n 1 >&2; done
-fi
-KL=${KL:-.build/release/kidledger}
-BENCH=${BENCH:-.build/release/kidledger-bench}
-[ -x "$KL" ] && [ -x "$BENCH" ] || { echo "no release binaries at $KL and $BENCH" >&2; exit 64; }
-KL=$(cd "$(dirname "$KL")" && pwd)/$(basename "$KL")
-BENCH=$(cd "$(dirname "$BENCH")" && pwd)/$(basename "$BENCH")
+. "$(dirname "$0")/lib/release-binaries.sh"
 D=$(mktemp -d /tmp/relay-join-bench-XXXXXX)
 export HOME="$D" TZ=UTC LC_ALL=C
 PIDS=()

@@ -162,7 +162,7 @@ import Testing
         #expect(none.status == 400 && body(none).contains("no relay is granted"), "\(body(none))")
         #expect(h.run("digest").stdout == digest)
         let state = body(get(app, "/api/state"))
-        #expect(state.contains("\"zone\":") && !state.contains("\"relay") , "\(state)")
+        #expect(state.contains("\"zone\":") && !state.contains("\"relay"), "\(state)")
     }
 
     @Test func anUnknownChildIs400AndAForeignOriginOrAMissingTokenChangesNothing() throws {
